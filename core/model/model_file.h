@@ -1,0 +1,88 @@
+// A model as read from disk: its config, its named tensors (viewing the mapped file where
+// possible), and where its tokenizer comes from. Every loader (GGUF, safetensors + config.json,
+// llama2.c) produces one, after validating every offset, size, dtype and shape.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/mapped_file.h"
+#include "core/model/model_config.h"
+#include "core/tokenizer/sentencepiece_vocab.h"
+
+namespace strata {
+
+enum class TensorDType { kF32, kF16, kBF16 };
+
+const char* TensorDTypeName(TensorDType t);
+size_t TensorDTypeSize(TensorDType t);
+
+// One tensor of the model, always dense F32/F16/BF16 (quantized file formats such as GGUF
+// Q8_0 are dequantized into `owned` storage by the loader).
+struct TensorView {
+  TensorDType dtype = TensorDType::kF32;
+  std::vector<int64_t> shape;  // row-major, outermost first (PyTorch order: [out, in])
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// Canonical tensor names used by every loader:
+//   "tok_embeddings"             [vocab, hidden]
+//   "layers.{i}.attn_norm"       [hidden]
+//   "layers.{i}.wq"              [heads*head_dim, hidden]   (+ "layers.{i}.wq.bias")
+//   "layers.{i}.wk"              [kv_heads*head_dim, hidden] (+ ".bias")
+//   "layers.{i}.wv"              [kv_heads*head_dim, hidden] (+ ".bias")
+//   "layers.{i}.wo"              [hidden, heads*head_dim]
+//   "layers.{i}.ffn_norm"        [hidden]
+//   "layers.{i}.w_gate"          [intermediate, hidden]
+//   "layers.{i}.w_up"            [intermediate, hidden]
+//   "layers.{i}.w_down"          [hidden, intermediate]
+//   "norm"                       [hidden]
+//   "output"                     [vocab, hidden] (absent when tie_word_embeddings)
+// Q and K rows are stored as the file stores them; config.rope_style says how they pair.
+
+// Where the tokenizer comes from.
+struct TokenizerSource {
+  enum class Kind { kNone, kSentencePieceVocab, kTokenizerJson } kind = Kind::kNone;
+  SentencePieceVocab vocab;        // kSentencePieceVocab (GGUF, llama2.c tokenizer.bin)
+  std::string tokenizer_json_path; // kTokenizerJson
+  std::string tokenizer_config_path;  // may be empty
+};
+
+class ModelFile {
+ public:
+  ModelConfig config;
+  std::map<std::string, TensorView> tensors;
+  TokenizerSource tokenizer;
+  std::string chat_template;  // from GGUF metadata or tokenizer_config.json, may be empty
+  std::string source_path;
+  std::string format;  // "gguf", "safetensors", "llama2c"
+
+  // Keeps mapped files and dequantized copies alive as long as the views.
+  std::vector<std::unique_ptr<MappedFile>> mappings;
+  std::vector<std::vector<uint8_t>> owned;
+
+  const TensorView* Find(const std::string& name) const {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
+};
+
+// Checks that every tensor the config implies is present with the right shape.
+absl::Status ValidateLlamaTensors(const ModelFile& m);
+
+// Opens a .gguf file, a llama2.c .bin (tokenizer_path = its tokenizer.bin, may be empty), or a
+// Hugging Face directory, after full validation.
+absl::StatusOr<std::unique_ptr<ModelFile>> LoadModelFile(const std::string& path,
+                                                          const std::string& tokenizer_path = "");
+
+}  // namespace strata

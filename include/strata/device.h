@@ -1,0 +1,415 @@
+/*
+ * strata device ABI, version 1.
+ *
+ * The one boundary between the backend-agnostic core and a device backend. A backend
+ * is a shared library (libstrata-backend-NAME.so) that exports
+ *
+ *     const strata_plugin_info* strata_backend_init(void);     (required)
+ *     int32_t                   strata_backend_score(void);    (optional, 0 = cannot run)
+ *
+ * Rules that keep this ABI stable:
+ *   - Plain C: fixed-width integers, enums passed as int32_t, opaque handles, structs of
+ *     function pointers. No C++ types, exceptions or ownership of host allocations cross it.
+ *   - Every struct that may grow starts with `struct_size` (set by whoever fills it), so a
+ *     newer core can tell which fields an older plugin knows and vice versa. New fields are
+ *     only ever appended.
+ *   - A change that breaks existing plugins bumps STRATA_DEVICE_ABI_MAJOR; the loader refuses
+ *     plugins whose major version differs from its own. Appending fields or functions bumps
+ *     the minor version only.
+ *   - A plugin never aborts the process on bad input: every call returns a strata_status and
+ *     the backend's last_error() gives a human-readable message for the calling thread.
+ *   - Extensions beyond the table are looked up by name with get_proc_address().
+ *
+ * Data model: backend -> devices -> buffers (device memory), weights (backend-owned,
+ * prepared copies of model weights), KV caches (paged), and ops that the core enqueues.
+ * Ops run in issue order on the device's single queue; synchronize() waits for them.
+ *
+ * Batches are ragged: a step holds `num_tokens` tokens from `num_seqs` sequences, the
+ * tokens of each sequence contiguous (prefill chunks and single decode tokens mixed), each
+ * sequence with its own positions and its own block table into the paged KV cache.
+ */
+#ifndef STRATA_DEVICE_H_
+#define STRATA_DEVICE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_DEVICE_ABI_MAJOR 1
+#define STRATA_DEVICE_ABI_MINOR 0
+#define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
+#define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
+#define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
+
+#if defined(_WIN32)
+#define STRATA_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define STRATA_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Names of the exported symbols, for dlsym(). */
+#define STRATA_BACKEND_INIT_SYMBOL "strata_backend_init"
+#define STRATA_BACKEND_SCORE_SYMBOL "strata_backend_score"
+
+/* ------------------------------------------------------------------------------------ */
+/* Status codes                                                                          */
+
+typedef enum strata_status {
+  STRATA_OK = 0,
+  STRATA_ERROR_INVALID_ARGUMENT = 1, /* bad shapes, null handles, out-of-range indices */
+  STRATA_ERROR_UNSUPPORTED = 2,      /* op / dtype / weight format not implemented     */
+  STRATA_ERROR_OUT_OF_MEMORY = 3,
+  STRATA_ERROR_DEVICE = 4, /* the device or its driver failed                    */
+  STRATA_ERROR_NOT_FOUND = 5,
+  STRATA_ERROR_INTERNAL = 6
+} strata_status;
+
+/* ------------------------------------------------------------------------------------ */
+/* Element types and weight formats                                                      */
+
+typedef enum strata_dtype {
+  STRATA_DTYPE_F32 = 0,
+  STRATA_DTYPE_F16 = 1,
+  STRATA_DTYPE_BF16 = 2,
+  STRATA_DTYPE_I32 = 3,
+  STRATA_DTYPE_I8 = 4,
+  STRATA_DTYPE_U8 = 5, /* raw bytes, also packed INT4 pairs (low nibble first)           */
+  STRATA_DTYPE_FP8_E4M3 = 6,
+  STRATA_DTYPE_I64 = 7,
+  STRATA_DTYPE_COUNT
+} strata_dtype;
+
+/*
+ * How the values of a weight matrix W [rows = out_features, cols = in_features] are stored.
+ * y = x * W^T (+ bias) for every format.
+ */
+typedef enum strata_weight_format {
+  /* Dense, in `dtype` (F32, F16 or BF16). */
+  STRATA_WEIGHT_DENSE = 0,
+  /* INT8 values (dtype I8), one scale per output row: W[r][c] = q[r][c] * scales[r]. */
+  STRATA_WEIGHT_INT8_PER_CHANNEL = 1,
+  /* SmoothQuant W8A8: INT8 weights per output channel, activations quantized per token to
+   * INT8 at run time after dividing by `smooth` (per input column, may be absent). */
+  STRATA_WEIGHT_W8A8 = 2,
+  /* INT4 groups along cols: packed U8 (two values per byte, low nibble = even column),
+   * `group_size` columns share one scale (and zero point, if `zeros` is set; else
+   * symmetric, value - 8). */
+  STRATA_WEIGHT_INT4_GROUP = 3,
+  /* LLM.int8(): INT8 per-channel for most columns plus a dense (F16/BF16) matrix of the
+   * `num_outlier_cols` outlier columns listed in `outlier_cols` (I32). */
+  STRATA_WEIGHT_INT8_OUTLIER_SPLIT = 4,
+  STRATA_WEIGHT_FORMAT_COUNT
+} strata_weight_format;
+
+/* ------------------------------------------------------------------------------------ */
+/* Handles                                                                               */
+
+typedef struct strata_device_s* strata_device;     /* an opened device                  */
+typedef struct strata_buffer_s* strata_buffer;     /* a range of device memory          */
+typedef struct strata_weight_s* strata_weight;     /* a prepared weight matrix / table  */
+typedef struct strata_kv_cache_s* strata_kv_cache; /* the paged KV cache of all layers  */
+
+/*
+ * A view of device memory: `ndim` dims, row-major. The last dim is contiguous; `row_stride`
+ * is the distance in elements between consecutive rows of a 2-D view (0 = packed), so the
+ * core can address a column slice of a fused output (e.g. Q, K and V of a QKV matmul).
+ * Views of more than 2 dims are always packed.
+ */
+typedef struct strata_tensor {
+  strata_buffer buffer;
+  uint64_t offset; /* in bytes from the start of the buffer */
+  int32_t dtype;   /* strata_dtype */
+  int32_t ndim;    /* 1..4 */
+  int64_t shape[4];
+  int64_t row_stride;
+} strata_tensor;
+
+/* Describes a weight handed to weight_create(). Host pointers are read during the call only. */
+typedef struct strata_weight_desc {
+  uint32_t struct_size;
+  int32_t format; /* strata_weight_format */
+  int32_t dtype;  /* element type of `data` */
+  int32_t reserved0;
+  int64_t rows; /* out_features (vocab size for an embedding table) */
+  int64_t cols; /* in_features (hidden size for an embedding table) */
+  const void* data;
+  /* Quantized formats. */
+  const void* scales; /* per row (INT8 formats) or per (row, group) (INT4), F32 or F16 */
+  int32_t scales_dtype;
+  int32_t group_size; /* INT4_GROUP */
+  const void* zeros;  /* INT4_GROUP asymmetric: U8 per (row, group); NULL = symmetric */
+  const void* smooth; /* W8A8: F32 per column; NULL = none */
+  const int32_t* outlier_cols;  /* OUTLIER_SPLIT */
+  int32_t num_outlier_cols;
+  int32_t outlier_dtype;        /* OUTLIER_SPLIT: F16 or BF16 */
+  const void* outlier_weights;  /* OUTLIER_SPLIT: [rows, num_outlier_cols] */
+  const char* name;             /* for messages; may be NULL */
+} strata_weight_desc;
+
+/* ------------------------------------------------------------------------------------ */
+/* Devices and capabilities                                                              */
+
+typedef enum strata_device_kind {
+  STRATA_DEVICE_CPU = 0,
+  STRATA_DEVICE_GPU = 1,
+  STRATA_DEVICE_ACCELERATOR = 2
+} strata_device_kind;
+
+/* Capability bits in strata_device_info.capabilities. */
+#define STRATA_CAP_HOST_VISIBLE_MEMORY (1u << 0) /* buffer_host_ptr() works            */
+#define STRATA_CAP_FUSED_ROPE_KV_WRITE (1u << 1)
+#define STRATA_CAP_PAGED_ATTENTION (1u << 2)
+#define STRATA_CAP_DEVICE_SAMPLING (1u << 3)
+#define STRATA_CAP_GRAPHS (1u << 4) /* records and replays decode steps                 */
+#define STRATA_CAP_INT8_MATMUL (1u << 5)
+#define STRATA_CAP_BF16_MATH (1u << 6)
+
+typedef struct strata_device_info {
+  uint32_t struct_size;
+  int32_t kind; /* strata_device_kind */
+  char name[128];
+  uint64_t memory_total; /* bytes */
+  uint64_t memory_free;  /* bytes, at the time of the query */
+  uint32_t capabilities; /* STRATA_CAP_* */
+  int32_t compute_units; /* cores / SMs */
+  int32_t preferred_activation_dtype; /* strata_dtype the backend computes fastest in */
+  char features[256];                 /* free text, e.g. "avx2 avx512f avx512_vnni" */
+} strata_device_info;
+
+typedef struct strata_device_options {
+  uint32_t struct_size;
+  int32_t num_threads; /* CPU backends: 0 = all cores */
+  const char* options; /* backend-specific "key=value;key=value", may be NULL */
+} strata_device_options;
+
+/* Ops, for supports(). */
+typedef enum strata_op {
+  STRATA_OP_EMBEDDING = 0,
+  STRATA_OP_RMS_NORM = 1,
+  STRATA_OP_MATMUL = 2,
+  STRATA_OP_ROPE_KV_WRITE = 3,
+  STRATA_OP_ATTENTION = 4,
+  STRATA_OP_SILU_MUL = 5,
+  STRATA_OP_ADD = 6,
+  STRATA_OP_GATHER_ROWS = 7,
+  STRATA_OP_ARGMAX = 8,
+  STRATA_OP_SAMPLE = 9,
+  STRATA_OP_COPY_BLOCKS = 10,
+  STRATA_OP_SWAP_BLOCKS = 11,
+  STRATA_OP_COUNT
+} strata_op;
+
+/* ------------------------------------------------------------------------------------ */
+/* KV cache and batch descriptors                                                        */
+
+typedef struct strata_kv_cache_desc {
+  uint32_t struct_size;
+  int32_t num_layers;
+  int32_t num_blocks;
+  int32_t block_size; /* tokens per block */
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t dtype; /* F32, F16 or BF16 (FP8 later) */
+} strata_kv_cache_desc;
+
+/*
+ * Rotary embedding. The core computes the inverse frequencies (all scaling variants:
+ * linear, llama3, yarn, ...) so that backends only rotate.
+ *   angle(pos, i) = pos * inv_freq[i], i < rotary_dim / 2
+ *   cos/sin are multiplied by `attention_factor` (yarn's mscale; 1 otherwise).
+ * style NEOX pairs element i with i + rotary_dim/2 (Hugging Face "rotate_half");
+ * style INTERLEAVED pairs 2i with 2i+1 (llama2.c, GGUF "llama").
+ */
+typedef enum strata_rope_style {
+  STRATA_ROPE_NONE = 0,
+  STRATA_ROPE_INTERLEAVED = 1,
+  STRATA_ROPE_NEOX = 2
+} strata_rope_style;
+
+typedef struct strata_rope_params {
+  uint32_t struct_size;
+  int32_t style; /* strata_rope_style */
+  int32_t rotary_dim;
+  float attention_factor;
+  const strata_tensor* inv_freq; /* F32 [rotary_dim / 2] on the device */
+} strata_rope_params;
+
+/*
+ * The ragged batch of one step, resident on the device (the core uploads it once per step
+ * and every layer reuses it). Sequence s owns tokens [query_start_loc[s],
+ * query_start_loc[s+1]); its context after this step is seq_lens[s] tokens, so its j-th
+ * new token sits at position seq_lens[s] - q_len + j and attends causally to positions
+ * 0..that position. Positions come from `positions` for RoPE.
+ */
+typedef struct strata_batch_desc {
+  uint32_t struct_size;
+  int32_t num_tokens;
+  int32_t num_seqs;
+  int32_t max_query_len; /* host-side maxima, for launch configuration */
+  int32_t max_seq_len;
+  int32_t max_blocks_per_seq;   /* columns of block_tables */
+  const strata_tensor* positions;       /* I32 [num_tokens] */
+  const strata_tensor* slot_mapping;    /* I32 [num_tokens]: block * block_size + offset; <0 = skip */
+  const strata_tensor* query_start_loc; /* I32 [num_seqs + 1] */
+  const strata_tensor* seq_lens;        /* I32 [num_seqs] */
+  const strata_tensor* block_tables;    /* I32 [num_seqs, max_blocks_per_seq] */
+  /* Host copies of the same arrays (may be NULL); host-visible backends may use them. */
+  const int32_t* host_query_start_loc;
+  const int32_t* host_seq_lens;
+} strata_batch_desc;
+
+typedef struct strata_attention_params {
+  uint32_t struct_size;
+  int32_t num_heads;
+  int32_t num_kv_heads; /* GQA: heads share KV head h * num_kv_heads / num_heads */
+  int32_t head_dim;
+  float scale;          /* usually 1/sqrt(head_dim) */
+  int32_t sliding_window; /* 0 = full attention; else attend to the last N positions */
+  float logit_softcap;    /* 0 = none */
+} strata_attention_params;
+
+/* Per-row sampling parameters for the device sampler (all arrays have num_rows entries). */
+typedef struct strata_sample_params {
+  uint32_t struct_size;
+  const float* temperature; /* host arrays; temperature <= 0 means greedy */
+  const int32_t* top_k;     /* <= 0: off */
+  const float* top_p;       /* >= 1: off */
+  const float* min_p;       /* <= 0: off */
+  const uint64_t* seed;     /* per row */
+  const uint64_t* step;     /* per row; (seed, step) fixes the random draw */
+} strata_sample_params;
+
+typedef struct strata_block_pair {
+  int32_t src;
+  int32_t dst;
+} strata_block_pair;
+
+/* ------------------------------------------------------------------------------------ */
+/* The function table                                                                    */
+
+typedef struct strata_backend_v1 {
+  uint32_t struct_size;
+
+  /* Message for the last non-OK status returned on the calling thread. */
+  const char* (*last_error)(void);
+
+  /* Devices. */
+  strata_status (*device_count)(int32_t* count);
+  strata_status (*device_info)(int32_t index, strata_device_info* info);
+  strata_status (*device_open)(int32_t index, const strata_device_options* options,
+                               strata_device* out);
+  void (*device_close)(strata_device dev);
+  /* 1 if the op is implemented for activations of `act_dtype` and weights of
+   * (`weight_format`, `weight_dtype`); both ignored where the op has no weight. */
+  int32_t (*supports)(strata_device dev, int32_t op, int32_t act_dtype, int32_t weight_format,
+                      int32_t weight_dtype);
+  strata_status (*synchronize)(strata_device dev);
+
+  /* Memory. */
+  strata_status (*buffer_alloc)(strata_device dev, uint64_t bytes, strata_buffer* out);
+  void (*buffer_free)(strata_device dev, strata_buffer buf);
+  /* Host address of a buffer on host-visible devices, NULL elsewhere. */
+  void* (*buffer_host_ptr)(strata_device dev, strata_buffer buf);
+  strata_status (*upload)(strata_device dev, strata_buffer dst, uint64_t dst_offset,
+                          const void* src, uint64_t bytes);
+  strata_status (*download)(strata_device dev, void* dst, strata_buffer src,
+                            uint64_t src_offset, uint64_t bytes);
+
+  /* Weights: the backend makes its own copy, in whatever layout it computes fastest. */
+  strata_status (*weight_create)(strata_device dev, const strata_weight_desc* desc,
+                                 strata_weight* out);
+  void (*weight_free)(strata_device dev, strata_weight w);
+
+  /* Paged KV cache. */
+  strata_status (*kv_cache_create)(strata_device dev, const strata_kv_cache_desc* desc,
+                                   strata_kv_cache* out);
+  void (*kv_cache_free)(strata_device dev, strata_kv_cache kv);
+
+  /* ---- Ops. Shapes: n = tokens in the batch, d = hidden size. ---- */
+
+  /* out[n, d] = table[ids[n]] (ids I32). */
+  strata_status (*embedding)(strata_device dev, strata_weight table, const strata_tensor* ids,
+                             const strata_tensor* out);
+
+  /* With residual: residual += x (in place); out = rmsnorm(residual) * weight.
+   * Without (residual == NULL): out = rmsnorm(x) * weight.  weight F32 [d]. */
+  strata_status (*rms_norm)(strata_device dev, const strata_tensor* x,
+                            const strata_tensor* residual, const strata_tensor* weight,
+                            float eps, const strata_tensor* out);
+
+  /* out[n, rows] = x[n, cols] * W^T + bias (bias F32 [rows] or NULL). */
+  strata_status (*matmul)(strata_device dev, const strata_tensor* x, strata_weight w,
+                          const strata_tensor* bias, const strata_tensor* out);
+
+  /* Rotates q [n, num_heads*head_dim] and k [n, num_kv_heads*head_dim] in place at
+   * `positions`, then writes k and v into layer `layer` of the cache at `slot_mapping`. */
+  strata_status (*rope_kv_write)(strata_device dev, const strata_rope_params* rope,
+                                 const strata_attention_params* attn,
+                                 const strata_batch_desc* batch, const strata_tensor* q,
+                                 const strata_tensor* k, const strata_tensor* v,
+                                 strata_kv_cache kv, int32_t layer);
+
+  /* out[n, num_heads*head_dim] = causal softmax(q K^T * scale) V over the paged cache. */
+  strata_status (*attention)(strata_device dev, const strata_attention_params* attn,
+                             const strata_batch_desc* batch, const strata_tensor* q,
+                             strata_kv_cache kv, int32_t layer, const strata_tensor* out);
+
+  /* out[n, f] = silu(gate[n, f]) * up[n, f]. */
+  strata_status (*silu_mul)(strata_device dev, const strata_tensor* gate,
+                            const strata_tensor* up, const strata_tensor* out);
+
+  /* out = a + b (same shapes). */
+  strata_status (*add)(strata_device dev, const strata_tensor* a, const strata_tensor* b,
+                       const strata_tensor* out);
+
+  /* out[i, :] = x[indices[i], :]; e.g. the last token of each sequence before the logits. */
+  strata_status (*gather_rows)(strata_device dev, const strata_tensor* x,
+                               const strata_tensor* indices, const strata_tensor* out);
+
+  /* out_ids[r] = argmax_j logits[r, j] (first maximum); logits F32 [rows, vocab]. */
+  strata_status (*argmax)(strata_device dev, const strata_tensor* logits,
+                          const strata_tensor* out_ids);
+
+  /* Temperature / top-k / top-p / min-p sampling of each row; out_ids I32 [rows]. */
+  strata_status (*sample)(strata_device dev, const strata_tensor* logits,
+                          const strata_sample_params* params, const strata_tensor* out_ids);
+
+  /* Copies whole blocks (all layers, K and V) inside the cache: copy-on-write, compaction. */
+  strata_status (*copy_blocks)(strata_device dev, strata_kv_cache kv,
+                               const strata_block_pair* pairs, int32_t num_pairs);
+
+  /* Moves whole blocks between the cache and host memory (`host` holds blocks packed in
+   * the backend's layout, block_bytes() each). to_host != 0: cache -> host. pair.src /
+   * pair.dst index the cache on one side and the host slots on the other. */
+  strata_status (*swap_blocks)(strata_device dev, strata_kv_cache kv, void* host,
+                               const strata_block_pair* pairs, int32_t num_pairs,
+                               int32_t to_host);
+  uint64_t (*kv_block_bytes)(strata_device dev, strata_kv_cache kv);
+
+  /* Extensions by name; NULL when unknown. */
+  void* (*get_proc_address)(const char* name);
+} strata_backend_v1;
+
+/* What strata_backend_init() returns; owned by the plugin, valid until it is unloaded. */
+typedef struct strata_plugin_info {
+  uint32_t struct_size;
+  uint32_t abi_version; /* STRATA_DEVICE_ABI_VERSION the plugin was built against */
+  const char* name;     /* "cpu", "cuda", "opencl", or a vendor's name */
+  const char* version;  /* the plugin's own version string */
+  const strata_backend_v1* backend;
+  /* Why the backend reports no device, when it reports none (e.g. "no CUDA driver");
+   * may be NULL. */
+  const char* (*unavailable_reason)(void);
+} strata_plugin_info;
+
+typedef const strata_plugin_info* (*strata_backend_init_fn)(void);
+typedef int32_t (*strata_backend_score_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STRATA_DEVICE_H_ */
