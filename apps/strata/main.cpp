@@ -1,0 +1,37 @@
+// strata: run | tokenize | devices | bench
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "apps/strata/commands.h"
+
+namespace {
+const char* kUsage =
+    "usage: strata COMMAND [flags]\n\n"
+    "commands:\n"
+    "  run       generate text from a prompt\n"
+    "  tokenize  print the token ids of a text\n"
+    "  devices   list backend plugins, their devices and the plugins refused\n"
+    "  bench     measure prefill and decode speed\n\n"
+    "MODEL is a .gguf file, a llama2.c .bin (with --tokenizer FILE) or a Hugging Face\n"
+    "directory (config.json + model.safetensors). 'strata COMMAND --help' shows the flags.\n";
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "run") return strata::cli::RunCommand(args);
+  if (cmd == "tokenize") return strata::cli::TokenizeCommand(args);
+  if (cmd == "devices") return strata::cli::DevicesCommand(args);
+  if (cmd == "bench") return strata::cli::BenchCommand(args);
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::cerr << "strata: unknown command '" << cmd << "'\n\n" << kUsage;
+  return 2;
+}

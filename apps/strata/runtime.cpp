@@ -1,0 +1,80 @@
+#include "apps/strata/runtime.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/model/model_tokenizer.h"
+#include "plugins/device_selector.h"
+
+namespace strata::cli {
+
+void AddDeviceFlags(FlagSet& f) {
+  f.Value("device", "", "auto", "backend: auto (highest score), cpu, cuda, opencl, or a plugin's name");
+  f.Repeated("plugin", "load this backend plugin file too (may repeat)");
+  f.Value("threads", "-t", "0", "CPU threads; 0 = all cores");
+}
+
+void AddModelFlags(FlagSet& f) {
+  f.Value("model", "-m", "", "a .gguf file, a llama2.c .bin (with --tokenizer) or a Hugging Face directory");
+  f.Value("tokenizer", "", "", "llama2.c tokenizer.bin for a llama2.c checkpoint");
+  f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
+  f.Value("batch-tokens", "", "512", "tokens per forward step (prefill chunk)");
+  f.Value("block-size", "", "16", "tokens per KV-cache block");
+  f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16");
+}
+
+absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
+  if (s == "f32" || s == "float32") return STRATA_DTYPE_F32;
+  if (s == "f16" || s == "float16") return STRATA_DTYPE_F16;
+  if (s == "bf16" || s == "bfloat16") return STRATA_DTYPE_BF16;
+  return absl::InvalidArgumentError(absl::StrCat("unknown type '", s, "' (f32, f16, bf16)"));
+}
+
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
+  DeviceRuntime rt;
+  rt.registry = std::make_unique<PluginRegistry>();
+  PluginSearchOptions opts;
+  opts.plugin_files = flags.All("plugin");
+  rt.registry->DiscoverAndLoad(opts);
+  for (const RejectedPlugin& r : rt.registry->rejected()) std::cerr << "strata: plugin refused: " << r.reason << "\n";
+  STRATA_ASSIGN_OR_RETURN(rt.plugin, SelectBackend(*rt.registry, flags.Get("device")));
+  STRATA_ASSIGN_OR_RETURN(int64_t threads, flags.Int("threads"));
+  if (threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.num_threads = static_cast<int32_t>(threads);
+  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, 0, o));
+  return rt;
+}
+
+absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, bool need_tokenizer) {
+  if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) is required");
+  ModelRuntime rt;
+  STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), flags.Get("tokenizer")));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(*rt.file);
+  if (tok.ok()) {
+    rt.tokenizer = std::move(*tok);
+  } else if (need_tokenizer || !absl::IsNotFound(tok.status())) {
+    return tok.status();
+  }
+  ModelRuntimeOptions o;
+  STRATA_ASSIGN_OR_RETURN(int64_t ctx, flags.Int("ctx-size"));
+  STRATA_ASSIGN_OR_RETURN(int64_t bt, flags.Int("batch-tokens"));
+  STRATA_ASSIGN_OR_RETURN(int64_t bs, flags.Int("block-size"));
+  if (ctx < 0 || bt <= 0 || bs <= 0) return absl::InvalidArgumentError("--ctx-size, --batch-tokens, --block-size must be positive");
+  if (ctx > 0 && rt.file->config.max_position > 0 && ctx > rt.file->config.max_position)
+    std::cerr << "strata: warning: --ctx-size " << ctx << " exceeds the model's trained context "
+              << rt.file->config.max_position << "\n";
+  o.max_context = ctx;
+  o.max_batch_tokens = static_cast<int32_t>(bt);
+  o.block_size = static_cast<int32_t>(bs);
+  o.max_seqs = 1;
+  if (flags.Get("kv-dtype") != "auto") {
+    STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
+  }
+  STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
+  return rt;
+}
+
+}  // namespace strata::cli

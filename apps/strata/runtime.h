@@ -1,0 +1,40 @@
+// What every model-running subcommand sets up the same way: the plugin registry, the
+// chosen backend and its device, the model and its tokenizer. Flags are declared here once.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "apps/strata/flag_set.h"
+#include "core/device/device.h"
+#include "core/model/llama_model.h"
+#include "core/model/model_file.h"
+#include "core/tokenizer/tokenizer.h"
+#include "plugins/plugin_loader.h"
+
+namespace strata::cli {
+
+void AddDeviceFlags(FlagSet& flags);
+void AddModelFlags(FlagSet& flags);
+
+struct DeviceRuntime {
+  std::unique_ptr<PluginRegistry> registry;
+  const LoadedPlugin* plugin = nullptr;
+  std::unique_ptr<Device> device;
+};
+
+// Loads the plugins (--plugin, next to the executable, STRATA_PLUGIN_PATH) and opens the
+// device chosen by --device. Rejected plugins are reported on stderr.
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags);
+
+struct ModelRuntime {
+  std::unique_ptr<ModelFile> file;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none
+  std::unique_ptr<LlamaModel> model;
+};
+
+absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, bool need_tokenizer);
+
+absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
+
+}  // namespace strata::cli

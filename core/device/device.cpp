@@ -1,0 +1,161 @@
+#include "core/device/device.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata {
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = std::exchange(o.dev_, nullptr);
+    buf_ = std::exchange(o.buf_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::Reset() {
+  if (buf_ != nullptr) dev_->api().buffer_free(dev_->handle(), buf_);
+  buf_ = nullptr;
+  bytes_ = 0;
+}
+
+strata_tensor DeviceBuffer::View(strata_dtype dtype, std::initializer_list<int64_t> shape,
+                                 uint64_t offset, int64_t row_stride) const {
+  strata_tensor t{};
+  t.buffer = buf_;
+  t.offset = offset;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int i = 0;
+  for (int64_t d : shape) t.shape[i++] = d;
+  t.row_stride = row_stride;
+  return t;
+}
+
+DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = std::exchange(o.dev_, nullptr);
+    w_ = std::exchange(o.w_, nullptr);
+  }
+  return *this;
+}
+
+void DeviceWeight::Reset() {
+  if (w_ != nullptr) dev_->api().weight_free(dev_->handle(), w_);
+  w_ = nullptr;
+}
+
+DeviceKvCache& DeviceKvCache::operator=(DeviceKvCache&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = std::exchange(o.dev_, nullptr);
+    kv_ = std::exchange(o.kv_, nullptr);
+    desc_ = o.desc_;
+  }
+  return *this;
+}
+
+void DeviceKvCache::Reset() {
+  if (kv_ != nullptr) dev_->api().kv_cache_free(dev_->handle(), kv_);
+  kv_ = nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(const strata_backend_v1* backend,
+                                                     std::string backend_name, int32_t index,
+                                                     const strata_device_options& options) {
+  if (backend == nullptr) return absl::InvalidArgumentError("no backend table");
+  std::unique_ptr<Device> d(new Device());
+  d->api_ = backend;
+  d->backend_name_ = std::move(backend_name);
+  d->info_.struct_size = sizeof(strata_device_info);
+  if (absl::Status s = d->Check(backend->device_info(index, &d->info_), "device_info"); !s.ok())
+    return s;
+  if (absl::Status s = d->Check(backend->device_open(index, &options, &d->dev_), "device_open");
+      !s.ok())
+    return s;
+  return d;
+}
+
+Device::~Device() {
+  if (dev_ != nullptr) api_->device_close(dev_);
+}
+
+bool Device::Supports(strata_op op, strata_dtype act, strata_weight_format fmt,
+                      strata_dtype weight_dtype) const {
+  return api_->supports(dev_, op, act, fmt, weight_dtype) != 0;
+}
+
+absl::Status Device::Check(strata_status s, const char* what) const {
+  if (s == STRATA_OK) return absl::OkStatus();
+  const char* msg = api_->last_error != nullptr ? api_->last_error() : nullptr;
+  std::string text = absl::StrCat(backend_name_, " backend: ", what, ": ",
+                                  msg != nullptr && *msg ? msg : "(no message)");
+  switch (s) {
+    case STRATA_ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(text);
+    case STRATA_ERROR_UNSUPPORTED: return absl::UnimplementedError(text);
+    case STRATA_ERROR_OUT_OF_MEMORY: return absl::ResourceExhaustedError(text);
+    case STRATA_ERROR_NOT_FOUND: return absl::NotFoundError(text);
+    case STRATA_ERROR_DEVICE: return absl::UnavailableError(text);
+    default: return absl::InternalError(text);
+  }
+}
+
+absl::StatusOr<DeviceBuffer> Device::Alloc(uint64_t bytes) {
+  strata_buffer b = nullptr;
+  if (absl::Status s = Check(api_->buffer_alloc(dev_, bytes, &b), "buffer_alloc"); !s.ok()) return s;
+  return DeviceBuffer(this, b, bytes);
+}
+
+absl::Status Device::Upload(const DeviceBuffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
+  return Check(api_->upload(dev_, dst.handle(), offset, src, bytes), "upload");
+}
+
+absl::Status Device::Download(void* dst, const DeviceBuffer& src, uint64_t offset, uint64_t bytes) {
+  return Check(api_->download(dev_, dst, src.handle(), offset, bytes), "download");
+}
+
+absl::StatusOr<DeviceWeight> Device::CreateWeight(const strata_weight_desc& desc) {
+  strata_weight w = nullptr;
+  std::string what = absl::StrCat("weight_create(", desc.name ? desc.name : "?", ")");
+  if (absl::Status s = Check(api_->weight_create(dev_, &desc, &w), what.c_str()); !s.ok()) return s;
+  return DeviceWeight(this, w);
+}
+
+absl::StatusOr<DeviceKvCache> Device::CreateKvCache(const strata_kv_cache_desc& desc) {
+  strata_kv_cache kv = nullptr;
+  if (absl::Status s = Check(api_->kv_cache_create(dev_, &desc, &kv), "kv_cache_create"); !s.ok())
+    return s;
+  return DeviceKvCache(this, kv, desc);
+}
+
+absl::Status Device::Synchronize() { return Check(api_->synchronize(dev_), "synchronize"); }
+
+const char* DTypeName(strata_dtype t) {
+  switch (t) {
+    case STRATA_DTYPE_F32: return "f32";
+    case STRATA_DTYPE_F16: return "f16";
+    case STRATA_DTYPE_BF16: return "bf16";
+    case STRATA_DTYPE_I32: return "i32";
+    case STRATA_DTYPE_I8: return "i8";
+    case STRATA_DTYPE_U8: return "u8";
+    case STRATA_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case STRATA_DTYPE_I64: return "i64";
+    default: return "unknown";
+  }
+}
+
+size_t DTypeSize(strata_dtype t) {
+  switch (t) {
+    case STRATA_DTYPE_F32: case STRATA_DTYPE_I32: return 4;
+    case STRATA_DTYPE_F16: case STRATA_DTYPE_BF16: return 2;
+    case STRATA_DTYPE_I8: case STRATA_DTYPE_U8: case STRATA_DTYPE_FP8_E4M3: return 1;
+    case STRATA_DTYPE_I64: return 8;
+    default: return 0;
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,120 @@
+// The core's C++ view of one opened device of a backend plugin: RAII over the C handles
+// of include/strata/device.h and absl::Status errors that carry the backend's message.
+// The core never branches on a backend's name; it asks capabilities through this class.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strata/device.h"
+
+namespace strata {
+
+class Device;
+
+// Device memory. Move-only; freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* dev, strata_buffer buf, uint64_t bytes) : dev_(dev), buf_(buf), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+  void Reset();
+
+  strata_buffer handle() const { return buf_; }
+  uint64_t bytes() const { return bytes_; }
+
+  // A view of `shape` elements of `dtype` at `offset` bytes; 2-D views may have a row stride.
+  strata_tensor View(strata_dtype dtype, std::initializer_list<int64_t> shape, uint64_t offset = 0,
+                     int64_t row_stride = 0) const;
+
+ private:
+  Device* dev_ = nullptr;
+  strata_buffer buf_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// A prepared weight. Move-only.
+class DeviceWeight {
+ public:
+  DeviceWeight() = default;
+  DeviceWeight(Device* dev, strata_weight w) : dev_(dev), w_(w) {}
+  DeviceWeight(DeviceWeight&& o) noexcept { *this = std::move(o); }
+  DeviceWeight& operator=(DeviceWeight&& o) noexcept;
+  DeviceWeight(const DeviceWeight&) = delete;
+  DeviceWeight& operator=(const DeviceWeight&) = delete;
+  ~DeviceWeight() { Reset(); }
+  void Reset();
+  strata_weight handle() const { return w_; }
+
+ private:
+  Device* dev_ = nullptr;
+  strata_weight w_ = nullptr;
+};
+
+// The paged KV cache of all layers. Move-only.
+class DeviceKvCache {
+ public:
+  DeviceKvCache() = default;
+  DeviceKvCache(Device* dev, strata_kv_cache kv, strata_kv_cache_desc desc) : dev_(dev), kv_(kv), desc_(desc) {}
+  DeviceKvCache(DeviceKvCache&& o) noexcept { *this = std::move(o); }
+  DeviceKvCache& operator=(DeviceKvCache&& o) noexcept;
+  DeviceKvCache(const DeviceKvCache&) = delete;
+  DeviceKvCache& operator=(const DeviceKvCache&) = delete;
+  ~DeviceKvCache() { Reset(); }
+  void Reset();
+  strata_kv_cache handle() const { return kv_; }
+  const strata_kv_cache_desc& desc() const { return desc_; }
+
+ private:
+  Device* dev_ = nullptr;
+  strata_kv_cache kv_ = nullptr;
+  strata_kv_cache_desc desc_{};
+};
+
+class Device {
+ public:
+  // Opens device `index` of a backend table (from a loaded plugin).
+  static absl::StatusOr<std::unique_ptr<Device>> Open(const strata_backend_v1* backend,
+                                                      std::string backend_name, int32_t index,
+                                                      const strata_device_options& options);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const strata_backend_v1& api() const { return *api_; }
+  strata_device handle() const { return dev_; }
+  const strata_device_info& info() const { return info_; }
+  const std::string& backend_name() const { return backend_name_; }
+
+  bool Supports(strata_op op, strata_dtype act, strata_weight_format fmt = STRATA_WEIGHT_DENSE,
+                strata_dtype weight_dtype = STRATA_DTYPE_F32) const;
+
+  // Turns a backend status into an absl::Status with the backend's message and `what`.
+  absl::Status Check(strata_status s, const char* what) const;
+
+  absl::StatusOr<DeviceBuffer> Alloc(uint64_t bytes);
+  absl::Status Upload(const DeviceBuffer& dst, uint64_t offset, const void* src, uint64_t bytes);
+  absl::Status Download(void* dst, const DeviceBuffer& src, uint64_t offset, uint64_t bytes);
+  absl::StatusOr<DeviceWeight> CreateWeight(const strata_weight_desc& desc);
+  absl::StatusOr<DeviceKvCache> CreateKvCache(const strata_kv_cache_desc& desc);
+  absl::Status Synchronize();
+
+ private:
+  Device() = default;
+  const strata_backend_v1* api_ = nullptr;
+  strata_device dev_ = nullptr;
+  strata_device_info info_{};
+  std::string backend_name_;
+};
+
+const char* DTypeName(strata_dtype t);
+size_t DTypeSize(strata_dtype t);
+
+}  // namespace strata

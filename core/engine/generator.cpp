@@ -1,0 +1,131 @@
+#include "core/engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/sampling/sampler.h"
+#include "core/sampling/stop_checker.h"
+
+namespace strata {
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Generator::Generator(LlamaModel& model, const Tokenizer* tokenizer)
+    : model_(model), tokenizer_(tokenizer) {}
+
+std::vector<int32_t> Generator::StopTokens() const {
+  std::vector<int32_t> stop = model_.config().eos_token_ids;
+  int32_t bos = model_.config().bos_token_id;
+  if (tokenizer_ != nullptr) {
+    for (int32_t id : tokenizer_->eos_ids()) stop.push_back(id);
+    if (bos < 0) bos = tokenizer_->bos_id();
+  }
+  if (bos >= 0) stop.push_back(bos);
+  std::sort(stop.begin(), stop.end());
+  stop.erase(std::unique(stop.begin(), stop.end()), stop.end());
+  return stop;
+}
+
+// One sequence, `tokens` at positions start_pos.., block table = identity.
+absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos,
+                                 std::vector<float>* logits) {
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  StepInput in;
+  in.token_ids = tokens;
+  in.positions.resize(n);
+  in.slot_mapping.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    in.positions[i] = start_pos + i;
+    in.slot_mapping[i] = start_pos + i;  // block b = b, so slot = position
+  }
+  in.query_start_loc = {0, n};
+  in.seq_lens = {start_pos + n};
+  in.block_tables.resize(model_.max_blocks_per_seq());
+  for (int32_t b = 0; b < model_.max_blocks_per_seq(); ++b) in.block_tables[b] = b;
+  in.logits_rows = {n - 1};
+  return model_.Forward(in, logits);
+}
+
+absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& req,
+                                                     const std::function<void(std::string_view)>& on_text) {
+  STRATA_RETURN_IF_ERROR(req.sampling.Validate());
+  const int64_t ctx = model_.max_context();
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt_ids.size());
+  if (prompt_len == 0) return absl::InvalidArgumentError("the prompt is empty");
+  if (prompt_len > ctx)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt has ", prompt_len, " tokens, the context holds ", ctx));
+  if (static_cast<int64_t>(model_.max_blocks_per_seq()) * model_.options().block_size >
+      static_cast<int64_t>(model_.options().num_blocks) * model_.options().block_size)
+    return absl::ResourceExhaustedError("the KV cache is smaller than one full context");
+
+  GenerationResult res;
+  Sampler sampler(req.sampling);
+  StopChecker stops(req.sampling.stop);
+  const std::vector<int32_t> stop_tokens = req.sampling.ignore_eos ? std::vector<int32_t>{} : StopTokens();
+  std::unique_ptr<StreamingDetokenizer> detok;
+  if (tokenizer_ != nullptr) {
+    // Primed with the prompt so the first generated piece keeps its leading space.
+    detok = std::make_unique<StreamingDetokenizer>(*tokenizer_);
+    for (int32_t id : req.prompt_ids) detok->Push(id);
+  }
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    res.text += piece;
+    if (on_text) on_text(piece);
+  };
+
+  // Prefill in chunks of at most max_batch_tokens.
+  const double t0 = Now();
+  std::vector<float> logits;
+  const int32_t chunk = model_.options().max_batch_tokens;
+  for (int64_t start = 0; start < prompt_len; start += chunk) {
+    const int64_t end = std::min(prompt_len, start + chunk);
+    std::vector<int32_t> part(req.prompt_ids.begin() + start, req.prompt_ids.begin() + end);
+    STRATA_RETURN_IF_ERROR(RunChunk(part, static_cast<int32_t>(start), &logits));
+  }
+  res.prefill_seconds = Now() - t0;
+  if (req.want_prompt_logits) res.prompt_logits = logits;
+
+  // The last generated token is never fed back, so the context bounds tokens at ctx + 1.
+  const int64_t budget = std::min<int64_t>(req.sampling.max_new_tokens, ctx - prompt_len + 1);
+  const double t1 = Now();
+  res.stop_reason = "length";
+  while (static_cast<int64_t>(res.generated_ids.size()) < budget) {
+    const int32_t tok = sampler.Sample(logits, req.prompt_ids, res.generated_ids);
+    if (tok < 0) return absl::InternalError("sampling failed: the logits row has no finite value");
+    if (std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end()) {
+      res.stop_reason = "eos";
+      break;
+    }
+    res.generated_ids.push_back(tok);
+    if (detok) {
+      StopChecker::Result r = stops.Feed(detok->Push(tok));
+      emit(r.text);
+      if (r.stopped) {
+        res.stop_reason = "stop_string";
+        break;
+      }
+    }
+    if (static_cast<int64_t>(res.generated_ids.size()) >= budget) break;
+    const int32_t pos = static_cast<int32_t>(prompt_len + res.generated_ids.size() - 1);
+    STRATA_RETURN_IF_ERROR(RunChunk({tok}, pos, &logits));
+    ++res.decode_steps;
+  }
+  if (detok && !stops.stopped()) {
+    StopChecker::Result r = stops.Feed(detok->Flush());
+    emit(r.text);
+    if (r.stopped) res.stop_reason = "stop_string";
+    else emit(stops.Flush());
+  }
+  res.decode_seconds = Now() - t1;
+  return res;
+}
+
+}  // namespace strata

@@ -1,0 +1,56 @@
+// Runs one request at a time to completion: chunked prefill, then decode with sampling,
+// stop tokens, stop strings and a token budget, streaming text as it becomes complete.
+// It drives the same ragged-batch model interface the continuous-batching engine uses;
+// its KV blocks are simply blocks 0..n-1 of the cache.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/llama_model.h"
+#include "core/sampling/sampling_params.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace strata {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;
+  bool want_prompt_logits = false;  // logits at the last prompt position
+};
+
+struct GenerationResult {
+  std::vector<int32_t> generated_ids;
+  std::string text;                 // generated text only (stop string excluded)
+  std::string stop_reason;          // "eos" | "length" | "stop_string"
+  std::vector<float> prompt_logits; // when asked for
+  double prefill_seconds = 0;
+  double decode_seconds = 0;        // from the first generated token to the last
+  int64_t decode_steps = 0;
+};
+
+class Generator {
+ public:
+  // `tokenizer` may be null (then no text and no stop strings).
+  Generator(LlamaModel& model, const Tokenizer* tokenizer);
+
+  // Tokens that end generation: the model's EOS ids and BOS (a generated BOS starts a new
+  // document; llama2.c stops there too), unless sampling.ignore_eos.
+  std::vector<int32_t> StopTokens() const;
+
+  // on_text receives each complete piece of generated text as soon as it is safe to show.
+  absl::StatusOr<GenerationResult> Generate(const GenerationRequest& req,
+                                            const std::function<void(std::string_view)>& on_text = {});
+
+ private:
+  absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits);
+
+  LlamaModel& model_;
+  const Tokenizer* tokenizer_;
+};
+
+}  // namespace strata

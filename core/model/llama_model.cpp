@@ -1,0 +1,369 @@
+#include "core/model/llama_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/half.h"
+#include "core/common/status_macros.h"
+
+namespace strata {
+namespace {
+
+strata_dtype ToDeviceDType(TensorDType t) {
+  switch (t) {
+    case TensorDType::kF32: return STRATA_DTYPE_F32;
+    case TensorDType::kF16: return STRATA_DTYPE_F16;
+    case TensorDType::kBF16: return STRATA_DTYPE_BF16;
+  }
+  return STRATA_DTYPE_COUNT;
+}
+
+std::vector<float> ToF32(const TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype) {
+      case TensorDType::kF32: std::memcpy(&out[i], t.data + 4 * i, 4); break;
+      case TensorDType::kF16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = F16ToF32(h);
+        break;
+      }
+      case TensorDType::kBF16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = Bf16ToF32(h);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<const TensorView*> Require(const ModelFile& f, const std::string& name) {
+  const TensorView* t = f.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat(f.source_path, ": missing tensor ", name));
+  return t;
+}
+
+// Stacks matrices with the same column count and dtype into one [sum(rows), cols] weight, so
+// Q/K/V (and gate/up) become one GEMM whose output the later ops address as column slices.
+absl::StatusOr<std::vector<uint8_t>> StackRows(const std::vector<const TensorView*>& parts,
+                                               const std::string& what) {
+  size_t total = 0;
+  for (const TensorView* p : parts) {
+    if (p->dtype != parts[0]->dtype || p->shape.size() != 2 || p->shape[1] != parts[0]->shape[1])
+      return absl::InvalidArgumentError(absl::StrCat(what, ": parts differ in dtype or columns"));
+    total += p->bytes;
+  }
+  std::vector<uint8_t> out(total);
+  size_t off = 0;
+  for (const TensorView* p : parts) {
+    std::memcpy(out.data() + off, p->data, p->bytes);
+    off += p->bytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, const ModelFile& file,
+                                                             const ModelRuntimeOptions& options) {
+  STRATA_RETURN_IF_ERROR(ValidateLlamaTensors(file));
+  std::unique_ptr<LlamaModel> m(new LlamaModel(device));
+  m->config_ = file.config;
+  m->options_ = options;
+  m->act_dtype_ = static_cast<strata_dtype>(device.info().preferred_activation_dtype);
+  if (m->options_.max_context <= 0) m->options_.max_context = file.config.max_position;
+  if (m->options_.max_context <= 0) return absl::InvalidArgumentError("model has no context length");
+  if (m->options_.kv_dtype == STRATA_DTYPE_COUNT) m->options_.kv_dtype = m->act_dtype_;
+  if (m->options_.block_size <= 0 || m->options_.max_batch_tokens <= 0 || m->options_.max_seqs <= 0)
+    return absl::InvalidArgumentError("block size, batch tokens and sequences must be positive");
+  m->max_blocks_per_seq_ = static_cast<int32_t>(
+      (m->options_.max_context + m->options_.block_size - 1) / m->options_.block_size);
+  if (m->options_.num_blocks <= 0) m->options_.num_blocks = m->max_blocks_per_seq_ * m->options_.max_seqs;
+  m->rope_ = ComputeRopeTable(m->config_);
+
+  for (strata_op op : {STRATA_OP_EMBEDDING, STRATA_OP_RMS_NORM, STRATA_OP_MATMUL, STRATA_OP_ROPE_KV_WRITE,
+                       STRATA_OP_ATTENTION, STRATA_OP_SILU_MUL, STRATA_OP_GATHER_ROWS}) {
+    if (!device.Supports(op, m->act_dtype_))
+      return absl::UnimplementedError(absl::StrCat(device.backend_name(), " backend lacks op ", op,
+                                                   " for ", DTypeName(m->act_dtype_), " activations"));
+  }
+  STRATA_RETURN_IF_ERROR(m->UploadWeights(file));
+  STRATA_RETURN_IF_ERROR(m->AllocateWorkspace());
+  return m;
+}
+
+absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
+  auto make_weight = [&](const std::vector<const TensorView*>& parts,
+                         const std::string& name) -> absl::StatusOr<DeviceWeight> {
+    const strata_dtype dt = ToDeviceDType(parts[0]->dtype);
+    if (!device_.Supports(STRATA_OP_MATMUL, act_dtype_, STRATA_WEIGHT_DENSE, dt))
+      return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot multiply ",
+                                                   DTypeName(dt), " weights (", name, ")"));
+    std::vector<uint8_t> stacked;
+    const void* data = parts[0]->data;
+    int64_t rows = parts[0]->shape[0];
+    if (parts.size() > 1) {
+      STRATA_ASSIGN_OR_RETURN(stacked, StackRows(parts, name));
+      data = stacked.data();
+      rows = 0;
+      for (const TensorView* p : parts) rows += p->shape[0];
+    }
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = dt;
+    d.rows = rows;
+    d.cols = parts[0]->shape[1];
+    d.data = data;
+    d.name = name.c_str();
+    weight_bytes_ += static_cast<uint64_t>(rows * d.cols) * DTypeSize(dt);
+    return device_.CreateWeight(d);
+  };
+  auto make_f32 = [&](const std::vector<const TensorView*>& parts) -> absl::StatusOr<DeviceBuffer> {
+    std::vector<float> v;
+    for (const TensorView* p : parts) {
+      std::vector<float> f = ToF32(*p);
+      v.insert(v.end(), f.begin(), f.end());
+    }
+    STRATA_ASSIGN_OR_RETURN(DeviceBuffer b, device_.Alloc(v.size() * 4));
+    STRATA_RETURN_IF_ERROR(device_.Upload(b, 0, v.data(), v.size() * 4));
+    weight_bytes_ += v.size() * 4;
+    return b;
+  };
+
+  STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
+  STRATA_ASSIGN_OR_RETURN(embedding_, make_weight({emb}, "tok_embeddings"));
+  const TensorView* out = file.Find("output");
+  if (out != nullptr && !config_.tie_word_embeddings) {
+    STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output"));
+  }
+  STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
+  STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
+
+  layers_.resize(config_.num_layers);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const std::string p = absl::StrCat("layers.", l, ".");
+    Layer& L = layers_[l];
+    STRATA_ASSIGN_OR_RETURN(const TensorView* an, Require(file, p + "attn_norm"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* fnn, Require(file, p + "ffn_norm"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wq, Require(file, p + "wq"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wk, Require(file, p + "wk"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wv, Require(file, p + "wv"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wo, Require(file, p + "wo"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wg, Require(file, p + "w_gate"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wu, Require(file, p + "w_up"));
+    STRATA_ASSIGN_OR_RETURN(const TensorView* wd, Require(file, p + "w_down"));
+    STRATA_ASSIGN_OR_RETURN(L.attn_norm, make_f32({an}));
+    STRATA_ASSIGN_OR_RETURN(L.ffn_norm, make_f32({fnn}));
+    STRATA_ASSIGN_OR_RETURN(L.wqkv, make_weight({wq, wk, wv}, p + "wqkv"));
+    STRATA_ASSIGN_OR_RETURN(L.wo, make_weight({wo}, p + "wo"));
+    STRATA_ASSIGN_OR_RETURN(L.w_gate_up, make_weight({wg, wu}, p + "w_gate_up"));
+    STRATA_ASSIGN_OR_RETURN(L.w_down, make_weight({wd}, p + "w_down"));
+    const TensorView* bq = file.Find(p + "wq.bias");
+    const TensorView* bk = file.Find(p + "wk.bias");
+    const TensorView* bv = file.Find(p + "wv.bias");
+    if (bq != nullptr || bk != nullptr || bv != nullptr) {
+      if (bq == nullptr || bk == nullptr || bv == nullptr)
+        return absl::InvalidArgumentError(absl::StrCat(file.source_path, ": layer ", l,
+                                                       " has a bias on some of q/k/v but not all"));
+      STRATA_ASSIGN_OR_RETURN(L.qkv_bias, make_f32({bq, bk, bv}));
+      L.has_qkv_bias = true;
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(inv_freq_, device_.Alloc(rope_.inv_freq.size() * 4 + 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(inv_freq_, 0, rope_.inv_freq.data(), rope_.inv_freq.size() * 4));
+
+  strata_kv_cache_desc kd{};
+  kd.struct_size = sizeof(kd);
+  kd.num_layers = static_cast<int32_t>(config_.num_layers);
+  kd.num_blocks = options_.num_blocks;
+  kd.block_size = options_.block_size;
+  kd.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  kd.head_dim = static_cast<int32_t>(config_.head_dim);
+  kd.dtype = options_.kv_dtype;
+  STRATA_ASSIGN_OR_RETURN(kv_, device_.CreateKvCache(kd));
+  kv_cache_bytes_ = static_cast<uint64_t>(kd.num_layers) * 2 * kd.num_blocks * kd.block_size *
+                    kd.num_kv_heads * kd.head_dim * DTypeSize(options_.kv_dtype);
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::AllocateWorkspace() {
+  const int64_t T = options_.max_batch_tokens;
+  const int64_t S = options_.max_seqs;
+  const int64_t d = config_.hidden_size;
+  const int64_t qdim = config_.num_heads * config_.head_dim;
+  const int64_t kvdim = config_.num_kv_heads * config_.head_dim;
+  const size_t a = DTypeSize(act_dtype_);
+  auto alloc = [&](DeviceBuffer& b, int64_t bytes) -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(b, device_.Alloc(static_cast<uint64_t>(bytes)));
+    return absl::OkStatus();
+  };
+  STRATA_RETURN_IF_ERROR(alloc(h_, T * d * a));
+  STRATA_RETURN_IF_ERROR(alloc(normed_, T * d * a));
+  STRATA_RETURN_IF_ERROR(alloc(delta_, T * d * a));
+  STRATA_RETURN_IF_ERROR(alloc(qkv_, T * (qdim + 2 * kvdim) * a));
+  STRATA_RETURN_IF_ERROR(alloc(attn_, T * qdim * a));
+  STRATA_RETURN_IF_ERROR(alloc(gate_up_, T * 2 * config_.intermediate_size * a));
+  STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
+  STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
+  STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
+  STRATA_RETURN_IF_ERROR(alloc(ids_, T * 4));
+  STRATA_RETURN_IF_ERROR(alloc(positions_, T * 4));
+  STRATA_RETURN_IF_ERROR(alloc(slots_, T * 4));
+  STRATA_RETURN_IF_ERROR(alloc(row_index_, T * 4));
+  STRATA_RETURN_IF_ERROR(alloc(query_start_, (S + 1) * 4));
+  STRATA_RETURN_IF_ERROR(alloc(seq_lens_, S * 4));
+  STRATA_RETURN_IF_ERROR(alloc(block_tables_, S * max_blocks_per_seq_ * 4));
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::UploadStep(const StepInput& in) {
+  const size_t n = in.token_ids.size();
+  const size_t s = in.seq_lens.size();
+  if (n == 0 || s == 0) return absl::InvalidArgumentError("empty step");
+  if (n > static_cast<size_t>(options_.max_batch_tokens))
+    return absl::InvalidArgumentError(absl::StrCat("step has ", n, " tokens, the limit is ",
+                                                   options_.max_batch_tokens));
+  if (s > static_cast<size_t>(options_.max_seqs))
+    return absl::InvalidArgumentError(absl::StrCat("step has ", s, " sequences, the limit is ",
+                                                   options_.max_seqs));
+  if (in.positions.size() != n || in.slot_mapping.size() != n || in.query_start_loc.size() != s + 1 ||
+      in.block_tables.size() != s * static_cast<size_t>(max_blocks_per_seq_) || in.logits_rows.empty() ||
+      in.logits_rows.size() > n || in.query_start_loc.front() != 0 ||
+      in.query_start_loc.back() != static_cast<int32_t>(n))
+    return absl::InvalidArgumentError("step arrays have inconsistent sizes");
+  for (size_t i = 0; i < s; ++i) {
+    const int32_t q = in.query_start_loc[i + 1] - in.query_start_loc[i];
+    if (q <= 0 || in.seq_lens[i] < q || in.seq_lens[i] > options_.max_context)
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " has ", q, " new tokens and context ",
+                                                     in.seq_lens[i], " (limit ", options_.max_context, ")"));
+  }
+  for (int32_t id : in.token_ids)
+    if (id < 0 || id >= config_.vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary of ",
+                                                     config_.vocab_size));
+  for (int32_t r : in.logits_rows)
+    if (r < 0 || r >= static_cast<int32_t>(n)) return absl::InvalidArgumentError("logits row out of range");
+  STRATA_RETURN_IF_ERROR(device_.Upload(ids_, 0, in.token_ids.data(), n * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(positions_, 0, in.positions.data(), n * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(slots_, 0, in.slot_mapping.data(), n * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(query_start_, 0, in.query_start_loc.data(), (s + 1) * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(seq_lens_, 0, in.seq_lens.data(), s * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(block_tables_, 0, in.block_tables.data(), in.block_tables.size() * 4));
+  STRATA_RETURN_IF_ERROR(device_.Upload(row_index_, 0, in.logits_rows.data(), in.logits_rows.size() * 4));
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits) {
+  STRATA_RETURN_IF_ERROR(UploadStep(in));
+  const strata_backend_v1& api = device_.api();
+  strata_device dev = device_.handle();
+  const int64_t n = static_cast<int64_t>(in.token_ids.size());
+  const int32_t s = in.num_seqs();
+  const int64_t d = config_.hidden_size;
+  const int64_t hd = config_.head_dim;
+  const int64_t qdim = config_.num_heads * hd;
+  const int64_t kvdim = config_.num_kv_heads * hd;
+  const int64_t qkvdim = qdim + 2 * kvdim;
+  const int64_t ff = config_.intermediate_size;
+  const size_t a = DTypeSize(act_dtype_);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const strata_dtype A = act_dtype_;
+
+  int32_t max_q = 0, max_len = 0;
+  for (int32_t i = 0; i < s; ++i) {
+    max_q = std::max(max_q, in.query_start_loc[i + 1] - in.query_start_loc[i]);
+    max_len = std::max(max_len, in.seq_lens[i]);
+  }
+  const strata_tensor ids = ids_.View(STRATA_DTYPE_I32, {n});
+  const strata_tensor positions = positions_.View(STRATA_DTYPE_I32, {n});
+  const strata_tensor slots = slots_.View(STRATA_DTYPE_I32, {n});
+  const strata_tensor qsl = query_start_.View(STRATA_DTYPE_I32, {s + 1});
+  const strata_tensor lens = seq_lens_.View(STRATA_DTYPE_I32, {s});
+  const strata_tensor tables = block_tables_.View(STRATA_DTYPE_I32, {s, max_blocks_per_seq_});
+  strata_batch_desc batch{};
+  batch.struct_size = sizeof(batch);
+  batch.num_tokens = static_cast<int32_t>(n);
+  batch.num_seqs = s;
+  batch.max_query_len = max_q;
+  batch.max_seq_len = max_len;
+  batch.max_blocks_per_seq = max_blocks_per_seq_;
+  batch.positions = &positions;
+  batch.slot_mapping = &slots;
+  batch.query_start_loc = &qsl;
+  batch.seq_lens = &lens;
+  batch.block_tables = &tables;
+  batch.host_query_start_loc = in.query_start_loc.data();
+  batch.host_seq_lens = in.seq_lens.data();
+
+  const strata_tensor inv_freq = inv_freq_.View(STRATA_DTYPE_F32, {static_cast<int64_t>(rope_.inv_freq.size())});
+  strata_rope_params rope{};
+  rope.struct_size = sizeof(rope);
+  rope.style = config_.rope_style == RopeStyle::kInterleaved ? STRATA_ROPE_INTERLEAVED : STRATA_ROPE_NEOX;
+  rope.rotary_dim = rope_.rotary_dim;
+  rope.attention_factor = rope_.attention_factor;
+  rope.inv_freq = &inv_freq;
+  strata_attention_params attn{};
+  attn.struct_size = sizeof(attn);
+  attn.num_heads = static_cast<int32_t>(config_.num_heads);
+  attn.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  attn.head_dim = static_cast<int32_t>(hd);
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  attn.sliding_window = static_cast<int32_t>(config_.sliding_window);
+
+  const strata_tensor h = h_.View(A, {n, d});
+  const strata_tensor normed = normed_.View(A, {n, d});
+  const strata_tensor delta = delta_.View(A, {n, d});
+  const strata_tensor qkv = qkv_.View(A, {n, qkvdim});
+  const strata_tensor q = qkv_.View(A, {n, qdim}, 0, qkvdim);
+  const strata_tensor k = qkv_.View(A, {n, kvdim}, qdim * a, qkvdim);
+  const strata_tensor v = qkv_.View(A, {n, kvdim}, (qdim + kvdim) * a, qkvdim);
+  const strata_tensor attn_out = attn_.View(A, {n, qdim});
+  const strata_tensor gate_up = gate_up_.View(A, {n, 2 * ff});
+  const strata_tensor gate = gate_up_.View(A, {n, ff}, 0, 2 * ff);
+  const strata_tensor up = gate_up_.View(A, {n, ff}, ff * a, 2 * ff);
+  const strata_tensor act = act_.View(A, {n, ff});
+
+  auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
+  STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    const int32_t li = static_cast<int32_t>(l);
+    const strata_tensor an = L.attn_norm.View(STRATA_DTYPE_F32, {d});
+    const strata_tensor fnw = L.ffn_norm.View(STRATA_DTYPE_F32, {d});
+    // The residual stream h absorbs the previous layer's MLP output inside the fused norm.
+    if (l == 0) {
+      STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &h, nullptr, &an, eps, &normed), "rms_norm"));
+    } else {
+      STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
+    }
+    const strata_tensor qkv_bias = L.qkv_bias.View(STRATA_DTYPE_F32, {qkvdim});
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv),
+                                 "matmul qkv"));
+    STRATA_RETURN_IF_ERROR(check(api.rope_kv_write(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li),
+                                 "rope_kv_write"));
+    STRATA_RETURN_IF_ERROR(check(api.attention(dev, &attn, &batch, &q, kv_.handle(), li, &attn_out), "attention"));
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
+    STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
+    STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
+  }
+  const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
+  STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm final"));
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  const strata_tensor row_idx = row_index_.View(STRATA_DTYPE_I32, {r});
+  const strata_tensor rows = rows_.View(A, {r, d});
+  STRATA_RETURN_IF_ERROR(check(api.gather_rows(dev, &normed, &row_idx, &rows), "gather_rows"));
+  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
+  const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
+  STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits"));
+  logits->resize(static_cast<size_t>(r * config_.vocab_size));
+  return device_.Download(logits->data(), logits_, 0, logits->size() * 4);
+}
+
+}  // namespace strata

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds strata into build/ (or $STRATA_BUILD_DIR). Extra args go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${STRATA_BUILD_DIR:-build}
+JOBS=${STRATA_JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${STRATA_BUILD_TYPE:-Release} "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"

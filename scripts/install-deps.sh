@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages strata builds with, when any is missing. Idempotent.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libdnnl-dev            # oneDNN: CPU GEMMs
+  libabsl-dev            # Abseil: status, strings, containers
+  nlohmann-json3-dev     # JSON: configs, tokenizer.json, CLI output
+  libxxhash-dev          # hashing (prefix cache)
+  libhwy-dev             # Highway: portable SIMD with run-time dispatch
+  libpcre2-dev           # Unicode regexes of byte-level BPE pre-tokenizers
+  libgtest-dev googletest
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all packages present"
+fi

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds strata and runs every test. The file-format and tokenizer tests, which parse
+# untrusted files, first run on their own under AddressSanitizer (build-asan/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+STRATA_BUILD_DIR=build-asan STRATA_BUILD_TYPE=RelWithDebInfo \
+  bash scripts/build.sh -DSTRATA_SANITIZE=address -DSTRATA_BUILD_BENCH=OFF --target model_formats_test tokenizer_test
+for t in model_formats_test tokenizer_test; do
+  echo "== $t under AddressSanitizer"
+  ASAN_OPTIONS=detect_leaks=1 ./build-asan/bin/$t --gtest_brief=1
+done
+bash scripts/build.sh
+cd build && ctest --output-on-failure -j "$(nproc)"

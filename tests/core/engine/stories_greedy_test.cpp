@@ -1,0 +1,64 @@
+// stories260K, loaded from the GGUF and from the llama2.c checkpoint, reproduces llama2.c's
+// greedy runs token for token, including where and why generation stops.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/engine/generator.h"
+#include "core/model/model_tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/core/engine/cpu_test_device.h"
+
+namespace strata {
+namespace {
+
+const std::string kDir = std::string(STRATA_SHARED_DIR) + "/models/stories260K";
+
+nlohmann::json LoadExpected() {
+  std::ifstream in(kDir + "/expected/greedy.json");
+  EXPECT_TRUE(in.good()) << "missing " << kDir << "/expected/greedy.json";
+  return in.good() ? nlohmann::json::parse(in) : nlohmann::json::array();
+}
+
+void CheckGreedy(const std::string& model_path, const std::string& tokenizer_path) {
+  auto dev = testing::OpenCpuTestDevice();
+  ASSERT_NE(dev, nullptr);
+  auto file = LoadModelFile(model_path, tokenizer_path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto tok = LoadModelTokenizer(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ModelRuntimeOptions opts;
+  opts.max_seqs = 1;
+  opts.max_batch_tokens = 7;  // several prefill chunks for the longer prompts
+  auto model = LlamaModel::Load(*dev, **file, opts);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Generator gen(**model, tok->get());
+  const nlohmann::json expected = LoadExpected();
+  ASSERT_EQ(expected.size(), 4u);
+  for (const auto& rec : expected) {
+    SCOPED_TRACE(rec["prompt"].get<std::string>());
+    GenerationRequest req;
+    req.prompt_ids = (*tok)->Encode(rec["prompt"].get<std::string>(), /*add_special=*/true);
+    EXPECT_EQ(req.prompt_ids, rec["prompt_ids"].get<std::vector<int32_t>>());
+    req.sampling.temperature = 0;
+    // llama2.c runs `steps` positions; the last sampled token is never fed back.
+    req.sampling.max_new_tokens = rec["steps"].get<int>() - static_cast<int>(req.prompt_ids.size()) + 1;
+    auto res = gen.Generate(req);
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_EQ(res->generated_ids, rec["generated_ids"].get<std::vector<int32_t>>());
+    const std::string want_stop = rec["stop"] == "bos" ? "eos" : rec["stop"].get<std::string>();
+    EXPECT_EQ(res->stop_reason, want_stop);
+    // llama2.c printed the prompt, the generated pieces, then a newline.
+    EXPECT_EQ(rec["prompt"].get<std::string>() + res->text + "\n", rec["text"].get<std::string>());
+  }
+}
+
+TEST(StoriesGreedy, GgufMatchesLlama2c) { CheckGreedy(kDir + "/stories260K.gguf", ""); }
+
+TEST(StoriesGreedy, Llama2cCheckpointMatchesLlama2c) {
+  CheckGreedy(kDir + "/stories260K.bin", kDir + "/tok512.bin");
+}
+
+}  // namespace
+}  // namespace strata
