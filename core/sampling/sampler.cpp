@@ -1,0 +1,252 @@
+#include "core/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata {
+namespace {
+
+// Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS): dividing by a tinier
+// temperature only overflows towards the same argmax.
+constexpr float kGreedyTemperature = 1e-5f;
+
+uint64_t RandomSeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+absl::Status CheckRow(std::span<const float> logits) {
+  if (logits.empty()) return absl::InvalidArgumentError("sampler: the logits row is empty");
+  if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampler: vocabulary of ", logits.size(), " entries exceeds int32 ids"));
+  }
+  return absl::OkStatus();
+}
+
+// NaN would poison every comparison and sum: it becomes -inf (never chosen). +inf becomes
+// the largest float so that (logit - max) stays finite and such tokens share the mass.
+float Sanitize(float x) {
+  if (std::isnan(x)) return -std::numeric_limits<float>::infinity();
+  if (x == std::numeric_limits<float>::infinity()) return std::numeric_limits<float>::max();
+  return x;
+}
+
+absl::Status CheckIds(std::span<const int32_t> ids, size_t vocab, const char* what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("sampler: ", what, " token ", i, " has id ",
+                                                     ids[i], ", outside the vocabulary [0, ",
+                                                     vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Higher value first, then lower id: a total order, so results never depend on the sort.
+template <typename T>
+auto ByValueDesc(const T& values) {
+  return [&values](int32_t a, int32_t b) {
+    if (values[a] != values[b]) return values[a] > values[b];
+    return a < b;
+  };
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), rng_(params.seed ? *params.seed : RandomSeed()) {}
+
+absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params) {
+  if (absl::Status s = params.Validate(); !s.ok()) return s;
+  return Sampler(params);
+}
+
+bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
+
+absl::Status Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_ids,
+                                     std::span<const int32_t> generated_ids) const {
+  if (absl::Status s = CheckIds(prompt_ids, logits.size(), "prompt"); !s.ok()) return s;
+  if (absl::Status s = CheckIds(generated_ids, logits.size(), "generated"); !s.ok()) return s;
+
+  if (params_.repetition_penalty != 1.0f) {
+    // Each distinct token is penalized once, however often it occurs.
+    std::vector<int32_t> seen(prompt_ids.begin(), prompt_ids.end());
+    seen.insert(seen.end(), generated_ids.begin(), generated_ids.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    const float p = params_.repetition_penalty;
+    for (int32_t id : seen) {
+      float& l = logits[id];
+      l = l > 0.0f ? l / p : l * p;
+    }
+  }
+
+  if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    std::vector<int32_t> ids(generated_ids.begin(), generated_ids.end());
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {
+      size_t j = i;
+      while (j < ids.size() && ids[j] == ids[i]) ++j;
+      const float count = static_cast<float>(j - i);
+      logits[ids[i]] -= count * params_.frequency_penalty + params_.presence_penalty;
+      i = j;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
+    std::span<const float> logits, std::span<const int32_t> prompt_ids,
+    std::span<const int32_t> generated_ids) const {
+  if (absl::Status s = CheckRow(logits); !s.ok()) return s;
+  std::vector<float> work(logits.size());
+  std::transform(logits.begin(), logits.end(), work.begin(), Sanitize);
+  if (absl::Status s = ApplyPenalties(work, prompt_ids, generated_ids); !s.ok()) return s;
+
+  Candidates c;
+  const int32_t vocab = static_cast<int32_t>(work.size());
+  c.ids.reserve(work.size());
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (work[i] != -std::numeric_limits<float>::infinity()) c.ids.push_back(i);
+  }
+  if (c.ids.empty()) {
+    return absl::InvalidArgumentError(
+        "sampler: every logit is -inf or NaN after penalties; nothing can be sampled");
+  }
+
+  if (greedy()) {
+    // std::max_element returns the first maximum, as argmax does everywhere else.
+    c.ids = {static_cast<int32_t>(std::max_element(work.begin(), work.end()) - work.begin())};
+    c.probs = {1.0};
+    return c;
+  }
+
+  // Exactly k survive; among equal logits the lower id (deterministic, and top_k = 1 is
+  // then the same first-maximum argmax as greedy).
+  const int top_k = params_.top_k;
+  if (top_k > 0 && static_cast<size_t>(top_k) < c.ids.size()) {
+    std::partial_sort(c.ids.begin(), c.ids.begin() + top_k, c.ids.end(), ByValueDesc(work));
+    c.ids.resize(top_k);
+  }
+
+  // Softmax in double: the tail of a 150k vocabulary must not vanish in float rounding.
+  const double t = params_.temperature;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int32_t id : c.ids) max_logit = std::max(max_logit, work[id]);
+  c.probs.resize(c.ids.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    c.probs[i] = std::exp((static_cast<double>(work[c.ids[i]]) - max_logit) / t);
+    sum += c.probs[i];
+  }
+  for (double& p : c.probs) p /= sum;
+
+  auto keep_if = [&c](auto&& keep) {
+    size_t out = 0;
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      if (keep(i)) {
+        c.ids[out] = c.ids[i];
+        c.probs[out] = c.probs[i];
+        ++out;
+      }
+    }
+    c.ids.resize(out);
+    c.probs.resize(out);
+  };
+
+  if (params_.top_p < 1.0f) {
+    // Most likely first; keep a token while the mass before it is still below top_p, which
+    // is the smallest prefix reaching top_p and always keeps the first token.
+    std::vector<int32_t> order(c.ids.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::sort(order.begin(), order.end(), ByValueDesc(c.probs));
+    std::vector<char> keep(c.ids.size(), 0);
+    double before = 0.0;
+    for (int32_t pos : order) {
+      if (before >= params_.top_p) break;
+      keep[pos] = 1;
+      before += c.probs[pos];
+    }
+    keep_if([&keep](size_t i) { return keep[i] != 0; });
+  }
+
+  if (params_.min_p > 0.0f) {
+    // The threshold is relative to the most likely token, so renormalizing after top-p
+    // would not change which tokens survive.
+    const double p_max = *std::max_element(c.probs.begin(), c.probs.end());
+    const double threshold = params_.min_p * p_max;
+    keep_if([&c, threshold](size_t i) { return c.probs[i] >= threshold; });
+  }
+
+  double kept = 0.0;
+  for (double p : c.probs) kept += p;
+  for (double& p : c.probs) p /= kept;
+  return c;
+}
+
+absl::StatusOr<std::vector<double>> Sampler::Probabilities(
+    std::span<const float> logits, std::span<const int32_t> prompt_ids,
+    std::span<const int32_t> generated_ids) const {
+  absl::StatusOr<Candidates> c = ComputeCandidates(logits, prompt_ids, generated_ids);
+  if (!c.ok()) return c.status();
+  std::vector<double> probs(logits.size(), 0.0);
+  for (size_t i = 0; i < c->ids.size(); ++i) probs[c->ids[i]] = c->probs[i];
+  return probs;
+}
+
+int32_t Sampler::Draw(const Candidates& c) {
+  if (c.ids.size() == 1) return c.ids[0];  // greedy, or one survivor: no draw is consumed
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  double cumulative = 0.0;
+  int32_t last_possible = c.ids[0];
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (c.probs[i] <= 0.0) continue;  // underflowed to 0: never drawn
+    cumulative += c.probs[i];
+    last_possible = c.ids[i];
+    if (u < cumulative) return c.ids[i];
+  }
+  return last_possible;  // rounding left u above the last cumulative sum
+}
+
+absl::StatusOr<SampleResult> Sampler::SampleWithLogprobs(std::span<const float> logits,
+                                                         std::span<const int32_t> prompt_ids,
+                                                         std::span<const int32_t> generated_ids) {
+  absl::StatusOr<Candidates> c = ComputeCandidates(logits, prompt_ids, generated_ids);
+  if (!c.ok()) return c.status();
+  SampleResult result;
+  result.token = Draw(*c);
+
+  // log_softmax of the raw logits, in double.
+  std::vector<float> raw(logits.size());
+  std::transform(logits.begin(), logits.end(), raw.begin(), Sanitize);
+  const double max_raw = *std::max_element(raw.begin(), raw.end());
+  double sum = 0.0;
+  for (float l : raw) sum += std::exp(static_cast<double>(l) - max_raw);
+  const double log_sum = max_raw + std::log(sum);
+  result.logprob = static_cast<float>(raw[result.token] - log_sum);
+
+  const size_t n = std::min<size_t>(std::max(params_.logprobs, 0), raw.size());
+  if (n > 0) {
+    std::vector<int32_t> ids(raw.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), ByValueDesc(raw));
+    result.top.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      result.top.push_back({ids[i], static_cast<float>(raw[ids[i]] - log_sum)});
+    }
+  }
+  return result;
+}
+
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> prompt_ids,
+                        std::span<const int32_t> generated_ids) {
+  absl::StatusOr<Candidates> c = ComputeCandidates(logits, prompt_ids, generated_ids);
+  return c.ok() ? Draw(*c) : -1;
+}
+
+}  // namespace strata
