@@ -1,0 +1,421 @@
+// The strata_backend_v1 function table of the CPU backend: devices, memory, weights, KV
+// caches and the op entry points, each turning absl::Status (or an exception) into a
+// strata_status plus a per-thread last_error() message.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_info.h"
+#include "backends/cpu/cpu_objects.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/tensor_view.h"
+
+namespace strata::cpu {
+namespace {
+
+thread_local std::string t_last_error;
+
+strata_status Report(const absl::Status& s) {
+  if (s.ok()) return STRATA_OK;
+  t_last_error = std::string(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition: return STRATA_ERROR_INVALID_ARGUMENT;
+    case absl::StatusCode::kUnimplemented: return STRATA_ERROR_UNSUPPORTED;
+    case absl::StatusCode::kResourceExhausted: return STRATA_ERROR_OUT_OF_MEMORY;
+    case absl::StatusCode::kNotFound: return STRATA_ERROR_NOT_FOUND;
+    default: return STRATA_ERROR_INTERNAL;
+  }
+}
+
+// Runs `f` (returning absl::Status); nothing thrown inside may cross the C ABI.
+template <typename F>
+strata_status Guarded(const char* op, F&& f) {
+  try {
+    return Report(f());
+  } catch (const dnnl::error& e) {
+    return Report(absl::InternalError(absl::StrCat(op, ": oneDNN failed: ", e.what())));
+  } catch (const std::bad_alloc&) {
+    return Report(absl::ResourceExhaustedError(absl::StrCat(op, ": out of memory")));
+  } catch (const std::exception& e) {
+    return Report(absl::InternalError(absl::StrCat(op, ": ", e.what())));
+  } catch (...) {
+    return Report(absl::InternalError(absl::StrCat(op, ": unknown exception")));
+  }
+}
+
+absl::Status CheckDev(strata_device dev, const char* op) {
+  return CheckHandle(dev, HandleKind::kDevice, op);
+}
+
+const char* LastError() { return t_last_error.c_str(); }
+
+strata_status DeviceCount(int32_t* count) {
+  if (count == nullptr) return Report(absl::InvalidArgumentError("device_count: null count"));
+  *count = 1;
+  return STRATA_OK;
+}
+
+strata_status DeviceInfo(int32_t index, strata_device_info* info) {
+  if (info == nullptr) return Report(absl::InvalidArgumentError("device_info: null info"));
+  if (index != 0) {
+    return Report(absl::InvalidArgumentError(
+        absl::StrCat("device_info: index ", index, " (the CPU backend has one device, 0)")));
+  }
+  // Fill only the fields the caller's struct has room for (struct_size set by the caller;
+  // 0 is taken to mean "this header's size").
+  if (info->struct_size != 0 && info->struct_size < offsetof(strata_device_info, name)) {
+    return Report(absl::InvalidArgumentError("device_info: info->struct_size too small"));
+  }
+  const uint32_t room = info->struct_size == 0 ? sizeof(strata_device_info)
+                                               : std::min<uint32_t>(info->struct_size, sizeof(strata_device_info));
+  strata_device_info d{};
+  d.struct_size = sizeof(strata_device_info);
+  d.kind = STRATA_DEVICE_CPU;
+  const HostCpu& cpu = GetHostCpu();
+  std::snprintf(d.name, sizeof(d.name), "%s", cpu.model_name.c_str());
+  HostMemory(&d.memory_total, &d.memory_free);
+  d.capabilities = STRATA_CAP_HOST_VISIBLE_MEMORY | STRATA_CAP_FUSED_ROPE_KV_WRITE |
+                   STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+  d.compute_units = cpu.logical_cpus;
+  d.preferred_activation_dtype = STRATA_DTYPE_F32;
+  std::snprintf(d.features, sizeof(d.features), "%s", cpu.features.c_str());
+  std::memcpy(info, &d, room);
+  info->struct_size = room;
+  return STRATA_OK;
+}
+
+strata_status DeviceOpen(int32_t index, const strata_device_options* options, strata_device* out) {
+  return Guarded("device_open", [&]() -> absl::Status {
+    if (out == nullptr) return absl::InvalidArgumentError("device_open: null out");
+    if (index != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_open: index ", index, " (the CPU backend has one device, 0)"));
+    }
+    int32_t threads = 0;
+    if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options)) {
+      threads = options->num_threads;
+    }
+    if (threads < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("device_open: num_threads ", threads, " < 0"));
+    }
+    auto dev = std::make_unique<strata_device_s>();
+    dev->num_threads = threads > 0 ? threads : GetHostCpu().logical_cpus;
+    dev->dnnl = std::make_unique<DnnlMatmul>();
+    *out = dev.release();
+    RegisterHandle(*out, HandleKind::kDevice);
+    return absl::OkStatus();
+  });
+}
+
+void DeviceClose(strata_device dev) {
+  if (!IsLiveHandle(dev, HandleKind::kDevice)) return;
+  UnregisterHandle(dev);
+  delete dev;
+}
+
+bool DenseDtype(int32_t t) {
+  return t == STRATA_DTYPE_F32 || t == STRATA_DTYPE_F16 || t == STRATA_DTYPE_BF16;
+}
+
+int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weight_format,
+                 int32_t weight_dtype) {
+  if (!IsLiveHandle(dev, HandleKind::kDevice)) return 0;
+  switch (op) {
+    case STRATA_OP_EMBEDDING:
+    case STRATA_OP_MATMUL:
+      return act_dtype == STRATA_DTYPE_F32 && weight_format == STRATA_WEIGHT_DENSE &&
+             DenseDtype(weight_dtype);
+    case STRATA_OP_RMS_NORM:
+    case STRATA_OP_ROPE_KV_WRITE:
+    case STRATA_OP_ATTENTION:
+    case STRATA_OP_SILU_MUL:
+    case STRATA_OP_ADD:
+    case STRATA_OP_ARGMAX:
+    case STRATA_OP_SAMPLE:
+      return act_dtype == STRATA_DTYPE_F32;
+    case STRATA_OP_GATHER_ROWS:
+      return DenseDtype(act_dtype) || act_dtype == STRATA_DTYPE_I32;
+    case STRATA_OP_COPY_BLOCKS:
+    case STRATA_OP_SWAP_BLOCKS:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+strata_status Synchronize(strata_device dev) {
+  // Ops run synchronously on the calling thread's OpenMP team: nothing is ever pending.
+  return Report(CheckDev(dev, "synchronize"));
+}
+
+strata_status BufferAlloc(strata_device dev, uint64_t bytes, strata_buffer* out) {
+  return Guarded("buffer_alloc", [&]() -> absl::Status {
+    if (absl::Status s = CheckDev(dev, "buffer_alloc"); !s.ok()) return s;
+    if (out == nullptr) return absl::InvalidArgumentError("buffer_alloc: null out");
+    if (bytes > (uint64_t{1} << 46)) {
+      return absl::ResourceExhaustedError(absl::StrCat("buffer_alloc: ", bytes, " bytes is too large"));
+    }
+    auto buf = std::make_unique<strata_buffer_s>();
+    buf->data = AlignedAlloc(bytes);
+    if (buf->data == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("buffer_alloc: cannot allocate ", bytes, " bytes"));
+    }
+    buf->size = bytes;
+    *out = buf.release();
+    RegisterHandle(*out, HandleKind::kBuffer);
+    return absl::OkStatus();
+  });
+}
+
+void BufferFree(strata_device dev, strata_buffer buf) {
+  if (!IsLiveHandle(buf, HandleKind::kBuffer)) return;
+  UnregisterHandle(buf);
+  AlignedFree(buf->data);
+  delete buf;
+}
+
+void* BufferHostPtr(strata_device dev, strata_buffer buf) {
+  if (!IsLiveHandle(buf, HandleKind::kBuffer)) return nullptr;
+  return buf->data;
+}
+
+absl::Status CheckRange(strata_buffer buf, uint64_t offset, uint64_t bytes, const void* host,
+                        const char* op) {
+  if (absl::Status s = CheckHandle(buf, HandleKind::kBuffer, op); !s.ok()) return s;
+  if (host == nullptr && bytes > 0) return absl::InvalidArgumentError(absl::StrCat(op, ": null host pointer"));
+  if (offset > buf->size || bytes > buf->size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": range [", offset, ", ", offset, " + ", bytes,
+                                                   ") exceeds the buffer size ", buf->size));
+  }
+  return absl::OkStatus();
+}
+
+strata_status Upload(strata_device dev, strata_buffer dst, uint64_t dst_offset, const void* src,
+                     uint64_t bytes) {
+  if (absl::Status s = CheckDev(dev, "upload"); !s.ok()) return Report(s);
+  if (absl::Status s = CheckRange(dst, dst_offset, bytes, src, "upload"); !s.ok()) return Report(s);
+  if (bytes > 0) std::memcpy(static_cast<char*>(dst->data) + dst_offset, src, bytes);
+  return STRATA_OK;
+}
+
+strata_status Download(strata_device dev, void* dst, strata_buffer src, uint64_t src_offset,
+                       uint64_t bytes) {
+  if (absl::Status s = CheckDev(dev, "download"); !s.ok()) return Report(s);
+  if (absl::Status s = CheckRange(src, src_offset, bytes, dst, "download"); !s.ok()) return Report(s);
+  if (bytes > 0) std::memcpy(dst, static_cast<const char*>(src->data) + src_offset, bytes);
+  return STRATA_OK;
+}
+
+strata_status WeightCreate(strata_device dev, const strata_weight_desc* desc, strata_weight* out) {
+  return Guarded("weight_create", [&]() -> absl::Status {
+    if (absl::Status s = CheckDev(dev, "weight_create"); !s.ok()) return s;
+    strata_weight_s* w = nullptr;
+    if (absl::Status s = CreateWeight(desc, &w); !s.ok()) return s;
+    *out = w;
+    RegisterHandle(w, HandleKind::kWeight);
+    return absl::OkStatus();
+  });
+}
+
+void WeightFree(strata_device dev, strata_weight w) {
+  if (!IsLiveHandle(w, HandleKind::kWeight)) return;
+  UnregisterHandle(w);
+  delete w;
+}
+
+strata_status KvCacheCreate(strata_device dev, const strata_kv_cache_desc* desc, strata_kv_cache* out) {
+  return Guarded("kv_cache_create", [&]() -> absl::Status {
+    if (absl::Status s = CheckDev(dev, "kv_cache_create"); !s.ok()) return s;
+    strata_kv_cache_s* kv = nullptr;
+    if (absl::Status s = CreateKvCache(desc, &kv); !s.ok()) return s;
+    *out = kv;
+    RegisterHandle(kv, HandleKind::kKvCache);
+    return absl::OkStatus();
+  });
+}
+
+void KvCacheFree(strata_device dev, strata_kv_cache kv) {
+  if (!IsLiveHandle(kv, HandleKind::kKvCache)) return;
+  UnregisterHandle(kv);
+  delete kv;
+}
+
+#define STRATA_CHECK_OK(expr)                \
+  if (absl::Status _s = (expr); !_s.ok()) return _s
+
+strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_tensor* ids,
+                          const strata_tensor* out) {
+  return Guarded("embedding", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "embedding"));
+    STRATA_CHECK_OK(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
+    return Embedding(dev, table, ids, out);
+  });
+}
+
+strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_tensor* residual,
+                        const strata_tensor* weight, float eps, const strata_tensor* out) {
+  return Guarded("rms_norm", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "rms_norm"));
+    return RmsNorm(dev, x, residual, weight, eps, out);
+  });
+}
+
+strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight w,
+                       const strata_tensor* bias, const strata_tensor* out) {
+  return Guarded("matmul", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "matmul"));
+    STRATA_CHECK_OK(CheckHandle(w, HandleKind::kWeight, "matmul: w"));
+    return Matmul(dev, x, w, bias, out);
+  });
+}
+
+strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope,
+                            const strata_attention_params* attn, const strata_batch_desc* batch,
+                            const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                            strata_kv_cache kv, int32_t layer) {
+  return Guarded("rope_kv_write", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "rope_kv_write"));
+    STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "rope_kv_write: kv"));
+    return RopeKvWrite(dev, rope, attn, batch, q, k, v, kv, layer);
+  });
+}
+
+strata_status OpAttention(strata_device dev, const strata_attention_params* attn,
+                          const strata_batch_desc* batch, const strata_tensor* q, strata_kv_cache kv,
+                          int32_t layer, const strata_tensor* out) {
+  return Guarded("attention", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "attention"));
+    STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "attention: kv"));
+    return Attention(dev, attn, batch, q, kv, layer, out);
+  });
+}
+
+strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
+                        const strata_tensor* out) {
+  return Guarded("silu_mul", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "silu_mul"));
+    return SiluMul(dev, gate, up, out);
+  });
+}
+
+strata_status OpAdd(strata_device dev, const strata_tensor* a, const strata_tensor* b,
+                    const strata_tensor* out) {
+  return Guarded("add", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "add"));
+    return Add(dev, a, b, out);
+  });
+}
+
+strata_status OpGatherRows(strata_device dev, const strata_tensor* x, const strata_tensor* indices,
+                           const strata_tensor* out) {
+  return Guarded("gather_rows", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "gather_rows"));
+    return GatherRows(dev, x, indices, out);
+  });
+}
+
+strata_status OpArgmax(strata_device dev, const strata_tensor* logits, const strata_tensor* out_ids) {
+  return Guarded("argmax", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "argmax"));
+    return Argmax(dev, logits, out_ids);
+  });
+}
+
+strata_status OpSample(strata_device dev, const strata_tensor* logits, const strata_sample_params* params,
+                       const strata_tensor* out_ids) {
+  return Guarded("sample", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "sample"));
+    return Sample(dev, logits, params, out_ids);
+  });
+}
+
+strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs,
+                           int32_t num_pairs) {
+  return Guarded("copy_blocks", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "copy_blocks"));
+    STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "copy_blocks: kv"));
+    return CopyBlocks(dev, kv, pairs, num_pairs);
+  });
+}
+
+strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host,
+                           const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
+  return Guarded("swap_blocks", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "swap_blocks"));
+    STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "swap_blocks: kv"));
+    return SwapBlocks(dev, kv, host, pairs, num_pairs, to_host);
+  });
+}
+
+uint64_t OpKvBlockBytes(strata_device dev, strata_kv_cache kv) {
+  if (!IsLiveHandle(kv, HandleKind::kKvCache)) return 0;
+  return KvBlockBytes(kv);
+}
+
+void* GetProcAddress(const char* name) { return nullptr; }  // no extensions yet
+
+const char* UnavailableReason() { return nullptr; }  // a CPU is always there
+
+const strata_backend_v1 kTable = {
+    sizeof(strata_backend_v1),
+    LastError,
+    DeviceCount,
+    DeviceInfo,
+    DeviceOpen,
+    DeviceClose,
+    Supports,
+    Synchronize,
+    BufferAlloc,
+    BufferFree,
+    BufferHostPtr,
+    Upload,
+    Download,
+    WeightCreate,
+    WeightFree,
+    KvCacheCreate,
+    KvCacheFree,
+    OpEmbedding,
+    OpRmsNorm,
+    OpMatmul,
+    OpRopeKvWrite,
+    OpAttention,
+    OpSiluMul,
+    OpAdd,
+    OpGatherRows,
+    OpArgmax,
+    OpSample,
+    OpCopyBlocks,
+    OpSwapBlocks,
+    OpKvBlockBytes,
+    GetProcAddress,
+};
+
+const strata_plugin_info kInfo = {
+    sizeof(strata_plugin_info), STRATA_DEVICE_ABI_VERSION, "cpu", "0.1.0", &kTable,
+    UnavailableReason,
+};
+
+}  // namespace
+}  // namespace strata::cpu
+
+extern "C" const strata_plugin_info* strata_cpu_plugin_info(void) { return &strata::cpu::kInfo; }
+
+extern "C" int32_t strata_cpu_backend_score(void) {
+  const strata::cpu::HostCpu& cpu = strata::cpu::GetHostCpu();
+  int32_t score = 10;
+  if (cpu.avx2) score += 5;
+  if (cpu.avx512f) score += 5;
+  if (cpu.avx512_bf16) score += 2;
+  if (cpu.amx) score += 5;
+  return score;
+}

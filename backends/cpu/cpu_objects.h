@@ -1,0 +1,72 @@
+// The objects behind the ABI's opaque handles, and the registry that lets every entry
+// point reject a handle that was never created or was already freed (instead of crashing).
+#ifndef STRATA_BACKENDS_CPU_CPU_OBJECTS_H_
+#define STRATA_BACKENDS_CPU_CPU_OBJECTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "strata/device.h"
+
+namespace strata::cpu {
+class DnnlMatmul;
+}
+
+struct strata_device_s {
+  int32_t num_threads = 1;  // used by every OpenMP region and by oneDNN
+  std::unique_ptr<strata::cpu::DnnlMatmul> dnnl;
+  ~strata_device_s();
+};
+
+struct strata_buffer_s {
+  void* data = nullptr;  // 64-byte aligned host memory
+  uint64_t size = 0;     // bytes requested by buffer_alloc()
+};
+
+struct strata_weight_s {
+  int32_t format = STRATA_WEIGHT_DENSE;
+  int32_t dtype = STRATA_DTYPE_F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
+  // F32 copy of F16/BF16 weights for the oneDNN (prefill) path, made on first use so
+  // decode-only runs never pay for it.
+  std::once_flag f32_once;
+  float* f32 = nullptr;
+  ~strata_weight_s();
+};
+
+struct strata_kv_cache_s {
+  strata_kv_cache_desc desc{};
+  size_t elem_size = 0;
+  uint64_t block_elems = 0;  // block_size * num_kv_heads * head_dim
+  uint64_t layer_half_elems = 0;  // num_blocks * block_elems (K or V of one layer)
+  void* data = nullptr;
+  ~strata_kv_cache_s();
+
+  // K (which = 0) or V (which = 1) of `layer`, block `block`.
+  char* BlockPtr(int32_t layer, int which, int64_t block) const {
+    const uint64_t elem =
+        (static_cast<uint64_t>(layer) * 2 + which) * layer_half_elems + block * block_elems;
+    return static_cast<char*>(data) + elem * elem_size;
+  }
+};
+
+namespace strata::cpu {
+
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache };
+
+// Live handles; Lookup fails with INVALID_ARGUMENT naming `what` for unknown pointers.
+void RegisterHandle(const void* handle, HandleKind kind);
+void UnregisterHandle(const void* handle);
+bool IsLiveHandle(const void* handle, HandleKind kind);
+absl::Status CheckHandle(const void* handle, HandleKind kind, const char* what);
+
+void* AlignedAlloc(uint64_t bytes);  // 64-byte aligned, nullptr on failure
+void AlignedFree(void* p);
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_CPU_OBJECTS_H_

@@ -1,0 +1,54 @@
+// The CPU implementations of the device ABI's ops. Each validates its arguments first and
+// returns INVALID_ARGUMENT (never crashes) on bad input; backend_table.cpp maps the
+// absl::Status onto strata_status + last_error().
+#ifndef STRATA_BACKENDS_CPU_CPU_OPS_H_
+#define STRATA_BACKENDS_CPU_CPU_OPS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "backends/cpu/cpu_objects.h"
+#include "strata/device.h"
+
+namespace strata::cpu {
+
+// Batches up to this many tokens use the bandwidth-bound GEMV; larger ones oneDNN.
+inline constexpr int64_t kGemvMaxTokens = 4;
+
+absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out);
+
+absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
+                       const strata_tensor* out);
+absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w,
+                    const strata_tensor* bias, const strata_tensor* out);
+absl::Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor* residual,
+                     const strata_tensor* weight, float eps, const strata_tensor* out);
+absl::Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_tensor* up,
+                     const strata_tensor* out);
+absl::Status Add(strata_device_s* dev, const strata_tensor* a, const strata_tensor* b,
+                 const strata_tensor* out);
+absl::Status GatherRows(strata_device_s* dev, const strata_tensor* x,
+                        const strata_tensor* indices, const strata_tensor* out);
+absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
+                    const strata_tensor* out_ids);
+absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
+                    const strata_sample_params* params, const strata_tensor* out_ids);
+
+absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s** out);
+absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,
+                        const strata_block_pair* pairs, int32_t num_pairs);
+absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
+                        const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host);
+uint64_t KvBlockBytes(const strata_kv_cache_s* kv);
+
+absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
+                         const strata_attention_params* attn, const strata_batch_desc* batch,
+                         const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                         strata_kv_cache_s* kv, int32_t layer);
+absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn,
+                       const strata_batch_desc* batch, const strata_tensor* q,
+                       strata_kv_cache_s* kv, int32_t layer, const strata_tensor* out);
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_CPU_OPS_H_

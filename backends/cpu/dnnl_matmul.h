@@ -1,0 +1,34 @@
+// oneDNN matmul for batches too large for the GEMV (prefill): y = x * W^T (+ bias) in F32,
+// with one primitive per shape cached, since creating a primitive costs far more than a
+// small run.
+#ifndef STRATA_BACKENDS_CPU_DNNL_MATMUL_H_
+#define STRATA_BACKENDS_CPU_DNNL_MATMUL_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace strata::cpu {
+
+class DnnlMatmul {
+ public:
+  DnnlMatmul();
+  // x [m, k] (row stride lda), W row-major [n, k], bias [n] or null, y [m, n] (stride ldc).
+  // Throws dnnl::error on failure; the caller turns it into a status.
+  void Run(const float* x, int64_t m, int64_t k, int64_t lda, const float* w, int64_t n,
+           const float* bias, float* y, int64_t ldc, int32_t num_threads);
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::mutex mu_;
+  std::map<Key, dnnl::matmul> cache_;
+};
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_DNNL_MATMUL_H_

@@ -1,0 +1,114 @@
+// The paged KV cache: one allocation, per layer K then V, each [num_blocks][block_size]
+// [num_kv_heads][head_dim] (see cpu_backend.h), plus block copy and host swap.
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/tensor_view.h"
+
+namespace strata::cpu {
+namespace {
+
+absl::Status CheckPairs(const strata_kv_cache_s* kv, const strata_block_pair* pairs,
+                        int32_t num_pairs, const char* op, bool src_in_cache, bool dst_in_cache) {
+  if (num_pairs < 0) return absl::InvalidArgumentError(absl::StrCat(op, ": num_pairs < 0"));
+  if (num_pairs > 0 && pairs == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": null pairs"));
+  const int32_t nb = kv->desc.num_blocks;
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const strata_block_pair& p = pairs[i];
+    if (p.src < 0 || (src_in_cache && p.src >= nb) || p.dst < 0 || (dst_in_cache && p.dst >= nb)) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": pair ", i, " (", p.src, " -> ", p.dst,
+                                                     ") outside the cache's ", nb, " blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t KvBlockBytes(const strata_kv_cache_s* kv) {
+  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->block_elems * kv->elem_size;
+}
+
+absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s** out) {
+  if (desc == nullptr || out == nullptr) return absl::InvalidArgumentError("kv_cache_create: null desc or out");
+  if (desc->struct_size < sizeof(strata_kv_cache_desc)) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_cache_create: struct_size ", desc->struct_size, " too small"));
+  }
+  if (desc->dtype != STRATA_DTYPE_F32 && desc->dtype != STRATA_DTYPE_F16 && desc->dtype != STRATA_DTYPE_BF16) {
+    return absl::UnimplementedError(absl::StrCat("kv_cache_create: KV dtype ", DtypeName(desc->dtype),
+                                                 " not supported (F32, F16 or BF16)"));
+  }
+  if (desc->num_layers <= 0 || desc->num_blocks <= 0 || desc->block_size <= 0 ||
+      desc->num_kv_heads <= 0 || desc->head_dim <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache_create: all sizes must be positive (layers ", desc->num_layers, ", blocks ",
+        desc->num_blocks, ", block_size ", desc->block_size, ", kv_heads ", desc->num_kv_heads,
+        ", head_dim ", desc->head_dim, ")"));
+  }
+  auto kv = std::make_unique<strata_kv_cache_s>();
+  kv->desc = *desc;
+  kv->desc.struct_size = sizeof(strata_kv_cache_desc);
+  kv->elem_size = DtypeSize(desc->dtype);
+  kv->block_elems = static_cast<uint64_t>(desc->block_size) * desc->num_kv_heads * desc->head_dim;
+  kv->layer_half_elems = kv->block_elems * desc->num_blocks;
+  unsigned __int128 total = static_cast<unsigned __int128>(kv->layer_half_elems) * 2 *
+                            desc->num_layers * kv->elem_size;
+  if (total > (static_cast<unsigned __int128>(1) << 46)) {
+    return absl::ResourceExhaustedError("kv_cache_create: cache larger than 64 TiB");
+  }
+  const uint64_t bytes = static_cast<uint64_t>(total);
+  kv->data = AlignedAlloc(bytes);
+  if (kv->data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("kv_cache_create: cannot allocate ", bytes, " bytes"));
+  }
+  // Zeroed so that attention over not-yet-written slots reads finite values.
+  std::memset(kv->data, 0, bytes);
+  *out = kv.release();
+  return absl::OkStatus();
+}
+
+absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,
+                        const strata_block_pair* pairs, int32_t num_pairs) {
+  if (absl::Status s = CheckPairs(kv, pairs, num_pairs, "copy_blocks", true, true); !s.ok()) return s;
+  const size_t bytes = kv->block_elems * kv->elem_size;
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    if (pairs[i].src == pairs[i].dst) continue;
+    for (int32_t l = 0; l < kv->desc.num_layers; ++l) {
+      for (int which = 0; which < 2; ++which) {
+        std::memcpy(kv->BlockPtr(l, which, pairs[i].dst), kv->BlockPtr(l, which, pairs[i].src), bytes);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
+                        const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
+  if (host == nullptr && num_pairs > 0) return absl::InvalidArgumentError("swap_blocks: null host pointer");
+  if (absl::Status s = CheckPairs(kv, pairs, num_pairs, "swap_blocks", to_host != 0, to_host == 0);
+      !s.ok()) {
+    return s;
+  }
+  const size_t part = kv->block_elems * kv->elem_size;
+  const uint64_t block_bytes = KvBlockBytes(kv);
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const int32_t cache_block = to_host ? pairs[i].src : pairs[i].dst;
+    const int64_t host_slot = to_host ? pairs[i].dst : pairs[i].src;
+    char* h = static_cast<char*>(host) + static_cast<uint64_t>(host_slot) * block_bytes;
+    for (int32_t l = 0; l < kv->desc.num_layers; ++l) {
+      for (int which = 0; which < 2; ++which, h += part) {
+        char* c = kv->BlockPtr(l, which, cache_block);
+        if (to_host) {
+          std::memcpy(h, c, part);
+        } else {
+          std::memcpy(c, h, part);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,170 @@
+// Token selection on the device: argmax (first maximum) and seeded sampling with
+// temperature / top-k / top-p / min-p. The random draw of a row depends only on its
+// (seed, step), never on thread timing or batch composition, so runs are reproducible.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/tensor_view.h"
+
+namespace strata::cpu {
+namespace {
+
+int32_t ArgmaxRow(const float* l, int64_t v) {
+  int64_t best = 0;
+  float bv = l[0];
+  for (int64_t j = 1; j < v; ++j) {
+    // `!(bv >= l[j])` also moves past a leading NaN, so a NaN never wins over numbers.
+    if (l[j] > bv || (std::isnan(bv) && !std::isnan(l[j]))) {
+      bv = l[j];
+      best = j;
+    }
+  }
+  return static_cast<int32_t>(best);
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from (seed, step): two rounds of splitmix64, 53 random bits.
+double UniformFromSeedStep(uint64_t seed, uint64_t step) {
+  const uint64_t h = SplitMix64(seed ^ SplitMix64(step ^ 0x5851f42d4c957f2dull));
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct RowParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0, step = 0;
+};
+
+int32_t SampleRow(const float* l, int64_t v, const RowParams& p, std::vector<int32_t>& idx,
+                  std::vector<float>& prob) {
+  if (!(p.temperature > 0.0f) || !std::isfinite(p.temperature)) return ArgmaxRow(l, v);
+  const int32_t best = ArgmaxRow(l, v);
+  const float m = l[best];
+  if (!std::isfinite(m)) return best;
+  const float inv_t = 1.0f / p.temperature;
+  prob.resize(v);
+  for (int64_t j = 0; j < v; ++j) {
+    prob[j] = std::isnan(l[j]) ? 0.0f : std::exp((l[j] - m) * inv_t);  // max is exactly 1
+  }
+  idx.resize(v);
+  std::iota(idx.begin(), idx.end(), 0);
+  auto by_prob = [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); };
+  int64_t kept = v;
+  bool sorted = false;
+  if (p.top_k > 0 && p.top_k < v) {
+    kept = p.top_k;
+    std::partial_sort(idx.begin(), idx.begin() + kept, idx.end(), by_prob);
+    sorted = true;
+  }
+  if (p.top_p < 1.0f) {
+    if (!sorted) std::sort(idx.begin(), idx.begin() + kept, by_prob);
+    double total = 0;
+    for (int64_t i = 0; i < kept; ++i) total += prob[idx[i]];
+    const double limit = static_cast<double>(p.top_p) * total;
+    double cum = 0;
+    int64_t keep = 0;
+    while (keep < kept) {
+      cum += prob[idx[keep++]];
+      if (cum >= limit) break;
+    }
+    kept = std::max<int64_t>(keep, 1);
+  }
+  if (p.min_p > 0.0f) {
+    // Relative to the most likely token, whose unnormalised probability is 1.
+    int64_t w = 0;
+    for (int64_t i = 0; i < kept; ++i) {
+      if (prob[idx[i]] >= p.min_p) idx[w++] = idx[i];
+    }
+    kept = std::max<int64_t>(w, 1);
+    if (w == 0) idx[0] = best;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < kept; ++i) total += prob[idx[i]];
+  const double target = UniformFromSeedStep(p.seed, p.step) * total;
+  double cum = 0;
+  for (int64_t i = 0; i < kept; ++i) {
+    cum += prob[idx[i]];
+    if (cum > target) return idx[i];
+  }
+  // Rounding left target at the very end: the last token with non-zero probability.
+  for (int64_t i = kept - 1; i >= 0; --i) {
+    if (prob[idx[i]] > 0) return idx[i];
+  }
+  return best;
+}
+
+absl::Status CheckLogitsAndIds(const strata_tensor* logits, const strata_tensor* out_ids,
+                               const char* op, View* lv, View* ov) {
+  auto l = CheckTensor(logits, absl::StrCat(op, ": logits").c_str(), {STRATA_DTYPE_F32});
+  if (!l.ok()) return l.status();
+  auto o = CheckTensor(out_ids, absl::StrCat(op, ": out_ids").c_str(), {STRATA_DTYPE_I32});
+  if (!o.ok()) return o.status();
+  if (l->cols == 0) return absl::InvalidArgumentError(absl::StrCat(op, ": logits have no columns"));
+  if (!o->packed() || o->numel() != l->rows) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": out_ids has ", o->numel(),
+                                                   " elements, logits have ", l->rows, " rows"));
+  }
+  *lv = *l;
+  *ov = *o;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
+                    const strata_tensor* out_ids) {
+  View lv, ov;
+  if (absl::Status s = CheckLogitsAndIds(logits, out_ids, "argmax", &lv, &ov); !s.ok()) return s;
+  int32_t* out = ov.Row<int32_t>(0);
+#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (lv.rows > 1)
+  for (int64_t r = 0; r < lv.rows; ++r) out[r] = ArgmaxRow(lv.Row<float>(r), lv.cols);
+  return absl::OkStatus();
+}
+
+absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
+                    const strata_sample_params* params, const strata_tensor* out_ids) {
+  View lv, ov;
+  if (absl::Status s = CheckLogitsAndIds(logits, out_ids, "sample", &lv, &ov); !s.ok()) return s;
+  if (params == nullptr) return absl::InvalidArgumentError("sample: null params");
+  if (params->struct_size < sizeof(strata_sample_params)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample: params struct_size ", params->struct_size, " too small"));
+  }
+  if (params->temperature == nullptr) {
+    return absl::InvalidArgumentError("sample: params->temperature is null (one per row required)");
+  }
+  int32_t* out = ov.Row<int32_t>(0);
+#pragma omp parallel num_threads(dev->num_threads) if (lv.rows > 1)
+  {
+    std::vector<int32_t> idx;
+    std::vector<float> prob;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < lv.rows; ++r) {
+      RowParams p;  // absent arrays mean "filter off", seed/step 0
+      p.temperature = params->temperature[r];
+      if (params->top_k) p.top_k = params->top_k[r];
+      if (params->top_p) p.top_p = params->top_p[r];
+      if (params->min_p) p.min_p = params->min_p[r];
+      if (params->seed) p.seed = params->seed[r];
+      if (params->step) p.step = params->step[r];
+      out[r] = SampleRow(lv.Row<float>(r), lv.cols, p, idx, prob);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata::cpu

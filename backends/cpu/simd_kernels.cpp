@@ -1,0 +1,247 @@
+// Highway per-target kernels: this file is re-included once per target by foreach_target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/simd_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+#include "backends/cpu/half_convert.h"
+#include "strata/device.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace strata::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Tag types for the three element types a weight / KV row may have.
+struct Bf16 { uint16_t bits; };
+struct F16 { uint16_t bits; };
+
+HWY_INLINE VF LoadAsF32(DF df, const float* p) { return hn::LoadU(df, p); }
+HWY_INLINE VF LoadAsF32(DF df, const Bf16* p) {
+  const hn::Rebind<uint16_t, DF> d16;
+  const hn::RebindToUnsigned<DF> du32;
+  const auto wide = hn::PromoteTo(du32, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p)));
+  return hn::BitCast(df, hn::ShiftLeft<16>(wide));
+}
+HWY_INLINE VF LoadAsF32(DF df, const F16* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+HWY_INLINE float ScalarF32(const float* p) { return *p; }
+HWY_INLINE float ScalarF32(const Bf16* p) { return Bf16ToF32(p->bits); }
+HWY_INLINE float ScalarF32(const F16* p) { return F16ToF32(p->bits); }
+
+HWY_INLINE float SumLanes(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
+
+template <int N, typename TW>
+void GemvRowsN(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
+               float* y, int64_t ys, int64_t r0, int64_t r1) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t r = r0; r < r1; ++r) {
+    const TW* wr = w + r * cols;
+    VF acc0[N], acc1[N];
+    for (int t = 0; t < N; ++t) acc0[t] = acc1[t] = hn::Zero(df);
+    int64_t c = 0;
+    for (; c + 2 * L <= cols; c += 2 * L) {
+      const VF w0 = LoadAsF32(df, wr + c);
+      const VF w1 = LoadAsF32(df, wr + c + L);
+      for (int t = 0; t < N; ++t) {
+        acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * xs + c), acc0[t]);
+        acc1[t] = hn::MulAdd(w1, hn::LoadU(df, x + t * xs + c + L), acc1[t]);
+      }
+    }
+    for (; c + L <= cols; c += L) {
+      const VF w0 = LoadAsF32(df, wr + c);
+      for (int t = 0; t < N; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(df, x + t * xs + c), acc0[t]);
+    }
+    for (int t = 0; t < N; ++t) {
+      float s = SumLanes(df, hn::Add(acc0[t], acc1[t]));
+      for (int64_t k = c; k < cols; ++k) s += ScalarF32(wr + k) * x[t * xs + k];
+      y[t * ys + r] = bias ? s + bias[r] : s;
+    }
+  }
+}
+
+template <typename TW>
+void GemvRowsT(const float* x, int64_t xs, int32_t n, const TW* w, int64_t cols,
+               const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  switch (n) {
+    case 1: return GemvRowsN<1>(x, xs, w, cols, bias, y, ys, r0, r1);
+    case 2: return GemvRowsN<2>(x, xs, w, cols, bias, y, ys, r0, r1);
+    case 3: return GemvRowsN<3>(x, xs, w, cols, bias, y, ys, r0, r1);
+    default: return GemvRowsN<4>(x, xs, w, cols, bias, y, ys, r0, r1);
+  }
+}
+
+void GemvRows(const float* x, int64_t xs, int32_t n, const void* w, int32_t w_dtype,
+              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  switch (w_dtype) {
+    case STRATA_DTYPE_BF16:
+      return GemvRowsT(x, xs, n, static_cast<const Bf16*>(w), cols, bias, y, ys, r0, r1);
+    case STRATA_DTYPE_F16:
+      return GemvRowsT(x, xs, n, static_cast<const F16*>(w), cols, bias, y, ys, r0, r1);
+    default:
+      return GemvRowsT(x, xs, n, static_cast<const float*>(w), cols, bias, y, ys, r0, r1);
+  }
+}
+
+template <typename T>
+float DotT(const float* a, const T* b, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + i), LoadAsF32(df, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + i + L), LoadAsF32(df, b + i + L), acc1);
+  }
+  for (; i + L <= n; i += L) acc0 = hn::MulAdd(hn::LoadU(df, a + i), LoadAsF32(df, b + i), acc0);
+  float s = SumLanes(df, hn::Add(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * ScalarF32(b + i);
+  return s;
+}
+
+float DotF32(const float* a, const void* b, int32_t dtype, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return DotT(a, static_cast<const Bf16*>(b), n);
+    case STRATA_DTYPE_F16: return DotT(a, static_cast<const F16*>(b), n);
+    default: return DotT(a, static_cast<const float*>(b), n);
+  }
+}
+
+template <typename T>
+void MulAccT(float* acc, float w, const T* v, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const VF vw = hn::Set(df, w);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::MulAdd(vw, LoadAsF32(df, v + i), hn::LoadU(df, acc + i)), df, acc + i);
+  }
+  for (; i < n; ++i) acc[i] += w * ScalarF32(v + i);
+}
+
+void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return MulAccT(acc, w, static_cast<const Bf16*>(v), n);
+    case STRATA_DTYPE_F16: return MulAccT(acc, w, static_cast<const F16*>(v), n);
+    default: return MulAccT(acc, w, static_cast<const float*>(v), n);
+  }
+}
+
+void ScaleF32(float* x, float s, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const VF vs = hn::Set(df, s);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), vs), df, x + i);
+  for (; i < n; ++i) x[i] *= s;
+}
+
+template <typename T>
+void ConvertT(const T* src, float* dst, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(LoadAsF32(df, src + i), df, dst + i);
+  for (; i < n; ++i) dst[i] = ScalarF32(src + i);
+}
+
+void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return ConvertT(static_cast<const Bf16*>(src), dst, n);
+    case STRATA_DTYPE_F16: return ConvertT(static_cast<const F16*>(src), dst, n);
+    default: return ConvertT(static_cast<const float*>(src), dst, n);
+  }
+}
+
+float SumSquaresF32(const float* x, int64_t n) { return DotT(x, x, n); }
+
+void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const VF vs = hn::Set(df, s);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), vs), hn::LoadU(df, w + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = x[i] * s * w[i];
+}
+
+void AddF32(const float* a, const float* b, float* out, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::Add(hn::LoadU(df, a + i), hn::LoadU(df, b + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void SiluMulF32(const float* g, const float* u, float* out, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const VF one = hn::Set(df, 1.0f);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const VF vg = hn::LoadU(df, g + i);
+    const VF sig = hn::Div(one, hn::Add(one, hn::Exp(df, hn::Neg(vg))));
+    hn::StoreU(hn::Mul(hn::Mul(vg, sig), hn::LoadU(df, u + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+const char* SimdTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace strata::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace strata::cpu {
+
+HWY_EXPORT(GemvRows);
+HWY_EXPORT(DotF32);
+HWY_EXPORT(MulAccF32);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(ConvertToF32);
+HWY_EXPORT(SumSquaresF32);
+HWY_EXPORT(MulScaleWeightF32);
+HWY_EXPORT(AddF32);
+HWY_EXPORT(SiluMulF32);
+HWY_EXPORT(SimdTargetName);
+
+void GemvRows(const float* x, int64_t xs, int32_t n, const void* w, int32_t w_dtype,
+              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvRows)(x, xs, n, w, w_dtype, cols, bias, y, ys, r0, r1);
+}
+float DotF32(const float* a, const void* b, int32_t dtype, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, dtype, n);
+}
+void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MulAccF32)(acc, w, v, dtype, n);
+}
+void ScaleF32(float* x, float s, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, s, n); }
+void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(ConvertToF32)(src, dtype, dst, n);
+}
+float SumSquaresF32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresF32)(x, n); }
+void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MulScaleWeightF32)(x, w, s, out, n);
+}
+void AddF32(const float* a, const float* b, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AddF32)(a, b, out, n);
+}
+void SiluMulF32(const float* g, const float* u, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluMulF32)(g, u, out, n);
+}
+const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(SimdTargetName)(); }
+
+}  // namespace strata::cpu
+#endif  // HWY_ONCE

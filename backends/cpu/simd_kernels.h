@@ -1,0 +1,34 @@
+// Vector kernels compiled for every x86 target Highway knows (SSE4, AVX2, AVX-512, ...)
+// and picked at run time (HWY_DYNAMIC_DISPATCH), so one build uses the best ISA present.
+// Weight / KV element types: STRATA_DTYPE_F32, F16 or BF16, converted to F32 on the fly.
+#ifndef STRATA_BACKENDS_CPU_SIMD_KERNELS_H_
+#define STRATA_BACKENDS_CPU_SIMD_KERNELS_H_
+
+#include <cstdint>
+
+namespace strata::cpu {
+
+// y[t][r] = dot(x[t], W[r]) (+ bias[r]) for t < n (1..4) and r in [row_begin, row_end).
+// W is row-major [rows, cols]; each weight row is read once for all n tokens, which keeps
+// decode bandwidth-bound.
+void GemvRows(const float* x, int64_t x_stride, int32_t n, const void* w, int32_t w_dtype,
+              int64_t cols, const float* bias, float* y, int64_t y_stride, int64_t row_begin,
+              int64_t row_end);
+
+float DotF32(const float* a, const void* b, int32_t b_dtype, int64_t n);
+// acc[i] += w * v[i]
+void MulAccF32(float* acc, float w, const void* v, int32_t v_dtype, int64_t n);
+void ScaleF32(float* x, float s, int64_t n);
+void ConvertToF32(const void* src, int32_t src_dtype, float* dst, int64_t n);
+float SumSquaresF32(const float* x, int64_t n);
+// out[i] = x[i] * s * w[i]
+void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n);
+void AddF32(const float* a, const float* b, float* out, int64_t n);
+// out[i] = silu(g[i]) * u[i]
+void SiluMulF32(const float* g, const float* u, float* out, int64_t n);
+// Name of the target the dispatcher picked, e.g. "AVX3" (for reports and benchmarks).
+const char* SimdTargetName();
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_SIMD_KERNELS_H_

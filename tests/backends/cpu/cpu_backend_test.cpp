@@ -1,0 +1,871 @@
+// CPU backend ops against naive float64 references computed here from the same random
+// inputs. Outputs are poisoned with NaN before every op so unwritten elements show up.
+// Tolerances: F32 math 1e-4 relative + 1e-5 absolute (matmul: relative to sum |x*w|);
+// values the backend rounds to F16/BF16 itself (KV writes): 2e-2 relative.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace {
+
+constexpr double kRelF32 = 1e-4, kAbsF32 = 1e-5, kRelHalf = 2e-2;
+
+// ---- Element encodings, written independently of the backend. ----
+uint16_t EncodeBf16Trunc(float f) {  // any bf16 value is a fine test input
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>(b >> 16);
+}
+float DecodeBf16(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint16_t EncodeF16(float f) {
+  _Float16 v = static_cast<_Float16>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+float DecodeF16(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+size_t SizeOf(int32_t dtype) { return dtype == STRATA_DTYPE_F32 || dtype == STRATA_DTYPE_I32 ? 4 : 2; }
+
+// Encodes `v` in `dtype` and returns the bytes plus the values actually represented.
+std::vector<uint8_t> Encode(const std::vector<float>& v, int32_t dtype, std::vector<double>* exact) {
+  std::vector<uint8_t> bytes(v.size() * SizeOf(dtype));
+  exact->resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == STRATA_DTYPE_F32) {
+      std::memcpy(&bytes[i * 4], &v[i], 4);
+      (*exact)[i] = v[i];
+    } else {
+      const uint16_t h = dtype == STRATA_DTYPE_F16 ? EncodeF16(v[i]) : EncodeBf16Trunc(v[i]);
+      std::memcpy(&bytes[i * 2], &h, 2);
+      (*exact)[i] = dtype == STRATA_DTYPE_F16 ? DecodeF16(h) : DecodeBf16(h);
+    }
+  }
+  return bytes;
+}
+double DecodeAt(const uint8_t* p, int32_t dtype) {
+  if (dtype == STRATA_DTYPE_F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype == STRATA_DTYPE_F16 ? DecodeF16(h) : DecodeBf16(h);
+}
+
+std::vector<float> RandomVec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+const char* DtypeStr(int32_t d) {
+  return d == STRATA_DTYPE_F32 ? "F32" : d == STRATA_DTYPE_F16 ? "F16" : "BF16";
+}
+
+class CpuBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    info_ = strata_cpu_plugin_info();
+    ASSERT_NE(info_, nullptr);
+    be_ = info_->backend;
+    strata_device_options opts{sizeof(strata_device_options), 2, nullptr};
+    ASSERT_EQ(be_->device_open(0, &opts, &dev_), STRATA_OK) << be_->last_error();
+  }
+  void TearDown() override {
+    for (strata_buffer b : bufs_) be_->buffer_free(dev_, b);
+    for (strata_weight w : weights_) be_->weight_free(dev_, w);
+    for (strata_kv_cache kv : caches_) be_->kv_cache_free(dev_, kv);
+    be_->device_close(dev_);
+  }
+
+  // A buffer of `bytes`, poisoned with 0xFF (NaN as F32, -1 as I32).
+  strata_buffer Alloc(uint64_t bytes) {
+    strata_buffer b = nullptr;
+    EXPECT_EQ(be_->buffer_alloc(dev_, bytes, &b), STRATA_OK) << be_->last_error();
+    std::vector<uint8_t> poison(bytes, 0xFF);
+    EXPECT_EQ(be_->upload(dev_, b, 0, poison.data(), bytes), STRATA_OK);
+    bufs_.push_back(b);
+    return b;
+  }
+  static strata_tensor T(strata_buffer b, int32_t dtype, std::vector<int64_t> shape,
+                         uint64_t offset = 0, int64_t row_stride = 0) {
+    strata_tensor t{};
+    t.buffer = b;
+    t.offset = offset;
+    t.dtype = dtype;
+    t.ndim = static_cast<int32_t>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
+    t.row_stride = row_stride;
+    return t;
+  }
+  strata_tensor F32(const std::vector<float>& v, std::vector<int64_t> shape) {
+    strata_buffer b = Alloc(v.size() * 4);
+    EXPECT_EQ(be_->upload(dev_, b, 0, v.data(), v.size() * 4), STRATA_OK);
+    return T(b, STRATA_DTYPE_F32, shape);
+  }
+  strata_tensor I32(const std::vector<int32_t>& v) {
+    strata_buffer b = Alloc(std::max<size_t>(v.size(), 1) * 4);
+    if (!v.empty()) {
+      EXPECT_EQ(be_->upload(dev_, b, 0, v.data(), v.size() * 4), STRATA_OK);
+    }
+    return T(b, STRATA_DTYPE_I32, {static_cast<int64_t>(v.size())});
+  }
+  strata_tensor OutF32(std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return T(Alloc(n * 4), STRATA_DTYPE_F32, shape);
+  }
+  template <typename E>
+  std::vector<E> Read(strata_buffer b, size_t count, uint64_t offset = 0) {
+    std::vector<E> v(count);
+    EXPECT_EQ(be_->download(dev_, v.data(), b, offset, count * sizeof(E)), STRATA_OK) << be_->last_error();
+    return v;
+  }
+  strata_weight Weight(const std::vector<uint8_t>& bytes, int32_t dtype, int64_t rows, int64_t cols) {
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = dtype;
+    d.rows = rows;
+    d.cols = cols;
+    d.data = bytes.data();
+    d.name = "test.weight";
+    strata_weight w = nullptr;
+    EXPECT_EQ(be_->weight_create(dev_, &d, &w), STRATA_OK) << be_->last_error();
+    weights_.push_back(w);
+    return w;
+  }
+  strata_kv_cache Cache(int32_t layers, int32_t blocks, int32_t bs, int32_t kvh, int32_t d, int32_t dtype) {
+    strata_kv_cache_desc desc{sizeof(desc), layers, blocks, bs, kvh, d, dtype};
+    strata_kv_cache kv = nullptr;
+    EXPECT_EQ(be_->kv_cache_create(dev_, &desc, &kv), STRATA_OK) << be_->last_error();
+    caches_.push_back(kv);
+    return kv;
+  }
+  static void ExpectNear(const std::vector<float>& got, const std::vector<double>& ref,
+                         const std::vector<double>& mag, double rel, double abs, const std::string& what) {
+    ASSERT_EQ(got.size(), ref.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double m = mag.empty() ? std::fabs(ref[i]) : mag[i];
+      if (!(std::fabs(got[i] - ref[i]) <= abs + rel * m)) {
+        if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << " want " << ref[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements out of tolerance";
+  }
+
+  const strata_plugin_info* info_ = nullptr;
+  const strata_backend_v1* be_ = nullptr;
+  strata_device dev_ = nullptr;
+  std::vector<strata_buffer> bufs_;
+  std::vector<strata_weight> weights_;
+  std::vector<strata_kv_cache> caches_;
+};
+
+// ------------------------------------------------------------------------------------------
+TEST_F(CpuBackendTest, PluginAndDeviceInfo) {
+  EXPECT_EQ(info_->abi_version, static_cast<uint32_t>(STRATA_DEVICE_ABI_VERSION));
+  EXPECT_STREQ(info_->name, "cpu");
+  EXPECT_GE(be_->struct_size, sizeof(strata_backend_v1));
+  EXPECT_GE(strata_cpu_backend_score(), 10);
+  int32_t count = 0;
+  ASSERT_EQ(be_->device_count(&count), STRATA_OK);
+  EXPECT_EQ(count, 1);
+  strata_device_info di{};
+  di.struct_size = sizeof(di);
+  ASSERT_EQ(be_->device_info(0, &di), STRATA_OK);
+  EXPECT_EQ(di.kind, STRATA_DEVICE_CPU);
+  EXPECT_GT(std::strlen(di.name), 0u);
+  EXPECT_GT(di.memory_total, 0u);
+  EXPECT_LE(di.memory_free, di.memory_total);
+  const uint32_t caps = STRATA_CAP_HOST_VISIBLE_MEMORY | STRATA_CAP_FUSED_ROPE_KV_WRITE |
+                        STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+  EXPECT_EQ(di.capabilities & caps, caps);
+  EXPECT_GT(di.compute_units, 0);
+  EXPECT_EQ(di.preferred_activation_dtype, STRATA_DTYPE_F32);
+  EXPECT_EQ(be_->device_info(1, &di), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_GT(std::strlen(be_->last_error()), 0u);
+  strata_device other = nullptr;
+  EXPECT_EQ(be_->device_open(1, nullptr, &other), STRATA_ERROR_INVALID_ARGUMENT);
+
+  for (int32_t dt : {STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16}) {
+    EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, dt), 1);
+    EXPECT_EQ(be_->supports(dev_, STRATA_OP_EMBEDDING, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, dt), 1);
+  }
+  for (int32_t f : {STRATA_WEIGHT_INT8_PER_CHANNEL, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_INT4_GROUP,
+                    STRATA_WEIGHT_INT8_OUTLIER_SPLIT}) {
+    EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, f, STRATA_DTYPE_I8), 0);
+  }
+  for (int32_t op = 0; op < STRATA_OP_COUNT; ++op) {
+    EXPECT_EQ(be_->supports(dev_, op, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, STRATA_DTYPE_F32), 1) << op;
+  }
+  EXPECT_EQ(be_->synchronize(dev_), STRATA_OK);
+}
+
+TEST_F(CpuBackendTest, BuffersAreAlignedAndBoundsChecked) {
+  strata_buffer b = Alloc(100);
+  void* p = be_->buffer_host_ptr(dev_, b);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  std::vector<uint8_t> src(100);
+  std::iota(src.begin(), src.end(), 0);
+  ASSERT_EQ(be_->upload(dev_, b, 0, src.data(), 100), STRATA_OK);
+  EXPECT_EQ(std::memcmp(p, src.data(), 100), 0);
+  EXPECT_EQ(Read<uint8_t>(b, 10, 90), std::vector<uint8_t>(src.begin() + 90, src.end()));
+  EXPECT_EQ(be_->upload(dev_, b, 90, src.data(), 11), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("exceeds the buffer size 100"), std::string::npos)
+      << be_->last_error();
+  EXPECT_EQ(be_->download(dev_, src.data(), b, 101, 0), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->upload(dev_, b, UINT64_MAX, src.data(), 2), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->upload(dev_, nullptr, 0, src.data(), 1), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+// ------------------------------------------------------------------------------------------
+// Matmul: (weight dtype, tokens n, rows, cols). n <= 4 runs the SIMD GEMV, larger n oneDNN.
+class MatmulTest : public CpuBackendTest,
+                   public ::testing::WithParamInterface<std::tuple<int32_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(MatmulTest, MatchesFloat64Reference) {
+  const auto [dtype, n, rows, cols] = GetParam();
+  const bool with_bias = n != 3;
+  std::vector<double> w_exact;
+  const auto w_bytes = Encode(RandomVec(rows * cols, 11 + rows), dtype, &w_exact);
+  strata_weight w = Weight(w_bytes, dtype, rows, cols);
+  // x is a column slice [n, cols] of a wider [n, cols + 6] activation, starting at column 2.
+  const int64_t x_ld = cols + 6;
+  const std::vector<float> x_full = RandomVec(n * x_ld, 7 + n);
+  strata_tensor xt = F32(x_full, {n, x_ld});
+  xt.shape[1] = cols;
+  xt.offset = 2 * 4;
+  xt.row_stride = x_ld;
+  const std::vector<float> bias = RandomVec(rows, 5);
+  strata_tensor bt = F32(bias, {rows});
+  // out is a column slice [n, rows] of a fused [n, rows + 10] output, starting at column 5.
+  const int64_t o_ld = rows + 10;
+  strata_buffer ob = Alloc(n * o_ld * 4);
+  strata_tensor ot = T(ob, STRATA_DTYPE_F32, {n, rows}, 5 * 4, o_ld);
+  ASSERT_EQ(be_->matmul(dev_, &xt, w, with_bias ? &bt : nullptr, &ot), STRATA_OK) << be_->last_error();
+  const auto full = Read<float>(ob, n * o_ld);
+  std::vector<float> got;
+  std::vector<double> ref, mag;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = with_bias ? bias[r] : 0.0, m = with_bias ? std::fabs(bias[r]) : 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(x_full[t * x_ld + 2 + c]) * w_exact[r * cols + c];
+        s += p;
+        m += std::fabs(p);
+      }
+      got.push_back(full[t * o_ld + 5 + r]);
+      ref.push_back(s);
+      mag.push_back(m);
+    }
+    // Columns outside the slice keep their poison.
+    for (int64_t c = 0; c < 5; ++c) EXPECT_TRUE(std::isnan(full[t * o_ld + c]));
+    for (int64_t c = 5 + rows; c < o_ld; ++c) EXPECT_TRUE(std::isnan(full[t * o_ld + c]));
+  }
+  ExpectNear(got, ref, mag, kRelF32, kAbsF32, std::string("matmul ") + DtypeStr(dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, MatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(1, 3, 64),
+                       ::testing::Values<int64_t>(203), ::testing::Values<int64_t>(130)));
+INSTANTIATE_TEST_SUITE_P(
+    LargeGemv, MatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(1, 4), ::testing::Values<int64_t>(1000),
+                       ::testing::Values<int64_t>(768)));
+
+// ------------------------------------------------------------------------------------------
+class DtypeTest : public CpuBackendTest, public ::testing::WithParamInterface<int32_t> {};
+
+TEST_P(DtypeTest, EmbeddingGathersAndConverts) {
+  const int32_t dtype = GetParam();
+  const int64_t vocab = 50, d = 37;
+  std::vector<double> exact;
+  const auto bytes = Encode(RandomVec(vocab * d, 3), dtype, &exact);
+  strata_weight table = Weight(bytes, dtype, vocab, d);
+  const std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+  strata_tensor it = I32(ids);
+  strata_tensor ot = OutF32({5, d});
+  ASSERT_EQ(be_->embedding(dev_, table, &it, &ot), STRATA_OK) << be_->last_error();
+  const auto got = Read<float>(ot.buffer, 5 * d);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t c = 0; c < d; ++c) ASSERT_EQ(got[i * d + c], exact[ids[i] * d + c]) << i << "," << c;
+  }
+  for (int32_t bad : {50, -1}) {
+    strata_tensor bt = I32({1, bad});
+    strata_tensor o2 = OutF32({2, d});
+    EXPECT_EQ(be_->embedding(dev_, table, &bt, &o2), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(be_->last_error()).find("ids[1]"), std::string::npos) << be_->last_error();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, DtypeTest,
+                         ::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16));
+
+// ------------------------------------------------------------------------------------------
+TEST_F(CpuBackendTest, RmsNormPlainAndFusedResidual) {
+  const int64_t n = 5, d = 99;
+  const float eps = 1e-5f;
+  const auto x = RandomVec(n * d, 21), res = RandomVec(n * d, 22), w = RandomVec(d, 23, 0.5f, 1.5f);
+  strata_tensor xt = F32(x, {n, d}), rt = F32(res, {n, d}), wt = F32(w, {d});
+  for (bool fused : {false, true}) {
+    strata_tensor ot = OutF32({n, d});
+    ASSERT_EQ(be_->rms_norm(dev_, &xt, fused ? &rt : nullptr, &wt, eps, &ot), STRATA_OK) << be_->last_error();
+    std::vector<double> ref(n * d), new_res(n * d);
+    for (int64_t r = 0; r < n; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        new_res[r * d + c] = fused ? static_cast<double>(x[r * d + c]) + res[r * d + c] : x[r * d + c];
+        ss += new_res[r * d + c] * new_res[r * d + c];
+      }
+      const double inv = 1.0 / std::sqrt(ss / d + eps);
+      for (int64_t c = 0; c < d; ++c) ref[r * d + c] = new_res[r * d + c] * inv * w[c];
+    }
+    ExpectNear(Read<float>(ot.buffer, n * d), ref, {}, kRelF32, kAbsF32, fused ? "rms_norm fused" : "rms_norm");
+    if (fused) ExpectNear(Read<float>(rt.buffer, n * d), new_res, {}, kRelF32, kAbsF32, "residual");
+  }
+}
+
+TEST_F(CpuBackendTest, SiluMulAddAndGatherRows) {
+  const int64_t n = 7, f = 45;
+  const auto g = RandomVec(n * f, 31, -6, 6), u = RandomVec(n * f, 32);
+  strata_tensor gt = F32(g, {n, f}), ut = F32(u, {n, f});
+  strata_tensor ot = OutF32({n, f});
+  ASSERT_EQ(be_->silu_mul(dev_, &gt, &ut, &ot), STRATA_OK) << be_->last_error();
+  std::vector<double> ref(n * f), sum(n * f);
+  for (int64_t i = 0; i < n * f; ++i) {
+    ref[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    sum[i] = static_cast<double>(g[i]) + u[i];
+  }
+  ExpectNear(Read<float>(ot.buffer, n * f), ref, {}, kRelF32, kAbsF32, "silu_mul");
+  strata_tensor at = OutF32({n, f});
+  ASSERT_EQ(be_->add(dev_, &gt, &ut, &at), STRATA_OK) << be_->last_error();
+  ExpectNear(Read<float>(at.buffer, n * f), sum, {}, kRelF32, kAbsF32, "add");
+
+  const std::vector<int32_t> idx = {6, 0, 3, 3};
+  strata_tensor it = I32(idx);
+  strata_tensor rt = OutF32({4, f});
+  ASSERT_EQ(be_->gather_rows(dev_, &gt, &it, &rt), STRATA_OK) << be_->last_error();
+  const auto rows = Read<float>(rt.buffer, 4 * f);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    for (int64_t c = 0; c < f; ++c) ASSERT_EQ(rows[i * f + c], g[idx[i] * f + c]);
+  }
+  strata_tensor bad_idx = I32({7});
+  strata_tensor r1 = OutF32({1, f});
+  EXPECT_EQ(be_->gather_rows(dev_, &gt, &bad_idx, &r1), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(CpuBackendTest, ArgmaxTakesFirstMaximum) {
+  const int64_t rows = 4, vocab = 1000;
+  auto l = RandomVec(rows * vocab, 41);
+  l[0 * vocab + 10] = 5.0f;
+  l[0 * vocab + 900] = 5.0f;  // tie: the first wins
+  l[1 * vocab + 999] = 3.0f;
+  l[2 * vocab + 0] = 2.0f;
+  l[3 * vocab + 500] = 4.0f;
+  l[3 * vocab + 501] = 4.0f;
+  strata_tensor lt = F32(l, {rows, vocab});
+  strata_tensor ot = I32({0, 0, 0, 0});
+  ASSERT_EQ(be_->argmax(dev_, &lt, &ot), STRATA_OK) << be_->last_error();
+  EXPECT_EQ(Read<int32_t>(ot.buffer, 4), (std::vector<int32_t>{10, 999, 0, 500}));
+}
+
+// ------------------------------------------------------------------------------------------
+// Reads block `blk` of a cache through swap_blocks (the documented packed layout).
+std::vector<uint8_t> SwapOut(const strata_backend_v1* be, strata_device dev, strata_kv_cache kv,
+                             int32_t num_blocks) {
+  const uint64_t bb = be->kv_block_bytes(dev, kv);
+  std::vector<uint8_t> host(bb * num_blocks);
+  std::vector<strata_block_pair> pairs;
+  for (int32_t b = 0; b < num_blocks; ++b) pairs.push_back({b, b});
+  EXPECT_EQ(be->swap_blocks(dev, kv, host.data(), pairs.data(), num_blocks, 1), STRATA_OK) << be->last_error();
+  return host;
+}
+
+class RopeTest : public CpuBackendTest, public ::testing::WithParamInterface<std::tuple<int32_t, int32_t>> {};
+
+TEST_P(RopeTest, RotatesAndWritesPagedCache) {
+  const auto [style, kv_dtype] = GetParam();
+  const int32_t H = 4, KVH = 2, D = 32, rd = 24, bs = 16, blocks = 8, layers = 2, layer = 1;
+  const float factor = 1.1f;
+  const std::vector<int32_t> pos = {0, 5, 17, 100};
+  const std::vector<int32_t> slots = {3, -1, 2 * bs + 5, 5 * bs + 15};
+  const int64_t n = 4;
+  std::vector<float> inv_freq(rd / 2);
+  for (int i = 0; i < rd / 2; ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rd));
+  const auto q = RandomVec(n * H * D, 51), k = RandomVec(n * KVH * D, 52), v = RandomVec(n * KVH * D, 53);
+  strata_tensor qt = F32(q, {n, H * D}), kt = F32(k, {n, KVH * D}), vt = F32(v, {n, KVH * D});
+  strata_tensor ft = F32(inv_freq, {rd / 2});
+  strata_tensor pt = I32(pos), st = I32(slots);
+  strata_kv_cache kv = Cache(layers, blocks, bs, KVH, D, kv_dtype);
+  // Fill the whole cache with a sentinel (7.0 is exact in every dtype) to see what changes.
+  const uint64_t bb = be_->kv_block_bytes(dev_, kv);
+  ASSERT_EQ(bb, static_cast<uint64_t>(layers) * 2 * bs * KVH * D * SizeOf(kv_dtype));
+  std::vector<double> unused;
+  const auto sentinel = Encode(std::vector<float>(bb / SizeOf(kv_dtype) * blocks, 7.0f), kv_dtype, &unused);
+  std::vector<strata_block_pair> all;
+  for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(sentinel.data()), all.data(), blocks, 0), STRATA_OK);
+
+  strata_rope_params rope{sizeof(rope), style, rd, factor, &ft};
+  strata_attention_params attn{sizeof(attn), H, KVH, D, 1.0f / std::sqrt(float(D)), 0, 0.0f};
+  strata_batch_desc batch{};
+  batch.struct_size = sizeof(batch);
+  batch.num_tokens = n;
+  batch.positions = &pt;
+  batch.slot_mapping = &st;
+  ASSERT_EQ(be_->rope_kv_write(dev_, &rope, &attn, &batch, &qt, &kt, &vt, kv, layer), STRATA_OK)
+      << be_->last_error();
+
+  auto rotate = [&](const float* x, int64_t p) {
+    std::vector<double> out(x, x + D);
+    for (int i = 0; i < rd / 2; ++i) {
+      const double a = static_cast<double>(p) * inv_freq[i];
+      const double c = std::cos(a) * factor, s = std::sin(a) * factor;
+      const int i0 = style == STRATA_ROPE_INTERLEAVED ? 2 * i : i;
+      const int i1 = style == STRATA_ROPE_INTERLEAVED ? 2 * i + 1 : i + rd / 2;
+      out[i0] = x[i0] * c - x[i1] * s;
+      out[i1] = x[i1] * c + x[i0] * s;
+    }
+    return out;
+  };
+  std::vector<double> q_ref, k_ref;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int h = 0; h < H; ++h) {
+      auto r = rotate(&q[(t * H + h) * D], pos[t]);
+      q_ref.insert(q_ref.end(), r.begin(), r.end());
+    }
+    for (int h = 0; h < KVH; ++h) {
+      auto r = rotate(&k[(t * KVH + h) * D], pos[t]);
+      k_ref.insert(k_ref.end(), r.begin(), r.end());
+    }
+  }
+  ExpectNear(Read<float>(qt.buffer, n * H * D), q_ref, {}, kRelF32, kAbsF32, "q rotated");
+  ExpectNear(Read<float>(kt.buffer, n * KVH * D), k_ref, {}, kRelF32, kAbsF32, "k rotated");
+
+  const auto host = SwapOut(be_, dev_, kv, blocks);
+  const size_t es = SizeOf(kv_dtype);
+  const double rel = kv_dtype == STRATA_DTYPE_F32 ? kRelF32 : kRelHalf;
+  const int64_t row = int64_t{KVH} * D;
+  std::map<int64_t, int64_t> written;  // slot -> token
+  for (int64_t t = 0; t < n; ++t) if (slots[t] >= 0) written[slots[t]] = t;
+  int mismatches = 0;
+  for (int32_t l = 0; l < layers; ++l) {
+    for (int which = 0; which < 2; ++which) {
+      for (int64_t slot = 0; slot < int64_t{blocks} * bs; ++slot) {
+        const uint8_t* p = host.data() + (slot / bs) * bb +
+                           ((l * 2 + which) * bs + slot % bs) * row * es;
+        const bool hit = l == layer && written.count(slot);
+        for (int64_t e = 0; e < row; ++e) {
+          const double got = DecodeAt(p + e * es, kv_dtype);
+          double want = 7.0;
+          if (hit) {
+            const int64_t t = written[slot];
+            want = which == 0 ? k_ref[t * row + e] : v[t * row + e];
+          }
+          if (!(std::fabs(got - want) <= kAbsF32 + rel * std::fabs(want)) && ++mismatches <= 5) {
+            ADD_FAILURE() << "cache layer " << l << (which ? " V" : " K") << " slot " << slot << " elem "
+                          << e << ": got " << got << " want " << want;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StylesAndKvDtypes, RopeTest,
+    ::testing::Combine(::testing::Values(STRATA_ROPE_INTERLEAVED, STRATA_ROPE_NEOX),
+                       ::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16)));
+
+// ------------------------------------------------------------------------------------------
+// Attention: (KV dtype, sliding_window, logit_softcap) over a ragged batch of a prefill
+// chunk on top of cached context plus two decode tokens, GQA, scattered block ids.
+class AttentionTest : public CpuBackendTest,
+                      public ::testing::WithParamInterface<std::tuple<int32_t, int32_t, float>> {};
+
+TEST_P(AttentionTest, MatchesFloat64Reference) {
+  const auto [kv_dtype, window, softcap] = GetParam();
+  const int32_t H = 4, KVH = 2, D = 40, bs = 16, blocks = 16, layers = 2, layer = 1, mb = 4;
+  const std::vector<int32_t> seq_lens = {37, 20, 50};
+  const std::vector<int32_t> q_lens = {5, 1, 1};
+  const std::vector<int32_t> qsl = {0, 5, 6, 7};
+  const int64_t n = 7;
+  // Non-contiguous block ids: a fixed shuffle of 0..15.
+  std::vector<int32_t> perm(blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(61));
+  std::vector<int32_t> bt(3 * mb, -1);
+  int next = 0;
+  for (int s = 0; s < 3; ++s) {
+    for (int b = 0; b < (seq_lens[s] + bs - 1) / bs; ++b) bt[s * mb + b] = perm[next++];
+  }
+  strata_kv_cache kv = Cache(layers, blocks, bs, KVH, D, kv_dtype);
+  const uint64_t bb = be_->kv_block_bytes(dev_, kv);
+  const size_t es = SizeOf(kv_dtype);
+  std::vector<double> cache_exact;
+  const auto host = Encode(RandomVec(bb / es * blocks, 62, -1.5f, 1.5f), kv_dtype, &cache_exact);
+  std::vector<strata_block_pair> all;
+  for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(host.data()), all.data(), blocks, 0), STRATA_OK);
+  const int64_t row = int64_t{KVH} * D;
+  auto cache_at = [&](int which, int32_t block, int32_t off, int32_t kvh, int32_t d) {
+    return cache_exact[(block * bb / es) + ((layer * 2 + which) * bs + off) * row + kvh * D + d];
+  };
+
+  // q: a slice of a fused QKV row [n, (H + 2 KVH) * D].
+  const int64_t q_ld = int64_t{H + 2 * KVH} * D;
+  const auto qkv = RandomVec(n * q_ld, 63, -2.0f, 2.0f);
+  strata_tensor qt = F32(qkv, {n, q_ld});
+  qt.shape[1] = int64_t{H} * D;
+  qt.row_stride = q_ld;
+  strata_tensor ot = OutF32({n, int64_t{H} * D});
+  strata_tensor qslt = I32(qsl), lent = I32(seq_lens);
+  strata_tensor btt = T(I32(bt).buffer, STRATA_DTYPE_I32, {3, mb});
+  strata_batch_desc batch{};
+  batch.struct_size = sizeof(batch);
+  batch.num_tokens = n;
+  batch.num_seqs = 3;
+  batch.max_query_len = 5;
+  batch.max_seq_len = 50;
+  batch.max_blocks_per_seq = mb;
+  batch.query_start_loc = &qslt;
+  batch.seq_lens = &lent;
+  batch.block_tables = &btt;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  strata_attention_params attn{sizeof(attn), H, KVH, D, scale, window, softcap};
+  ASSERT_EQ(be_->attention(dev_, &attn, &batch, &qt, kv, layer, &ot), STRATA_OK) << be_->last_error();
+
+  std::vector<double> ref(n * H * D);
+  for (int s = 0; s < 3; ++s) {
+    for (int j = 0; j < q_lens[s]; ++j) {
+      const int64_t t = qsl[s] + j;
+      const int32_t p = seq_lens[s] - q_lens[s] + j;
+      const int32_t first = window > 0 ? std::max(0, p - window + 1) : 0;
+      for (int h = 0; h < H; ++h) {
+        const int kvh = h / (H / KVH);
+        std::vector<double> logits;
+        for (int32_t key = first; key <= p; ++key) {
+          const int32_t blk = bt[s * mb + key / bs];
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += qkv[t * q_ld + h * D + d] * cache_at(0, blk, key % bs, kvh, d);
+          double lg = dot * scale;
+          if (softcap > 0) lg = softcap * std::tanh(lg / softcap);
+          logits.push_back(lg);
+        }
+        const double mx = *std::max_element(logits.begin(), logits.end());
+        double z = 0;
+        for (double& lg : logits) z += (lg = std::exp(lg - mx));
+        for (int d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int32_t key = first; key <= p; ++key) {
+            const int32_t blk = bt[s * mb + key / bs];
+            acc += logits[key - first] / z * cache_at(1, blk, key % bs, kvh, d);
+          }
+          ref[(t * H + h) * D + d] = acc;
+        }
+      }
+    }
+  }
+  ExpectNear(Read<float>(ot.buffer, n * H * D), ref, {}, kRelF32, kAbsF32,
+             std::string("attention ") + DtypeStr(kv_dtype));
+
+  // A block id outside the cache is rejected, not read.
+  bt[1 * mb + 1] = blocks + 3;
+  strata_tensor bad_bt = T(I32(bt).buffer, STRATA_DTYPE_I32, {3, mb});
+  batch.block_tables = &bad_bt;
+  EXPECT_EQ(be_->attention(dev_, &attn, &batch, &qt, kv, layer, &ot), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("block_tables[1][1]"), std::string::npos) << be_->last_error();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KvDtypesWindowsSoftcap, AttentionTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values(0, 8), ::testing::Values(0.0f, 5.0f)));
+
+TEST_F(CpuBackendTest, CopyBlocksCopiesAllLayers) {
+  const int32_t blocks = 6;
+  strata_kv_cache kv = Cache(3, blocks, 16, 2, 8, STRATA_DTYPE_BF16);
+  const uint64_t bb = be_->kv_block_bytes(dev_, kv);
+  std::vector<uint8_t> host(bb * blocks);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i * 131 + 7);
+  std::vector<strata_block_pair> all;
+  for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, host.data(), all.data(), blocks, 0), STRATA_OK);
+  const strata_block_pair pairs[] = {{2, 5}, {0, 1}};
+  ASSERT_EQ(be_->copy_blocks(dev_, kv, pairs, 2), STRATA_OK) << be_->last_error();
+  const auto out = SwapOut(be_, dev_, kv, blocks);
+  auto block = [&](const std::vector<uint8_t>& h, int b) {
+    return std::vector<uint8_t>(h.begin() + b * bb, h.begin() + (b + 1) * bb);
+  };
+  EXPECT_EQ(block(out, 5), block(host, 2));
+  EXPECT_EQ(block(out, 1), block(host, 0));
+  EXPECT_EQ(block(out, 2), block(host, 2));
+  EXPECT_EQ(block(out, 3), block(host, 3));
+  const strata_block_pair bad[] = {{0, blocks}};
+  EXPECT_EQ(be_->copy_blocks(dev_, kv, bad, 1), STRATA_ERROR_INVALID_ARGUMENT);
+  // Swapping into the host places the block in the requested host slot.
+  std::vector<uint8_t> slot(bb * 2);
+  const strata_block_pair to_slot1[] = {{4, 1}};
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, slot.data(), to_slot1, 1, 1), STRATA_OK);
+  EXPECT_EQ(block(slot, 1), block(host, 4));
+}
+
+// ------------------------------------------------------------------------------------------
+class SampleTest : public CpuBackendTest {
+ protected:
+  // Draws one token per row with the given per-row parameters.
+  std::vector<int32_t> Draw(const std::vector<float>& logits, int64_t vocab, std::vector<float> temp,
+                            std::vector<int32_t> top_k, std::vector<float> top_p, std::vector<float> min_p,
+                            std::vector<uint64_t> seed, std::vector<uint64_t> step) {
+    const int64_t rows = static_cast<int64_t>(temp.size());
+    strata_tensor lt = F32(logits, {rows, vocab});
+    strata_tensor ot = I32(std::vector<int32_t>(rows, -7));
+    strata_sample_params p{sizeof(p), temp.data(), top_k.data(), top_p.data(), min_p.data(), seed.data(), step.data()};
+    EXPECT_EQ(be_->sample(dev_, &lt, &p, &ot), STRATA_OK) << be_->last_error();
+    return Read<int32_t>(ot.buffer, rows);
+  }
+  std::vector<int32_t> Argmaxes(const std::vector<float>& logits, int64_t vocab) {
+    std::vector<int32_t> out;
+    for (size_t r = 0; r < logits.size() / vocab; ++r) {
+      out.push_back(static_cast<int32_t>(std::max_element(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab) -
+                                         (logits.begin() + r * vocab)));
+    }
+    return out;
+  }
+};
+
+TEST_F(SampleTest, GreedyTopK1AndReproducible) {
+  const int64_t rows = 6, vocab = 500;
+  const auto l = RandomVec(rows * vocab, 71, -3, 3);
+  const auto want = Argmaxes(l, vocab);
+  std::vector<uint64_t> seeds(rows, 9), steps = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(Draw(l, vocab, {0, -1, 0, 0, -0.5f, 0}, std::vector<int32_t>(rows, 0), std::vector<float>(rows, 1.0f),
+                 std::vector<float>(rows, 0), seeds, steps),
+            want);
+  EXPECT_EQ(Draw(l, vocab, std::vector<float>(rows, 1.0f), std::vector<int32_t>(rows, 1),
+                 std::vector<float>(rows, 1.0f), std::vector<float>(rows, 0), seeds, steps),
+            want);
+  // Same (seed, step) -> same token, whichever row and call it is in.
+  const std::vector<float> same_row(l.begin(), l.begin() + vocab);
+  std::vector<float> rep;
+  for (int r = 0; r < rows; ++r) rep.insert(rep.end(), same_row.begin(), same_row.end());
+  const auto a = Draw(rep, vocab, std::vector<float>(rows, 2.0f), std::vector<int32_t>(rows, 0),
+                      std::vector<float>(rows, 1.0f), std::vector<float>(rows, 0), std::vector<uint64_t>(rows, 1234),
+                      std::vector<uint64_t>(rows, 77));
+  for (int r = 1; r < rows; ++r) EXPECT_EQ(a[r], a[0]);
+  const auto b = Draw(rep, vocab, std::vector<float>(rows, 2.0f), std::vector<int32_t>(rows, 0),
+                      std::vector<float>(rows, 1.0f), std::vector<float>(rows, 0), std::vector<uint64_t>(rows, 1234),
+                      std::vector<uint64_t>(rows, 77));
+  EXPECT_EQ(a, b);
+  // Different steps give different draws at a high temperature (not all the same token).
+  const auto c = Draw(rep, vocab, std::vector<float>(rows, 5.0f), std::vector<int32_t>(rows, 0),
+                      std::vector<float>(rows, 1.0f), std::vector<float>(rows, 0), std::vector<uint64_t>(rows, 1234),
+                      steps);
+  EXPECT_GT(std::set<int32_t>(c.begin(), c.end()).size(), 1u);
+}
+
+// Many draws (deterministic seeds) against the expected distribution; a loose chi-square bound.
+TEST_F(SampleTest, DistributionMatchesFilteredSoftmax) {
+  const std::vector<float> base = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, -1.0f, 0.2f, 1.5f};
+  const int64_t vocab = static_cast<int64_t>(base.size()), rows = 20000;
+  const float temp = 0.8f;
+  std::vector<double> p(vocab);
+  double z = 0;
+  for (int64_t j = 0; j < vocab; ++j) z += (p[j] = std::exp(base[j] / static_cast<double>(temp)));
+  for (double& x : p) x /= z;
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+
+  struct Case { int32_t top_k; float top_p; float min_p; };
+  for (const Case cs : {Case{0, 1.0f, 0.0f}, Case{3, 1.0f, 0.0f}, Case{0, 0.7f, 0.0f}, Case{0, 1.0f, 0.2f},
+                        Case{5, 0.9f, 0.1f}}) {
+    // Expected support: top_k, then the smallest prefix reaching top_p, then p >= min_p * p_max.
+    std::vector<bool> keep(vocab, true);
+    int64_t kept = cs.top_k > 0 ? std::min<int64_t>(cs.top_k, vocab) : vocab;
+    if (cs.top_p < 1.0f) {
+      double tot = 0, cum = 0;
+      for (int64_t i = 0; i < kept; ++i) tot += p[order[i]];
+      int64_t k = 0;
+      while (k < kept) {
+        cum += p[order[k++]];
+        if (cum >= cs.top_p * tot) break;
+      }
+      kept = k;
+    }
+    for (int64_t i = kept; i < vocab; ++i) keep[order[i]] = false;
+    for (int64_t j = 0; j < vocab; ++j) if (p[j] < cs.min_p * p[order[0]]) keep[j] = false;
+    std::vector<double> expect(vocab, 0.0);
+    double mass = 0;
+    for (int64_t j = 0; j < vocab; ++j) if (keep[j]) mass += p[j];
+    for (int64_t j = 0; j < vocab; ++j) if (keep[j]) expect[j] = p[j] / mass;
+
+    std::vector<float> logits;
+    for (int64_t r = 0; r < rows; ++r) logits.insert(logits.end(), base.begin(), base.end());
+    std::vector<uint64_t> steps(rows);
+    std::iota(steps.begin(), steps.end(), 0);
+    const auto got = Draw(logits, vocab, std::vector<float>(rows, temp), std::vector<int32_t>(rows, cs.top_k),
+                          std::vector<float>(rows, cs.top_p), std::vector<float>(rows, cs.min_p),
+                          std::vector<uint64_t>(rows, 2024), steps);
+    std::vector<int64_t> counts(vocab, 0);
+    for (int32_t t : got) {
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, vocab);
+      ++counts[t];
+    }
+    double chi2 = 0;
+    int dof = -1;
+    for (int64_t j = 0; j < vocab; ++j) {
+      if (expect[j] == 0) {
+        EXPECT_EQ(counts[j], 0) << "token " << j << " is filtered out (top_k " << cs.top_k << ", top_p "
+                                << cs.top_p << ", min_p " << cs.min_p << ")";
+        continue;
+      }
+      const double e = expect[j] * rows;
+      chi2 += (counts[j] - e) * (counts[j] - e) / e;
+      ++dof;
+    }
+    // p < 1e-5 for up to 7 degrees of freedom: a correct sampler essentially never fails.
+    EXPECT_LT(chi2, 40.0) << "dof " << dof << " (top_k " << cs.top_k << ", top_p " << cs.top_p << ", min_p "
+                          << cs.min_p << ")";
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+TEST_F(CpuBackendTest, InvalidArgumentsReturnErrors) {
+  // Quantized weight formats are not implemented yet: UNSUPPORTED with a message.
+  std::vector<int8_t> q(16 * 16, 1);
+  std::vector<float> scales(16, 1.0f);
+  for (int32_t f : {STRATA_WEIGHT_INT8_PER_CHANNEL, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_INT4_GROUP,
+                    STRATA_WEIGHT_INT8_OUTLIER_SPLIT}) {
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = f;
+    d.dtype = f == STRATA_WEIGHT_INT4_GROUP ? STRATA_DTYPE_U8 : STRATA_DTYPE_I8;
+    d.rows = 16;
+    d.cols = 16;
+    d.data = q.data();
+    d.scales = scales.data();
+    d.group_size = 8;
+    strata_weight w = nullptr;
+    EXPECT_EQ(be_->weight_create(dev_, &d, &w), STRATA_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(be_->last_error()).find("not supported"), std::string::npos) << be_->last_error();
+  }
+  {
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = STRATA_DTYPE_F32;
+    d.rows = 4;
+    d.cols = 0;
+    d.data = q.data();
+    strata_weight w = nullptr;
+    EXPECT_EQ(be_->weight_create(dev_, &d, &w), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(be_->weight_create(dev_, nullptr, &w), STRATA_ERROR_INVALID_ARGUMENT);
+  }
+  std::vector<double> ex;
+  strata_weight w = Weight(Encode(RandomVec(8 * 6, 1), STRATA_DTYPE_F32, &ex), STRATA_DTYPE_F32, 8, 6);
+  strata_tensor x = F32(RandomVec(2 * 6, 2), {2, 6});
+  strata_tensor out = OutF32({2, 8});
+  strata_tensor x_wrong = F32(RandomVec(2 * 5, 2), {2, 5});
+  EXPECT_EQ(be_->matmul(dev_, &x_wrong, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor out_wrong = OutF32({3, 8});
+  EXPECT_EQ(be_->matmul(dev_, &x, w, nullptr, &out_wrong), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor x_past_end = x;
+  x_past_end.offset = 8;  // 2x6 floats from byte 8 end 8 bytes past the buffer
+  EXPECT_EQ(be_->matmul(dev_, &x_past_end, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("matmul: x"), std::string::npos) << be_->last_error();
+  strata_tensor x_i32 = x;
+  x_i32.dtype = STRATA_DTYPE_I32;
+  EXPECT_EQ(be_->matmul(dev_, &x_i32, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor x_bad_stride = x;
+  x_bad_stride.row_stride = 3;
+  EXPECT_EQ(be_->matmul(dev_, &x_bad_stride, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->matmul(dev_, nullptr, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->matmul(dev_, &x, nullptr, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  int not_a_handle = 0;
+  strata_tensor x_foreign = x;
+  x_foreign.buffer = reinterpret_cast<strata_buffer>(&not_a_handle);
+  EXPECT_EQ(be_->matmul(dev_, &x_foreign, w, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->matmul(reinterpret_cast<strata_device>(&not_a_handle), &x, w, nullptr, &out),
+            STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor short_bias = F32({1, 2, 3}, {3});
+  EXPECT_EQ(be_->matmul(dev_, &x, w, &short_bias, &out), STRATA_ERROR_INVALID_ARGUMENT);
+
+  strata_tensor wt = F32(std::vector<float>(5, 1.0f), {5});
+  EXPECT_EQ(be_->rms_norm(dev_, &x, nullptr, &wt, 1e-5f, &x), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor small = OutF32({2, 5});
+  EXPECT_EQ(be_->add(dev_, &x, &x, &small), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->silu_mul(dev_, &x, &small, &x), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor ids = I32({0, 0, 0});
+  EXPECT_EQ(be_->argmax(dev_, &x, &ids), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor ids2 = I32({0, 0});
+  EXPECT_EQ(be_->sample(dev_, &x, nullptr, &ids2), STRATA_ERROR_INVALID_ARGUMENT);
+
+  // KV caches.
+  strata_kv_cache kv = nullptr;
+  strata_kv_cache_desc bad_dtype{sizeof(strata_kv_cache_desc), 1, 4, 16, 2, 8, STRATA_DTYPE_I8};
+  EXPECT_EQ(be_->kv_cache_create(dev_, &bad_dtype, &kv), STRATA_ERROR_UNSUPPORTED);
+  strata_kv_cache_desc no_blocks{sizeof(strata_kv_cache_desc), 1, 0, 16, 2, 8, STRATA_DTYPE_F32};
+  EXPECT_EQ(be_->kv_cache_create(dev_, &no_blocks, &kv), STRATA_ERROR_INVALID_ARGUMENT);
+  kv = Cache(1, 4, 16, 2, 8, STRATA_DTYPE_F32);
+  strata_tensor qq = OutF32({1, 4 * 8}), kk = OutF32({1, 2 * 8}), vv = OutF32({1, 2 * 8});
+  strata_tensor pos = I32({0}), slot = I32({4 * 16});  // one past the last slot
+  strata_batch_desc batch{};
+  batch.struct_size = sizeof(batch);
+  batch.num_tokens = 1;
+  batch.positions = &pos;
+  batch.slot_mapping = &slot;
+  strata_attention_params attn{sizeof(attn), 4, 2, 8, 0.35f, 0, 0.0f};
+  EXPECT_EQ(be_->rope_kv_write(dev_, nullptr, &attn, &batch, &qq, &kk, &vv, kv, 0), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("slot_mapping[0]"), std::string::npos) << be_->last_error();
+  EXPECT_EQ(be_->rope_kv_write(dev_, nullptr, &attn, &batch, &qq, &kk, &vv, kv, 1), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_attention_params bad_heads{sizeof(attn), 3, 2, 8, 0.35f, 0, 0.0f};
+  EXPECT_EQ(be_->rope_kv_write(dev_, nullptr, &bad_heads, &batch, &qq, &kk, &vv, kv, 0),
+            STRATA_ERROR_INVALID_ARGUMENT);
+  // seq_len longer than its block table can hold.
+  strata_tensor qsl = I32({0, 1}), lens = I32({40}), bt = T(I32({0, 1}).buffer, STRATA_DTYPE_I32, {1, 2});
+  batch.num_seqs = 1;
+  batch.max_blocks_per_seq = 2;
+  batch.query_start_loc = &qsl;
+  batch.seq_lens = &lens;
+  batch.block_tables = &bt;
+  EXPECT_EQ(be_->attention(dev_, &attn, &batch, &qq, kv, 0, &qq), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->attention(dev_, &attn, nullptr, &qq, kv, 0, &qq), STRATA_ERROR_INVALID_ARGUMENT);
+  const strata_block_pair pair{0, 9};
+  std::vector<uint8_t> host(be_->kv_block_bytes(dev_, kv));
+  EXPECT_EQ(be_->swap_blocks(dev_, kv, host.data(), &pair, 1, 0), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->kv_block_bytes(dev_, nullptr), 0u);
+}
+
+}  // namespace
