@@ -348,12 +348,12 @@ strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_b
   });
 }
 
-strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host,
+strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host, uint64_t host_bytes,
                            const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
   return Guarded("swap_blocks", [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "swap_blocks"));
     STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "swap_blocks: kv"));
-    return SwapBlocks(dev, kv, host, pairs, num_pairs, to_host);
+    return SwapBlocks(dev, kv, host, host_bytes, pairs, num_pairs, to_host);
   });
 }
 

@@ -37,7 +37,7 @@ absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
 absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s** out);
 absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,
                         const strata_block_pair* pairs, int32_t num_pairs);
-absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
+absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host, uint64_t host_bytes,
                         const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host);
 uint64_t KvBlockBytes(const strata_kv_cache_s* kv);
 

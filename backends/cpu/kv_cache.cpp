@@ -84,7 +84,7 @@ absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,
   return absl::OkStatus();
 }
 
-absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
+absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host, uint64_t host_bytes,
                         const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
   if (host == nullptr && num_pairs > 0) return absl::InvalidArgumentError("swap_blocks: null host pointer");
   if (absl::Status s = CheckPairs(kv, pairs, num_pairs, "swap_blocks", to_host != 0, to_host == 0);
@@ -93,6 +93,14 @@ absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
   }
   const size_t part = kv->block_elems * kv->elem_size;
   const uint64_t block_bytes = KvBlockBytes(kv);
+  // All host slots are checked before anything moves, so a bad pair changes nothing.
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const int64_t host_slot = to_host ? pairs[i].dst : pairs[i].src;
+    if (host_slot < 0 || (static_cast<uint64_t>(host_slot) + 1) * block_bytes > host_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("swap_blocks: host slot ", host_slot, " lies outside the ",
+                                                     host_bytes, "-byte host area"));
+    }
+  }
   for (int32_t i = 0; i < num_pairs; ++i) {
     const int32_t cache_block = to_host ? pairs[i].src : pairs[i].dst;
     const int64_t host_slot = to_host ? pairs[i].dst : pairs[i].src;

@@ -10,9 +10,11 @@
  * Rules that keep this ABI stable:
  *   - Plain C: fixed-width integers, enums passed as int32_t, opaque handles, structs of
  *     function pointers. No C++ types, exceptions or ownership of host allocations cross it.
- *   - Every struct that may grow starts with `struct_size` (set by whoever fills it), so a
- *     newer core can tell which fields an older plugin knows and vice versa. New fields are
- *     only ever appended.
+ *   - Every struct that may grow starts with `struct_size`, so a newer core can tell which
+ *     fields an older plugin knows and vice versa. New fields are only ever appended. For
+ *     structs the core passes in, it sets struct_size to the size it filled; for structs the
+ *     plugin fills (strata_device_info), the core sets struct_size to the capacity of its
+ *     struct and the plugin writes at most that much, then stores the size it filled.
  *   - A change that breaks existing plugins bumps STRATA_DEVICE_ABI_MAJOR; the loader refuses
  *     plugins whose major version differs from its own. Appending fields or functions bumps
  *     the minor version only.
@@ -267,7 +269,7 @@ typedef struct strata_attention_params {
   int32_t num_kv_heads; /* GQA: heads share KV head h * num_kv_heads / num_heads */
   int32_t head_dim;
   float scale;          /* usually 1/sqrt(head_dim) */
-  int32_t sliding_window; /* 0 = full attention; else attend to the last N positions */
+  int32_t sliding_window; /* 0 = full attention; else query at pos sees keys in (pos-N, pos] */
   float logit_softcap;    /* 0 = none */
 } strata_attention_params;
 
@@ -280,6 +282,7 @@ typedef struct strata_sample_params {
   const float* min_p;       /* <= 0: off */
   const uint64_t* seed;     /* per row */
   const uint64_t* step;     /* per row; (seed, step) fixes the random draw */
+  /* Every array holds one entry per row of the logits tensor passed with it. */
 } strata_sample_params;
 
 typedef struct strata_block_pair {
@@ -381,12 +384,12 @@ typedef struct strata_backend_v1 {
   strata_status (*copy_blocks)(strata_device dev, strata_kv_cache kv,
                                const strata_block_pair* pairs, int32_t num_pairs);
 
-  /* Moves whole blocks between the cache and host memory (`host` holds blocks packed in
-   * the backend's layout, block_bytes() each). to_host != 0: cache -> host. pair.src /
-   * pair.dst index the cache on one side and the host slots on the other. */
+  /* Moves whole blocks between the cache and host memory (`host`, `host_bytes` long, holds
+   * blocks packed in the backend's layout, kv_block_bytes() each). to_host != 0: cache ->
+   * host. pair.src / pair.dst index the cache on one side and the host slots on the other. */
   strata_status (*swap_blocks)(strata_device dev, strata_kv_cache kv, void* host,
-                               const strata_block_pair* pairs, int32_t num_pairs,
-                               int32_t to_host);
+                               uint64_t host_bytes, const strata_block_pair* pairs,
+                               int32_t num_pairs, int32_t to_host);
   uint64_t (*kv_block_bytes)(strata_device dev, strata_kv_cache kv);
 
   /* Extensions by name; NULL when unknown. */

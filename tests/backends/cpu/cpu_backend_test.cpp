@@ -406,7 +406,7 @@ std::vector<uint8_t> SwapOut(const strata_backend_v1* be, strata_device dev, str
   std::vector<uint8_t> host(bb * num_blocks);
   std::vector<strata_block_pair> pairs;
   for (int32_t b = 0; b < num_blocks; ++b) pairs.push_back({b, b});
-  EXPECT_EQ(be->swap_blocks(dev, kv, host.data(), pairs.data(), num_blocks, 1), STRATA_OK) << be->last_error();
+  EXPECT_EQ(be->swap_blocks(dev, kv, host.data(), host.size(), pairs.data(), num_blocks, 1), STRATA_OK) << be->last_error();
   return host;
 }
 
@@ -433,7 +433,7 @@ TEST_P(RopeTest, RotatesAndWritesPagedCache) {
   const auto sentinel = Encode(std::vector<float>(bb / SizeOf(kv_dtype) * blocks, 7.0f), kv_dtype, &unused);
   std::vector<strata_block_pair> all;
   for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
-  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(sentinel.data()), all.data(), blocks, 0), STRATA_OK);
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(sentinel.data()), sentinel.size(), all.data(), blocks, 0), STRATA_OK);
 
   strata_rope_params rope{sizeof(rope), style, rd, factor, &ft};
   strata_attention_params attn{sizeof(attn), H, KVH, D, 1.0f / std::sqrt(float(D)), 0, 0.0f};
@@ -536,7 +536,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   const auto host = Encode(RandomVec(bb / es * blocks, 62, -1.5f, 1.5f), kv_dtype, &cache_exact);
   std::vector<strata_block_pair> all;
   for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
-  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(host.data()), all.data(), blocks, 0), STRATA_OK);
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, const_cast<uint8_t*>(host.data()), host.size(), all.data(), blocks, 0), STRATA_OK);
   const int64_t row = int64_t{KVH} * D;
   auto cache_at = [&](int which, int32_t block, int32_t off, int32_t kvh, int32_t d) {
     return cache_exact[(block * bb / es) + ((layer * 2 + which) * bs + off) * row + kvh * D + d];
@@ -620,7 +620,7 @@ TEST_F(CpuBackendTest, CopyBlocksCopiesAllLayers) {
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i * 131 + 7);
   std::vector<strata_block_pair> all;
   for (int32_t b = 0; b < blocks; ++b) all.push_back({b, b});
-  ASSERT_EQ(be_->swap_blocks(dev_, kv, host.data(), all.data(), blocks, 0), STRATA_OK);
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, host.data(), host.size(), all.data(), blocks, 0), STRATA_OK);
   const strata_block_pair pairs[] = {{2, 5}, {0, 1}};
   ASSERT_EQ(be_->copy_blocks(dev_, kv, pairs, 2), STRATA_OK) << be_->last_error();
   const auto out = SwapOut(be_, dev_, kv, blocks);
@@ -636,8 +636,11 @@ TEST_F(CpuBackendTest, CopyBlocksCopiesAllLayers) {
   // Swapping into the host places the block in the requested host slot.
   std::vector<uint8_t> slot(bb * 2);
   const strata_block_pair to_slot1[] = {{4, 1}};
-  ASSERT_EQ(be_->swap_blocks(dev_, kv, slot.data(), to_slot1, 1, 1), STRATA_OK);
+  ASSERT_EQ(be_->swap_blocks(dev_, kv, slot.data(), slot.size(), to_slot1, 1, 1), STRATA_OK);
   EXPECT_EQ(block(slot, 1), block(host, 4));
+  // A host slot past the host area is refused before anything moves.
+  const strata_block_pair past_end[] = {{4, 0}, {4, 2}};
+  EXPECT_EQ(be_->swap_blocks(dev_, kv, slot.data(), slot.size(), past_end, 2, 1), STRATA_ERROR_INVALID_ARGUMENT);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -864,7 +867,7 @@ TEST_F(CpuBackendTest, InvalidArgumentsReturnErrors) {
   EXPECT_EQ(be_->attention(dev_, &attn, nullptr, &qq, kv, 0, &qq), STRATA_ERROR_INVALID_ARGUMENT);
   const strata_block_pair pair{0, 9};
   std::vector<uint8_t> host(be_->kv_block_bytes(dev_, kv));
-  EXPECT_EQ(be_->swap_blocks(dev_, kv, host.data(), &pair, 1, 0), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->swap_blocks(dev_, kv, host.data(), host.size(), &pair, 1, 0), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(be_->kv_block_bytes(dev_, nullptr), 0u);
 }
 
