@@ -233,7 +233,7 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
                                                    options_.max_seqs));
   if (in.positions.size() != n || in.slot_mapping.size() != n || in.query_start_loc.size() != s + 1 ||
       in.block_tables.size() != s * static_cast<size_t>(max_blocks_per_seq_) || in.logits_rows.empty() ||
-      in.logits_rows.size() > n || in.query_start_loc.front() != 0 ||
+      in.logits_rows.size() > static_cast<size_t>(options_.max_batch_tokens) || in.query_start_loc.front() != 0 ||
       in.query_start_loc.back() != static_cast<int32_t>(n))
     return absl::InvalidArgumentError("step arrays have inconsistent sizes");
   for (size_t i = 0; i < s; ++i) {
