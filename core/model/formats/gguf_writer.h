@@ -1,0 +1,55 @@
+// Writes a GGUF v3 file (little-endian, alignment 32): metadata key-values and F32 / F16 /
+// BF16 tensors. Used by tests, `make_random_llama` and converters; the reader is gguf_file.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/model/model_file.h"
+
+namespace strata {
+
+class GgufWriter {
+ public:
+  void AddString(const std::string& key, const std::string& value);
+  void AddUint32(const std::string& key, uint32_t value);
+  void AddInt32(const std::string& key, int32_t value);
+  void AddFloat32(const std::string& key, float value);
+  void AddBool(const std::string& key, bool value);
+  void AddStringArray(const std::string& key, const std::vector<std::string>& values);
+  void AddFloat32Array(const std::string& key, const std::vector<float>& values);
+  void AddInt32Array(const std::string& key, const std::vector<int32_t>& values);
+
+  // `shape` is row-major, outermost first (written innermost first, as GGUF stores dims);
+  // `data` holds numel * TensorDTypeSize(dtype) bytes and is moved into the writer.
+  absl::Status AddTensor(const std::string& gguf_name, TensorDType dtype,
+                         const std::vector<int64_t>& shape, std::vector<uint8_t> data);
+
+  // A tensor of any ggml type id, bytes written as given (tests use it for Q8_0 and for types
+  // the reader must refuse).
+  absl::Status AddRawTensor(const std::string& gguf_name, uint32_t ggml_type,
+                            const std::vector<int64_t>& shape, std::vector<uint8_t> data);
+
+  // Writes everything to `path` (replaced if present).
+  absl::Status Write(const std::string& path) const;
+
+ private:
+  struct Tensor {
+    std::string name;
+    uint32_t ggml_type;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  void AddKey(const std::string& key, uint32_t type);
+
+  std::string kv_;  // serialized key-value section
+  uint64_t n_kv_ = 0;
+  std::vector<Tensor> tensors_;
+};
+
+// The GGUF tensor name of a canonical name ("layers.3.wq" -> "blk.3.attn_q.weight"), or "".
+std::string GgufNameFromCanonical(const std::string& canonical);
+
+}  // namespace strata
