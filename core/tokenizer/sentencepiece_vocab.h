@@ -20,6 +20,9 @@ struct SentencePieceVocab {
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;  // SentencePiece's add_dummy_prefix
+  // Match control and user-defined pieces written in the text (e.g. "<s>") as those
+  // tokens. llama2.c never does, so its reader turns this off.
+  bool parse_special = true;
 };
 
 }  // namespace strata

@@ -35,6 +35,12 @@ class Tokenizer {
   virtual std::vector<int32_t> eos_ids() const = 0;
   virtual bool IsSpecial(int32_t id) const = 0;
   virtual int32_t TokenToId(std::string_view token) const = 0;  // -1 if unknown
+
+  // The bytes token `id` adds to a decode when it follows `prev` (-1 at the start of the
+  // sequence). Like TokenBytes, plus the SentencePiece rule: the dummy-prefix space that
+  // encoding puts at the start of the text and after every special token is dropped.
+  // Decode() and StreamingDetokenizer both build on this, so they always agree.
+  virtual std::string DecodePiece(int32_t prev, int32_t id) const { return TokenBytes(id); }
 };
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeSentencePieceTokenizer(SentencePieceVocab vocab);
@@ -46,6 +52,10 @@ absl::StatusOr<SentencePieceVocab> ReadLlama2cTokenizer(const std::string& path,
 // beside it if present (may be empty path).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(const std::string& tokenizer_json_path,
                                                             const std::string& tokenizer_config_path = "");
+
+// A tokenizer.json file, or a directory holding tokenizer.json (and, if present,
+// tokenizer_config.json, which is used alongside a tokenizer.json file as well).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromPath(const std::string& path);
 
 // Streams text token by token without ever emitting a broken UTF-8 sequence: bytes that
 // end in an incomplete sequence are held until the sequence completes. Also drops the
@@ -61,10 +71,8 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tok_;
   bool skip_special_;
-  bool first_ = true;
-  std::string pending_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0;
+  int32_t prev_ = -1;    // the previous token pushed (-1 before the first)
+  std::string pending_;  // bytes of an incomplete UTF-8 sequence, held back
 };
 
 }  // namespace strata
