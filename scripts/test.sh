@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-STRATA_BUILD_DIR=build-asan STRATA_BUILD_TYPE=RelWithDebInfo \
-  bash scripts/build.sh -DSTRATA_SANITIZE=address -DSTRATA_BUILD_BENCH=OFF --target model_formats_test tokenizer_test
+STRATA_BUILD_DIR=build-asan STRATA_BUILD_TYPE=RelWithDebInfo STRATA_TARGETS="model_formats_test tokenizer_test" \
+  bash scripts/build.sh -DSTRATA_SANITIZE=address -DSTRATA_BUILD_BENCH=OFF
 for t in model_formats_test tokenizer_test; do
   echo "== $t under AddressSanitizer"
   ASAN_OPTIONS=detect_leaks=1 ./build-asan/bin/$t --gtest_brief=1

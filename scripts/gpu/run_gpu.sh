@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One reproducible GPU run: unpack the build dependencies carried in .gpu/ (made by
+# scripts/gpu/prepare.sh on the build machine), configure and build everything, run all
+# tests (CPU and CUDA), the end-to-end model checks on the CUDA backend, and a benchmark.
+# Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
+# Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-$ROOT/gpu-logs}"
+mkdir -p "$OUT"
+LOG="$OUT/run_gpu.log"
+exec > >(tee -a "$LOG") 2>&1
+T0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+
+stamp "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+nproc; cmake --version | head -1; nvcc --version | tail -1
+
+stamp "unpack dependencies"
+DEPS=/tmp/deps
+mkdir -p "$DEPS"
+for f in .gpu/debs/*.deb; do dpkg -x "$f" "$DEPS"; done
+# .pc files name prefix=/usr: point them at the unpacked tree.
+for pc in "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$DEPS"/usr/share/pkgconfig/*.pc; do
+  [ -f "$pc" ] && sed -i -e 's|=/usr|='"$DEPS"'/usr|g' -e 's|-I/usr/|-I'"$DEPS"'/usr/|g' "$pc"
+done
+export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
+export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+if ! command -v pkg-config >/dev/null; then
+  ln -sf "$DEPS/usr/bin/pkgconf" "$DEPS/usr/bin/pkg-config"
+  export PATH="$DEPS/usr/bin:$PATH"
+fi
+export PATH="/usr/local/cuda/bin:$PATH"
+if [ -f .gpu/tokenizers.tar.xz ] && [ ! -d .gpu/shared/tokenizers ]; then
+  tar -C .gpu/shared -xJf .gpu/tokenizers.tar.xz
+fi
+
+stamp "configure"
+BUILD=build-gpu
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$DEPS/usr" -DSTRATA_SHARED_DIR="$ROOT/.gpu/shared" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  -DCMAKE_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHS:-90a-real}" 2>&1 | tail -25
+[ -f "$BUILD/build.ninja" ] || { stamp "configure failed"; exit 1; }
+
+stamp "build"
+cmake --build "$BUILD" -j16 -- -k 0 2>&1 | grep -E "error|Error|FAILED|warning: .*cuda|^\[[0-9]+/[0-9]+\] Linking" | tail -60
+cmake --build "$BUILD" -j16 >/dev/null 2>&1  # status of the full build
+BUILD_RC=$?
+stamp "build rc=$BUILD_RC"
+ldd "$BUILD/bin/libstrata-backend-cuda.so" | grep -v "linux-vdso" || true
+
+stamp "CUDA backend tests"
+timeout 200 "$BUILD/bin/cuda_backend_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_backend_test.log" | \
+  grep -vE "^\[ RUN|^\[       OK" | tail -80
+
+stamp "end-to-end model checks on CUDA"
+timeout 120 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" 2>&1 | tee "$OUT/models.log"
+
+stamp "CUDA op timings at Llama-3-8B shapes"
+timeout 120 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench.log"
+
+stamp "all tests (ctest)"
+(cd "$BUILD" && OMP_NUM_THREADS=4 timeout 240 ctest -j4 --timeout 220 --output-on-failure 2>&1) > "$OUT/ctest.log"
+grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log" | tail -40
+
+stamp "devices + bench"
+"$BUILD/bin/strata" devices 2>&1 | tail -20
+S=.gpu/shared/models/stories260K
+for dev in cuda cpu; do
+  timeout 30 "$BUILD/bin/strata" bench -m "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --device $dev \
+    --prompt-tokens 128 --gen-tokens 64 --json 2>&1 | tail -3
+done
+for m in .gpu/shared/models/hf-tiny/*; do
+  timeout 30 "$BUILD/bin/strata" bench -m "$m" --device cuda --prompt-tokens 128 --gen-tokens 64 --json 2>&1 | tail -3
+done
+stamp "done"
