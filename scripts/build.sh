@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
 JOBS=${STRATA_JOBS:-$(nproc)}
+# ccache hits across clones in other folders (CI clones afresh each run).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${STRATA_BUILD_TYPE:-Release} "$@" >/dev/null
 if [ -n "${STRATA_TARGETS:-}" ]; then
   # shellcheck disable=SC2086

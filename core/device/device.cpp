@@ -71,11 +71,13 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const strata_backend_v1* ba
   std::unique_ptr<Device> d(new Device());
   d->api_ = backend;
   d->backend_name_ = std::move(backend_name);
-  d->info_.struct_size = sizeof(strata_device_info);
-  if (absl::Status s = d->Check(backend->device_info(index, &d->info_), "device_info"); !s.ok())
-    return s;
   if (absl::Status s = d->Check(backend->device_open(index, &options, &d->dev_), "device_open");
       !s.ok())
+    return s;
+  // Asked after the open: device options may change what the device reports (e.g. the
+  // activation type a GPU computes in).
+  d->info_.struct_size = sizeof(strata_device_info);
+  if (absl::Status s = d->Check(backend->device_info(index, &d->info_), "device_info"); !s.ok())
     return s;
   return d;
 }

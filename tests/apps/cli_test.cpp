@@ -47,19 +47,19 @@ TEST(Cli, RunJsonReproducesLlama2cGreedy) {
   auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["prompt_ids"], rec["prompt_ids"]);
   EXPECT_EQ(j["generated_ids"], rec["generated_ids"]);
-  EXPECT_EQ(j["stop"], "length");
-  EXPECT_EQ(rec["prompt"].get<std::string>() + j["text"].get<std::string>() + "\n", rec["text"]);
+  EXPECT_EQ(j["stop"].get<std::string>(), "length");
+  EXPECT_EQ(rec["prompt"].get<std::string>() + j["text"].get<std::string>() + "\n", rec["text"].get<std::string>());
 }
 
 TEST(Cli, RunStopsOnBosWithEosReason) {
   const nlohmann::json rec = Greedy()[2];  // stops when llama2.c samples BOS
-  ASSERT_EQ(rec["stop"], "bos");
+  ASSERT_EQ(rec["stop"].get<std::string>(), "bos");
   Output o = RunStrata("run -m " + kStories + "/stories260K.bin --tokenizer " + kStories +
                  "/tok512.bin -p '" + rec["prompt"].get<std::string>() + "' --temp 0 -n 400 --json");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["generated_ids"], rec["generated_ids"]);
-  EXPECT_EQ(j["stop"], "eos");
+  EXPECT_EQ(j["stop"].get<std::string>(), "eos");
 }
 
 TEST(Cli, PromptIdsAndLogits) {
@@ -79,9 +79,9 @@ TEST(Cli, StopStringEndsGeneration) {
   Output o = RunStrata("run -m " + kStories + "/stories260K.gguf -p 'Once upon a time' --temp 0 -n 100 --stop Lily --json");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
-  EXPECT_EQ(j["stop"], "stop_string");
+  EXPECT_EQ(j["stop"].get<std::string>(), "stop_string");
   // The reference continuation is ", there was a little girl named Lily."
-  EXPECT_EQ(j["text"], ", there was a little girl named ");
+  EXPECT_EQ(j["text"].get<std::string>(), ", there was a little girl named ");
 }
 
 TEST(Cli, SeedMakesSamplingReproducible) {

@@ -1,0 +1,518 @@
+// The strata_backend_v1 function table of the CUDA backend: availability, devices, memory,
+// weights, KV caches and the op entry points, each turning a Status (or an exception) into
+// a strata_status plus a per-thread last_error() message. Nothing here may abort: a machine
+// without a GPU or driver gets device_count 0 and a reason.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_objects.h"
+#include "backends/cuda/cuda_ops.h"
+
+namespace strata::cuda {
+namespace {
+
+thread_local std::string t_last_error;
+
+strata_status Report(const Status& s) {
+  if (s.ok()) return STRATA_OK;
+  t_last_error = s.message;
+  return s.code;
+}
+
+template <typename F>
+strata_status Guarded(const char* op, F&& f) {
+  try {
+    return Report(f());
+  } catch (const std::bad_alloc&) {
+    return Report(Error(STRATA_ERROR_OUT_OF_MEMORY, op, ": out of host memory"));
+  } catch (const std::exception& e) {
+    return Report(Error(STRATA_ERROR_INTERNAL, op, ": ", e.what()));
+  } catch (...) {
+    return Report(Error(STRATA_ERROR_INTERNAL, op, ": unknown exception"));
+  }
+}
+
+struct Availability {
+  int32_t count = 0;
+  std::string reason;
+};
+
+// Asked once: cudaGetDeviceCount is the call that fails cleanly without driver or GPU.
+const Availability& GetAvailability() {
+  static const Availability a = [] {
+    Availability r;
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      r.reason = StrCat("cudaGetDeviceCount: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e),
+                        " (no CUDA-capable device or no usable driver)");
+      return r;
+    }
+    if (n <= 0) {
+      r.reason = "cudaGetDeviceCount: no CUDA-capable device";
+      return r;
+    }
+    r.count = n;
+    return r;
+  }();
+  return a;
+}
+
+// Activation type per device index, as chosen by the last device_open() (see cuda_backend.h).
+std::atomic<int32_t> g_act_dtype[64];
+
+int32_t DefaultActDtype() {
+  const char* env = std::getenv("STRATA_CUDA_ACTIVATIONS");
+  if (env != nullptr && (std::strcmp(env, "f32") == 0 || std::strcmp(env, "F32") == 0)) return STRATA_DTYPE_F32;
+  return STRATA_DTYPE_BF16;
+}
+
+int32_t ActDtypeOf(int32_t index) {
+  if (index >= 0 && index < 64) {
+    const int32_t v = g_act_dtype[index].load();
+    if (v > 0) return v - 1;  // stored + 1 so that 0 means "never opened"
+  }
+  return DefaultActDtype();
+}
+
+// Parses "key=value;key=value"; only `activations` is known.
+Status ParseOptions(const char* options, int32_t* act) {
+  *act = DefaultActDtype();
+  if (options == nullptr) return Ok();
+  std::string s(options);
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find(';', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string kv = s.substr(pos, end - pos);
+    pos = end + 1;
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (key == "activations") {
+      if (value == "f32") {
+        *act = STRATA_DTYPE_F32;
+      } else if (value == "bf16") {
+        *act = STRATA_DTYPE_BF16;
+      } else {
+        return InvalidArgument("device_open: option activations=", value, " (expected f32 or bf16)");
+      }
+    } else {
+      return InvalidArgument("device_open: unknown option '", key, "' (known: activations=f32|bf16)");
+    }
+  }
+  return Ok();
+}
+
+Status CheckDev(strata_device dev, const char* op) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(dev, HandleKind::kDevice, op));
+  return CudaStatus(cudaSetDevice(AsDevice(dev)->index), op);
+}
+
+const char* LastError() { return t_last_error.c_str(); }
+
+strata_status DeviceCount(int32_t* count) {
+  if (count == nullptr) return Report(InvalidArgument("device_count: null count"));
+  *count = GetAvailability().count;
+  return STRATA_OK;
+}
+
+strata_status DeviceInfo(int32_t index, strata_device_info* info) {
+  return Guarded("device_info", [&]() -> Status {
+    if (info == nullptr) return InvalidArgument("device_info: null info");
+    const Availability& av = GetAvailability();
+    if (index < 0 || index >= av.count) {
+      return InvalidArgument("device_info: index ", index, " (", av.count, " CUDA devices",
+                             av.count == 0 ? StrCat(": ", av.reason) : std::string(), ")");
+    }
+    const uint32_t room = info->struct_size == 0
+                              ? sizeof(strata_device_info)
+                              : std::min<uint32_t>(info->struct_size, sizeof(strata_device_info));
+    cudaDeviceProp prop{};
+    STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_info");
+    strata_device_info d{};
+    d.struct_size = sizeof(strata_device_info);
+    d.kind = STRATA_DEVICE_GPU;
+    std::snprintf(d.name, sizeof(d.name), "%.127s", prop.name);
+    int prev = 0;
+    cudaGetDevice(&prev);
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      d.memory_free = free_b;
+      d.memory_total = total_b;
+    } else {
+      cudaGetLastError();
+      d.memory_total = prop.totalGlobalMem;
+    }
+    cudaSetDevice(prev);
+    d.capabilities = STRATA_CAP_FUSED_ROPE_KV_WRITE | STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+    if (prop.major >= 8) d.capabilities |= STRATA_CAP_BF16_MATH;
+    d.compute_units = prop.multiProcessorCount;
+    d.preferred_activation_dtype = ActDtypeOf(index);
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::snprintf(d.features, sizeof(d.features),
+                  "sm_%d%d, %d SMs, %zu MiB L2, driver %d.%d, runtime %d.%d, cuBLASLt, activations %s",
+                  prop.major, prop.minor, prop.multiProcessorCount, static_cast<size_t>(prop.l2CacheSize) >> 20,
+                  driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
+                  d.preferred_activation_dtype == STRATA_DTYPE_F32 ? "f32" : "bf16");
+    std::memcpy(info, &d, room);
+    info->struct_size = room;
+    return Ok();
+  });
+}
+
+strata_status DeviceOpen(int32_t index, const strata_device_options* options, strata_device* out) {
+  return Guarded("device_open", [&]() -> Status {
+    if (out == nullptr) return InvalidArgument("device_open: null out");
+    const Availability& av = GetAvailability();
+    if (index < 0 || index >= av.count) {
+      return InvalidArgument("device_open: index ", index, " (", av.count, " CUDA devices",
+                             av.count == 0 ? StrCat(": ", av.reason) : std::string(), ")");
+    }
+    int32_t act = STRATA_DTYPE_BF16;
+    const char* opts = nullptr;
+    if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(const char*)) {
+      opts = options->options;
+    }
+    STRATA_CUDA_RETURN_IF_ERROR(ParseOptions(opts, &act));
+    STRATA_CUDA_CALL(cudaSetDevice(index), "device_open");
+    auto dev = std::make_unique<Device>();
+    dev->index = index;
+    dev->act_dtype = act;
+    cudaDeviceProp prop{};
+    STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
+    dev->num_sms = prop.multiProcessorCount;
+    STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
+    STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
+    STRATA_CUDA_CALL(cudaMemsetAsync(dev->err_word, 0, sizeof(int), dev->stream), "device_open: error word");
+    STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "device_open: error word");
+    LtGemm* g = nullptr;
+    STRATA_CUDA_RETURN_IF_ERROR(LtGemm::Create(dev->stream, &g));
+    dev->gemm.reset(g);
+    if (index < 64) g_act_dtype[index].store(act + 1);
+    *out = reinterpret_cast<strata_device>(dev.release());
+    RegisterHandle(*out, HandleKind::kDevice);
+    return Ok();
+  });
+}
+
+void DeviceClose(strata_device dev) {
+  if (!IsLiveHandle(dev, HandleKind::kDevice)) return;
+  UnregisterHandle(dev);
+  delete AsDevice(dev);
+}
+
+bool DenseDtype(int32_t t) { return t == STRATA_DTYPE_F32 || t == STRATA_DTYPE_F16 || t == STRATA_DTYPE_BF16; }
+bool ActDtype(int32_t t) { return t == STRATA_DTYPE_F32 || t == STRATA_DTYPE_BF16; }
+
+int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weight_format, int32_t weight_dtype) {
+  if (!IsLiveHandle(dev, HandleKind::kDevice)) return 0;
+  const int32_t dev_act = AsDevice(dev)->act_dtype;
+  switch (op) {
+    case STRATA_OP_EMBEDDING:
+    case STRATA_OP_MATMUL:
+      // Weights are stored in the device's activation type, so x must be of that type.
+      return act_dtype == dev_act && weight_format == STRATA_WEIGHT_DENSE && DenseDtype(weight_dtype);
+    case STRATA_OP_RMS_NORM:
+    case STRATA_OP_ROPE_KV_WRITE:
+    case STRATA_OP_ATTENTION:
+    case STRATA_OP_SILU_MUL:
+    case STRATA_OP_ADD:
+      return ActDtype(act_dtype);
+    case STRATA_OP_ARGMAX:
+    case STRATA_OP_SAMPLE:
+      return act_dtype == STRATA_DTYPE_F32;  // logits are F32
+    case STRATA_OP_GATHER_ROWS:
+      return DenseDtype(act_dtype) || act_dtype == STRATA_DTYPE_I32;
+    case STRATA_OP_COPY_BLOCKS:
+    case STRATA_OP_SWAP_BLOCKS:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+strata_status Synchronize(strata_device dev) {
+  return Guarded("synchronize", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "synchronize"));
+    return SyncAndCheck(AsDevice(dev), "synchronize");
+  });
+}
+
+strata_status BufferAlloc(strata_device dev, uint64_t bytes, strata_buffer* out) {
+  return Guarded("buffer_alloc", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "buffer_alloc"));
+    if (out == nullptr) return InvalidArgument("buffer_alloc: null out");
+    auto buf = std::make_unique<Buffer>();
+    if (bytes > 0) {
+      if (cudaError_t e = cudaMalloc(&buf->data, bytes); e != cudaSuccess) {
+        cudaGetLastError();
+        buf->data = nullptr;
+        return Error(STRATA_ERROR_OUT_OF_MEMORY, "buffer_alloc: cannot allocate ", bytes, " bytes on the GPU (",
+                     cudaGetErrorString(e), ")");
+      }
+    }
+    buf->size = bytes;
+    *out = reinterpret_cast<strata_buffer>(buf.release());
+    RegisterHandle(*out, HandleKind::kBuffer);
+    return Ok();
+  });
+}
+
+void BufferFree(strata_device dev, strata_buffer buf) {
+  if (!IsLiveHandle(buf, HandleKind::kBuffer)) return;
+  UnregisterHandle(buf);
+  Buffer* b = AsBuffer(buf);
+  if (IsLiveHandle(dev, HandleKind::kDevice)) {
+    cudaSetDevice(AsDevice(dev)->index);
+    cudaStreamSynchronize(AsDevice(dev)->stream);  // no queued op may still use it
+  }
+  if (b->data != nullptr) cudaFree(b->data);
+  delete b;
+}
+
+void* BufferHostPtr(strata_device, strata_buffer) { return nullptr; }  // device memory
+
+Status CheckRange(strata_buffer buf, uint64_t offset, uint64_t bytes, const void* host, const char* op) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(buf, HandleKind::kBuffer, op));
+  if (host == nullptr && bytes > 0) return InvalidArgument(op, ": null host pointer");
+  const uint64_t size = AsBuffer(buf)->size;
+  if (offset > size || bytes > size - offset) {
+    return InvalidArgument(op, ": range [", offset, ", ", offset, " + ", bytes, ") exceeds the buffer size ", size);
+  }
+  return Ok();
+}
+
+strata_status Upload(strata_device dev, strata_buffer dst, uint64_t dst_offset, const void* src, uint64_t bytes) {
+  return Guarded("upload", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "upload"));
+    STRATA_CUDA_RETURN_IF_ERROR(CheckRange(dst, dst_offset, bytes, src, "upload"));
+    if (bytes == 0) return Ok();
+    // Stream-ordered after earlier ops; a pageable source is staged before this returns.
+    STRATA_CUDA_CALL(cudaMemcpyAsync(static_cast<char*>(AsBuffer(dst)->data) + dst_offset, src, bytes,
+                                     cudaMemcpyHostToDevice, AsDevice(dev)->stream),
+                     "upload");
+    return Ok();
+  });
+}
+
+strata_status Download(strata_device dev, void* dst, strata_buffer src, uint64_t src_offset, uint64_t bytes) {
+  return Guarded("download", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "download"));
+    STRATA_CUDA_RETURN_IF_ERROR(CheckRange(src, src_offset, bytes, dst, "download"));
+    Device* d = AsDevice(dev);
+    if (bytes > 0) {
+      STRATA_CUDA_CALL(cudaMemcpyAsync(dst, static_cast<const char*>(AsBuffer(src)->data) + src_offset, bytes,
+                                       cudaMemcpyDeviceToHost, d->stream),
+                       "download");
+    }
+    return SyncAndCheck(d, "download");
+  });
+}
+
+strata_status WeightCreate(strata_device dev, const strata_weight_desc* desc, strata_weight* out) {
+  return Guarded("weight_create", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "weight_create"));
+    if (out == nullptr) return InvalidArgument("weight_create: null out");
+    std::lock_guard<std::mutex> lock(AsDevice(dev)->mu);
+    Weight* w = nullptr;
+    STRATA_CUDA_RETURN_IF_ERROR(CreateWeight(AsDevice(dev), desc, &w));
+    *out = reinterpret_cast<strata_weight>(w);
+    RegisterHandle(*out, HandleKind::kWeight);
+    return Ok();
+  });
+}
+
+void WeightFree(strata_device dev, strata_weight w) {
+  if (!IsLiveHandle(w, HandleKind::kWeight)) return;
+  UnregisterHandle(w);
+  if (IsLiveHandle(dev, HandleKind::kDevice)) cudaStreamSynchronize(AsDevice(dev)->stream);
+  delete AsWeight(w);
+}
+
+strata_status KvCacheCreate(strata_device dev, const strata_kv_cache_desc* desc, strata_kv_cache* out) {
+  return Guarded("kv_cache_create", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "kv_cache_create"));
+    if (out == nullptr) return InvalidArgument("kv_cache_create: null out");
+    std::lock_guard<std::mutex> lock(AsDevice(dev)->mu);
+    KvCache* kv = nullptr;
+    STRATA_CUDA_RETURN_IF_ERROR(CreateKvCache(AsDevice(dev), desc, &kv));
+    *out = reinterpret_cast<strata_kv_cache>(kv);
+    RegisterHandle(*out, HandleKind::kKvCache);
+    return Ok();
+  });
+}
+
+void KvCacheFree(strata_device dev, strata_kv_cache kv) {
+  if (!IsLiveHandle(kv, HandleKind::kKvCache)) return;
+  UnregisterHandle(kv);
+  if (IsLiveHandle(dev, HandleKind::kDevice)) cudaStreamSynchronize(AsDevice(dev)->stream);
+  delete AsKv(kv);
+}
+
+// Runs one op under the device lock after the common handle checks.
+template <typename F>
+strata_status RunOp(const char* op, strata_device dev, F&& f) {
+  return Guarded(op, [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, op));
+    std::lock_guard<std::mutex> lock(AsDevice(dev)->mu);
+    return f(AsDevice(dev));
+  });
+}
+
+strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_tensor* ids, const strata_tensor* out) {
+  return RunOp("embedding", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
+    return Embedding(d, AsWeight(table), ids, out);
+  });
+}
+
+strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_tensor* residual,
+                        const strata_tensor* weight, float eps, const strata_tensor* out) {
+  return RunOp("rms_norm", dev, [&](Device* d) { return RmsNorm(d, x, residual, weight, eps, out); });
+}
+
+strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight w, const strata_tensor* bias,
+                       const strata_tensor* out) {
+  return RunOp("matmul", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(w, HandleKind::kWeight, "matmul: w"));
+    return Matmul(d, x, AsWeight(w), bias, out);
+  });
+}
+
+strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                            const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                            const strata_tensor* v, strata_kv_cache kv, int32_t layer) {
+  return RunOp("rope_kv_write", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "rope_kv_write: kv"));
+    return RopeKvWrite(d, rope, attn, batch, q, k, v, AsKv(kv), layer);
+  });
+}
+
+strata_status OpAttention(strata_device dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                          const strata_tensor* q, strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
+  return RunOp("attention", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "attention: kv"));
+    return Attention(d, attn, batch, q, AsKv(kv), layer, out);
+  });
+}
+
+strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
+                        const strata_tensor* out) {
+  return RunOp("silu_mul", dev, [&](Device* d) { return SiluMul(d, gate, up, out); });
+}
+
+strata_status OpAdd(strata_device dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out) {
+  return RunOp("add", dev, [&](Device* d) { return Add(d, a, b, out); });
+}
+
+strata_status OpGatherRows(strata_device dev, const strata_tensor* x, const strata_tensor* indices,
+                           const strata_tensor* out) {
+  return RunOp("gather_rows", dev, [&](Device* d) { return GatherRows(d, x, indices, out); });
+}
+
+strata_status OpArgmax(strata_device dev, const strata_tensor* logits, const strata_tensor* out_ids) {
+  return RunOp("argmax", dev, [&](Device* d) { return Argmax(d, logits, out_ids); });
+}
+
+strata_status OpSample(strata_device dev, const strata_tensor* logits, const strata_sample_params* params,
+                       const strata_tensor* out_ids) {
+  return RunOp("sample", dev, [&](Device* d) { return Sample(d, logits, params, out_ids); });
+}
+
+strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs, int32_t num_pairs) {
+  return RunOp("copy_blocks", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "copy_blocks: kv"));
+    return CopyBlocks(d, AsKv(kv), pairs, num_pairs);
+  });
+}
+
+strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host, uint64_t host_bytes,
+                           const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
+  return RunOp("swap_blocks", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "swap_blocks: kv"));
+    return SwapBlocks(d, AsKv(kv), host, host_bytes, pairs, num_pairs, to_host);
+  });
+}
+
+uint64_t OpKvBlockBytes(strata_device dev, strata_kv_cache kv) {
+  if (!IsLiveHandle(kv, HandleKind::kKvCache)) return 0;
+  return KvBlockBytes(AsKv(kv));
+}
+
+void* GetProcAddress(const char*) { return nullptr; }  // no extensions yet
+
+const char* UnavailableReason() {
+  try {
+    const Availability& av = GetAvailability();
+    return av.count > 0 ? nullptr : av.reason.c_str();
+  } catch (...) {
+    return "CUDA backend: availability check failed";
+  }
+}
+
+const strata_backend_v1 kTable = {
+    sizeof(strata_backend_v1),
+    LastError,
+    DeviceCount,
+    DeviceInfo,
+    DeviceOpen,
+    DeviceClose,
+    Supports,
+    Synchronize,
+    BufferAlloc,
+    BufferFree,
+    BufferHostPtr,
+    Upload,
+    Download,
+    WeightCreate,
+    WeightFree,
+    KvCacheCreate,
+    KvCacheFree,
+    OpEmbedding,
+    OpRmsNorm,
+    OpMatmul,
+    OpRopeKvWrite,
+    OpAttention,
+    OpSiluMul,
+    OpAdd,
+    OpGatherRows,
+    OpArgmax,
+    OpSample,
+    OpCopyBlocks,
+    OpSwapBlocks,
+    OpKvBlockBytes,
+    GetProcAddress,
+};
+
+const strata_plugin_info kInfo = {
+    sizeof(strata_plugin_info), STRATA_DEVICE_ABI_VERSION, "cuda", "0.1.0", &kTable, UnavailableReason,
+};
+
+}  // namespace
+}  // namespace strata::cuda
+
+extern "C" const strata_plugin_info* strata_cuda_plugin_info(void) { return &strata::cuda::kInfo; }
+
+extern "C" int32_t strata_cuda_backend_score(void) {
+  try {
+    // Above every CPU score (at most ~27): a working GPU is the better choice.
+    return strata::cuda::GetAvailability().count > 0 ? 100 : 0;
+  } catch (...) {
+    return 0;
+  }
+}

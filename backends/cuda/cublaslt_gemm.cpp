@@ -1,0 +1,115 @@
+#include "backends/cuda/cublaslt_gemm.h"
+
+#include <memory>
+
+namespace strata::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+
+Status LtStatus(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Ok();
+  return Error(s == CUBLAS_STATUS_ALLOC_FAILED ? STRATA_ERROR_OUT_OF_MEMORY : STRATA_ERROR_DEVICE,
+               "matmul: ", what, ": cuBLAS status ", static_cast<int>(s));
+}
+
+#define LT_CALL(call, what) STRATA_CUDA_RETURN_IF_ERROR(LtStatus((call), (what)))
+
+cudaDataType_t CudaType(int32_t dtype) {
+  switch (dtype) {
+    case STRATA_DTYPE_F16: return CUDA_R_16F;
+    case STRATA_DTYPE_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+size_t ElemSize(int32_t dtype) { return dtype == STRATA_DTYPE_F32 ? 4 : 2; }
+
+// Largest power of two <= 16 dividing the address and the byte leading dimension.
+int32_t Alignment(const void* p, int64_t ld_bytes) {
+  const uint64_t v = reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(ld_bytes);
+  int32_t a = 16;
+  while (a > 1 && (v % a) != 0) a >>= 1;
+  return a;
+}
+
+// RAII for the small descriptor objects of one call.
+struct Descs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Descs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+}  // namespace
+
+Status LtGemm::Create(cudaStream_t stream, LtGemm** out) {
+  std::unique_ptr<LtGemm> g(new LtGemm());
+  g->stream_ = stream;
+  LT_CALL(cublasLtCreate(&g->handle_), "cublasLtCreate");
+  STRATA_CUDA_CALL(cudaMalloc(&g->workspace_, kWorkspaceBytes), "matmul: cuBLASLt workspace");
+  g->workspace_bytes_ = kWorkspaceBytes;
+  *out = g.release();
+  return Ok();
+}
+
+LtGemm::~LtGemm() {
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+Status LtGemm::Run(const GemmArgs& g) {
+  if (g.n == 0 || g.m == 0) return Ok();
+  // Column-major view: C[m, n] (ld ldo) = op(A)[m, k] * B[k, n] with A = W as a col-major
+  // [k, m] matrix (ld k) transposed, B = x as col-major [k, n] (ld ldx).
+  const cudaDataType_t wt = CudaType(g.w_dtype), xt = CudaType(g.x_dtype), ot = CudaType(g.out_dtype);
+  // Pure F32 stays F32 (no TF32): the f32 mode exists for exact comparisons.
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  Descs d;
+  LT_CALL(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F), "matmul desc");
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LT_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
+  LT_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
+  LT_CALL(cublasLtMatrixLayoutCreate(&d.a, wt, g.k, g.m, g.k), "layout W");
+  LT_CALL(cublasLtMatrixLayoutCreate(&d.b, xt, g.k, g.n, g.ldx), "layout x");
+  LT_CALL(cublasLtMatrixLayoutCreate(&d.c, ot, g.m, g.n, g.ldo), "layout out");
+
+  const int32_t al_a = Alignment(g.w, g.k * static_cast<int64_t>(ElemSize(g.w_dtype)));
+  const int32_t al_b = Alignment(g.x, g.ldx * static_cast<int64_t>(ElemSize(g.x_dtype)));
+  const int32_t al_c = Alignment(g.out, g.ldo * static_cast<int64_t>(ElemSize(g.out_dtype)));
+  const Key key{g.m, g.n, g.k, g.ldx, g.ldo, g.w_dtype * 16 + g.x_dtype, g.out_dtype, al_a * 32 + al_b, al_c};
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
+    LT_CALL(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &workspace_bytes_, sizeof(workspace_bytes_)),
+            "preference workspace");
+    const uint32_t ua = al_a, ub = al_b, uc = al_c;
+    cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ua, sizeof(ua));
+    cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ub, sizeof(ub));
+    cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &uc, sizeof(uc));
+    cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &uc, sizeof(uc));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    LT_CALL(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &result, &found),
+            "algorithm heuristic");
+    if (found == 0) {
+      return Unsupported("matmul: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k,
+                         " (W ", g.w_dtype, ", x ", g.x_dtype, ", out ", g.out_dtype, ")");
+    }
+    it = algos_.emplace(key, result.algo).first;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  LT_CALL(cublasLtMatmul(handle_, d.op, &alpha, g.w, d.a, g.x, d.b, &beta, g.out, d.c, g.out, d.c,
+                         &it->second, workspace_, workspace_bytes_, stream_),
+          "cublasLtMatmul");
+  return Ok();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,36 @@
+// The CUDA backend's in-process entry points. plugin_entry.cpp exports them through the
+// device ABI as libstrata-backend-cuda.so (which links only cudart and cuBLAS/cuBLASLt).
+//
+// Device options (strata_device_options.options, "key=value;key=value"):
+//   activations=bf16   (default) activations in BF16, weights stored as BF16, F32 accumulate
+//   activations=f32    activations and weights in F32, F32 GEMMs without TF32: exact
+//                      comparisons with the CPU backend (stories260K greedy, hf-tiny logits)
+// The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
+// pass no options (e.g. the CLI). device_info() reports the activation type of the last
+// device_open() of that index as preferred_activation_dtype.
+//
+// KV cache layout, which is also the packed host layout of swap_blocks() (the same as the
+// CPU backend's): one block is kv_block_bytes() bytes, ordered [layer][K then V][block_size]
+// [num_kv_heads][head_dim] in the cache dtype. Inside the cache each layer holds K as
+// [num_blocks][block_size][num_kv_heads][head_dim] followed by V in the same shape.
+#ifndef STRATA_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define STRATA_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <stdint.h>
+
+#include "strata/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The plugin description and its function table (static storage, never freed). */
+const strata_plugin_info* strata_cuda_plugin_info(void);
+/* 0 without a usable CUDA device; otherwise higher than any CPU backend's score. */
+int32_t strata_cuda_backend_score(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // STRATA_BACKENDS_CUDA_CUDA_BACKEND_H_

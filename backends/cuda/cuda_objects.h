@@ -1,0 +1,81 @@
+// The objects behind the ABI's opaque handles, and the registry that lets every entry point
+// reject a handle that was never created or was already freed (instead of crashing). The
+// handle types of device.h are only ever cast to and from these classes; the CUDA backend
+// defines no strata_*_s struct of its own, so it can share a process (and a test binary)
+// with the CPU backend.
+#ifndef STRATA_BACKENDS_CUDA_CUDA_OBJECTS_H_
+#define STRATA_BACKENDS_CUDA_CUDA_OBJECTS_H_
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backends/cuda/status.h"
+#include "strata/device.h"
+
+namespace strata::cuda {
+
+class LtGemm;
+
+struct Device {
+  int32_t index = 0;
+  int32_t act_dtype = STRATA_DTYPE_BF16;  // activations and stored weights
+  int32_t num_sms = 0;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<LtGemm> gemm;
+  int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices
+  // Growable device scratch, stream-ordered: attention partials, uploaded small arrays.
+  float* attn_ws = nullptr;
+  int64_t attn_ws_floats = 0;
+  void* small = nullptr;
+  uint64_t small_bytes = 0;
+  std::mutex mu;  // ops of one device may come from several threads
+  ~Device();
+};
+
+struct Buffer {
+  void* data = nullptr;
+  uint64_t size = 0;
+};
+
+struct Weight {
+  int32_t dtype = STRATA_DTYPE_BF16;  // stored (compute) type, may differ from the source
+  int32_t source_dtype = STRATA_DTYPE_BF16;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  void* data = nullptr;  // row-major [rows, cols]
+  ~Weight();
+};
+
+struct KvCache {
+  strata_kv_cache_desc desc{};
+  size_t elem_size = 0;
+  uint64_t block_elems = 0;       // block_size * num_kv_heads * head_dim
+  uint64_t layer_half_elems = 0;  // num_blocks * block_elems (K or V of one layer)
+  void* data = nullptr;
+  ~KvCache();
+};
+
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache };
+
+void RegisterHandle(const void* handle, HandleKind kind);
+void UnregisterHandle(const void* handle);
+bool IsLiveHandle(const void* handle, HandleKind kind);
+Status CheckHandle(const void* handle, HandleKind kind, const char* what);
+
+inline Device* AsDevice(strata_device d) { return reinterpret_cast<Device*>(d); }
+inline Buffer* AsBuffer(strata_buffer b) { return reinterpret_cast<Buffer*>(b); }
+inline Weight* AsWeight(strata_weight w) { return reinterpret_cast<Weight*>(w); }
+inline KvCache* AsKv(strata_kv_cache k) { return reinterpret_cast<KvCache*>(k); }
+
+size_t DtypeSize(int32_t dtype);
+const char* DtypeName(int32_t dtype);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_BACKENDS_CUDA_CUDA_OBJECTS_H_

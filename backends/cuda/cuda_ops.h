@@ -1,0 +1,45 @@
+// The CUDA implementations of the device ABI's ops. Each validates its arguments on the host
+// first (INVALID_ARGUMENT, never a crash) and then enqueues kernels on the device's stream;
+// device-resident indices are bounds-checked inside the kernels and reported through the
+// device error word at synchronize()/download().
+#ifndef STRATA_BACKENDS_CUDA_CUDA_OPS_H_
+#define STRATA_BACKENDS_CUDA_CUDA_OPS_H_
+
+#include <cstdint>
+
+#include "backends/cuda/cuda_objects.h"
+#include "backends/cuda/status.h"
+#include "strata/device.h"
+
+namespace strata::cuda {
+
+Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out);
+Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** out);
+
+Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* out);
+Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias,
+              const strata_tensor* out);
+Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual,
+               const strata_tensor* weight, float eps, const strata_tensor* out);
+Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, const strata_tensor* out);
+Status Add(Device* dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out);
+Status GatherRows(Device* dev, const strata_tensor* x, const strata_tensor* indices, const strata_tensor* out);
+Status Argmax(Device* dev, const strata_tensor* logits, const strata_tensor* out_ids);
+Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_params* params,
+              const strata_tensor* out_ids);
+Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                   const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                   const strata_tensor* v, KvCache* kv, int32_t layer);
+Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out);
+Status CopyBlocks(Device* dev, KvCache* kv, const strata_block_pair* pairs, int32_t num_pairs);
+Status SwapBlocks(Device* dev, KvCache* kv, void* host, uint64_t host_bytes, const strata_block_pair* pairs,
+                  int32_t num_pairs, int32_t to_host);
+uint64_t KvBlockBytes(const KvCache* kv);
+
+// Waits for the device's queue and reports kernel-detected bad indices (then clears them).
+Status SyncAndCheck(Device* dev, const char* what);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_BACKENDS_CUDA_CUDA_OPS_H_

@@ -1,0 +1,648 @@
+// Host side of every op: validation (same rules and messages as the CPU backend), then the
+// kernel launches of kernels/cuda/ and cuBLASLt, all on the device's one stream.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/tensor_view.h"
+#include "kernels/cuda/kernels.h"
+
+namespace strata::cuda {
+namespace {
+
+#define ASSIGN_VIEW(var, t, what, ...) \
+  View var;                            \
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor((t), (what), {__VA_ARGS__}, &var))
+
+constexpr int32_t kF32 = STRATA_DTYPE_F32;
+constexpr int32_t kBF16 = STRATA_DTYPE_BF16;
+constexpr int32_t kF16 = STRATA_DTYPE_F16;
+constexpr int32_t kI32 = STRATA_DTYPE_I32;
+
+Status Launched(cudaError_t e, const char* op) { return CudaStatus(e, op); }
+
+Status SameShape(const View& a, const View& b, const char* op, const char* an, const char* bn) {
+  if (a.rows != b.rows || a.cols != b.cols) {
+    return InvalidArgument(op, ": ", an, " is [", a.rows, ", ", a.cols, "] but ", bn, " is [", b.rows, ", ",
+                           b.cols, "]");
+  }
+  return Ok();
+}
+
+Status SameDtype(const View& a, const View& b, const char* op, const char* an, const char* bn) {
+  if (a.dtype != b.dtype) {
+    return InvalidArgument(op, ": ", an, " is ", DtypeName(a.dtype), " but ", bn, " is ", DtypeName(b.dtype));
+  }
+  return Ok();
+}
+
+// Copies a small host array to the device's scratch (stream-ordered; pageable source, so
+// the call returns once the bytes are staged and the caller may reuse them).
+Status UploadSmall(Device* dev, const void* src, uint64_t bytes, void** dst, const char* op) {
+  if (bytes > dev->small_bytes) {
+    if (dev->small != nullptr) {
+      STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), op);
+      cudaFree(dev->small);
+      dev->small = nullptr;
+      dev->small_bytes = 0;
+    }
+    const uint64_t want = std::max<uint64_t>(bytes, 64 << 10);
+    STRATA_CUDA_CALL(cudaMalloc(&dev->small, want), op);
+    dev->small_bytes = want;
+  }
+  STRATA_CUDA_CALL(cudaMemcpyAsync(dev->small, src, bytes, cudaMemcpyHostToDevice, dev->stream), op);
+  *dst = dev->small;
+  return Ok();
+}
+
+KvLayout Layout(const KvCache* kv) {
+  KvLayout l;
+  l.data = kv->data;
+  l.dtype = kv->desc.dtype;
+  l.num_blocks = kv->desc.num_blocks;
+  l.block_size = kv->desc.block_size;
+  l.num_kv_heads = kv->desc.num_kv_heads;
+  l.head_dim = kv->desc.head_dim;
+  l.layer_half_elems = static_cast<int64_t>(kv->layer_half_elems);
+  return l;
+}
+
+Status CheckAttnParams(const strata_attention_params* attn, const KvCache* kv, int32_t layer, const char* op) {
+  if (attn == nullptr) return InvalidArgument(op, ": null attention params");
+  if (attn->struct_size < sizeof(strata_attention_params)) {
+    return InvalidArgument(op, ": attention params struct_size too small");
+  }
+  if (attn->num_heads <= 0 || attn->num_kv_heads <= 0 || attn->num_heads % attn->num_kv_heads != 0) {
+    return InvalidArgument(op, ": num_heads ", attn->num_heads, " must be a positive multiple of num_kv_heads ",
+                           attn->num_kv_heads);
+  }
+  if (attn->num_kv_heads != kv->desc.num_kv_heads || attn->head_dim != kv->desc.head_dim) {
+    return InvalidArgument(op, ": num_kv_heads/head_dim ", attn->num_kv_heads, "/", attn->head_dim,
+                           " differ from the KV cache's ", kv->desc.num_kv_heads, "/", kv->desc.head_dim);
+  }
+  if (layer < 0 || layer >= kv->desc.num_layers) {
+    return InvalidArgument(op, ": layer ", layer, " outside the cache's ", kv->desc.num_layers, " layers");
+  }
+  if (attn->sliding_window < 0) return InvalidArgument(op, ": sliding_window < 0");
+  if (attn->head_dim > 256) {
+    return Unsupported(op, ": head_dim ", attn->head_dim, " > 256 is not supported by the CUDA kernels");
+  }
+  if (attn->num_heads > 65535) return Unsupported(op, ": more than 65535 heads");
+  return Ok();
+}
+
+Status CheckBatchHeader(const strata_batch_desc* batch, const char* op) {
+  if (batch == nullptr) return InvalidArgument(op, ": null batch");
+  if (batch->struct_size < offsetof(strata_batch_desc, host_query_start_loc)) {
+    return InvalidArgument(op, ": batch struct_size too small");
+  }
+  if (batch->num_tokens < 0 || batch->num_seqs < 0) return InvalidArgument(op, ": negative num_tokens or num_seqs");
+  return Ok();
+}
+
+// A packed I32 device vector with at least n elements.
+Status I32Array(const strata_tensor* t, int64_t n, const char* what, const int32_t** out) {
+  View v;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(t, what, {kI32}, &v));
+  if (!v.packed() || v.numel() < n) return InvalidArgument(what, ": ", v.numel(), " elements, need ", n);
+  *out = reinterpret_cast<const int32_t*>(v.base);
+  return Ok();
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from (seed, step), bit-identical to the CPU backend's draw.
+double UniformFromSeedStep(uint64_t seed, uint64_t step) {
+  const uint64_t h = SplitMix64(seed ^ SplitMix64(step ^ 0x5851f42d4c957f2dull));
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace
+
+Status SyncAndCheck(Device* dev, const char* what) {
+  STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), what);
+  int word = 0;
+  STRATA_CUDA_CALL(cudaMemcpyAsync(&word, dev->err_word, sizeof(int), cudaMemcpyDeviceToHost, dev->stream), what);
+  STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), what);
+  if (word == 0) return Ok();
+  // Cleared on the device's stream: a legacy-stream memset would not be ordered with it.
+  STRATA_CUDA_CALL(cudaMemsetAsync(dev->err_word, 0, sizeof(int), dev->stream), what);
+  STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), what);
+  std::string which;
+  auto add = [&](int bit, const char* name) {
+    if (word & bit) which += StrCat(which.empty() ? "" : ", ", name);
+  };
+  add(kErrEmbeddingId, "embedding ids outside the table");
+  add(kErrGatherIndex, "gather_rows indices outside x");
+  add(kErrSlot, "slot_mapping beyond the KV cache");
+  add(kErrBlockTable, "block_tables entries outside the KV cache");
+  add(kErrBatch, "inconsistent batch arrays");
+  return InvalidArgument(what, ": an earlier op met out-of-range device indices (", which,
+                         "); those elements were skipped");
+}
+
+Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out) {
+  if (desc == nullptr || out == nullptr) return InvalidArgument("weight_create: null desc or out");
+  if (desc->struct_size < offsetof(strata_weight_desc, scales)) {
+    return InvalidArgument("weight_create: struct_size ", desc->struct_size, " too small");
+  }
+  const char* name = (desc->struct_size >= offsetof(strata_weight_desc, name) + sizeof(const char*) &&
+                      desc->name != nullptr)
+                         ? desc->name
+                         : "(unnamed)";
+  if (desc->format != STRATA_WEIGHT_DENSE) {
+    return Unsupported("weight_create: weight '", name, "': format ", desc->format,
+                       " is not supported by the CUDA backend yet (only DENSE F32/F16/BF16)");
+  }
+  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16) {
+    return Unsupported("weight_create: weight '", name, "': DENSE dtype ", DtypeName(desc->dtype),
+                       " not supported (F32, F16 or BF16)");
+  }
+  if (desc->rows <= 0 || desc->cols <= 0 || desc->rows > (int64_t{1} << 31) || desc->cols > (int64_t{1} << 31)) {
+    return InvalidArgument("weight_create: weight '", name, "': shape [", desc->rows, ", ", desc->cols,
+                           "] out of range");
+  }
+  if (desc->data == nullptr) return InvalidArgument("weight_create: weight '", name, "': null data");
+  auto w = std::make_unique<Weight>();
+  w->rows = desc->rows;
+  w->cols = desc->cols;
+  w->source_dtype = desc->dtype;
+  // Stored in the device's compute type: cuBLASLt multiplies like types (BF16 x BF16, F32 x
+  // F32), so F32/F16 checkpoints become BF16 in bf16 mode and everything F32 in f32 mode.
+  w->dtype = dev->act_dtype;
+  const uint64_t elems = static_cast<uint64_t>(w->rows) * static_cast<uint64_t>(w->cols);
+  const uint64_t bytes = elems * DtypeSize(w->dtype);
+  if (cudaError_t e = cudaMalloc(&w->data, bytes); e != cudaSuccess) {
+    w->data = nullptr;
+    cudaGetLastError();
+    return Error(STRATA_ERROR_OUT_OF_MEMORY, "weight_create: weight '", name, "': cannot allocate ", bytes,
+                 " bytes on the GPU (", cudaGetErrorString(e), ")");
+  }
+  if (w->dtype == desc->dtype) {
+    // Straight from the caller's memory (the mmap) to the device: no second host copy. On
+    // the device's own stream: a plain cudaMemcpy from pageable memory returns before its
+    // DMA has landed and is not ordered with our non-blocking stream, so a following op
+    // could read a half-written weight. The sync keeps the caller's pointer free to go.
+    STRATA_CUDA_CALL(cudaMemcpyAsync(w->data, desc->data, bytes, cudaMemcpyHostToDevice, dev->stream),
+                     "weight_create: upload");
+    STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "weight_create: upload");
+  } else {
+    // Through a bounded device staging buffer, converting chunk by chunk on the GPU.
+    const size_t src_es = DtypeSize(desc->dtype), dst_es = DtypeSize(w->dtype);
+    const uint64_t chunk = std::min<uint64_t>(elems, (uint64_t{64} << 20) / src_es);
+    void* staging = nullptr;
+    STRATA_CUDA_CALL(cudaMalloc(&staging, chunk * src_es), "weight_create: staging buffer");
+    Status st;
+    for (uint64_t e0 = 0; e0 < elems && st.ok(); e0 += chunk) {
+      const uint64_t n = std::min(chunk, elems - e0);
+      st = CudaStatus(cudaMemcpyAsync(staging, static_cast<const char*>(desc->data) + e0 * src_es, n * src_es,
+                                      cudaMemcpyHostToDevice, dev->stream),
+                      "weight_create: upload");
+      if (st.ok()) {
+        st = CudaStatus(LaunchConvert(staging, desc->dtype, static_cast<char*>(w->data) + e0 * dst_es, w->dtype,
+                                      static_cast<int64_t>(n), dev->stream),
+                        "weight_create: convert");
+      }
+      if (st.ok()) st = CudaStatus(cudaStreamSynchronize(dev->stream), "weight_create: convert");
+    }
+    cudaFree(staging);
+    if (!st.ok()) return st;
+  }
+  *out = w.release();
+  return Ok();
+}
+
+uint64_t KvBlockBytes(const KvCache* kv) {
+  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->block_elems * kv->elem_size;
+}
+
+Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** out) {
+  if (desc == nullptr || out == nullptr) return InvalidArgument("kv_cache_create: null desc or out");
+  if (desc->struct_size < sizeof(strata_kv_cache_desc)) {
+    return InvalidArgument("kv_cache_create: struct_size ", desc->struct_size, " too small");
+  }
+  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16) {
+    return Unsupported("kv_cache_create: KV dtype ", DtypeName(desc->dtype), " not supported (F32, F16 or BF16)");
+  }
+  if (desc->num_layers <= 0 || desc->num_blocks <= 0 || desc->block_size <= 0 || desc->num_kv_heads <= 0 ||
+      desc->head_dim <= 0) {
+    return InvalidArgument("kv_cache_create: all sizes must be positive (layers ", desc->num_layers, ", blocks ",
+                           desc->num_blocks, ", block_size ", desc->block_size, ", kv_heads ", desc->num_kv_heads,
+                           ", head_dim ", desc->head_dim, ")");
+  }
+  auto kv = std::make_unique<KvCache>();
+  kv->desc = *desc;
+  kv->desc.struct_size = sizeof(strata_kv_cache_desc);
+  kv->elem_size = DtypeSize(desc->dtype);
+  kv->block_elems = static_cast<uint64_t>(desc->block_size) * desc->num_kv_heads * desc->head_dim;
+  kv->layer_half_elems = kv->block_elems * desc->num_blocks;
+  const unsigned __int128 total =
+      static_cast<unsigned __int128>(kv->layer_half_elems) * 2 * desc->num_layers * kv->elem_size;
+  if (total > (static_cast<unsigned __int128>(1) << 46)) {
+    return Error(STRATA_ERROR_OUT_OF_MEMORY, "kv_cache_create: cache larger than 64 TiB");
+  }
+  const uint64_t bytes = static_cast<uint64_t>(total);
+  if (cudaError_t e = cudaMalloc(&kv->data, bytes); e != cudaSuccess) {
+    kv->data = nullptr;
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return Error(STRATA_ERROR_OUT_OF_MEMORY, "kv_cache_create: cannot allocate ", bytes, " bytes (", free_b,
+                 " free of ", total_b, ")");
+  }
+  // Zeroed so that attention over not-yet-written slots reads finite values.
+  STRATA_CUDA_CALL(cudaMemsetAsync(kv->data, 0, bytes, dev->stream), "kv_cache_create: clear");
+  STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "kv_cache_create: clear");
+  *out = kv.release();
+  return Ok();
+}
+
+Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* out) {
+  ASSIGN_VIEW(iv, ids, "embedding: ids", kI32);
+  ASSIGN_VIEW(ov, out, "embedding: out", kF32, kBF16);
+  if (!iv.packed()) return InvalidArgument("embedding: ids must be packed");
+  const int64_t n = iv.numel();
+  if (ov.rows != n || ov.cols != table->cols) {
+    return InvalidArgument("embedding: out is [", ov.rows, ", ", ov.cols, "], expected [", n, ", ", table->cols, "]");
+  }
+  return Launched(LaunchEmbedding(table->data, table->dtype, table->rows, table->cols,
+                                  reinterpret_cast<const int32_t*>(iv.base), n, ov.base, ov.dtype, ov.stride,
+                                  dev->err_word, dev->stream),
+                  "embedding");
+}
+
+Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias, const strata_tensor* out) {
+  ASSIGN_VIEW(xv, x, "matmul: x", kF32, kBF16);
+  ASSIGN_VIEW(ov, out, "matmul: out", kF32, kBF16);
+  if (xv.dtype != w->dtype) {
+    return Unsupported("matmul: x is ", DtypeName(xv.dtype), " but the device stores weights as ",
+                       DtypeName(w->dtype), " (open the device with activations=",
+                       xv.dtype == kF32 ? "f32" : "bf16", ")");
+  }
+  if (xv.cols != w->cols) return InvalidArgument("matmul: x has ", xv.cols, " columns, the weight has ", w->cols);
+  const int64_t n = xv.rows;
+  if (ov.rows != n || ov.cols != w->rows) {
+    return InvalidArgument("matmul: out is [", ov.rows, ", ", ov.cols, "], expected [", n, ", ", w->rows, "]");
+  }
+  if (ov.dtype != kF32 && ov.dtype != xv.dtype) {
+    return Unsupported("matmul: out must be F32 or the activation type ", DtypeName(xv.dtype));
+  }
+  const float* b = nullptr;
+  if (bias != nullptr) {
+    ASSIGN_VIEW(bv, bias, "matmul: bias", kF32);
+    if (bv.numel() != w->rows || !bv.packed()) {
+      return InvalidArgument("matmul: bias has ", bv.numel(), " elements, expected ", w->rows);
+    }
+    b = reinterpret_cast<const float*>(bv.base);
+  }
+  if (n == 0) return Ok();
+  GemmArgs g{};
+  g.w = w->data;
+  g.w_dtype = w->dtype;
+  g.x = xv.base;
+  g.ldx = xv.stride;
+  g.x_dtype = xv.dtype;
+  g.out = ov.base;
+  g.ldo = ov.stride;
+  g.out_dtype = ov.dtype;
+  g.m = w->rows;
+  g.n = n;
+  g.k = w->cols;
+  STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g));
+  if (b != nullptr) {
+    return Launched(LaunchBiasAdd(ov.base, ov.stride, b, n, w->rows, ov.dtype, dev->stream), "matmul: bias");
+  }
+  return Ok();
+}
+
+Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual, const strata_tensor* weight,
+               float eps, const strata_tensor* out) {
+  ASSIGN_VIEW(xv, x, "rms_norm: x", kF32, kBF16);
+  ASSIGN_VIEW(wv, weight, "rms_norm: weight", kF32);
+  ASSIGN_VIEW(ov, out, "rms_norm: out", kF32, kBF16);
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(xv, ov, "rms_norm", "x", "out"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(xv, ov, "rms_norm", "x", "out"));
+  if (wv.numel() != xv.cols || !wv.packed()) {
+    return InvalidArgument("rms_norm: weight has ", wv.numel(), " elements, rows have ", xv.cols);
+  }
+  if (!(eps >= 0.0f) || !std::isfinite(eps)) return InvalidArgument("rms_norm: eps ", eps, " must be >= 0");
+  View rv;
+  if (residual != nullptr) {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(residual, "rms_norm: residual", {kF32, kBF16}, &rv));
+    STRATA_CUDA_RETURN_IF_ERROR(SameShape(xv, rv, "rms_norm", "x", "residual"));
+    STRATA_CUDA_RETURN_IF_ERROR(SameDtype(xv, rv, "rms_norm", "x", "residual"));
+  }
+  return Launched(LaunchRmsNorm(xv.base, xv.stride, residual ? rv.base : nullptr, rv.stride,
+                                reinterpret_cast<const float*>(wv.base), eps, ov.base, ov.stride, xv.rows, xv.cols,
+                                xv.dtype, dev->stream),
+                  "rms_norm");
+}
+
+Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, const strata_tensor* out) {
+  ASSIGN_VIEW(gv, gate, "silu_mul: gate", kF32, kBF16);
+  ASSIGN_VIEW(uv, up, "silu_mul: up", kF32, kBF16);
+  ASSIGN_VIEW(ov, out, "silu_mul: out", kF32, kBF16);
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(gv, uv, "silu_mul", "gate", "up"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(gv, ov, "silu_mul", "gate", "out"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(gv, uv, "silu_mul", "gate", "up"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(gv, ov, "silu_mul", "gate", "out"));
+  return Launched(LaunchSiluMul(gv.base, gv.stride, uv.base, uv.stride, ov.base, ov.stride, gv.rows, gv.cols,
+                                gv.dtype, dev->stream),
+                  "silu_mul");
+}
+
+Status Add(Device* dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out) {
+  ASSIGN_VIEW(av, a, "add: a", kF32, kBF16);
+  ASSIGN_VIEW(bv, b, "add: b", kF32, kBF16);
+  ASSIGN_VIEW(ov, out, "add: out", kF32, kBF16);
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(av, bv, "add", "a", "b"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(av, ov, "add", "a", "out"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(av, bv, "add", "a", "b"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(av, ov, "add", "a", "out"));
+  return Launched(LaunchAdd(av.base, av.stride, bv.base, bv.stride, ov.base, ov.stride, av.rows, av.cols, av.dtype,
+                            dev->stream),
+                  "add");
+}
+
+Status GatherRows(Device* dev, const strata_tensor* x, const strata_tensor* indices, const strata_tensor* out) {
+  ASSIGN_VIEW(xv, x, "gather_rows: x", kF32, kF16, kBF16, kI32);
+  ASSIGN_VIEW(iv, indices, "gather_rows: indices", kI32);
+  ASSIGN_VIEW(ov, out, "gather_rows: out", xv.dtype);
+  if (!iv.packed()) return InvalidArgument("gather_rows: indices must be packed");
+  if (ov.rows != iv.numel() || ov.cols != xv.cols) {
+    return InvalidArgument("gather_rows: out is [", ov.rows, ", ", ov.cols, "], expected [", iv.numel(), ", ",
+                           xv.cols, "]");
+  }
+  return Launched(LaunchGatherRows(xv.base, xv.rows, xv.stride, reinterpret_cast<const int32_t*>(iv.base),
+                                   iv.numel(), ov.base, ov.stride, xv.cols, static_cast<int32_t>(xv.elem_size),
+                                   dev->err_word, dev->stream),
+                  "gather_rows");
+}
+
+namespace {
+Status CheckLogitsAndIds(const strata_tensor* logits, const strata_tensor* out_ids, const char* op, View* lv,
+                         View* ov) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(logits, StrCat(op, ": logits").c_str(), {kF32}, lv));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(out_ids, StrCat(op, ": out_ids").c_str(), {kI32}, ov));
+  if (lv->cols == 0) return InvalidArgument(op, ": logits have no columns");
+  if (lv->cols > INT32_MAX) return InvalidArgument(op, ": more than 2^31 columns");
+  if (!ov->packed() || ov->numel() != lv->rows) {
+    return InvalidArgument(op, ": out_ids has ", ov->numel(), " elements, logits have ", lv->rows, " rows");
+  }
+  return Ok();
+}
+}  // namespace
+
+Status Argmax(Device* dev, const strata_tensor* logits, const strata_tensor* out_ids) {
+  View lv, ov;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckLogitsAndIds(logits, out_ids, "argmax", &lv, &ov));
+  return Launched(LaunchArgmax(reinterpret_cast<const float*>(lv.base), lv.rows, lv.cols, lv.stride,
+                               reinterpret_cast<int32_t*>(ov.base), dev->stream),
+                  "argmax");
+}
+
+Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_params* params,
+              const strata_tensor* out_ids) {
+  View lv, ov;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckLogitsAndIds(logits, out_ids, "sample", &lv, &ov));
+  if (params == nullptr) return InvalidArgument("sample: null params");
+  if (params->struct_size < sizeof(strata_sample_params)) {
+    return InvalidArgument("sample: params struct_size ", params->struct_size, " too small");
+  }
+  if (params->temperature == nullptr) {
+    return InvalidArgument("sample: params->temperature is null (one per row required)");
+  }
+  if (lv.rows == 0) return Ok();
+  std::vector<SampleRowParams> rows(static_cast<size_t>(lv.rows));
+  for (int64_t r = 0; r < lv.rows; ++r) {
+    SampleRowParams& p = rows[r];
+    p.temperature = params->temperature[r];
+    p.top_k = params->top_k ? params->top_k[r] : 0;
+    p.top_p = params->top_p ? params->top_p[r] : 1.0f;
+    p.min_p = params->min_p ? params->min_p[r] : 0.0f;
+    p.uniform = UniformFromSeedStep(params->seed ? params->seed[r] : 0, params->step ? params->step[r] : 0);
+  }
+  void* d_params = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(
+      UploadSmall(dev, rows.data(), rows.size() * sizeof(SampleRowParams), &d_params, "sample: params"));
+  return Launched(LaunchSample(reinterpret_cast<const float*>(lv.base), lv.rows, lv.cols, lv.stride,
+                               static_cast<const SampleRowParams*>(d_params), reinterpret_cast<int32_t*>(ov.base),
+                               dev->stream),
+                  "sample");
+}
+
+Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                   const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                   const strata_tensor* v, KvCache* kv, int32_t layer) {
+  const char* op = "rope_kv_write";
+  STRATA_CUDA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
+  const int64_t n = batch->num_tokens;
+  const int32_t H = attn->num_heads, KVH = attn->num_kv_heads, D = attn->head_dim;
+  ASSIGN_VIEW(qv, q, "rope_kv_write: q", kF32, kBF16);
+  ASSIGN_VIEW(kview, k, "rope_kv_write: k", kF32, kBF16);
+  ASSIGN_VIEW(vv, v, "rope_kv_write: v", kF32, kBF16);
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(qv, kview, op, "q", "k"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(qv, vv, op, "q", "v"));
+  if (qv.rows != n || qv.cols != int64_t{H} * D || kview.rows != n || kview.cols != int64_t{KVH} * D ||
+      vv.rows != n || vv.cols != int64_t{KVH} * D) {
+    return InvalidArgument(op, ": q/k/v are [", qv.rows, ", ", qv.cols, "]/[", kview.rows, ", ", kview.cols, "]/[",
+                           vv.rows, ", ", vv.cols, "], expected [", n, ", ", int64_t{H} * D, "] and [", n, ", ",
+                           int64_t{KVH} * D, "]");
+  }
+  RopeArgs ra;
+  if (rope != nullptr && rope->style != STRATA_ROPE_NONE) {
+    if (rope->struct_size < sizeof(strata_rope_params)) {
+      return InvalidArgument("rope_kv_write: rope params struct_size too small");
+    }
+    if (rope->style != STRATA_ROPE_INTERLEAVED && rope->style != STRATA_ROPE_NEOX) {
+      return InvalidArgument(op, ": unknown rope style ", rope->style);
+    }
+    if (rope->rotary_dim <= 0 || rope->rotary_dim % 2 != 0 || rope->rotary_dim > D) {
+      return InvalidArgument(op, ": rotary_dim ", rope->rotary_dim, " must be even and in 2..head_dim (", D, ")");
+    }
+    ra.style = rope->style;
+    ra.half = rope->rotary_dim / 2;
+    ra.factor = rope->attention_factor;
+    ASSIGN_VIEW(fv, rope->inv_freq, "rope_kv_write: inv_freq", kF32);
+    if (!fv.packed() || fv.numel() < ra.half) {
+      return InvalidArgument(op, ": inv_freq has ", fv.numel(), " elements, need rotary_dim/2 = ", ra.half);
+    }
+    ra.inv_freq = reinterpret_cast<const float*>(fv.base);
+  }
+  const int32_t* positions = nullptr;
+  if (ra.style != STRATA_ROPE_NONE) {
+    STRATA_CUDA_RETURN_IF_ERROR(I32Array(batch->positions, n, "rope_kv_write: positions", &positions));
+  }
+  const int32_t* slots = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(I32Array(batch->slot_mapping, n, "rope_kv_write: slot_mapping", &slots));
+  return Launched(LaunchRopeKvWrite(ra, qv.base, qv.stride, kview.base, kview.stride, vv.base, vv.stride, qv.dtype, n,
+                                    H, positions, slots, Layout(kv), layer, dev->err_word, dev->stream),
+                  op);
+}
+
+Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
+  const char* op = "attention";
+  STRATA_CUDA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
+  const int32_t n = batch->num_tokens, S = batch->num_seqs;
+  const int32_t H = attn->num_heads, D = attn->head_dim;
+  ASSIGN_VIEW(qv, q, "attention: q", kF32, kBF16);
+  ASSIGN_VIEW(ov, out, "attention: out", kF32, kBF16);
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(qv, ov, op, "q", "out"));
+  if (qv.rows != n || qv.cols != int64_t{H} * D || ov.rows != n || ov.cols != int64_t{H} * D) {
+    return InvalidArgument(op, ": q/out are [", qv.rows, ", ", qv.cols, "]/[", ov.rows, ", ", ov.cols,
+                           "], expected [", n, ", ", int64_t{H} * D, "]");
+  }
+  if (n == 0) return Ok();
+  if (S <= 0) return InvalidArgument(op, ": ", n, " tokens but no sequences");
+  const int32_t* qsl = nullptr;
+  const int32_t* lens = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(I32Array(batch->query_start_loc, int64_t{S} + 1, "attention: query_start_loc", &qsl));
+  STRATA_CUDA_RETURN_IF_ERROR(I32Array(batch->seq_lens, S, "attention: seq_lens", &lens));
+  const int32_t bs = kv->desc.block_size;
+  const int32_t mb = batch->max_blocks_per_seq;
+  ASSIGN_VIEW(btv, batch->block_tables, "attention: block_tables", kI32);
+  if (mb <= 0 || btv.rows < S || btv.cols != mb || !btv.packed()) {
+    return InvalidArgument(op, ": block_tables is [", btv.rows, ", ", btv.cols, "], expected packed [", S,
+                           ", max_blocks_per_seq = ", mb, "]");
+  }
+  int32_t max_q = batch->max_query_len, max_len = batch->max_seq_len;
+  // Host copies, when given, are validated exactly as the CPU backend does and give exact
+  // launch maxima; without them the kernels trust the header's maxima.
+  const bool host_ok = batch->struct_size >= sizeof(strata_batch_desc) && batch->host_query_start_loc != nullptr &&
+                       batch->host_seq_lens != nullptr;
+  if (host_ok) {
+    const int32_t* hq = batch->host_query_start_loc;
+    const int32_t* hl = batch->host_seq_lens;
+    if (hq[0] != 0 || hq[S] != n) {
+      return InvalidArgument(op, ": query_start_loc must run from 0 to num_tokens (", n, "), got ", hq[0], " .. ",
+                             hq[S]);
+    }
+    max_q = 0;
+    max_len = 0;
+    for (int32_t s = 0; s < S; ++s) {
+      const int32_t q_len = hq[s + 1] - hq[s];
+      if (q_len < 0 || hq[s + 1] > n || q_len > hl[s] || int64_t{hl[s]} > int64_t{mb} * bs) {
+        return InvalidArgument(op, ": sequence ", s, " has ", q_len, " query tokens and seq_len ", hl[s],
+                               " (need 0 <= q_len <= seq_len <= max_blocks_per_seq * block_size = ",
+                               int64_t{mb} * bs, ")");
+      }
+      max_q = std::max(max_q, q_len);
+      max_len = std::max(max_len, hl[s]);
+    }
+  } else if (max_q <= 0 || max_q > n || max_len < max_q || int64_t{max_len} > int64_t{mb} * bs) {
+    return InvalidArgument(op, ": max_query_len ", max_q, " / max_seq_len ", max_len,
+                           " inconsistent with num_tokens ", n, " and the block table capacity ",
+                           int64_t{mb} * bs);
+  }
+  AttentionArgs a;
+  a.q = qv.base;
+  a.q_stride = qv.stride;
+  a.out = ov.base;
+  a.out_stride = ov.stride;
+  a.act_dtype = qv.dtype;
+  a.num_tokens = n;
+  a.num_seqs = S;
+  a.num_heads = H;
+  a.max_query_len = max_q;
+  a.max_seq_len = max_len;
+  a.max_blocks_per_seq = mb;
+  a.scale = attn->scale;
+  a.sliding_window = attn->sliding_window;
+  a.softcap = attn->logit_softcap;
+  a.query_start_loc = qsl;
+  a.seq_lens = lens;
+  a.block_tables = reinterpret_cast<const int32_t*>(btv.base);
+  a.layer = layer;
+  a.err = dev->err_word;
+  const KvLayout l = Layout(kv);
+  const int64_t ws = AttentionWorkspaceFloats(a, l, dev->num_sms);
+  if (ws > dev->attn_ws_floats) {
+    if (dev->attn_ws != nullptr) {
+      STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "attention: workspace");
+      cudaFree(dev->attn_ws);
+      dev->attn_ws = nullptr;
+      dev->attn_ws_floats = 0;
+    }
+    const int64_t want = std::max<int64_t>(ws, 1 << 20);
+    STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
+    dev->attn_ws_floats = want;
+  }
+  return Launched(LaunchPagedAttention(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+}
+
+namespace {
+Status CheckPairs(const KvCache* kv, const strata_block_pair* pairs, int32_t num_pairs, const char* op,
+                  bool src_in_cache, bool dst_in_cache) {
+  if (num_pairs < 0) return InvalidArgument(op, ": num_pairs < 0");
+  if (num_pairs > 0 && pairs == nullptr) return InvalidArgument(op, ": null pairs");
+  const int32_t nb = kv->desc.num_blocks;
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const strata_block_pair& p = pairs[i];
+    if (p.src < 0 || (src_in_cache && p.src >= nb) || p.dst < 0 || (dst_in_cache && p.dst >= nb)) {
+      return InvalidArgument(op, ": pair ", i, " (", p.src, " -> ", p.dst, ") outside the cache's ", nb, " blocks");
+    }
+  }
+  return Ok();
+}
+}  // namespace
+
+Status CopyBlocks(Device* dev, KvCache* kv, const strata_block_pair* pairs, int32_t num_pairs) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckPairs(kv, pairs, num_pairs, "copy_blocks", true, true));
+  if (num_pairs == 0) return Ok();
+  static_assert(sizeof(strata_block_pair) == 2 * sizeof(int32_t), "pairs are two int32");
+  void* d_pairs = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(
+      UploadSmall(dev, pairs, sizeof(strata_block_pair) * num_pairs, &d_pairs, "copy_blocks: pairs"));
+  return Launched(LaunchCopyBlocks(Layout(kv), kv->desc.num_layers, static_cast<const int32_t*>(d_pairs), num_pairs,
+                                   dev->stream),
+                  "copy_blocks");
+}
+
+Status SwapBlocks(Device* dev, KvCache* kv, void* host, uint64_t host_bytes, const strata_block_pair* pairs,
+                  int32_t num_pairs, int32_t to_host) {
+  if (host == nullptr && num_pairs > 0) return InvalidArgument("swap_blocks: null host pointer");
+  STRATA_CUDA_RETURN_IF_ERROR(CheckPairs(kv, pairs, num_pairs, "swap_blocks", to_host != 0, to_host == 0));
+  const size_t part = kv->block_elems * kv->elem_size;
+  const size_t pitch = kv->layer_half_elems * kv->elem_size;  // K(l) -> V(l) -> K(l+1) ...
+  const uint64_t block_bytes = KvBlockBytes(kv);
+  const size_t parts = static_cast<size_t>(kv->desc.num_layers) * 2;
+  // All host slots are checked before anything moves, so a bad pair changes nothing.
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const int64_t host_slot = to_host ? pairs[i].dst : pairs[i].src;
+    if (host_slot < 0 || (static_cast<uint64_t>(host_slot) + 1) * block_bytes > host_bytes) {
+      return InvalidArgument("swap_blocks: host slot ", host_slot, " lies outside the ", host_bytes,
+                             "-byte host area");
+    }
+  }
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    const int32_t cache_block = to_host ? pairs[i].src : pairs[i].dst;
+    const int64_t host_slot = to_host ? pairs[i].dst : pairs[i].src;
+    char* h = static_cast<char*>(host) + static_cast<uint64_t>(host_slot) * block_bytes;
+    char* c = static_cast<char*>(kv->data) + static_cast<uint64_t>(cache_block) * part;
+    // One 2-D copy per block: the 2 * layers parts are evenly spaced in the cache.
+    if (to_host) {
+      STRATA_CUDA_CALL(cudaMemcpy2DAsync(h, part, c, pitch, part, parts, cudaMemcpyDeviceToHost, dev->stream),
+                       "swap_blocks: to host");
+    } else {
+      STRATA_CUDA_CALL(cudaMemcpy2DAsync(c, pitch, h, part, part, parts, cudaMemcpyHostToDevice, dev->stream),
+                       "swap_blocks: to device");
+    }
+  }
+  // The host memory is the caller's (pageable): done before returning.
+  STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "swap_blocks");
+  return Ok();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,68 @@
+// Loads and stores of F32 / F16 / BF16 elements as float, and the dispatch from a runtime
+// strata_dtype to a kernel template: few instantiations (float and bf16 activations; F16
+// where a KV cache or weight may hold it) keep CI compile time low.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "strata/device.h"
+
+namespace strata::cuda {
+
+__device__ __forceinline__ float ToF32(float v) { return v; }
+__device__ __forceinline__ float ToF32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToF32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T FromF32(float v);
+template <>
+__device__ __forceinline__ float FromF32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half FromF32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Calls f(T{}) with T the element type of `dtype` (F32, F16, BF16); false for others.
+template <typename F>
+inline bool DispatchFloat(int32_t dtype, F&& f) {
+  switch (dtype) {
+    case STRATA_DTYPE_F32: f(float{}); return true;
+    case STRATA_DTYPE_F16: f(__half{}); return true;
+    case STRATA_DTYPE_BF16: f(__nv_bfloat16{}); return true;
+    default: return false;
+  }
+}
+
+// Activations only come as F32 or BF16.
+template <typename F>
+inline bool DispatchAct(int32_t dtype, F&& f) {
+  switch (dtype) {
+    case STRATA_DTYPE_F32: f(float{}); return true;
+    case STRATA_DTYPE_BF16: f(__nv_bfloat16{}); return true;
+    default: return false;
+  }
+}
+
+inline unsigned GridFor(int64_t n, int threads, int64_t cap = 65535LL * 16) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g < 1) g = 1;
+  if (g > cap) g = cap;
+  return static_cast<unsigned>(g);
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+}  // namespace strata::cuda

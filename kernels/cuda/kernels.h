@@ -1,0 +1,134 @@
+// Host-side launchers of the CUDA kernels in kernels/cuda/*.cu (one kernel per file). The
+// backend (backends/cuda/) validates every argument before it calls one of these; the
+// launchers only configure grids and enqueue on `stream`. Plain pointers and sizes: no
+// strata_tensor crosses into device code. Element types are strata_dtype values.
+#ifndef STRATA_KERNELS_CUDA_KERNELS_H_
+#define STRATA_KERNELS_CUDA_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+// Bits of the device error word that kernels set when a device-resident index is out of
+// range (they skip the element instead of reading out of bounds); synchronize() and
+// download() report them.
+enum DeviceErrorBits : int {
+  kErrEmbeddingId = 1,
+  kErrGatherIndex = 2,
+  kErrSlot = 4,
+  kErrBlockTable = 8,
+  kErrBatch = 16,
+};
+
+// dst[i] = convert(src[i]) between F32 / F16 / BF16.
+cudaError_t LaunchConvert(const void* src, int32_t src_dtype, void* dst, int32_t dst_dtype,
+                          int64_t n, cudaStream_t stream);
+
+// out[i, :] = table[ids[i], :] converted to out_dtype.
+cudaError_t LaunchEmbedding(const void* table, int32_t table_dtype, int64_t vocab, int64_t dim,
+                            const int32_t* ids, int64_t n, void* out, int32_t out_dtype,
+                            int64_t out_stride, int* err, cudaStream_t stream);
+
+// With residual: residual += x; out = rmsnorm(residual) * w. x, residual, out share `dtype`.
+cudaError_t LaunchRmsNorm(const void* x, int64_t x_stride, void* residual, int64_t res_stride,
+                          const float* weight, float eps, void* out, int64_t out_stride,
+                          int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream);
+
+// out = silu(gate) * up.
+cudaError_t LaunchSiluMul(const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
+                          void* out, int64_t o_stride, int64_t rows, int64_t cols, int32_t dtype,
+                          cudaStream_t stream);
+
+// out = a + b.
+cudaError_t LaunchAdd(const void* a, int64_t a_stride, const void* b, int64_t b_stride, void* out,
+                      int64_t o_stride, int64_t rows, int64_t cols, int32_t dtype,
+                      cudaStream_t stream);
+
+// out[r, :] += bias[:] (F32 bias, out in `dtype`).
+cudaError_t LaunchBiasAdd(void* out, int64_t o_stride, const float* bias, int64_t rows,
+                          int64_t cols, int32_t dtype, cudaStream_t stream);
+
+// out[i, :] = x[idx[i], :] (any element size).
+cudaError_t LaunchGatherRows(const void* x, int64_t x_rows, int64_t x_stride, const int32_t* idx,
+                             int64_t n, void* out, int64_t o_stride, int64_t cols,
+                             int32_t elem_size, int* err, cudaStream_t stream);
+
+// The paged KV cache as kernels see it: per layer K then V, each
+// [num_blocks][block_size][num_kv_heads][head_dim] in `dtype`.
+struct KvLayout {
+  void* data = nullptr;
+  int32_t dtype = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int64_t layer_half_elems = 0;  // elements of K (or V) of one layer
+};
+
+struct RopeArgs {
+  int32_t style = 0;  // strata_rope_style
+  int32_t half = 0;   // rotary_dim / 2
+  float factor = 1.0f;
+  const float* inv_freq = nullptr;
+};
+
+// Rotates q and k in place at positions, then stores k and v at slot_mapping of `layer`.
+cudaError_t LaunchRopeKvWrite(const RopeArgs& rope, void* q, int64_t q_stride, void* k,
+                              int64_t k_stride, const void* v, int64_t v_stride, int32_t act_dtype,
+                              int64_t n, int32_t num_heads, const int32_t* positions,
+                              const int32_t* slots, const KvLayout& kv, int32_t layer, int* err,
+                              cudaStream_t stream);
+
+struct AttentionArgs {
+  const void* q = nullptr;
+  int64_t q_stride = 0;
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  int32_t act_dtype = 0;
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t num_heads = 0;
+  int32_t max_query_len = 0;
+  int32_t max_seq_len = 0;
+  int32_t max_blocks_per_seq = 0;
+  float scale = 1.0f;
+  int32_t sliding_window = 0;
+  float softcap = 0.0f;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int32_t layer = 0;
+  int* err = nullptr;
+};
+
+// Floats of workspace the attention launch needs (0 when it needs none).
+int64_t AttentionWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
+// Paged attention over a ragged batch: split-K flash-decoding when every sequence has one
+// query token, tiled online-softmax prefill otherwise.
+cudaError_t LaunchPagedAttention(const AttentionArgs& a, const KvLayout& kv, float* workspace,
+                                 int32_t num_sms, cudaStream_t stream);
+
+// out_ids[r] = first argmax of logits row r (F32); NaN never wins over numbers.
+cudaError_t LaunchArgmax(const float* logits, int64_t rows, int64_t vocab, int64_t stride,
+                         int32_t* out_ids, cudaStream_t stream);
+
+// Per-row sampling parameters on the device (uniform already drawn from (seed, step)).
+struct SampleRowParams {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  double uniform;
+};
+cudaError_t LaunchSample(const float* logits, int64_t rows, int64_t vocab, int64_t stride,
+                         const SampleRowParams* params, int32_t* out_ids, cudaStream_t stream);
+
+// For each pair, copies block src to dst in every layer, K and V.
+cudaError_t LaunchCopyBlocks(const KvLayout& kv, int32_t num_layers, const int32_t* pairs,
+                             int32_t num_pairs, cudaStream_t stream);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_KERNELS_CUDA_KERNELS_H_

@@ -1,0 +1,93 @@
+// Fused RoPE + KV-cache write: one block per token rotates the token's query and key heads
+// in place (NEOX or interleaved pairs, partial rotary_dim) and stores its key and value rows
+// into the paged cache at slot_mapping (negative slot = skip). Angles in double, as the CPU
+// backend does: pos * inv_freq loses precision in F32 at long positions.
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kernels.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHalf = 512;  // rotary_dim / 2 limit (head_dim <= 1024)
+
+template <typename T>
+__device__ void RotateHeads(T* row, int32_t heads, int32_t head_dim, int32_t half, int32_t style,
+                            const float* cs, const float* sn) {
+  for (int32_t i = threadIdx.x; i < heads * half; i += kThreads) {
+    const int32_t h = i / half, f = i % half;
+    T* x = row + static_cast<int64_t>(h) * head_dim;
+    const int32_t ia = style == STRATA_ROPE_INTERLEAVED ? 2 * f : f;
+    const int32_t ib = style == STRATA_ROPE_INTERLEAVED ? 2 * f + 1 : f + half;
+    const float a = ToF32(x[ia]), b = ToF32(x[ib]);
+    x[ia] = FromF32<T>(a * cs[f] - b * sn[f]);
+    x[ib] = FromF32<T>(b * cs[f] + a * sn[f]);
+  }
+}
+
+template <typename T, typename K>
+__global__ void RopeKvWriteKernel(RopeArgs rope, T* q, int64_t qs, T* k, int64_t ks,
+                                  const T* __restrict__ v, int64_t vs, int32_t num_heads,
+                                  const int32_t* __restrict__ positions,
+                                  const int32_t* __restrict__ slots, KvLayout kv, int32_t layer,
+                                  int* err) {
+  const int64_t i = blockIdx.x;
+  const int32_t D = kv.head_dim, KVH = kv.num_kv_heads;
+  T* qr = q + i * qs;
+  T* kr = k + i * ks;
+  if (rope.style != STRATA_ROPE_NONE) {
+    __shared__ float cs[kMaxHalf], sn[kMaxHalf];
+    const double pos = static_cast<double>(positions[i]);
+    for (int32_t f = threadIdx.x; f < rope.half; f += kThreads) {
+      double s, c;
+      sincos(pos * static_cast<double>(rope.inv_freq[f]), &s, &c);
+      cs[f] = static_cast<float>(c * rope.factor);
+      sn[f] = static_cast<float>(s * rope.factor);
+    }
+    __syncthreads();
+    RotateHeads(qr, num_heads, D, rope.half, rope.style, cs, sn);
+    RotateHeads(kr, KVH, D, rope.half, rope.style, cs, sn);
+    __syncthreads();  // the rotated key is read back below by other threads
+  }
+  const int32_t slot = slots[i];
+  if (slot < 0) return;
+  const int64_t num_slots = static_cast<int64_t>(kv.num_blocks) * kv.block_size;
+  if (slot >= num_slots) {
+    if (threadIdx.x == 0) atomicOr(err, kErrSlot);
+    return;
+  }
+  const int64_t row = static_cast<int64_t>(KVH) * D;
+  const int64_t blk = slot / kv.block_size, off = slot % kv.block_size;
+  K* base = static_cast<K*>(kv.data) + static_cast<int64_t>(layer) * 2 * kv.layer_half_elems;
+  K* kd = base + (blk * kv.block_size + off) * row;
+  K* vd = kd + kv.layer_half_elems;
+  const T* vr = v + i * vs;
+  for (int64_t c = threadIdx.x; c < row; c += kThreads) {
+    kd[c] = FromF32<K>(ToF32(kr[c]));
+    vd[c] = FromF32<K>(ToF32(vr[c]));
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRopeKvWrite(const RopeArgs& rope, void* q, int64_t q_stride, void* k,
+                              int64_t k_stride, const void* v, int64_t v_stride, int32_t act_dtype,
+                              int64_t n, int32_t num_heads, const int32_t* positions,
+                              const int32_t* slots, const KvLayout& kv, int32_t layer, int* err,
+                              cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (rope.half > kMaxHalf) return cudaErrorInvalidValue;
+  bool ok = false;
+  DispatchAct(act_dtype, [&](auto t) {
+    using T = decltype(t);
+    ok = DispatchFloat(kv.dtype, [&](auto kt) {
+      using K = decltype(kt);
+      RopeKvWriteKernel<T, K><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+          rope, static_cast<T*>(q), q_stride, static_cast<T*>(k), k_stride,
+          static_cast<const T*>(v), v_stride, num_heads, positions, slots, kv, layer, err);
+    });
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+}  // namespace strata::cuda

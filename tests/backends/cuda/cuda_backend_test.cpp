@@ -1,0 +1,735 @@
+// CUDA backend plugin tests. The plugin is dlopen()ed from the build's plugin folder, as
+// the loader does. Without a GPU (CI) only the availability contract is checked and every
+// op test skips with "no CUDA device: <reason>". With a GPU every op runs on fresh random
+// inputs on both the CUDA backend and the CPU backend (the reference implementation of the
+// ABI's semantics, linked in), with outputs poisoned (NaN bytes) before each run.
+// Tolerances, per element, with rms = root mean square of the CPU output:
+//   F32 activations:  |cuda - cpu| <= 1e-4 * (|cpu| + rms)
+//   BF16 activations: |cuda - cpu| <= 2e-2 * (|cpu| + rms)
+// Inputs are rounded to the activation type first, so both backends see the same values.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "strata/device.h"
+
+namespace {
+
+constexpr double kTolF32 = 1e-4, kTolBf16 = 2e-2;
+constexpr int32_t F32 = STRATA_DTYPE_F32, F16 = STRATA_DTYPE_F16, BF16 = STRATA_DTYPE_BF16,
+                  I32 = STRATA_DTYPE_I32;
+
+// ---- Element encodings (independent of both backends). ----
+uint16_t ToBf16(float f) {  // round to nearest even
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+float FromBf16(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint16_t ToF16(float f) {
+  _Float16 v = static_cast<_Float16>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+float FromF16(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+size_t SizeOf(int32_t t) { return t == F32 || t == I32 ? 4 : 2; }
+
+std::vector<uint8_t> Encode(const std::vector<float>& v, int32_t t) {
+  std::vector<uint8_t> b(v.size() * SizeOf(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == F32 || t == I32) {
+      std::memcpy(&b[i * 4], &v[i], 4);
+    } else {
+      const uint16_t h = t == BF16 ? ToBf16(v[i]) : ToF16(v[i]);
+      std::memcpy(&b[i * 2], &h, 2);
+    }
+  }
+  return b;
+}
+std::vector<float> Decode(const std::vector<uint8_t>& b, int32_t t) {
+  std::vector<float> v(b.size() / SizeOf(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == F32) {
+      std::memcpy(&v[i], &b[i * 4], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &b[i * 2], 2);
+      v[i] = t == BF16 ? FromBf16(h) : FromF16(h);
+    }
+  }
+  return v;
+}
+// The values `v` become once stored as `t`.
+std::vector<float> Rounded(const std::vector<float>& v, int32_t t) { return t == F32 ? v : Decode(Encode(v, t), t); }
+
+std::vector<float> Random(std::mt19937& rng, size_t n, float scale = 1.0f) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// ---- The CUDA plugin, loaded once per test binary. ----
+struct Plugin {
+  void* handle = nullptr;
+  const strata_plugin_info* info = nullptr;
+  strata_backend_score_fn score = nullptr;
+  std::string error;
+};
+
+const Plugin& CudaPlugin() {
+  static Plugin p = [] {
+    Plugin r;
+    const std::string path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cuda.so";
+    r.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (r.handle == nullptr) {
+      r.error = std::string("dlopen ") + path + ": " + dlerror();
+      return r;
+    }
+    auto init = reinterpret_cast<strata_backend_init_fn>(dlsym(r.handle, STRATA_BACKEND_INIT_SYMBOL));
+    r.score = reinterpret_cast<strata_backend_score_fn>(dlsym(r.handle, STRATA_BACKEND_SCORE_SYMBOL));
+    if (init == nullptr) {
+      r.error = "no strata_backend_init in the plugin";
+      return r;
+    }
+    r.info = init();
+    return r;
+  }();
+  return p;
+}
+
+int32_t CudaDeviceCount() {
+  const Plugin& p = CudaPlugin();
+  if (p.info == nullptr) return 0;
+  int32_t n = 0;
+  if (p.info->backend->device_count(&n) != STRATA_OK) return 0;
+  return n;
+}
+
+std::string UnavailableReason() {
+  const Plugin& p = CudaPlugin();
+  if (p.info == nullptr) return p.error;
+  const char* r = p.info->unavailable_reason ? p.info->unavailable_reason() : nullptr;
+  return r ? r : "(no reason given)";
+}
+
+#define SKIP_WITHOUT_GPU()                                                      \
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device: " << UnavailableReason()
+
+// ---- One opened device of either backend, with buffers freed at the end. ----
+class Dev {
+ public:
+  Dev(const strata_backend_v1* api, const char* options) : api_(api) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = options;
+    status_ = api_->device_open(0, &o, &dev_);
+  }
+  ~Dev() {
+    for (strata_weight w : weights_) api_->weight_free(dev_, w);
+    for (strata_kv_cache k : kvs_) api_->kv_cache_free(dev_, k);
+    for (strata_buffer b : bufs_) api_->buffer_free(dev_, b);
+    if (dev_ != nullptr) api_->device_close(dev_);
+  }
+  bool ok() const { return status_ == STRATA_OK; }
+  const strata_backend_v1* api() const { return api_; }
+  strata_device dev() const { return dev_; }
+  std::string err() const { return api_->last_error(); }
+
+  strata_buffer Alloc(size_t bytes) {
+    strata_buffer b = nullptr;
+    EXPECT_EQ(api_->buffer_alloc(dev_, bytes, &b), STRATA_OK) << err();
+    bufs_.push_back(b);
+    return b;
+  }
+  strata_buffer Bytes(const std::vector<uint8_t>& data) {
+    strata_buffer b = Alloc(data.size());
+    EXPECT_EQ(api_->upload(dev_, b, 0, data.data(), data.size()), STRATA_OK) << err();
+    return b;
+  }
+  strata_buffer Floats(const std::vector<float>& v, int32_t t) { return Bytes(Encode(v, t)); }
+  strata_buffer Ints(const std::vector<int32_t>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return Bytes(b);
+  }
+  strata_buffer Poisoned(size_t bytes) { return Bytes(std::vector<uint8_t>(bytes, 0xff)); }  // NaN in F32/BF16/F16
+  std::vector<uint8_t> Read(strata_buffer b, size_t bytes, size_t offset = 0) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(api_->download(dev_, out.data(), b, offset, bytes), STRATA_OK) << err();
+    return out;
+  }
+  std::vector<float> ReadFloats(strata_buffer b, size_t n, int32_t t) { return Decode(Read(b, n * SizeOf(t)), t); }
+  std::vector<int32_t> ReadInts(strata_buffer b, size_t n) {
+    std::vector<uint8_t> raw = Read(b, n * 4);
+    std::vector<int32_t> v(n);
+    std::memcpy(v.data(), raw.data(), raw.size());
+    return v;
+  }
+  strata_weight Weight(const std::vector<float>& w, int32_t t, int64_t rows, int64_t cols) {
+    std::vector<uint8_t> bytes = Encode(w, t);
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = t;
+    d.rows = rows;
+    d.cols = cols;
+    d.data = bytes.data();
+    d.name = "test";
+    strata_weight out = nullptr;
+    EXPECT_EQ(api_->weight_create(dev_, &d, &out), STRATA_OK) << err();
+    weights_.push_back(out);
+    return out;
+  }
+  strata_kv_cache Kv(int32_t layers, int32_t blocks, int32_t block_size, int32_t kvh, int32_t hd, int32_t t) {
+    strata_kv_cache_desc d{};
+    d.struct_size = sizeof(d);
+    d.num_layers = layers;
+    d.num_blocks = blocks;
+    d.block_size = block_size;
+    d.num_kv_heads = kvh;
+    d.head_dim = hd;
+    d.dtype = t;
+    strata_kv_cache kv = nullptr;
+    EXPECT_EQ(api_->kv_cache_create(dev_, &d, &kv), STRATA_OK) << err();
+    kvs_.push_back(kv);
+    return kv;
+  }
+
+ private:
+  const strata_backend_v1* api_;
+  strata_device dev_ = nullptr;
+  strata_status status_ = STRATA_ERROR_INTERNAL;
+  std::vector<strata_buffer> bufs_;
+  std::vector<strata_weight> weights_;
+  std::vector<strata_kv_cache> kvs_;
+};
+
+strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape, uint64_t offset = 0, int64_t stride = 0) {
+  strata_tensor x{};
+  x.buffer = b;
+  x.offset = offset;
+  x.dtype = t;
+  x.ndim = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) x.shape[i] = shape[i];
+  x.row_stride = stride;
+  return x;
+}
+
+// The pair of backends every op test runs on: CUDA with activations `act`, CPU in F32.
+struct Pair {
+  explicit Pair(int32_t act)
+      : act(act),
+        cuda(CudaPlugin().info->backend, act == F32 ? "activations=f32" : "activations=bf16"),
+        cpu(strata_cpu_plugin_info()->backend, nullptr) {}
+  int32_t act;
+  Dev cuda;
+  Dev cpu;
+  double tol() const { return act == F32 ? kTolF32 : kTolBf16; }
+};
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double ss = 0;
+  for (float w : want) ss += double{w} * w;
+  const double rms = want.empty() ? 0.0 : std::sqrt(ss / want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double{got[i]} - want[i]);
+    if (!(err <= tol * (std::fabs(want[i]) + rms))) {
+      if (++bad <= 5) {
+        ADD_FAILURE() << what << ": element " << i << ": cuda " << got[i] << " vs cpu " << want[i]
+                      << " (tolerance " << tol << " * (|cpu| + rms " << rms << "))";
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements outside the tolerance";
+}
+
+const char* Name(int32_t t) { return t == F32 ? "f32" : t == BF16 ? "bf16" : "f16"; }
+
+// ======================================================================================
+// Availability: runs everywhere, CI included.
+
+TEST(CudaBackendAvailability, LoadsAndReportsDevicesOrWhyNot) {
+  const Plugin& p = CudaPlugin();
+  ASSERT_NE(p.info, nullptr) << p.error;
+  EXPECT_EQ(STRATA_ABI_MAJOR_OF(p.info->abi_version), STRATA_DEVICE_ABI_MAJOR);
+  EXPECT_STREQ(p.info->name, "cuda");
+  ASSERT_NE(p.info->backend, nullptr);
+  EXPECT_EQ(p.info->backend->struct_size, sizeof(strata_backend_v1));
+  ASSERT_NE(p.score, nullptr);
+  int32_t n = -1;
+  ASSERT_EQ(p.info->backend->device_count(&n), STRATA_OK);
+  ASSERT_GE(n, 0);
+  if (n == 0) {
+    EXPECT_EQ(p.score(), 0);
+    ASSERT_NE(p.info->unavailable_reason, nullptr);
+    const char* why = p.info->unavailable_reason();
+    ASSERT_NE(why, nullptr);
+    EXPECT_GT(std::strlen(why), 10u);
+    std::printf("CUDA backend reports no device: %s\n", why);
+    // Opening or querying a device fails cleanly.
+    strata_device dev = nullptr;
+    EXPECT_EQ(p.info->backend->device_open(0, nullptr, &dev), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(p.info->backend->last_error()).find("0 CUDA devices"), std::string::npos)
+        << p.info->backend->last_error();
+    strata_device_info info{};
+    info.struct_size = sizeof(info);
+    EXPECT_NE(p.info->backend->device_info(0, &info), STRATA_OK);
+  } else {
+    EXPECT_GT(p.score(), 0);
+    strata_device_info info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(p.info->backend->device_info(0, &info), STRATA_OK) << p.info->backend->last_error();
+    EXPECT_EQ(info.kind, STRATA_DEVICE_GPU);
+    EXPECT_GT(info.memory_total, 0u);
+    std::printf("CUDA device 0: %s, %d SMs, %s\n", info.name, info.compute_units, info.features);
+  }
+  // Null arguments never crash.
+  EXPECT_EQ(p.info->backend->device_count(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(p.info->backend->synchronize(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+// ======================================================================================
+// Ops against the CPU backend.
+
+class CudaOps : public ::testing::TestWithParam<int32_t> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    pair_ = std::make_unique<Pair>(GetParam());
+    ASSERT_TRUE(pair_->cuda.ok()) << pair_->cuda.err();
+    ASSERT_TRUE(pair_->cpu.ok()) << pair_->cpu.err();
+  }
+  std::unique_ptr<Pair> pair_;
+  std::mt19937 rng_{1234};
+};
+
+TEST_P(CudaOps, DeviceInfoReportsActivationType) {
+  strata_device_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(CudaPlugin().info->backend->device_info(0, &info), STRATA_OK);
+  EXPECT_EQ(info.preferred_activation_dtype, GetParam());
+  EXPECT_TRUE(info.capabilities & STRATA_CAP_PAGED_ATTENTION);
+}
+
+TEST_P(CudaOps, RmsNormPlainAndFusedResidual) {
+  Pair& P = *pair_;
+  const int64_t n = 5, d = 320;
+  const std::vector<float> x = Rounded(Random(rng_, n * d, 2.0f), P.act);
+  const std::vector<float> res = Rounded(Random(rng_, n * d, 2.0f), P.act);
+  const std::vector<float> w = Random(rng_, d, 1.5f);
+  for (bool fused : {false, true}) {
+    std::vector<float> out[2], res_out[2];
+    Dev* devs[2] = {&P.cuda, &P.cpu};
+    for (int b = 0; b < 2; ++b) {
+      Dev& D = *devs[b];
+      const int32_t t = b == 0 ? P.act : F32;
+      strata_buffer xb = D.Floats(x, t), rb = D.Floats(res, t), wb = D.Floats(w, F32), ob = D.Poisoned(n * d * 4);
+      strata_tensor xt = T(xb, t, {n, d}), rt = T(rb, t, {n, d}), wt = T(wb, F32, {d}), ot = T(ob, t, {n, d});
+      ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, fused ? &rt : nullptr, &wt, 1e-5f, &ot), STRATA_OK) << D.err();
+      out[b] = D.ReadFloats(ob, n * d, t);
+      res_out[b] = D.ReadFloats(rb, n * d, t);
+    }
+    ExpectClose(out[0], out[1], P.tol(), std::string("rms_norm out, fused=") + (fused ? "1" : "0"));
+    ExpectClose(res_out[0], res_out[1], P.tol(), "rms_norm residual");
+  }
+}
+
+TEST_P(CudaOps, MatmulAllWeightTypesBiasStridesAndF32Logits) {
+  Pair& P = *pair_;
+  const int64_t k = 192, m = 136;
+  for (int32_t wt : {F32, F16, BF16}) {
+    // The CUDA backend stores weights in its activation type: the CPU reference multiplies
+    // the same rounded values.
+    const std::vector<float> w = Rounded(Random(rng_, m * k, 0.2f), wt);
+    const std::vector<float> w_ref = Rounded(w, P.act);
+    const std::vector<float> bias = Random(rng_, m, 0.5f);
+    for (int64_t n : {1, 3, 37}) {
+      for (bool with_bias : {false, true}) {
+        for (int32_t out_t : {P.act, F32}) {
+          const int64_t x_stride = k + 8, o_stride = m + 4;
+          const std::vector<float> x = Rounded(Random(rng_, n * x_stride, 1.0f), P.act);
+          std::vector<float> got, want;
+          {
+            Dev& D = P.cuda;
+            strata_weight W = D.Weight(w, wt, m, k);
+            strata_buffer xb = D.Floats(x, P.act), bb = D.Floats(bias, F32), ob = D.Poisoned(n * o_stride * 4);
+            strata_tensor xt = T(xb, P.act, {n, k}, 0, x_stride), bt = T(bb, F32, {m}),
+                          ot = T(ob, out_t, {n, m}, 0, o_stride);
+            ASSERT_EQ(D.api()->matmul(D.dev(), &xt, W, with_bias ? &bt : nullptr, &ot), STRATA_OK) << D.err();
+            got = D.ReadFloats(ob, n * o_stride, out_t);
+          }
+          {
+            Dev& D = P.cpu;
+            strata_weight W = D.Weight(w_ref, F32, m, k);
+            strata_buffer xb = D.Floats(x, F32), bb = D.Floats(bias, F32), ob = D.Poisoned(n * o_stride * 4);
+            strata_tensor xt = T(xb, F32, {n, k}, 0, x_stride), bt = T(bb, F32, {m}),
+                          ot = T(ob, F32, {n, m}, 0, o_stride);
+            ASSERT_EQ(D.api()->matmul(D.dev(), &xt, W, with_bias ? &bt : nullptr, &ot), STRATA_OK) << D.err();
+            want = D.ReadFloats(ob, n * o_stride, F32);
+          }
+          std::vector<float> g, wv;  // the written columns only
+          for (int64_t r = 0; r < n; ++r) {
+            for (int64_t c = 0; c < m; ++c) {
+              g.push_back(got[r * o_stride + c]);
+              wv.push_back(want[r * o_stride + c]);
+            }
+          }
+          ExpectClose(g, wv, out_t == F32 && P.act == F32 ? kTolF32 : kTolBf16,
+                      std::string("matmul W ") + Name(wt) + " n=" + std::to_string(n) + " bias=" +
+                          std::to_string(with_bias) + " out " + Name(out_t));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CudaOps, EmbeddingSiluMulAddGatherRows) {
+  Pair& P = *pair_;
+  const int64_t vocab = 97, d = 72, n = 9;
+  const std::vector<float> table = Rounded(Random(rng_, vocab * d), P.act);
+  std::vector<int32_t> ids(n);
+  for (auto& i : ids) i = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
+  const std::vector<float> g = Rounded(Random(rng_, n * 2 * d, 3.0f), P.act);
+  const std::vector<float> a = Rounded(Random(rng_, n * d), P.act), b = Rounded(Random(rng_, n * d), P.act);
+  const std::vector<int32_t> rows = {8, 0, 3, 3};
+  std::vector<float> emb[2], act[2], sum[2], gat[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    const int32_t t = k == 0 ? P.act : F32;
+    strata_weight W = D.Weight(table, F32, vocab, d);
+    strata_buffer ib = D.Ints(ids), eb = D.Poisoned(n * d * 4);
+    strata_tensor it = T(ib, I32, {n}), et = T(eb, t, {n, d});
+    ASSERT_EQ(D.api()->embedding(D.dev(), W, &it, &et), STRATA_OK) << D.err();
+    emb[k] = D.ReadFloats(eb, n * d, t);
+    strata_buffer gb = D.Floats(g, t), ob = D.Poisoned(n * d * 4);
+    strata_tensor gate = T(gb, t, {n, d}, 0, 2 * d), up = T(gb, t, {n, d}, d * SizeOf(t), 2 * d), ot = T(ob, t, {n, d});
+    ASSERT_EQ(D.api()->silu_mul(D.dev(), &gate, &up, &ot), STRATA_OK) << D.err();
+    act[k] = D.ReadFloats(ob, n * d, t);
+    strata_buffer ab = D.Floats(a, t), bb = D.Floats(b, t), sb = D.Poisoned(n * d * 4);
+    strata_tensor at = T(ab, t, {n, d}), bt = T(bb, t, {n, d}), st = T(sb, t, {n, d});
+    ASSERT_EQ(D.api()->add(D.dev(), &at, &bt, &st), STRATA_OK) << D.err();
+    sum[k] = D.ReadFloats(sb, n * d, t);
+    strata_buffer rb = D.Ints(rows), gob = D.Poisoned(rows.size() * d * 4);
+    strata_tensor rt = T(rb, I32, {static_cast<int64_t>(rows.size())}), got = T(gob, t, {4, d});
+    ASSERT_EQ(D.api()->gather_rows(D.dev(), &at, &rt, &got), STRATA_OK) << D.err();
+    gat[k] = D.ReadFloats(gob, rows.size() * d, t);
+  }
+  ExpectClose(emb[0], emb[1], P.tol(), "embedding");
+  ExpectClose(act[0], act[1], P.tol(), "silu_mul");
+  ExpectClose(sum[0], sum[1], P.tol(), "add");
+  ExpectClose(gat[0], gat[1], 0.0, "gather_rows (exact copy)");
+}
+
+// A ragged batch: sequence 0 is a prefill chunk of 37 tokens after 20 cached ones, the
+// others are single decode tokens with long contexts; block tables are shuffled.
+struct Ragged {
+  std::vector<int32_t> q_lens, seq_lens, qsl, positions, slots, tables;
+  int32_t max_blocks = 0, num_tokens = 0, max_q = 0, max_len = 0;
+};
+
+Ragged MakeRagged(std::mt19937& rng, const std::vector<int32_t>& q_lens, const std::vector<int32_t>& seq_lens,
+                  int32_t block_size, int32_t num_blocks) {
+  Ragged r;
+  r.q_lens = q_lens;
+  r.seq_lens = seq_lens;
+  const int32_t S = static_cast<int32_t>(q_lens.size());
+  for (int32_t s = 0; s < S; ++s) r.max_blocks = std::max(r.max_blocks, (seq_lens[s] + block_size - 1) / block_size);
+  std::vector<int32_t> perm(num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  r.tables.assign(static_cast<size_t>(S) * r.max_blocks, -1);
+  int32_t next = 0;
+  r.qsl.push_back(0);
+  for (int32_t s = 0; s < S; ++s) {
+    const int32_t nb = (seq_lens[s] + block_size - 1) / block_size;
+    for (int32_t b = 0; b < nb; ++b) r.tables[s * r.max_blocks + b] = perm.at(next++);
+    for (int32_t j = 0; j < q_lens[s]; ++j) {
+      const int32_t pos = seq_lens[s] - q_lens[s] + j;
+      r.positions.push_back(pos);
+      r.slots.push_back(r.tables[s * r.max_blocks + pos / block_size] * block_size + pos % block_size);
+    }
+    r.qsl.push_back(r.qsl.back() + q_lens[s]);
+    r.max_q = std::max(r.max_q, q_lens[s]);
+    r.max_len = std::max(r.max_len, seq_lens[s]);
+  }
+  r.num_tokens = r.qsl.back();
+  return r;
+}
+
+// Device copies of a Ragged batch plus the descriptor pointing at them.
+struct BatchOn {
+  strata_tensor pos, slots, qsl, lens, tables;
+  strata_batch_desc desc{};
+  BatchOn(Dev& D, const Ragged& r) {
+    const int64_t n = r.num_tokens, S = static_cast<int64_t>(r.seq_lens.size());
+    pos = T(D.Ints(r.positions), I32, {n});
+    slots = T(D.Ints(r.slots), I32, {n});
+    qsl = T(D.Ints(r.qsl), I32, {S + 1});
+    lens = T(D.Ints(r.seq_lens), I32, {S});
+    tables = T(D.Ints(r.tables), I32, {S, r.max_blocks});
+    desc.struct_size = sizeof(desc);
+    desc.num_tokens = r.num_tokens;
+    desc.num_seqs = static_cast<int32_t>(S);
+    desc.max_query_len = r.max_q;
+    desc.max_seq_len = r.max_len;
+    desc.max_blocks_per_seq = r.max_blocks;
+    desc.positions = &pos;
+    desc.slot_mapping = &slots;
+    desc.query_start_loc = &qsl;
+    desc.seq_lens = &lens;
+    desc.block_tables = &tables;
+    desc.host_query_start_loc = r.qsl.data();
+    desc.host_seq_lens = r.seq_lens.data();
+  }
+};
+
+struct AttnCase {
+  std::vector<int32_t> q_lens, seq_lens;
+  int32_t heads, kv_heads, head_dim, block_size;
+  int32_t window = 0;
+  float softcap = 0.0f;
+  const char* what;
+};
+
+// Fills both caches with the same random content, then runs attention on both.
+void RunAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t kv_t) {
+  const int32_t layers = 2, layer = 1;
+  int32_t total_blocks = 0;
+  for (int32_t l : c.seq_lens) total_blocks += (l + c.block_size - 1) / c.block_size;
+  const int32_t num_blocks = total_blocks + 5;
+  const Ragged r = MakeRagged(rng, c.q_lens, c.seq_lens, c.block_size, num_blocks);
+  const int64_t n = r.num_tokens, qd = int64_t{c.heads} * c.head_dim;
+  const std::vector<float> q = Rounded(Random(rng, n * qd, 1.0f), P.act);
+  const std::vector<float> cache = Random(rng, size_t(layers) * 2 * num_blocks * c.block_size * c.kv_heads * c.head_dim, 1.0f);
+  // Host layout of swap_blocks: per block [layer][K, V][block_size][kv_heads][head_dim].
+  const std::vector<uint8_t> host = Encode(cache, kv_t);
+  std::vector<strata_block_pair> pairs(num_blocks);
+  for (int32_t b = 0; b < num_blocks; ++b) pairs[b] = {b, b};
+  strata_attention_params ap{};
+  ap.struct_size = sizeof(ap);
+  ap.num_heads = c.heads;
+  ap.num_kv_heads = c.kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.sliding_window = c.window;
+  ap.logit_softcap = c.softcap;
+  std::vector<float> out[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    const int32_t t = k == 0 ? P.act : F32;
+    strata_kv_cache kv = D.Kv(layers, num_blocks, c.block_size, c.kv_heads, c.head_dim, kv_t);
+    ASSERT_EQ(D.api()->kv_block_bytes(D.dev(), kv) * num_blocks, host.size());
+    ASSERT_EQ(D.api()->swap_blocks(D.dev(), kv, const_cast<uint8_t*>(host.data()), host.size(), pairs.data(),
+                                   num_blocks, 0),
+              STRATA_OK)
+        << D.err();
+    BatchOn batch(D, r);
+    strata_buffer qb = D.Floats(q, t), ob = D.Poisoned(n * qd * 4);
+    strata_tensor qt = T(qb, t, {n, qd}), ot = T(ob, t, {n, qd});
+    ASSERT_EQ(D.api()->attention(D.dev(), &ap, &batch.desc, &qt, kv, layer, &ot), STRATA_OK) << D.err();
+    out[k] = D.ReadFloats(ob, n * qd, t);
+  }
+  ExpectClose(out[0], out[1], P.tol(), std::string("attention ") + c.what + " kv " + Name(kv_t));
+}
+
+TEST_P(CudaOps, AttentionRaggedPrefillAndDecodeGqa) {
+  for (int32_t kv_t : {BF16, F16, F32}) {
+    RunAttention(*pair_, rng_, {{37, 1, 1, 5}, {57, 700, 1500, 5}, 8, 2, 64, 16, 0, 0.0f, "ragged mixed"}, kv_t);
+  }
+  RunAttention(*pair_, rng_, {{40, 1}, {40, 300}, 4, 4, 128, 16, 0, 0.0f, "head_dim 128"}, BF16);
+}
+
+TEST_P(CudaOps, AttentionDecodeSplitKLongContexts) {
+  for (int32_t kv_t : {BF16, F32}) {
+    RunAttention(*pair_, rng_, {{1, 1, 1}, {2100, 9, 777}, 8, 1, 64, 16, 0, 0.0f, "decode split-K"}, kv_t);
+  }
+  RunAttention(*pair_, rng_, {{1, 1}, {4000, 1}, 32, 8, 128, 32, 0, 0.0f, "decode batch 2, 32 heads"}, BF16);
+}
+
+TEST_P(CudaOps, AttentionSlidingWindowAndSoftcap) {
+  RunAttention(*pair_, rng_, {{20, 1}, {60, 900}, 4, 2, 64, 16, 24, 0.0f, "window 24"}, F32);
+  RunAttention(*pair_, rng_, {{1, 1}, {60, 900}, 4, 2, 64, 16, 100, 0.0f, "decode window 100"}, F32);
+  RunAttention(*pair_, rng_, {{17, 1}, {30, 200}, 4, 2, 64, 16, 0, 5.0f, "softcap 5"}, F32);
+}
+
+TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
+  Pair& P = *pair_;
+  for (int32_t style : {STRATA_ROPE_NEOX, STRATA_ROPE_INTERLEAVED}) {
+    for (int32_t kv_t : {BF16, F32}) {
+      const int32_t H = 6, KVH = 2, D = 64, bs = 8, layers = 2, layer = 1, rot = style == STRATA_ROPE_NEOX ? 48 : 64;
+      const Ragged r = MakeRagged(rng_, {11, 1}, {11, 30}, bs, 12);
+      const int64_t n = r.num_tokens, qd = int64_t{H} * D, kd = int64_t{KVH} * D, stride = qd + 2 * kd;
+      const std::vector<float> qkv = Rounded(Random(rng_, n * stride, 1.0f), P.act);
+      std::vector<float> inv(rot / 2);
+      for (int32_t i = 0; i < rot / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rot);
+      std::vector<float> q_out[2];
+      std::vector<uint8_t> cache[2];
+      Dev* devs[2] = {&P.cuda, &P.cpu};
+      for (int k = 0; k < 2; ++k) {
+        Dev& Dv = *devs[k];
+        const int32_t t = k == 0 ? P.act : F32;
+        strata_kv_cache kv = Dv.Kv(layers, 12, bs, KVH, D, kv_t);
+        BatchOn batch(Dv, r);
+        strata_buffer qb = Dv.Floats(qkv, t), fb = Dv.Floats(inv, F32);
+        strata_tensor q = T(qb, t, {n, qd}, 0, stride), kt = T(qb, t, {n, kd}, qd * SizeOf(t), stride),
+                      v = T(qb, t, {n, kd}, (qd + kd) * SizeOf(t), stride), ft = T(fb, F32, {rot / 2});
+        strata_rope_params rp{};
+        rp.struct_size = sizeof(rp);
+        rp.style = style;
+        rp.rotary_dim = rot;
+        rp.attention_factor = 1.0f;
+        rp.inv_freq = &ft;
+        strata_attention_params ap{};
+        ap.struct_size = sizeof(ap);
+        ap.num_heads = H;
+        ap.num_kv_heads = KVH;
+        ap.head_dim = D;
+        ap.scale = 0.125f;
+        ASSERT_EQ(Dv.api()->rope_kv_write(Dv.dev(), &rp, &ap, &batch.desc, &q, &kt, &v, kv, layer), STRATA_OK)
+            << Dv.err();
+        q_out[k] = Dv.ReadFloats(qb, n * stride, t);
+        const uint64_t bb = Dv.api()->kv_block_bytes(Dv.dev(), kv);
+        cache[k].assign(bb * 12, 0);
+        std::vector<strata_block_pair> pairs(12);
+        for (int b = 0; b < 12; ++b) pairs[b] = {b, b};
+        ASSERT_EQ(Dv.api()->swap_blocks(Dv.dev(), kv, cache[k].data(), cache[k].size(), pairs.data(), 12, 1),
+                  STRATA_OK)
+            << Dv.err();
+      }
+      const std::string what = std::string(style == STRATA_ROPE_NEOX ? "neox" : "interleaved") + " kv " + Name(kv_t);
+      ExpectClose(q_out[0], q_out[1], P.tol(), "rope q/k in place, " + what);
+      ExpectClose(Decode(cache[0], kv_t), Decode(cache[1], kv_t), kv_t == F32 ? P.tol() : kTolBf16,
+                  "KV cache content, " + what);
+    }
+  }
+}
+
+TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
+  Pair& P = *pair_;
+  const int64_t rows = 24, vocab = 5003;
+  std::vector<float> logits = Random(rng_, rows * vocab, 6.0f);
+  logits[3 * vocab + 17] = 50.0f;  // a clear winner
+  logits[4 * vocab + 0] = NAN;     // NaN never wins
+  logits[5 * vocab + 10] = logits[5 * vocab + 20] = 60.0f;  // first maximum wins
+  std::vector<float> temp(rows), top_p(rows, 1.0f), min_p(rows, 0.0f);
+  std::vector<int32_t> top_k(rows, 0);
+  std::vector<uint64_t> seed(rows), step(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    temp[r] = r % 6 == 0 ? 0.0f : 0.5f + 0.1f * (r % 7);
+    if (r % 3 == 1) top_k[r] = 1 + r * 3;
+    if (r % 4 == 2) top_p[r] = 0.3f + 0.05f * r;
+    if (r % 5 == 3) min_p[r] = 0.05f;
+    seed[r] = 1000 + r;
+    step[r] = r * 7;
+  }
+  strata_sample_params sp{};
+  sp.struct_size = sizeof(sp);
+  sp.temperature = temp.data();
+  sp.top_k = top_k.data();
+  sp.top_p = top_p.data();
+  sp.min_p = min_p.data();
+  sp.seed = seed.data();
+  sp.step = step.data();
+  std::vector<int32_t> am[2], sm[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    strata_buffer lb = D.Floats(logits, F32), ob = D.Poisoned(rows * 4), sb = D.Poisoned(rows * 4);
+    strata_tensor lt = T(lb, F32, {rows, vocab}), ot = T(ob, I32, {rows}), st = T(sb, I32, {rows});
+    ASSERT_EQ(D.api()->argmax(D.dev(), &lt, &ot), STRATA_OK) << D.err();
+    ASSERT_EQ(D.api()->sample(D.dev(), &lt, &sp, &st), STRATA_OK) << D.err();
+    am[k] = D.ReadInts(ob, rows);
+    sm[k] = D.ReadInts(sb, rows);
+  }
+  EXPECT_EQ(am[0], am[1]);
+  EXPECT_EQ(am[0][3], 17);
+  EXPECT_EQ(am[0][5], 10);
+  // Same (seed, step) draw and the same cut rules: the same token, row by row. (Exact ties
+  // of probability at a cut may pick differently; random logits have none.)
+  EXPECT_EQ(sm[0], sm[1]);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (temp[r] == 0.0f) EXPECT_EQ(sm[0][r], am[0][r]) << "greedy row " << r;
+  }
+}
+
+TEST_P(CudaOps, CopyAndSwapBlocksRoundTrip) {
+  Pair& P = *pair_;
+  const int32_t layers = 3, blocks = 10, bs = 4, kvh = 2, hd = 32;
+  Dev& D = P.cuda;
+  strata_kv_cache kv = D.Kv(layers, blocks, bs, kvh, hd, BF16);
+  const uint64_t bb = D.api()->kv_block_bytes(D.dev(), kv);
+  ASSERT_EQ(bb, uint64_t{layers} * 2 * bs * kvh * hd * 2);
+  const std::vector<uint8_t> host = Encode(Random(rng_, bb / 2 * blocks), BF16);
+  std::vector<strata_block_pair> all(blocks);
+  for (int b = 0; b < blocks; ++b) all[b] = {b, b};
+  ASSERT_EQ(D.api()->swap_blocks(D.dev(), kv, const_cast<uint8_t*>(host.data()), host.size(), all.data(), blocks, 0),
+            STRATA_OK);
+  const strata_block_pair copies[] = {{1, 7}, {4, 2}, {9, 9}};
+  ASSERT_EQ(D.api()->copy_blocks(D.dev(), kv, copies, 3), STRATA_OK) << D.err();
+  std::vector<uint8_t> back(host.size(), 0xAB);
+  ASSERT_EQ(D.api()->swap_blocks(D.dev(), kv, back.data(), back.size(), all.data(), blocks, 1), STRATA_OK);
+  for (int b = 0; b < blocks; ++b) {
+    const int src = b == 7 ? 1 : b == 2 ? 4 : b;
+    EXPECT_EQ(0, std::memcmp(back.data() + b * bb, host.data() + src * bb, bb)) << "block " << b;
+  }
+  // Out-of-range pairs and host slots are refused before anything moves.
+  const strata_block_pair bad[] = {{0, blocks}};
+  EXPECT_EQ(D.api()->copy_blocks(D.dev(), kv, bad, 1), STRATA_ERROR_INVALID_ARGUMENT);
+  const strata_block_pair bad_host[] = {{0, blocks}};
+  EXPECT_EQ(D.api()->swap_blocks(D.dev(), kv, back.data(), back.size(), bad_host, 1, 1), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
+  Dev& D = pair_->cuda;
+  const int32_t t = pair_->act;
+  strata_buffer b = D.Alloc(1024);
+  strata_tensor x = T(b, t, {4, 64}), w = T(b, F32, {64}), too_big = T(b, t, {64, 64});
+  EXPECT_EQ(D.api()->rms_norm(D.dev(), &too_big, nullptr, &w, 1e-5f, &too_big), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("exceeds the buffer size"), std::string::npos) << D.err();
+  strata_tensor wrong_type = T(b, I32, {4, 64});
+  EXPECT_EQ(D.api()->add(D.dev(), &x, &wrong_type, &x), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(D.api()->matmul(D.dev(), &x, reinterpret_cast<strata_weight>(b), nullptr, &x),
+            STRATA_ERROR_INVALID_ARGUMENT);
+  // An id outside the table is skipped by the kernel and reported at synchronize().
+  strata_weight W = D.Weight(std::vector<float>(8 * 64, 1.0f), F32, 8, 64);
+  strata_buffer ib = D.Ints({0, 99}), ob = D.Alloc(2 * 64 * 4);
+  strata_tensor it = T(ib, I32, {2}), ot = T(ob, t, {2, 64});
+  ASSERT_EQ(D.api()->embedding(D.dev(), W, &it, &ot), STRATA_OK);
+  EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("embedding ids"), std::string::npos) << D.err();
+  EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_OK);  // reported once
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.options = "activations=f64";
+  strata_device bad = nullptr;
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, CudaOps, ::testing::Values(F32, BF16),
+                         [](const ::testing::TestParamInfo<int32_t>& i) { return std::string(Name(i.param)); });
+
+}  // namespace

@@ -1,0 +1,194 @@
+// Times the CUDA backend's hot ops at Llama-3-8B shapes through the device ABI (dlopen of
+// the plugin, bf16 activations, random data): decode GEMVs (weight GB/s against the
+// 4.24 TB/s copy bandwidth measured on the H200), prefill GEMMs (TFLOP/s), decode attention
+// over a paged bf16 KV cache (KV GB/s) and 4096-token prefill attention (TFLOP/s).
+// Medians of 20 timed runs after 3 warm-ups, wall clock around synchronize(). One JSON
+// object per line. Not a test: no assertions on time.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "strata/device.h"
+
+namespace {
+
+const strata_backend_v1* api = nullptr;
+strata_device dev = nullptr;
+
+#define CHECK(call)                                                                   \
+  do {                                                                                \
+    if ((call) != STRATA_OK) {                                                        \
+      std::fprintf(stderr, "%s failed: %s\n", #call, api->last_error());              \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+std::vector<uint16_t> RandomBf16(size_t n, float scale) {
+  std::vector<uint16_t> v(n);
+  uint64_t s = 0x9e3779b97f4a7c15ull ^ n;
+  for (auto& h : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = (static_cast<float>(s >> 40) / 16777216.0f * 2.0f - 1.0f) * scale;
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    h = static_cast<uint16_t>(b >> 16);
+  }
+  return v;
+}
+
+// A device buffer; inputs get random bf16 values (never time on all-zero data).
+strata_buffer Alloc(size_t bytes, bool random = true) {
+  strata_buffer b = nullptr;
+  CHECK(api->buffer_alloc(dev, bytes, &b));
+  if (random) {
+    std::vector<uint16_t> v = RandomBf16(bytes / 2, 0.5f);
+    CHECK(api->upload(dev, b, 0, v.data(), v.size() * 2));
+  }
+  return b;
+}
+
+strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape) {
+  strata_tensor x{};
+  x.buffer = b;
+  x.dtype = t;
+  x.ndim = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) x.shape[i] = shape[i];
+  return x;
+}
+
+double MedianSeconds(const std::function<void()>& op) {
+  for (int i = 0; i < 3; ++i) op();
+  CHECK(api->synchronize(dev));
+  std::vector<double> t;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op();
+    CHECK(api->synchronize(dev));
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string path = std::string(argc > 1 ? argv[1] : STRATA_PLUGIN_DIR) + "/libstrata-backend-cuda.so";
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    std::fprintf(stderr, "dlopen %s: %s\n", path.c_str(), dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<strata_backend_init_fn>(dlsym(h, STRATA_BACKEND_INIT_SYMBOL));
+  const strata_plugin_info* info = init();
+  api = info->backend;
+  int32_t n = 0;
+  api->device_count(&n);
+  if (n == 0) {
+    std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
+    return 0;
+  }
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.options = "activations=bf16";
+  CHECK(api->device_open(0, &o, &dev));
+  constexpr int32_t BF16 = STRATA_DTYPE_BF16;
+
+  // GEMMs: Llama-3-8B layer shapes (rows = out features, cols = in features).
+  struct Shape { const char* name; int64_t rows, cols; };
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336},
+                          {"logits", 128256, 4096}};
+  for (const Shape& s : shapes) {
+    std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = BF16;
+    d.rows = s.rows;
+    d.cols = s.cols;
+    d.data = w.data();
+    strata_weight W = nullptr;
+    CHECK(api->weight_create(dev, &d, &W));
+    for (int64_t tokens : {1, 32, 128, 4096}) {
+      strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
+      strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
+      const double sec = MedianSeconds([&] { CHECK(api->matmul(dev, &x, W, nullptr, &out)); });
+      const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
+      std::printf("{\"op\":\"matmul\",\"shape\":\"%s\",\"m\":%lld,\"k\":%lld,\"tokens\":%lld,\"us\":%.1f,"
+                  "\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
+                  s.name, (long long)s.rows, (long long)s.cols, (long long)tokens, sec * 1e6, bytes / sec / 1e9,
+                  flops / sec / 1e12, bytes / sec / 4.24e12);
+      api->buffer_free(dev, xb);
+      api->buffer_free(dev, ob);
+    }
+    api->weight_free(dev, W);
+  }
+
+  // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
+  const int32_t H = 32, KVH = 8, D = 128, BS = 16;
+  for (auto [batch, ctx, qlen] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
+           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}}) {
+    const int32_t blocks_per_seq = (ctx + BS - 1) / BS;
+    strata_kv_cache_desc kd{};
+    kd.struct_size = sizeof(kd);
+    kd.num_layers = 1;
+    kd.num_blocks = blocks_per_seq * batch;
+    kd.block_size = BS;
+    kd.num_kv_heads = KVH;
+    kd.head_dim = D;
+    kd.dtype = BF16;
+    strata_kv_cache kv = nullptr;
+    CHECK(api->kv_cache_create(dev, &kd, &kv));
+    const int32_t tokens = batch * qlen;
+    std::vector<int32_t> qsl(batch + 1), lens(batch, ctx), tables(static_cast<size_t>(batch) * blocks_per_seq);
+    for (int32_t s = 0; s <= batch; ++s) qsl[s] = s * qlen;
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+    auto ints = [&](const std::vector<int32_t>& v) {
+      strata_buffer b = nullptr;
+      CHECK(api->buffer_alloc(dev, v.size() * 4, &b));
+      CHECK(api->upload(dev, b, 0, v.data(), v.size() * 4));
+      return b;
+    };
+    strata_buffer qslb = ints(qsl), lensb = ints(lens), tb = ints(tables);
+    strata_tensor qslt = T(qslb, STRATA_DTYPE_I32, {batch + 1}), lenst = T(lensb, STRATA_DTYPE_I32, {batch}),
+                  tt = T(tb, STRATA_DTYPE_I32, {batch, blocks_per_seq});
+    strata_batch_desc bd{};
+    bd.struct_size = sizeof(bd);
+    bd.num_tokens = tokens;
+    bd.num_seqs = batch;
+    bd.max_query_len = qlen;
+    bd.max_seq_len = ctx;
+    bd.max_blocks_per_seq = blocks_per_seq;
+    bd.query_start_loc = &qslt;
+    bd.seq_lens = &lenst;
+    bd.block_tables = &tt;
+    bd.host_query_start_loc = qsl.data();
+    bd.host_seq_lens = lens.data();
+    strata_attention_params ap{};
+    ap.struct_size = sizeof(ap);
+    ap.num_heads = H;
+    ap.num_kv_heads = KVH;
+    ap.head_dim = D;
+    ap.scale = 0.0884f;
+    strata_buffer qb = Alloc(static_cast<size_t>(tokens) * H * D * 2), ob = Alloc(static_cast<size_t>(tokens) * H * D * 2, false);
+    strata_tensor q = T(qb, BF16, {tokens, H * D}), out = T(ob, BF16, {tokens, H * D});
+    const double sec = MedianSeconds([&] { CHECK(api->attention(dev, &ap, &bd, &q, kv, 0, &out)); });
+    const double kv_bytes = 2.0 * batch * ctx * KVH * D * 2;
+    const double flops = 4.0 * H * D * (qlen == 1 ? double(batch) * ctx : double(ctx) * ctx / 2);
+    std::printf("{\"op\":\"attention\",\"batch\":%d,\"context\":%d,\"query_len\":%d,\"us\":%.1f,\"kv_GBps\":%.0f,"
+                "\"TFLOPs\":%.2f}\n",
+                batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
+    for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
+    api->kv_cache_free(dev, kv);
+  }
+  api->device_close(dev);
+  return 0;
+}
