@@ -51,7 +51,8 @@ absl::Status Bench(const FlagSet& f) {
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const ModelConfig& c = m.file->config;
-  nlohmann::json out{{"model", f.Get("model")},
+  const std::string model_name = f.Get("synthetic").empty() ? f.Get("model") : "synthetic:" + f.Get("synthetic");
+  nlohmann::json out{{"model", model_name},
                      {"backend", dev.plugin->name},
                      {"device", dev.device->info().name},
                      {"threads", dev.device->info().compute_units},
@@ -73,7 +74,7 @@ absl::Status Bench(const FlagSet& f) {
   } else {
     std::cout << absl::StrFormat("%s on %s (%s)\n  prefill %d tokens: %.1f tok/s\n  decode  %d tokens: %.2f tok/s "
                                  "(%.2f GB/s of weights)\n  peak RSS %.1f MiB\n",
-                                 f.Get("model"), dev.device->info().name, dev.plugin->name, p, Median(prefill), n,
+                                 model_name, dev.device->info().name, dev.plugin->name, p, Median(prefill), n,
                                  Median(decode), out["decode_weight_gb_per_s"].get<double>(),
                                  ru.ru_maxrss / 1024.0);
   }
@@ -83,7 +84,7 @@ absl::Status Bench(const FlagSet& f) {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& args) {
-  FlagSet f("bench", "strata bench -m MODEL [--prompt-tokens P] [--gen-tokens N] [--json]");
+  FlagSet f("bench", "strata bench (-m MODEL | --synthetic NAME) [--prompt-tokens P] [--gen-tokens N] [--json]");
   AddModelFlags(f);
   f.Value("prompt-tokens", "", "128", "prompt length");
   f.Value("gen-tokens", "", "64", "tokens to generate");

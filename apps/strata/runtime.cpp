@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_tokenizer.h"
+#include "core/model/synthetic_model.h"
 #include "plugins/device_selector.h"
 
 namespace strata::cli {
@@ -18,6 +19,8 @@ void AddDeviceFlags(FlagSet& f) {
 void AddModelFlags(FlagSet& f) {
   f.Value("model", "-m", "", "a .gguf file, a llama2.c .bin (with --tokenizer) or a Hugging Face directory");
   f.Value("tokenizer", "", "", "llama2.c tokenizer.bin for a llama2.c checkpoint");
+  f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, llama-110m)");
+  f.Value("synthetic-dtype", "", "bf16", "weight type of --synthetic: f32, f16, bf16");
   f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
   f.Value("batch-tokens", "", "512", "tokens per forward step (prefill chunk)");
   f.Value("block-size", "", "16", "tokens per KV-cache block");
@@ -49,9 +52,15 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
 }
 
 absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, bool need_tokenizer) {
-  if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) is required");
   ModelRuntime rt;
-  STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), flags.Get("tokenizer")));
+  if (!flags.Get("synthetic").empty()) {
+    STRATA_ASSIGN_OR_RETURN(strata_dtype dt, ParseDType(flags.Get("synthetic-dtype")));
+    const TensorDType td = dt == STRATA_DTYPE_F32 ? TensorDType::kF32 : dt == STRATA_DTYPE_F16 ? TensorDType::kF16 : TensorDType::kBF16;
+    STRATA_ASSIGN_OR_RETURN(rt.file, MakeSyntheticModel(flags.Get("synthetic"), td));
+  } else {
+    if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) or --synthetic is required");
+    STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), flags.Get("tokenizer")));
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(*rt.file);
   if (tok.ok()) {
     rt.tokenizer = std::move(*tok);
