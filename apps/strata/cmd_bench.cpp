@@ -55,7 +55,7 @@ absl::Status Bench(const FlagSet& f) {
   nlohmann::json out{{"model", model_name},
                      {"backend", dev.plugin->name},
                      {"device", dev.device->info().name},
-                     {"threads", dev.device->info().compute_units},
+                     {"threads", f.Get("threads") == "0" ? dev.device->info().compute_units : std::stoi(f.Get("threads"))},
                      {"params", c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
                                     c.num_layers * (c.hidden_size * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim +
                                                     c.num_heads * c.head_dim * c.hidden_size +

@@ -56,6 +56,14 @@ stamp "CUDA backend tests"
 timeout 200 "$BUILD/bin/cuda_backend_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_backend_test.log" | \
   grep -vE "^\[ RUN|^\[       OK" | tail -80
 
+stamp "CUDA backend tests, repeated (ordering races show up intermittently)"
+(cd "$BUILD" && timeout 120 ctest -R Cuda --repeat until-fail:5 -j1 2>&1 | tail -5)
+
+stamp "synthetic Llama-3-8B shape, bf16: batch-1 decode (128 in / 128 out) and a 4096-token prefill"
+timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 128 --gen-tokens 128 -r 3 --json 2>&1 | tee "$OUT/bench_8b_decode.json" | tail -3
+timeout 120 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 4096 --gen-tokens 2 \
+  --batch-tokens 4096 -r 3 --json 2>&1 | tee "$OUT/bench_8b_prefill.json" | tail -3
+
 stamp "end-to-end model checks on CUDA"
 timeout 120 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" 2>&1 | tee "$OUT/models.log"
 
