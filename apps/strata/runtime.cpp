@@ -83,6 +83,7 @@ absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, boo
     STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
   }
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
+  rt.file->DropTensorData();
   return rt;
 }
 

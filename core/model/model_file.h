@@ -71,6 +71,15 @@ class ModelFile {
   std::vector<std::unique_ptr<MappedFile>> mappings;
   std::vector<std::vector<uint8_t>> owned;
 
+  // Unmaps the file and frees dequantized copies once a backend holds its own copy of the
+  // weights (backends read host pointers only during weight_create), so the host does not
+  // keep a second full copy resident. Config, tokenizer and chat template stay.
+  void DropTensorData() {
+    tensors.clear();
+    owned.clear();
+    mappings.clear();
+  }
+
   const TensorView* Find(const std::string& name) const {
     auto it = tensors.find(name);
     return it == tensors.end() ? nullptr : &it->second;
