@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "apps/strata/cmd_bench_serving.h"
 #include "apps/strata/commands.h"
 #include "apps/strata/runtime.h"
 #include "core/common/status_macros.h"
@@ -90,6 +91,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   f.Value("gen-tokens", "", "64", "tokens to generate");
   f.Value("repetitions", "-r", "5", "timed runs (the median is reported); one more warms up");
   f.Switch("json", "print one JSON object");
+  AddServingBenchFlags(f);
   AddDeviceFlags(f);
   if (absl::Status s = f.Parse(args); !s.ok()) {
     std::cerr << "strata bench: " << s.message() << "\n";
@@ -99,7 +101,8 @@ int BenchCommand(const std::vector<std::string>& args) {
     std::cout << f.Help();
     return 0;
   }
-  if (absl::Status s = Bench(f); !s.ok()) {
+  // --workload or --num-requests switch to the offline serving benchmark.
+  if (absl::Status s = IsServingBench(f) ? BenchServing(f) : Bench(f); !s.ok()) {
     std::cerr << "strata bench: " << s.message() << "\n";
     return 1;
   }

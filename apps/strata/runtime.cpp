@@ -51,7 +51,9 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   return rt;
 }
 
-absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, bool need_tokenizer) {
+absl::StatusOr<ModelRuntime> LoadModel(
+    const FlagSet& flags, Device& device, bool need_tokenizer,
+    const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust) {
   ModelRuntime rt;
   if (!flags.Get("synthetic").empty()) {
     STRATA_ASSIGN_OR_RETURN(strata_dtype dt, ParseDType(flags.Get("synthetic-dtype")));
@@ -82,6 +84,7 @@ absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, boo
   if (flags.Get("kv-dtype") != "auto") {
     STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
   }
+  if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
   rt.file->DropTensorData();
   return rt;

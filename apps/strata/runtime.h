@@ -2,6 +2,7 @@
 // chosen backend and its device, the model and its tokenizer. Flags are declared here once.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -33,7 +34,11 @@ struct ModelRuntime {
   std::unique_ptr<LlamaModel> model;
 };
 
-absl::StatusOr<ModelRuntime> LoadModel(const FlagSet& flags, Device& device, bool need_tokenizer);
+// `adjust` (optional) may change the options parsed from the flags once the file is read,
+// before the model is loaded (the serving benchmark sets sequences and KV blocks).
+absl::StatusOr<ModelRuntime> LoadModel(
+    const FlagSet& flags, Device& device, bool need_tokenizer,
+    const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust = {});
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
 

@@ -258,6 +258,13 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
   return absl::OkStatus();
 }
 
+absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) {
+  if (pairs.empty()) return absl::OkStatus();
+  return device_.Check(device_.api().copy_blocks(device_.handle(), kv_.handle(), pairs.data(),
+                                                 static_cast<int32_t>(pairs.size())),
+                       "copy_blocks");
+}
+
 absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits) {
   STRATA_RETURN_IF_ERROR(UploadStep(in));
   const strata_backend_v1& api = device_.api();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,10 @@ class LlamaModel {
 
   // Runs the step; `logits` receives logits_rows.size() rows of vocab_size floats.
   absl::Status Forward(const StepInput& in, std::vector<float>* logits);
+
+  // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
+  // engine applies them before the next Forward.
+  absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
 
   const ModelConfig& config() const { return config_; }
   const ModelRuntimeOptions& options() const { return options_; }

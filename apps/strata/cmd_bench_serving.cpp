@@ -1,0 +1,238 @@
+// The offline serving benchmark. Requests arrive at their arrival_time (seconds from the
+// start; 0 = all at once); the engine is stepped in this thread so the run is reproducible.
+// Synthetic prompts are random token ids (seeded); decode is greedy with end-of-sequence
+// ignored, so every request generates exactly its max_tokens.
+#include "apps/strata/cmd_bench_serving.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "apps/strata/runtime.h"
+#include "core/common/status_macros.h"
+#include "core/engine/engine.h"
+#include "core/engine/kv_sizing.h"
+#include "nlohmann/json.hpp"
+
+namespace strata::cli {
+namespace {
+
+struct WorkItem {
+  std::vector<int32_t> prompt_ids;
+  std::string prompt;
+  int max_tokens = 16;
+  double arrival_time = 0;
+};
+
+absl::StatusOr<std::vector<WorkItem>> ReadWorkload(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the workload file"));
+  std::vector<WorkItem> items;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = absl::StrCat(path, ":", n, ": ");
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(where + "not a JSON object");
+    WorkItem w;
+    if (j.contains("prompt_ids")) {
+      if (!j["prompt_ids"].is_array()) return absl::InvalidArgumentError(where + "prompt_ids must be an array");
+      for (const auto& t : j["prompt_ids"]) {
+        if (!t.is_number_integer()) return absl::InvalidArgumentError(where + "prompt_ids must hold integers");
+        w.prompt_ids.push_back(t.get<int32_t>());
+      }
+    } else if (j.contains("prompt") && j["prompt"].is_string()) {
+      w.prompt = j["prompt"].get<std::string>();
+    } else {
+      return absl::InvalidArgumentError(where + "needs \"prompt\" (string) or \"prompt_ids\"");
+    }
+    if (j.contains("max_tokens")) {
+      if (!j["max_tokens"].is_number_integer() || j["max_tokens"].get<int64_t>() <= 0)
+        return absl::InvalidArgumentError(where + "max_tokens must be a positive integer");
+      w.max_tokens = j["max_tokens"].get<int>();
+    }
+    if (j.contains("arrival_time")) {
+      if (!j["arrival_time"].is_number() || j["arrival_time"].get<double>() < 0)
+        return absl::InvalidArgumentError(where + "arrival_time must be a number >= 0");
+      w.arrival_time = j["arrival_time"].get<double>();
+    }
+    items.push_back(std::move(w));
+  }
+  if (items.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no requests"));
+  std::stable_sort(items.begin(), items.end(),
+                   [](const WorkItem& a, const WorkItem& b) { return a.arrival_time < b.arrival_time; });
+  return items;
+}
+
+absl::StatusOr<std::vector<WorkItem>> SyntheticWorkload(const FlagSet& f, int64_t vocab) {
+  STRATA_ASSIGN_OR_RETURN(int64_t n, f.Int("num-requests"));
+  STRATA_ASSIGN_OR_RETURN(int64_t pmin, f.Int("prompt-len-min"));
+  STRATA_ASSIGN_OR_RETURN(int64_t pmax, f.Int("prompt-len-max"));
+  STRATA_ASSIGN_OR_RETURN(int64_t omin, f.Int("output-len-min"));
+  STRATA_ASSIGN_OR_RETURN(int64_t omax, f.Int("output-len-max"));
+  STRATA_ASSIGN_OR_RETURN(double frac, f.Double("shared-prefix-fraction"));
+  STRATA_ASSIGN_OR_RETURN(int64_t prefix_len, f.Int("shared-prefix-tokens"));
+  STRATA_ASSIGN_OR_RETURN(int64_t seed, f.Int("seed"));
+  if (n <= 0 || pmin <= 0 || pmax < pmin || omin <= 0 || omax < omin || frac < 0 || frac > 1 || prefix_len < 0)
+    return absl::InvalidArgumentError(
+        "synthetic workload: need --num-requests > 0, 0 < min <= max lengths, 0 <= --shared-prefix-fraction <= 1");
+  if (vocab <= 3) return absl::InvalidArgumentError("synthetic workload: the vocabulary is too small");
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> prefix(static_cast<size_t>(prefix_len));
+  for (int32_t& t : prefix) t = tok(rng);
+  std::vector<WorkItem> items(static_cast<size_t>(n));
+  for (WorkItem& w : items) {
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < frac) w.prompt_ids = prefix;
+    const int64_t len = std::uniform_int_distribution<int64_t>(pmin, pmax)(rng);
+    for (int64_t i = 0; i < len; ++i) w.prompt_ids.push_back(tok(rng));
+    w.max_tokens = static_cast<int>(std::uniform_int_distribution<int64_t>(omin, omax)(rng));
+  }
+  return items;
+}
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+nlohmann::json Percentiles(const LatencyHistogram& h) {
+  return {{"p50", h.Percentile(0.5) * 1e3}, {"p90", h.Percentile(0.9) * 1e3}, {"p99", h.Percentile(0.99) * 1e3},
+          {"mean", h.count() ? h.sum() / static_cast<double>(h.count()) * 1e3 : 0.0}};
+}
+
+}  // namespace
+
+void AddServingBenchFlags(FlagSet& f) {
+  f.Value("workload", "", "", "serving mode: JSONL of {prompt|prompt_ids, max_tokens, arrival_time}");
+  f.Value("num-requests", "", "0", "serving mode: a synthetic workload of this many requests");
+  f.Value("prompt-len-min", "", "16", "synthetic: shortest prompt (after any shared prefix)");
+  f.Value("prompt-len-max", "", "400", "synthetic: longest prompt (after any shared prefix)");
+  f.Value("output-len-min", "", "16", "synthetic: fewest generated tokens");
+  f.Value("output-len-max", "", "400", "synthetic: most generated tokens");
+  f.Value("shared-prefix-fraction", "", "0", "synthetic: share of requests that start with the shared prefix");
+  f.Value("shared-prefix-tokens", "", "1000", "synthetic: length of the shared prefix");
+  f.Value("seed", "", "1", "synthetic: random seed");
+  f.Value("max-num-seqs", "", "16", "serving: requests running at once (sequences per step)");
+  f.Value("max-batched-tokens", "", "512", "serving: tokens per step (decodes + prefill chunks)");
+  f.Value("policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end)");
+  f.Value("kv-blocks", "", "0", "serving: KV blocks; 0 = size from the device's free memory");
+  f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
+}
+
+bool IsServingBench(const FlagSet& f) {
+  return !f.Get("workload").empty() || (f.Has("num-requests") && f.Get("num-requests") != "0");
+}
+
+absl::Status BenchServing(const FlagSet& f) {
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, f.Int("max-batched-tokens"));
+  STRATA_ASSIGN_OR_RETURN(int64_t kv_blocks, f.Int("kv-blocks"));
+  STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("policy")));
+  if (max_seqs <= 0 || max_tokens <= 0 || kv_blocks < 0)
+    return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive, --kv-blocks >= 0");
+  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
+  const strata_device_info info = dev.device->info();
+  auto adjust = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
+    o.max_seqs = static_cast<int32_t>(max_seqs);
+    o.max_batch_tokens = static_cast<int32_t>(max_tokens);
+    if (kv_blocks > 0) {
+      o.num_blocks = static_cast<int32_t>(kv_blocks);
+      return absl::OkStatus();
+    }
+    const int64_t ctx = o.max_context > 0 ? o.max_context : file.config.max_position;
+    const int32_t per_seq = static_cast<int32_t>((ctx + o.block_size - 1) / o.block_size);
+    const strata_dtype kv_dt = o.kv_dtype == STRATA_DTYPE_COUNT
+                                   ? static_cast<strata_dtype>(info.preferred_activation_dtype)
+                                   : o.kv_dtype;
+    // 90% of free memory after the weights; no more than every sequence at full context
+    // twice over (the rest would only keep more prefixes cached; on a CPU it is host RAM).
+    o.num_blocks = KvBlocksForMemory(info.memory_free, 0.9, ModelTensorBytes(file),
+                                     KvBytesPerBlock(file.config, o.block_size, kv_dt), per_seq,
+                                     2 * per_seq * o.max_seqs);
+    return absl::OkStatus();
+  };
+  STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadModel(f, *dev.device, /*need_tokenizer=*/false, adjust));
+  std::vector<WorkItem> items;
+  if (!f.Get("workload").empty()) {
+    STRATA_ASSIGN_OR_RETURN(items, ReadWorkload(f.Get("workload")));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(items, SyntheticWorkload(f, m.model->config().vocab_size));
+  }
+
+  EngineConfig ec;
+  ec.max_num_seqs = static_cast<int32_t>(max_seqs);
+  ec.max_batched_tokens = static_cast<int32_t>(max_tokens);
+  ec.policy.policy = policy;
+  ec.enable_prefix_caching = !f.On("no-prefix-cache");
+  ec.max_waiting = static_cast<int32_t>(std::max<size_t>(items.size(), 1));
+  ec.model_identity = f.Get("model");
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
+
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  handles.reserve(items.size());
+  const double t0 = Seconds();
+  size_t next = 0;
+  while (true) {
+    const double now = Seconds() - t0;
+    for (; next < items.size() && items[next].arrival_time <= now; ++next) {
+      EngineRequest r;
+      r.prompt_ids = items[next].prompt_ids;
+      r.prompt = items[next].prompt;
+      r.sampling.temperature = 0;
+      r.sampling.ignore_eos = true;
+      r.sampling.max_new_tokens = items[next].max_tokens;
+      absl::StatusOr<std::shared_ptr<RequestHandle>> h = engine->Submit(std::move(r));
+      if (!h.ok()) return absl::Status(h.status().code(), absl::StrCat("request ", next, ": ", h.status().message()));
+      handles.push_back(*h);
+    }
+    STRATA_ASSIGN_OR_RETURN(bool ran, engine->Step());
+    if (!ran) {
+      if (next >= items.size()) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          std::max(0.0, items[next].arrival_time - (Seconds() - t0))));
+    }
+  }
+  const double elapsed = Seconds() - t0;
+  int64_t output_tokens = 0, prompt_tokens = 0;
+  for (auto& h : handles) {
+    const RequestOutput o = h->Wait();
+    if (o.finish_reason == kFinishError) return absl::InternalError(absl::StrCat(o.request_id, ": ", o.error));
+    output_tokens += static_cast<int64_t>(o.generated_ids.size());
+    prompt_tokens += o.num_prompt_tokens;
+  }
+  const EngineMetrics mt = engine->Metrics();
+  nlohmann::json out{
+      {"mode", "serving"},
+      {"model", f.Get("synthetic").empty() ? f.Get("model") : "synthetic:" + f.Get("synthetic")},
+      {"backend", dev.plugin->name},
+      {"device", info.name},
+      {"threads", info.compute_units},
+      {"policy", f.Get("policy")},
+      {"prefix_cache", ec.enable_prefix_caching},
+      {"max_num_seqs", max_seqs},
+      {"max_batched_tokens", max_tokens},
+      {"block_size", m.model->options().block_size},
+      {"requests", handles.size()},
+      {"prompt_tokens", prompt_tokens},
+      {"output_tokens", output_tokens},
+      {"duration_s", elapsed},
+      {"requests_per_s", static_cast<double>(handles.size()) / elapsed},
+      {"output_tokens_per_s", static_cast<double>(output_tokens) / elapsed},
+      {"ttft_ms", Percentiles(mt.ttft)},
+      {"tpot_ms", Percentiles(mt.tpot)},
+      {"prefix_hit_rate", mt.prefix_hit_rate()},
+      {"prefill_tokens_computed", mt.num_prefill_tokens},
+      {"preemptions", mt.num_preemptions},
+      {"steps", mt.num_steps},
+      {"kv_blocks_total", mt.kv_blocks_total},
+      {"peak_kv_blocks_used", mt.kv_blocks_used_peak},
+      {"kv_used_over_allocated_at_peak", mt.kv_token_utilization_at_peak}};
+  std::cout << out.dump(f.On("json") ? -1 : 2) << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace strata::cli

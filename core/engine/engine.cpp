@@ -1,0 +1,372 @@
+#include "core/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/engine/generator.h"
+#include "core/engine/step_builder.h"
+#include "core/sampling/sampler.h"
+#include "core/sampling/stop_checker.h"
+
+namespace strata {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+// Everything the engine keeps per request besides the scheduler's view of it.
+struct Engine::LiveRequest {
+  Sequence seq;
+  std::shared_ptr<RequestHandle> handle;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StopChecker> stops;
+  std::unique_ptr<StreamingDetokenizer> detok;  // null without a tokenizer
+  bool ignore_eos = false;
+  int64_t budget = 0;  // generated tokens allowed (max_new_tokens, bounded by the context)
+  double submit_time = 0;
+  double first_token_time = -1;
+  double last_token_time = -1;
+};
+
+Engine::Engine(LlamaModel& model, const Tokenizer* tokenizer, EngineConfig config)
+    : model_(model), tokenizer_(tokenizer), config_(std::move(config)) {}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(LlamaModel& model, const Tokenizer* tokenizer,
+                                                       EngineConfig config) {
+  const ModelRuntimeOptions& mo = model.options();
+  if (config.max_num_seqs <= 0 || config.max_batched_tokens <= 0 || config.max_waiting <= 0)
+    return absl::InvalidArgumentError("engine: max_num_seqs, max_batched_tokens and max_waiting must be positive");
+  if (config.max_num_seqs > mo.max_seqs)
+    return absl::InvalidArgumentError(absl::StrCat("engine: max_num_seqs ", config.max_num_seqs,
+                                                   " exceeds the model's sequences per step (", mo.max_seqs,
+                                                   ")"));
+  if (config.max_batched_tokens > mo.max_batch_tokens)
+    return absl::InvalidArgumentError(absl::StrCat("engine: max_batched_tokens ", config.max_batched_tokens,
+                                                   " exceeds the model's tokens per step (",
+                                                   mo.max_batch_tokens, ")"));
+  std::unique_ptr<Engine> e(new Engine(model, tokenizer, std::move(config)));
+  e->max_context_ = model.max_context();
+  e->stop_tokens_ = Generator(model, tokenizer).StopTokens();
+  KvCacheConfig kc;
+  kc.num_blocks = mo.num_blocks;
+  kc.block_size = mo.block_size;
+  kc.enable_prefix_caching = e->config_.enable_prefix_caching;
+  kc.model_identity = e->config_.model_identity;
+  STRATA_ASSIGN_OR_RETURN(e->kv_, KvCacheManager::Create(kc));
+  SchedulerConfig sc;
+  sc.max_num_seqs = e->config_.max_num_seqs;
+  sc.max_batched_tokens = e->config_.max_batched_tokens;
+  sc.policy = e->config_.policy;
+  STRATA_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(sc, *e->kv_));
+  e->metrics_.kv_blocks_total = mo.num_blocks;
+  e->metrics_.kv_blocks_free = mo.num_blocks;
+  return e;
+}
+
+Engine::~Engine() {
+  Stop();
+  std::lock_guard<std::mutex> g(step_mu_);
+  TakeInbox();
+  std::vector<LiveRequest*> rest;
+  for (auto& [id, r] : live_) rest.push_back(r.get());
+  for (LiveRequest* r : rest) FinishRequest(*r, kFinishAborted, "", {});
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest request) {
+  STRATA_RETURN_IF_ERROR(request.sampling.Validate());
+  std::vector<int32_t> ids = std::move(request.prompt_ids);
+  if (ids.empty() && !request.prompt.empty()) {
+    if (tokenizer_ == nullptr)
+      return absl::InvalidArgumentError("the model has no tokenizer: give prompt_ids instead of a prompt");
+    ids = tokenizer_->Encode(request.prompt, /*add_special=*/true);
+  }
+  if (ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  const int64_t vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", ids[i],
+                                                     ", outside the vocabulary of ", vocab));
+  const int64_t len = static_cast<int64_t>(ids.size());
+  if (len > max_context_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt has ", len, " tokens, the context holds ", max_context_));
+  // The last generated token is never fed back, so the context bounds tokens at ctx + 1.
+  const int64_t budget = std::min<int64_t>(request.sampling.max_new_tokens, max_context_ - len + 1);
+  const int64_t kv_tokens = std::min<int64_t>(len + budget - 1, max_context_);
+  const int64_t blocks = (kv_tokens + kv_->block_size() - 1) / kv_->block_size();
+  if (blocks > kv_->pool().num_blocks())
+    return absl::InvalidArgumentError(absl::StrCat("the request needs ", blocks, " KV blocks, the cache has ",
+                                                   kv_->pool().num_blocks()));
+
+  auto r = std::make_unique<LiveRequest>();
+  r->seq.num_prompt_tokens = len;
+  r->seq.token_ids = std::move(ids);
+  r->seq.priority = request.priority;
+  r->seq.cache_salt = std::move(request.cache_salt);
+  r->sampler = std::make_unique<Sampler>(request.sampling);
+  r->stops = std::make_unique<StopChecker>(request.sampling.stop);
+  if (tokenizer_ != nullptr) {
+    // Primed with the prompt so the first generated piece keeps its leading space.
+    r->detok = std::make_unique<StreamingDetokenizer>(*tokenizer_);
+    for (int32_t id : r->seq.token_ids) r->detok->Push(id);
+  }
+  r->ignore_eos = request.sampling.ignore_eos;
+  r->budget = budget;
+  r->submit_time = Now();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id = std::move(request.request_id);
+  if (id.empty()) {
+    do id = absl::StrCat("req-", next_id_++);
+    while (live_ids_.contains(id));
+  } else if (live_ids_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request '", id, "' is already running"));
+  }
+  const int64_t waiting = scheduler_waiting_ + static_cast<int64_t>(inbox_.size());
+  if (waiting >= config_.max_waiting) {
+    ++metrics_.num_requests_rejected;
+    return absl::ResourceExhaustedError(absl::StrCat("engine overloaded: ", waiting,
+                                                     " requests are waiting (limit ", config_.max_waiting,
+                                                     "); retry later"));
+  }
+  r->seq.id = id;
+  r->handle = std::make_shared<RequestHandle>(id, len, std::move(request.on_event));
+  std::shared_ptr<RequestHandle> handle = r->handle;
+  live_ids_.insert(id);
+  inbox_.push_back(std::move(r));
+  cv_.notify_all();
+  return handle;
+}
+
+bool Engine::Abort(std::string_view request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string id(request_id);
+  if (!live_ids_.contains(id)) return false;
+  aborts_.push_back(id);
+  cv_.notify_all();
+  return true;
+}
+
+int64_t Engine::num_live_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(live_ids_.size());
+}
+
+EngineMetrics Engine::Metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineMetrics m = metrics_;
+  m.num_waiting = scheduler_waiting_ + static_cast<int32_t>(inbox_.size());
+  return m;
+}
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) return;
+  started_ = true;
+  stop_ = false;
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) return;
+    stop_ = true;
+    cv_.notify_all();
+  }
+  loop_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = false;
+}
+
+void Engine::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !aborts_.empty() || has_work_; });
+      if (stop_) return;
+    }
+    std::lock_guard<std::mutex> g(step_mu_);
+    // A failed step has already ended its requests with "error"; keep serving the others.
+    StepLocked().IgnoreError();
+  }
+}
+
+absl::StatusOr<bool> Engine::Step() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return absl::FailedPreconditionError("Engine::Step: the background loop is running");
+  }
+  std::lock_guard<std::mutex> g(step_mu_);
+  return StepLocked();
+}
+
+void Engine::TakeInbox() {
+  std::vector<std::unique_ptr<LiveRequest>> inbox;
+  std::vector<std::string> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (auto& r : inbox) {
+    LiveRequest* raw = r.get();
+    const std::string id = raw->seq.id;
+    live_[id] = std::move(r);
+    if (absl::Status s = scheduler_->AddSequence(&raw->seq); !s.ok())
+      FinishRequest(*raw, kFinishError, std::string(s.message()), {});
+  }
+  for (const std::string& id : aborts) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;  // ended meanwhile
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++metrics_.num_requests_aborted;
+    }
+    FinishRequest(*it->second, kFinishAborted, "", {});
+  }
+}
+
+void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event) {
+  std::string why = reason;
+  if (r.detok && !r.stops->stopped()) {
+    StopChecker::Result res = r.stops->Feed(r.detok->Flush());
+    event.text += res.text;
+    if (res.stopped) {
+      if (why == kFinishEos || why == kFinishLength) why = kFinishStopString;
+    } else {
+      event.text += r.stops->Flush();
+    }
+  }
+  if (r.seq.status != SequenceStatus::kFinished) scheduler_->FinishSequence(&r.seq).IgnoreError();
+  const double now = Now();
+  const int64_t n = static_cast<int64_t>(r.seq.generated_ids().size());
+  const double ttft = r.first_token_time >= 0 ? r.first_token_time - r.submit_time : -1;
+  const double tpot = n >= 2 ? (r.last_token_time - r.first_token_time) / static_cast<double>(n - 1) : -1;
+  r.handle->SetStats(r.seq.num_cached_tokens, r.seq.num_preemptions, ttft, tpot, now - r.submit_time);
+  event.finished = true;
+  event.finish_reason = why;
+  event.error = std::move(error);
+  const std::string id = r.seq.id;
+  {
+    // Counted before the stream ends, so a client that saw the end sees it in Metrics().
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ttft >= 0) metrics_.ttft.Record(ttft);
+    if (tpot >= 0) metrics_.tpot.Record(tpot);
+    ++metrics_.num_requests_finished;
+    live_ids_.erase(id);
+  }
+  r.handle->Push(std::move(event));
+  live_.erase(id);  // destroys r
+}
+
+void Engine::ProcessSample(LiveRequest& r, std::span<const float> logits, int64_t step) {
+  const int32_t tok = r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids());
+  StreamEvent ev;
+  ev.step = step;
+  if (tok < 0) {
+    FinishRequest(r, kFinishError, "sampling failed: the logits row has no finite value", std::move(ev));
+    return;
+  }
+  const double now = Now();
+  if (r.first_token_time < 0) r.first_token_time = now;
+  if (!r.ignore_eos && std::binary_search(stop_tokens_.begin(), stop_tokens_.end(), tok)) {
+    FinishRequest(r, kFinishEos, "", std::move(ev));
+    return;
+  }
+  r.last_token_time = now;
+  r.seq.token_ids.push_back(tok);
+  ev.token_ids.push_back(tok);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++metrics_.num_generated_tokens;
+  }
+  if (r.detok) {
+    StopChecker::Result res = r.stops->Feed(r.detok->Push(tok));
+    ev.text = std::move(res.text);
+    if (res.stopped) {
+      FinishRequest(r, kFinishStopString, "", std::move(ev));
+      return;
+    }
+  }
+  if (static_cast<int64_t>(r.seq.generated_ids().size()) >= r.budget) {
+    FinishRequest(r, kFinishLength, "", std::move(ev));
+    return;
+  }
+  r.handle->Push(std::move(ev));
+}
+
+absl::StatusOr<bool> Engine::StepLocked() {
+  TakeInbox();
+  STRATA_ASSIGN_OR_RETURN(SchedulerOutput out, scheduler_->Schedule());
+  if (out.empty()) {
+    PublishMetrics(nullptr);
+    return false;
+  }
+  {
+    // KV use is highest right after scheduling, before this step's requests finish.
+    const int32_t used = kv_->pool().num_used_blocks();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (used >= metrics_.kv_blocks_used_peak) {
+      int64_t tokens = 0, slots = 0;
+      for (const Sequence* s : scheduler_->running()) {
+        tokens += kv_->NumTokens(s->id);
+        const BlockTable* t = kv_->GetBlockTable(s->id);
+        if (t != nullptr) slots += t->capacity_tokens();
+      }
+      metrics_.kv_blocks_used_peak = used;
+      metrics_.kv_token_utilization_at_peak = slots > 0 ? static_cast<double>(tokens) / static_cast<double>(slots) : 0;
+    }
+  }
+  absl::Status st = model_.CopyKvBlocks(kv_->TakePendingCopies());
+  absl::StatusOr<StepInput> in = st.ok() ? BuildStepInput(out, *kv_, model_.max_blocks_per_seq())
+                                         : absl::StatusOr<StepInput>(st);
+  if (in.ok()) st = model_.Forward(*in, &logits_);
+  else st = in.status();
+  if (!st.ok()) {
+    for (const ScheduledSequence& sc : out.scheduled) {
+      auto it = live_.find(sc.seq->id);
+      if (it != live_.end()) FinishRequest(*it->second, kFinishError, std::string(st.message()), {});
+    }
+    PublishMetrics(&out);
+    return st;
+  }
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  size_t row = 0;
+  for (const ScheduledSequence& sc : out.scheduled) {
+    if (!sc.samples) continue;
+    auto it = live_.find(sc.seq->id);
+    if (it != live_.end())
+      ProcessSample(*it->second, std::span<const float>(logits_).subspan(row * vocab, vocab), out.step);
+    ++row;
+  }
+  PublishMetrics(&out);
+  return true;
+}
+
+void Engine::PublishMetrics(const SchedulerOutput* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineMetrics& m = metrics_;
+  m.num_running = scheduler_->num_running();
+  scheduler_waiting_ = scheduler_->num_waiting();
+  m.kv_blocks_total = kv_->pool().num_blocks();
+  m.kv_blocks_used = kv_->pool().num_used_blocks();
+  m.kv_blocks_free = kv_->pool().num_free_blocks();
+  m.prefix_queried_tokens = kv_->prefix_cache_stats().queried_tokens;
+  m.prefix_hit_tokens = kv_->prefix_cache_stats().hit_tokens;
+  m.num_preemptions = scheduler_->num_preemptions();
+  if (out != nullptr) {
+    ++m.num_steps;
+    m.num_prefill_tokens += out->num_prefill_tokens;
+    m.num_decode_tokens += out->num_decode_tokens;
+  }
+  has_work_ = scheduler_->has_work();
+}
+
+}  // namespace strata

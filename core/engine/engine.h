@@ -1,0 +1,138 @@
+// The serving engine: continuous batching over one model.
+//
+//   auto engine = Engine::Create(model, tokenizer, config);
+//   engine->Start();                               // background step loop
+//   auto handle = engine->Submit(request);         // or ResourceExhausted: overloaded
+//   while (auto ev = (*handle)->Next()) ...        // pull, or request.on_event (callback)
+//   engine->Abort(id);                             // blocks freed in the next step
+//
+// Each step: take new submissions and aborts (aborted requests free their blocks and end
+// their streams with "aborted"), let the Scheduler pick the batch, apply the KV manager's
+// copy-on-write pairs, run one ragged forward pass, sample each sequence that completed
+// its prompt or decoded (a Sampler per request), check stop conditions (stop tokens as
+// Generator::StopTokens, stop strings, max tokens, the context) and stream the tokens and
+// text. Finished requests free their blocks in that same step.
+//
+// Without Start(), the caller drives the engine with Step() (tests and the offline
+// benchmark do, for reproducible step counts).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/engine/engine_metrics.h"
+#include "core/engine/request.h"
+#include "core/engine/request_handle.h"
+#include "core/kv/kv_cache_manager.h"
+#include "core/model/llama_model.h"
+#include "core/scheduler/scheduler.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace strata {
+
+struct EngineConfig {
+  // Must not exceed the model's ModelRuntimeOptions max_seqs / max_batch_tokens.
+  int32_t max_num_seqs = 16;
+  int32_t max_batched_tokens = 512;
+  SchedulingPolicyConfig policy;
+  bool enable_prefix_caching = true;  // --no-prefix-cache
+  // Requests waiting to be admitted (submitted or queued); beyond it Submit answers
+  // ResourceExhausted ("overloaded").
+  int32_t max_waiting = 4096;
+  // Mixed into every prefix-cache hash (e.g. the model path).
+  std::string model_identity;
+};
+
+class Engine {
+ public:
+  // The KV pool has the model's num_blocks blocks of its block_size. `model` and
+  // `tokenizer` (may be null: no text, no stop strings, prompts as ids only) must outlive
+  // the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(LlamaModel& model,
+                                                        const Tokenizer* tokenizer,
+                                                        EngineConfig config);
+  // Stops the loop; requests still in flight end with "aborted".
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; it joins the batch at the next step. InvalidArgument for bad sampling
+  // params, an empty or too long prompt, token ids outside the vocabulary, or a request
+  // that could never fit the KV pool; AlreadyExists for a live duplicate id;
+  // ResourceExhausted when the waiting queue is full (overloaded).
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(EngineRequest request);
+
+  // Ends the request at the next step (its blocks are freed in that step and its stream
+  // ends with "aborted"). False when no live request has this id.
+  bool Abort(std::string_view request_id);
+
+  // Background step loop.
+  void Start();
+  void Stop();
+
+  // One step in the caller's thread (only while the loop is not started). Returns false
+  // when there was nothing to run. An error of the forward pass ends the step's requests
+  // with "error" and is returned.
+  absl::StatusOr<bool> Step();
+
+  // Submitted requests that have not ended.
+  int64_t num_live_requests() const;
+  EngineMetrics Metrics() const;
+
+  // The step thread's state: only for callers driving Step() themselves.
+  const KvCacheManager& kv_cache() const { return *kv_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
+
+ private:
+  struct LiveRequest;
+
+  Engine(LlamaModel& model, const Tokenizer* tokenizer, EngineConfig config);
+  absl::StatusOr<bool> StepLocked();  // the step itself (step thread)
+  void TakeInbox();
+  void FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event);
+  void ProcessSample(LiveRequest& r, std::span<const float> logits, int64_t step);
+  void FailAll(const absl::Status& status);
+  void Loop();
+  void PublishMetrics(const SchedulerOutput* out);
+
+  LlamaModel& model_;
+  const Tokenizer* tokenizer_;
+  EngineConfig config_;
+  std::vector<int32_t> stop_tokens_;
+  int64_t max_context_ = 0;
+
+  // Step-thread state.
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::flat_hash_map<std::string, std::unique_ptr<LiveRequest>> live_;
+  std::vector<float> logits_;
+  std::mutex step_mu_;  // one Step() at a time
+
+  // Shared with submitters.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<LiveRequest>> inbox_;
+  std::vector<std::string> aborts_;
+  absl::flat_hash_set<std::string> live_ids_;
+  int64_t next_id_ = 0;
+  int32_t scheduler_waiting_ = 0;
+  bool has_work_ = false;
+  bool stop_ = false;
+  bool started_ = false;
+  std::thread loop_;
+  EngineMetrics metrics_;
+};
+
+}  // namespace strata

@@ -1,0 +1,44 @@
+// Engine-wide counters for the server's /metrics and for benchmarks, as one consistent
+// snapshot taken at the end of a step.
+#pragma once
+
+#include <cstdint>
+
+#include "core/engine/latency_histogram.h"
+
+namespace strata {
+
+struct EngineMetrics {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;  // scheduler's queue plus submitted, not yet seen by a step
+
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;  // owned by at least one request
+  int32_t kv_blocks_free = 0;  // on the free queue (cached ones included)
+  int32_t kv_blocks_used_peak = 0;
+  // At the step with the most blocks used: tokens held by the running requests / slots of
+  // the blocks in their tables. Paging wastes at most one partial block per sequence.
+  double kv_token_utilization_at_peak = 0;
+
+  int64_t prefix_queried_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  double prefix_hit_rate() const {
+    return prefix_queried_tokens > 0
+               ? static_cast<double>(prefix_hit_tokens) / static_cast<double>(prefix_queried_tokens)
+               : 0.0;
+  }
+
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;             // steps that ran a forward pass
+  int64_t num_prefill_tokens = 0;    // prompt (and recompute) tokens computed
+  int64_t num_decode_tokens = 0;     // decode tokens computed
+  int64_t num_generated_tokens = 0;  // tokens streamed to clients
+  int64_t num_requests_finished = 0;  // any reason, aborted included
+  int64_t num_requests_aborted = 0;
+  int64_t num_requests_rejected = 0;  // overloaded
+
+  LatencyHistogram ttft;  // submit -> first token, seconds
+  LatencyHistogram tpot;  // per request: (last token - first token) / (tokens - 1)
+};
+
+}  // namespace strata

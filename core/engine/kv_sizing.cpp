@@ -1,0 +1,31 @@
+#include "core/engine/kv_sizing.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/device/device.h"
+
+namespace strata {
+
+uint64_t KvBytesPerBlock(const ModelConfig& c, int32_t block_size, strata_dtype kv_dtype) {
+  return static_cast<uint64_t>(c.num_layers) * 2 * static_cast<uint64_t>(block_size) *
+         static_cast<uint64_t>(c.num_kv_heads) * static_cast<uint64_t>(c.head_dim) * DTypeSize(kv_dtype);
+}
+
+uint64_t ModelTensorBytes(const ModelFile& file) {
+  uint64_t total = 0;
+  for (const auto& [name, t] : file.tensors) total += t.bytes;
+  return total;
+}
+
+int32_t KvBlocksForMemory(uint64_t free_bytes, double fraction, uint64_t weight_bytes,
+                          uint64_t bytes_per_block, int32_t min_blocks, int32_t max_blocks) {
+  const double usable = static_cast<double>(free_bytes) * fraction - static_cast<double>(weight_bytes);
+  double blocks = bytes_per_block > 0 && usable > 0 ? usable / static_cast<double>(bytes_per_block) : 0;
+  blocks = std::min(blocks, static_cast<double>(std::numeric_limits<int32_t>::max() / 2));
+  int32_t n = static_cast<int32_t>(blocks);
+  if (max_blocks > 0) n = std::min(n, max_blocks);
+  return std::max(n, min_blocks);
+}
+
+}  // namespace strata

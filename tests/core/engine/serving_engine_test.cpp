@@ -1,0 +1,423 @@
+// The serving engine on the CPU backend (f32): every request's greedy output in a mixed,
+// continuously batched workload equals its output run alone (llama2.c's own greedy runs
+// for the stories260K prompts, the single-request Generator for the rest), with and
+// without the prefix cache and with preemption forced by a tiny KV pool; aborts free
+// blocks in the step they happen; a long prompt never stalls running decodes for more
+// than one chunk; a shared 1,000-token prefix is computed once.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "core/engine/engine.h"
+#include "core/engine/generator.h"
+#include "core/model/model_tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/core/engine/cpu_test_device.h"
+
+namespace strata {
+namespace {
+
+const std::string kStoriesDir = std::string(STRATA_SHARED_DIR) + "/models/stories260K";
+const std::string kHfDir = std::string(STRATA_SHARED_DIR) + "/models/hf-tiny";
+
+struct Loaded {
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<ModelFile> file;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<LlamaModel> model;
+};
+
+// Skips (with the reason) when the shared model is missing; fails on a load error.
+Loaded LoadModel(const std::string& path, int32_t batch_tokens, int32_t max_seqs, int32_t num_blocks) {
+  Loaded l;
+  if (!std::filesystem::exists(path)) return l;
+  l.dev = testing::OpenCpuTestDevice();
+  if (l.dev == nullptr) return l;
+  auto file = LoadModelFile(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return l;
+  l.file = std::move(*file);
+  auto tok = LoadModelTokenizer(*l.file);
+  if (tok.ok()) l.tok = std::move(*tok);
+  ModelRuntimeOptions o;
+  o.max_batch_tokens = batch_tokens;
+  o.max_seqs = max_seqs;
+  o.block_size = 16;
+  o.num_blocks = num_blocks;
+  auto m = LlamaModel::Load(*l.dev, *l.file, o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (m.ok()) l.model = std::move(*m);
+  return l;
+}
+
+#define REQUIRE_MODEL(l, path)                                                   \
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path; \
+  ASSERT_NE((l).model, nullptr)
+
+struct Case {
+  std::vector<int32_t> prompt;
+  int max_new = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> expected;
+};
+
+// stories260K's llama2.c greedy runs (the outside reference), plus random prompts (some
+// sharing a 40-token prefix) whose reference is the single-request Generator.
+std::vector<Case> StoriesCases(LlamaModel& reference_model, const Tokenizer* tok) {
+  std::vector<Case> cases;
+  std::ifstream in(kStoriesDir + "/expected/greedy.json");
+  EXPECT_TRUE(in.good()) << "missing " << kStoriesDir << "/expected/greedy.json";
+  if (!in.good()) return cases;
+  for (const auto& rec : nlohmann::json::parse(in)) {
+    Case c;
+    c.prompt = rec["prompt_ids"].get<std::vector<int32_t>>();
+    c.max_new = rec["steps"].get<int>() - static_cast<int>(c.prompt.size()) + 1;
+    c.expected = rec["generated_ids"].get<std::vector<int32_t>>();
+    cases.push_back(c);
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok_dist(3, 511);
+  std::vector<int32_t> shared(40);
+  for (int32_t& t : shared) t = tok_dist(rng);
+  Generator gen(reference_model, tok);
+  for (int i = 0; i < 8; ++i) {
+    Case c;
+    if (i % 2 == 0) c.prompt = shared;
+    const int len = 5 + static_cast<int>(rng() % 120);
+    c.prompt.insert(c.prompt.begin(), 1);  // BOS
+    for (int j = 0; j < len; ++j) c.prompt.push_back(tok_dist(rng));
+    c.max_new = 10 + static_cast<int>(rng() % 50);
+    c.ignore_eos = true;
+    GenerationRequest req;
+    req.prompt_ids = c.prompt;
+    req.sampling.temperature = 0;
+    req.sampling.max_new_tokens = c.max_new;
+    req.sampling.ignore_eos = true;
+    auto res = gen.Generate(req);
+    EXPECT_TRUE(res.ok()) << res.status();
+    if (res.ok()) c.expected = res->generated_ids;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Submits every case at once and steps the engine until all are done.
+std::vector<RequestOutput> RunAll(Engine& engine, const std::vector<Case>& cases) {
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EngineRequest r;
+    r.request_id = "case-" + std::to_string(i);
+    r.prompt_ids = cases[i].prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = cases[i].max_new;
+    r.sampling.ignore_eos = cases[i].ignore_eos;
+    auto h = engine.Submit(r);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (h.ok()) handles.push_back(*h);
+  }
+  for (int steps = 0; steps < 100000; ++steps) {
+    auto more = engine.Step();
+    EXPECT_TRUE(more.ok()) << more.status();
+    EXPECT_TRUE(engine.kv_cache().CheckInvariants().ok()) << engine.kv_cache().CheckInvariants();
+    if (!more.ok() || !*more) break;
+  }
+  std::vector<RequestOutput> outs;
+  for (auto& h : handles) {
+    EXPECT_TRUE(h->finished()) << h->request_id() << " did not finish; "
+                               << engine.scheduler().num_waiting() << " waiting, "
+                               << engine.scheduler().num_running() << " running";
+    if (!h->finished()) return {};
+    outs.push_back(h->Wait());
+  }
+  return outs;
+}
+
+void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preemption) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  Loaded ref = LoadModel(path, 64, 1, 0);
+  ASSERT_NE(ref.model, nullptr);
+  const std::vector<Case> cases = StoriesCases(*ref.model, ref.tok.get());
+  ASSERT_EQ(cases.size(), 12u);
+
+  Loaded l = LoadModel(path, 64, 6, num_blocks);
+  ASSERT_NE(l.model, nullptr);
+  EngineConfig c;
+  c.max_num_seqs = 6;
+  c.max_batched_tokens = 64;
+  c.enable_prefix_caching = prefix_cache;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<RequestOutput> outs = RunAll(**engine, cases);
+  ASSERT_EQ(outs.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    EXPECT_EQ(outs[i].generated_ids, cases[i].expected);
+  }
+  const EngineMetrics m = (*engine)->Metrics();
+  if (expect_preemption) EXPECT_GT(m.num_preemptions, 0);
+  if (prefix_cache) EXPECT_GT(m.prefix_hit_tokens, 0);  // the shared 40-token prefix
+  else EXPECT_EQ(m.prefix_hit_tokens, 0);
+  EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
+  EXPECT_EQ(m.num_requests_finished, static_cast<int64_t>(cases.size()));
+}
+
+TEST(ServingEngine, MixedBatchMatchesAloneWithPrefixCache) { CheckMixedBatch(true, 512, false); }
+TEST(ServingEngine, MixedBatchMatchesAloneWithoutPrefixCache) { CheckMixedBatch(false, 512, false); }
+TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemption) { CheckMixedBatch(true, 20, true); }
+TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemptionNoCache) { CheckMixedBatch(false, 20, true); }
+
+// The hf-tiny models (GQA; QKV bias and tied embeddings): mixed batch vs Generator alone.
+class HfTinyServing : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTinyServing, MixedBatchMatchesAlone) {
+  const std::string path = kHfDir + "/" + GetParam();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  Loaded ref = LoadModel(path, 32, 1, 0);
+  ASSERT_NE(ref.model, nullptr);
+  const int32_t vocab = static_cast<int32_t>(ref.model->config().vocab_size);
+  std::mt19937 rng(11);
+  std::vector<Case> cases;
+  Generator gen(*ref.model, ref.tok.get());
+  for (int i = 0; i < 6; ++i) {
+    Case c;
+    const int len = 3 + static_cast<int>(rng() % 70);
+    for (int j = 0; j < len; ++j) c.prompt.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
+    c.max_new = 8 + static_cast<int>(rng() % 20);
+    c.ignore_eos = true;
+    GenerationRequest req;
+    req.prompt_ids = c.prompt;
+    req.sampling.temperature = 0;
+    req.sampling.max_new_tokens = c.max_new;
+    req.sampling.ignore_eos = true;
+    auto res = gen.Generate(req);
+    ASSERT_TRUE(res.ok()) << res.status();
+    c.expected = res->generated_ids;
+    cases.push_back(c);
+  }
+  Loaded l = LoadModel(path, 32, 4, 12);  // 12 blocks: preemption
+  ASSERT_NE(l.model, nullptr);
+  EngineConfig c;
+  c.max_num_seqs = 4;
+  c.max_batched_tokens = 32;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<RequestOutput> outs = RunAll(**engine, cases);
+  ASSERT_EQ(outs.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(outs[i].generated_ids, cases[i].expected) << "case " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfTinyServing, ::testing::Values("llama-gqa", "qwen2-bias"));
+
+TEST(ServingEngine, AbortMidDecodeFreesBlocksInThatStep) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 256);
+  REQUIRE_MODEL(l, path);
+  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{4, 64});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EngineRequest a, b;
+  a.request_id = "victim";
+  a.prompt = "Once upon a time";
+  a.sampling.temperature = 0;
+  a.sampling.max_new_tokens = 200;
+  a.sampling.ignore_eos = true;
+  b = a;
+  b.request_id = "other";
+  b.prompt = "Lily saw a big dog";
+  auto ha = (*engine)->Submit(a);
+  auto hb = (*engine)->Submit(b);
+  ASSERT_TRUE(ha.ok() && hb.ok());
+  int tokens = 0;
+  while (tokens < 5) {
+    ASSERT_TRUE(*(*engine)->Step());
+    while (auto ev = (*ha)->TryNext()) {
+      tokens += static_cast<int>(ev->token_ids.size());
+      if (tokens >= 5) break;
+    }
+  }
+  ASSERT_TRUE((*engine)->kv_cache().HasRequest("victim"));
+  const int32_t used_before = (*engine)->kv_cache().pool().num_used_blocks();
+  const int32_t victim_blocks = (*engine)->kv_cache().GetBlockTable("victim")->num_blocks();
+  EXPECT_TRUE((*engine)->Abort("victim"));
+  ASSERT_TRUE(*(*engine)->Step());  // "other" still decodes
+  EXPECT_FALSE((*engine)->kv_cache().HasRequest("victim"));
+  EXPECT_TRUE((*engine)->kv_cache().CheckInvariants().ok());
+  // The other request grew by at most one block meanwhile.
+  EXPECT_LE((*engine)->kv_cache().pool().num_used_blocks(), used_before - victim_blocks + 1);
+  ASSERT_TRUE((*ha)->finished());
+  RequestOutput out = (*ha)->Wait();
+  EXPECT_EQ(out.finish_reason, "aborted");
+  // The pull stream ends with the aborted event.
+  std::optional<StreamEvent> last;
+  while (auto ev = (*ha)->Next()) last = ev;
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(last->finished);
+  EXPECT_EQ(last->finish_reason, "aborted");
+  EXPECT_FALSE((*engine)->Abort("victim"));
+  EXPECT_EQ((*engine)->Metrics().num_requests_aborted, 1);
+}
+
+TEST(ServingEngine, LongPromptDoesNotStallDecodes) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 256);
+  REQUIRE_MODEL(l, path);
+  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{4, 64});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<RequestHandle>> decoders;
+  for (int i = 0; i < 3; ++i) {
+    EngineRequest r;
+    r.prompt_ids = {1, 403 + static_cast<int32_t>(i), 407, 261};
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = 60;
+    r.sampling.ignore_eos = true;
+    decoders.push_back(*(*engine)->Submit(r));
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(*(*engine)->Step());
+  EngineRequest big;
+  std::mt19937 rng(3);
+  big.prompt_ids.push_back(1);
+  for (int i = 0; i < 600; ++i) big.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % 500));
+  big.sampling.temperature = 0;
+  big.sampling.max_new_tokens = 4;
+  auto hbig = (*engine)->Submit(big);
+  ASSERT_TRUE(hbig.ok());
+  while (*(*engine)->Step()) {
+  }
+  const RequestOutput bo = (*hbig)->Wait();
+  ASSERT_FALSE(bo.token_steps.empty());
+  // 601 prompt tokens, 64 - 3 decode tokens of budget per step: at least 10 steps of prefill.
+  EXPECT_GE(bo.token_steps.front(), 3 + 10);
+  for (auto& h : decoders) {
+    const RequestOutput o = h->Wait();
+    ASSERT_EQ(o.generated_ids.size(), 60u);
+    for (size_t i = 1; i < o.token_steps.size(); ++i)
+      EXPECT_EQ(o.token_steps[i] - o.token_steps[i - 1], 1) << "token " << i;
+  }
+}
+
+TEST(ServingEngine, SharedPrefixIsComputedOnce) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 512, 16, 1024);
+  REQUIRE_MODEL(l, path);
+  ASSERT_GE(l.model->max_context(), 1100) << "stories260K.gguf should report context 2048";
+  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{16, 512});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::mt19937 rng(5);
+  std::vector<int32_t> prefix = {1};
+  while (prefix.size() < 1000) prefix.push_back(3 + static_cast<int32_t>(rng() % 500));
+  int64_t suffix_tokens = 0;
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 100; ++i) {
+    EngineRequest r;
+    r.prompt_ids = prefix;
+    const int n = 5 + static_cast<int>(rng() % 20);
+    for (int j = 0; j < n; ++j) r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % 500));
+    suffix_tokens += n;
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = 2;
+    r.sampling.ignore_eos = true;
+    hs.push_back(*(*engine)->Submit(r));
+  }
+  while (*(*engine)->Step()) {
+  }
+  const EngineMetrics m = (*engine)->Metrics();
+  EXPECT_LE(m.num_prefill_tokens, 1000 + suffix_tokens + 100 * 16);
+  EXPECT_GT(m.prefix_hit_tokens, 99 * 992 - 1);
+  for (auto& h : hs) EXPECT_EQ(h->Wait().generated_ids.size(), 2u);
+
+  // Same tokens, other cache_salt: a miss. Same salt as before: a hit.
+  EngineRequest salted;
+  salted.prompt_ids = prefix;
+  salted.prompt_ids.push_back(7);
+  salted.cache_salt = "report-v2";
+  salted.sampling.temperature = 0;
+  salted.sampling.max_new_tokens = 1;
+  EngineRequest unsalted = salted;
+  unsalted.cache_salt = "";
+  auto hs1 = (*engine)->Submit(salted);
+  while (*(*engine)->Step()) {
+  }
+  auto hs2 = (*engine)->Submit(unsalted);
+  while (*(*engine)->Step()) {
+  }
+  EXPECT_EQ((*hs1)->Wait().num_cached_tokens, 0);
+  EXPECT_EQ((*hs2)->Wait().num_cached_tokens, 992);
+}
+
+TEST(ServingEngine, OverloadAndBadRequestsAreClearErrors) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 64);
+  REQUIRE_MODEL(l, path);
+  EngineConfig c{4, 64};
+  c.max_waiting = 2;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EngineRequest r;
+  r.prompt_ids = {1, 403};
+  EXPECT_TRUE((*engine)->Submit(r).ok());
+  EXPECT_TRUE((*engine)->Submit(r).ok());
+  auto third = (*engine)->Submit(r);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_NE(third.status().message().find("overloaded"), std::string_view::npos);
+  EngineRequest bad;
+  EXPECT_TRUE(absl::IsInvalidArgument((*engine)->Submit(bad).status()));  // empty prompt
+  bad.prompt_ids = {1, 100000};
+  EXPECT_TRUE(absl::IsInvalidArgument((*engine)->Submit(bad).status()));  // outside vocab
+  bad.prompt_ids = {1, 2};
+  bad.sampling.max_new_tokens = 2000;  // would need 126 blocks of a 64-block pool
+  EXPECT_TRUE(absl::IsInvalidArgument((*engine)->Submit(bad).status()));
+  bad.sampling.max_new_tokens = 4;
+  bad.sampling.temperature = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument((*engine)->Submit(bad).status()));
+  EXPECT_FALSE(Engine::Create(*l.model, l.tok.get(), EngineConfig{8, 64}).ok());  // > model's max_seqs
+}
+
+TEST(ServingEngine, BackgroundLoopStreamsByCallbackAndPull) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 256);
+  REQUIRE_MODEL(l, path);
+  std::ifstream in(kStoriesDir + "/expected/greedy.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json rec = nlohmann::json::parse(in)[0];
+  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{4, 64});
+  ASSERT_TRUE(engine.ok());
+  (*engine)->Start();
+  EngineRequest r;
+  r.prompt = rec["prompt"].get<std::string>();
+  r.sampling.temperature = 0;
+  r.sampling.max_new_tokens = rec["steps"].get<int>() - static_cast<int>(rec["prompt_ids"].size()) + 1;
+  std::mutex mu;
+  std::string cb_text;
+  std::string cb_reason;
+  EngineRequest rc = r;
+  rc.on_event = [&](const StreamEvent& ev) {
+    std::lock_guard<std::mutex> g(mu);
+    cb_text += ev.text;
+    if (ev.finished) cb_reason = ev.finish_reason;
+  };
+  auto h1 = (*engine)->Submit(r);
+  auto h2 = (*engine)->Submit(rc);
+  ASSERT_TRUE(h1.ok() && h2.ok());
+  std::string pulled;
+  std::string reason;
+  while (auto ev = (*h1)->Next()) {
+    pulled += ev->text;
+    if (ev->finished) reason = ev->finish_reason;
+  }
+  const RequestOutput o2 = (*h2)->Wait();
+  const std::string want = rec["text"].get<std::string>();
+  EXPECT_EQ(rec["prompt"].get<std::string>() + pulled + "\n", want);
+  EXPECT_EQ((*h1)->Wait().generated_ids, rec["generated_ids"].get<std::vector<int32_t>>());
+  std::lock_guard<std::mutex> g(mu);
+  EXPECT_EQ(cb_text, pulled);
+  EXPECT_EQ(cb_reason, reason);
+  EXPECT_EQ(o2.text, pulled);
+  const EngineMetrics m = (*engine)->Metrics();
+  EXPECT_EQ(m.ttft.count(), 2);
+  (*engine)->Stop();
+}
+
+}  // namespace
+}  // namespace strata
