@@ -10,5 +10,6 @@ int RunCommand(const std::vector<std::string>& args);
 int TokenizeCommand(const std::vector<std::string>& args);
 int DevicesCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
+int ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace strata::cli

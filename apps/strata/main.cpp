@@ -1,4 +1,4 @@
-// strata: run | tokenize | devices | bench
+// strata: run | tokenize | devices | bench | serve
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,7 +12,8 @@ const char* kUsage =
     "  run       generate text from a prompt\n"
     "  tokenize  print the token ids of a text\n"
     "  devices   list backend plugins, their devices and the plugins refused\n"
-    "  bench     measure prefill and decode speed\n\n"
+    "  bench     measure prefill and decode speed\n"
+    "  serve     OpenAI-compatible HTTP server (completions, chat, streaming, /metrics)\n\n"
     "MODEL is a .gguf file, a llama2.c .bin (with --tokenizer FILE) or a Hugging Face\n"
     "directory (config.json + model.safetensors). 'strata COMMAND --help' shows the flags.\n";
 }  // namespace
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   if (cmd == "tokenize") return strata::cli::TokenizeCommand(args);
   if (cmd == "devices") return strata::cli::DevicesCommand(args);
   if (cmd == "bench") return strata::cli::BenchCommand(args);
+  if (cmd == "serve") return strata::cli::ServeCommand(args);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::cout << kUsage;
     return 0;

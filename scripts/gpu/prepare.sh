@@ -20,6 +20,7 @@ PKGS=(
   libxxhash-dev libxxhash0
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libgtest-dev
+  libcpp-httplib-dev libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev libbrotli1
   libgmock-dev
   pkgconf-bin libpkgconf3
 )

@@ -41,7 +41,7 @@ nlohmann::json Greedy() {
 TEST(Cli, RunJsonReproducesLlama2cGreedy) {
   const nlohmann::json rec = Greedy()[0];
   const int n = rec["generated_ids"].size();
-  Output o = RunStrata("run -m " + kStories + "/stories260K.gguf -p '" + rec["prompt"].get<std::string>() +
+  Output o = RunStrata("run --device cpu -m " + kStories + "/stories260K.gguf -p '" + rec["prompt"].get<std::string>() +
                  "' --temp 0 -n " + std::to_string(n) + " --json --threads 1");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
@@ -54,7 +54,7 @@ TEST(Cli, RunJsonReproducesLlama2cGreedy) {
 TEST(Cli, RunStopsOnBosWithEosReason) {
   const nlohmann::json rec = Greedy()[2];  // stops when llama2.c samples BOS
   ASSERT_EQ(rec["stop"].get<std::string>(), "bos");
-  Output o = RunStrata("run -m " + kStories + "/stories260K.bin --tokenizer " + kStories +
+  Output o = RunStrata("run --device cpu -m " + kStories + "/stories260K.bin --tokenizer " + kStories +
                  "/tok512.bin -p '" + rec["prompt"].get<std::string>() + "' --temp 0 -n 400 --json");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
@@ -63,7 +63,7 @@ TEST(Cli, RunStopsOnBosWithEosReason) {
 }
 
 TEST(Cli, PromptIdsAndLogits) {
-  Output o = RunStrata("run -m " + kStories + "/stories260K.gguf --prompt-ids 1,403,407 -n 3 --temp 0 --json --logits");
+  Output o = RunStrata("run --device cpu -m " + kStories + "/stories260K.gguf --prompt-ids 1,403,407 -n 3 --temp 0 --json --logits");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["prompt_ids"], nlohmann::json({1, 403, 407}));
@@ -76,7 +76,7 @@ TEST(Cli, PromptIdsAndLogits) {
 }
 
 TEST(Cli, StopStringEndsGeneration) {
-  Output o = RunStrata("run -m " + kStories + "/stories260K.gguf -p 'Once upon a time' --temp 0 -n 100 --stop Lily --json");
+  Output o = RunStrata("run --device cpu -m " + kStories + "/stories260K.gguf -p 'Once upon a time' --temp 0 -n 100 --stop Lily --json");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["stop"].get<std::string>(), "stop_string");
@@ -131,13 +131,13 @@ TEST(Cli, CorruptModelGivesClearErrorNotCrash) {
     std::string data((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
     std::ofstream(path, std::ios::binary) << data.substr(0, data.size() / 3);
   }
-  Output o = RunStrata("run -m " + path + " -p hi --json", /*merge_stderr=*/true);
+  Output o = RunStrata("run --device cpu -m " + path + " -p hi --json", /*merge_stderr=*/true);
   EXPECT_EQ(o.exit_code, 1) << o.out;
   EXPECT_NE(o.out.find(path), std::string::npos) << o.out;
 }
 
 TEST(Cli, UnknownDeviceIsAnError) {
-  Output o = RunStrata("run -m " + kStories + "/stories260K.gguf -p hi --device nosuch", true);
+  Output o = RunStrata("run --device cpu -m " + kStories + "/stories260K.gguf -p hi --device nosuch", true);
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_NE(o.out.find("nosuch"), std::string::npos) << o.out;
 }

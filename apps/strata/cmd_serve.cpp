@@ -1,0 +1,221 @@
+// strata serve: the OpenAI-compatible HTTP server (serving/) over the continuous-batching
+// engine. Every flag can also come from the environment as STRATA_<FLAG> (upper case,
+// '-' -> '_', e.g. STRATA_PORT, STRATA_API_KEY); a flag on the command line wins.
+#include <signal.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "apps/strata/commands.h"
+#include "apps/strata/runtime.h"
+#include "core/chat/chat_template.h"
+#include "core/common/status_macros.h"
+#include "core/engine/engine.h"
+#include "core/model/model_tokenizer.h"
+#include "serving/openai_server.h"
+
+namespace strata::cli {
+namespace {
+
+void AddServeFlags(FlagSet& f) {
+  f.Value("host", "", "127.0.0.1", "address to listen on (0.0.0.0 exposes the server to the network)");
+  f.Value("port", "", "8080", "TCP port; 0 = any free port (printed at start)");
+  f.Value("api-key", "", "", "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
+  f.Value("served-model-name", "", "", "the model name clients send; default: the model file's name");
+  f.Value("chat-template", "", "", "Jinja chat template file, instead of (or for a model without) its own");
+  f.Value("max-num-seqs", "", "16", "requests in the running batch");
+  f.Value("max-waiting", "", "1024", "requests allowed to wait for admission; beyond it 429");
+  f.Value("num-kv-blocks", "", "0", "KV-cache blocks; 0 = enough for max-num-seqs full contexts");
+  f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
+  f.Switch("no-prefix-cache", "disable automatic prefix caching");
+  f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
+  f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
+  f.Value("shutdown-timeout", "", "30", "seconds in-flight requests get to finish after SIGINT/SIGTERM");
+}
+
+// STRATA_<NAME> variables become flags placed before the command line's, so the command
+// line overrides them. The flag names are read from the FlagSet's help, its one list.
+std::vector<std::string> ArgsWithEnvironment(const FlagSet& f, const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  std::istringstream help(f.Help());
+  for (std::string line; std::getline(help, line);) {
+    const size_t dash = line.find("--");
+    if (dash == std::string::npos || line.find_first_not_of(" -", 0) == std::string::npos) continue;
+    const size_t end = line.find(' ', dash);
+    const std::string name = line.substr(dash + 2, end == std::string::npos ? std::string::npos : end - dash - 2);
+    if (name.empty() || name == "help") continue;
+    const bool takes_value = line.compare(end, 6, " VALUE") == 0;
+    std::string var = "STRATA_" + name;
+    for (char& c : var) c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const char* v = std::getenv(var.c_str());
+    if (v == nullptr) continue;
+    if (takes_value) {
+      out.push_back(absl::StrCat("--", name, "=", v));
+    } else {
+      const std::string s = absl::AsciiStrToLower(v);
+      if (s == "1" || s == "true" || s == "yes" || s == "on") out.push_back("--" + name);
+    }
+  }
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--chat-template: cannot open '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// LoadModel() of runtime.h sizes the model for one sequence; the server needs a batch.
+absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs) {
+  if (!f.Get("synthetic").empty()) return absl::InvalidArgumentError("serve needs a real model with a tokenizer, not --synthetic");
+  if (f.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) is required");
+  ModelRuntime rt;
+  STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(f.Get("model"), f.Get("tokenizer")));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(*rt.file);
+  if (!tok.ok())
+    return absl::Status(tok.status().code(), absl::StrCat("serve needs the model's tokenizer: ", tok.status().message()));
+  rt.tokenizer = std::move(*tok);
+  ModelRuntimeOptions o;
+  STRATA_ASSIGN_OR_RETURN(int64_t ctx, f.Int("ctx-size"));
+  STRATA_ASSIGN_OR_RETURN(int64_t bt, f.Int("batch-tokens"));
+  STRATA_ASSIGN_OR_RETURN(int64_t bs, f.Int("block-size"));
+  STRATA_ASSIGN_OR_RETURN(int64_t blocks, f.Int("num-kv-blocks"));
+  if (ctx < 0 || bt <= 0 || bs <= 0 || blocks < 0)
+    return absl::InvalidArgumentError("--ctx-size, --batch-tokens, --block-size, --num-kv-blocks must be positive");
+  o.max_context = ctx;
+  o.max_batch_tokens = static_cast<int32_t>(bt);
+  o.block_size = static_cast<int32_t>(bs);
+  o.num_blocks = static_cast<int32_t>(blocks);
+  o.max_seqs = max_seqs;
+  if (f.Get("kv-dtype") != "auto") {
+    STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(f.Get("kv-dtype")));
+  }
+  STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
+  rt.file->DropTensorData();  // as LoadModel() does: the device holds the weights now
+  return rt;
+}
+
+absl::Status Serve(const FlagSet& f) {
+  // Signals are taken by one thread with sigwait(); every thread started from here on
+  // (engine loop, HTTP pool) inherits the blocked mask. SIGPIPE from a vanished client
+  // must never kill the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  serving::ServerOptions so;
+  so.host = f.Get("host");
+  STRATA_ASSIGN_OR_RETURN(int64_t port, f.Int("port"));
+  if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535], got ", port));
+  so.port = static_cast<int>(port);
+  so.api_key = f.Get("api-key");
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_waiting, f.Int("max-waiting"));
+  STRATA_ASSIGN_OR_RETURN(int64_t body, f.Int("max-body-bytes"));
+  STRATA_ASSIGN_OR_RETURN(int64_t threads, f.Int("http-threads"));
+  STRATA_ASSIGN_OR_RETURN(double shutdown_timeout, f.Double("shutdown-timeout"));
+  if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
+  if (max_waiting <= 0) return absl::InvalidArgumentError("--max-waiting must be positive");
+  if (body <= 0) return absl::InvalidArgumentError("--max-body-bytes must be positive");
+  if (threads <= 0 || threads > 16384) return absl::InvalidArgumentError("--http-threads must be in [1, 16384]");
+  if (!(shutdown_timeout >= 0)) return absl::InvalidArgumentError("--shutdown-timeout must be >= 0");
+  so.max_body_bytes = static_cast<size_t>(body);
+  so.http_threads = static_cast<int>(threads);
+  so.shutdown_timeout_s = shutdown_timeout;
+
+  std::optional<ChatTemplate> override_template;
+  if (!f.Get("chat-template").empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string src, ReadFile(f.Get("chat-template")));
+    absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(std::move(src));
+    if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("--chat-template ", f.Get("chat-template"), ": ", t.status().message()));
+    override_template = std::move(*t);
+  }
+
+  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
+  STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs)));
+  std::optional<ChatTemplate> model_template;
+  if (!override_template && !m.file->chat_template.empty()) {
+    absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(m.file->chat_template);
+    if (t.ok()) model_template = std::move(*t);
+    else std::cerr << "strata serve: warning: the model's chat template cannot be used (" << t.status().message()
+                   << "); chat requests will get 400 unless --chat-template is given\n";
+  }
+  const ChatTemplate* chat = override_template ? &*override_template : model_template ? &*model_template : nullptr;
+
+  EngineConfig ec;
+  ec.max_num_seqs = static_cast<int32_t>(max_seqs);
+  ec.max_batched_tokens = m.model->options().max_batch_tokens;
+  ec.max_waiting = static_cast<int32_t>(max_waiting);
+  ec.enable_prefix_caching = !f.On("no-prefix-cache");
+  STRATA_ASSIGN_OR_RETURN(ec.policy.policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
+  ec.model_identity = m.file->source_path;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
+
+  so.served_model_name = f.Get("served-model-name");
+  if (so.served_model_name.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(f.Get("model"), '/', absl::SkipEmpty());
+    so.served_model_name = parts.empty() ? f.Get("model") : parts.back();
+  }
+  so.max_context = m.model->max_context();
+
+  serving::OpenAiServer server(so, *engine, *m.tokenizer, chat);
+  STRATA_RETURN_IF_ERROR(server.Bind());
+  engine->Start();
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::cerr << "strata serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining (up to "
+              << so.shutdown_timeout_s << " s)\n";
+    server.Shutdown();
+  });
+  std::cerr << "strata serve: model '" << so.served_model_name << "' (context " << so.max_context << ", "
+            << m.model->options().num_blocks << " KV blocks of " << m.model->options().block_size << ") on "
+            << dev.plugin->name << "; chat template: " << (chat ? "yes" : "none") << "\n";
+  // One line a supervisor (or test) can wait for: the port is known and the server accepts.
+  std::cout << "strata serve: listening on http://" << so.host << ":" << server.port() << std::endl;
+  server.Serve();
+  // Serve() returns only after Shutdown() began; wait for its drain to finish.
+  signal_waiter.join();
+  engine->Stop();
+  std::cerr << "strata serve: stopped\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ServeCommand(const std::vector<std::string>& args) {
+  FlagSet f("serve", "strata serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [flags]");
+  AddModelFlags(f);
+  AddServeFlags(f);
+  AddDeviceFlags(f);
+  if (absl::Status s = f.Parse(ArgsWithEnvironment(f, args)); !s.ok()) {
+    std::cerr << "strata serve: " << s.message() << "\n";
+    return 2;
+  }
+  if (f.help_requested()) {
+    std::cout << f.Help()
+              << "\nEvery flag can also be set as an environment variable STRATA_<FLAG>, e.g. STRATA_PORT=8000,\n"
+                 "STRATA_API_KEY=..., STRATA_NO_PREFIX_CACHE=1; the command line wins.\n";
+    return 0;
+  }
+  if (absl::Status s = Serve(f); !s.ok()) {
+    std::cerr << "strata serve: " << s.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace strata::cli

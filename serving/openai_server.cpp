@@ -1,0 +1,640 @@
+#include "serving/openai_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <thread>
+#include <variant>
+
+#include <httplib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "serving/api_error.h"
+#include "serving/choice_stream.h"
+#include "serving/constant_time.h"
+#include "serving/elastic_thread_pool.h"
+#include "serving/openai_request.h"
+
+namespace strata::serving {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// How long an HTTP thread waits for events before it looks at the world again.
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// OpenAI's finish reasons; "abort" (vLLM's word) for requests cut by shutdown or a hang-up.
+std::string OpenAiFinishReason(const std::string& engine_reason) {
+  if (engine_reason == kFinishEos || engine_reason == kFinishStopString) return "stop";
+  if (engine_reason == kFinishLength) return "length";
+  if (engine_reason == kFinishAborted) return "abort";
+  return "error";
+}
+
+struct Choice {
+  std::string text;
+  int64_t tokens = 0;
+  std::string finish_reason;  // OpenAI's word, set when finished
+  std::string error;
+  bool role_sent = false;     // chat streaming: the first delta carries the role
+};
+
+// One generation call while it is in flight.
+struct Call {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;  // cmpl-... / chatcmpl-...
+  int64_t created = 0;
+  std::string model;
+  bool include_usage = false;
+  int64_t prompt_tokens = 0;
+  std::vector<std::string> engine_ids;  // one per choice
+  std::vector<Choice> choices;
+  std::shared_ptr<ChoiceStream> stream;
+  bool finished_sent = false;
+};
+
+}  // namespace
+
+struct OpenAiServer::Impl {
+  ServerOptions opt;
+  Engine& engine;
+  const Tokenizer& tokenizer;
+  const ChatTemplate* chat_template;
+  httplib::Server svr;
+  int listen_fd = -1;
+
+  std::atomic<bool> draining{false};
+  std::atomic<bool> shutdown_started{false};
+  std::mutex mu;
+  absl::flat_hash_set<std::string> in_flight;  // engine ids of requests being answered
+  ServerCounters counters;
+  std::atomic<uint64_t> next_id{0};
+  uint64_t id_salt = 0;
+
+  Impl(ServerOptions o, Engine& e, const Tokenizer& t, const ChatTemplate* c)
+      : opt(std::move(o)), engine(e), tokenizer(t), chat_template(c) {
+    id_salt = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+
+  std::string NewId(const char* prefix) {
+    const uint64_t n = next_id.fetch_add(1);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(id_salt ^ (n * 0x9E3779B97F4A7C15ull)),
+                  static_cast<unsigned long long>(n & 0xffffffffull));
+    return absl::StrCat(prefix, buf);
+  }
+
+  void CountStatus(int status) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counters.responses_by_status[status];
+  }
+
+  void SendError(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    if (e.status == 429) res.set_header("Retry-After", "1");
+    res.set_content(e.Body(), "application/json");
+  }
+
+  void SendJson(httplib::Response& res, const Json& j) {
+    res.status = 200;
+    res.set_content(Dump(j), "application/json");
+  }
+
+  // -- authentication, routing guards --------------------------------------------------
+
+  bool NeedsKey(const std::string& path) const {
+    return !opt.api_key.empty() &&
+           (absl::StartsWith(path, "/v1/") || path == "/tokenize" || path == "/detokenize");
+  }
+
+  bool KeyOk(const httplib::Request& req) const {
+    const std::string h = req.get_header_value("Authorization");
+    const std::string bearer = "Bearer ";
+    if (h.compare(0, bearer.size(), bearer) != 0) return false;
+    return ConstantTimeEquals(std::string_view(h).substr(bearer.size()), opt.api_key);
+  }
+
+  // -- request helpers ------------------------------------------------------------------
+
+  std::optional<ApiError> ParseBody(const httplib::Request& req, Json* out) {
+    try {
+      *out = Json::parse(req.body);
+    } catch (const Json::parse_error& e) {
+      return BadRequest(absl::StrCat("the request body is not valid JSON: ", e.what()));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> CheckModel(const std::string& model) {
+    if (model.empty() || model == opt.served_model_name) return std::nullopt;
+    ApiError e;
+    e.status = 404;
+    e.type = "invalid_request_error";
+    e.code = "model_not_found";
+    e.param = "model";
+    e.message = absl::StrCat("The model '", model, "' does not exist; this server serves '", opt.served_model_name, "'");
+    return e;
+  }
+
+  std::optional<std::string> BosText() const {
+    if (tokenizer.bos_id() < 0) return std::nullopt;
+    return tokenizer.TokenBytes(tokenizer.bos_id());
+  }
+  std::optional<std::string> EosText() const {
+    const std::vector<int32_t> eos = tokenizer.eos_ids();
+    if (eos.empty()) return std::nullopt;
+    return tokenizer.TokenBytes(eos[0]);
+  }
+
+  // The rendered chat as token ids. The template writes the BOS itself (as text), so the
+  // text is encoded without adding special tokens; a leading BOS string becomes the BOS id
+  // even for vocabularies that do not match special tokens inside text.
+  std::variant<std::vector<int32_t>, ApiError> RenderChat(const Json& messages, bool add_generation_prompt,
+                                                          const Json& extra) {
+    if (chat_template == nullptr)
+      return BadRequest(
+          "this model has no chat template (none in its GGUF metadata or tokenizer_config.json); "
+          "use /v1/completions, or start the server with --chat-template FILE",
+          "messages");
+    const std::optional<std::string> bos = BosText();
+    absl::StatusOr<std::string> text = chat_template->RenderChat(messages, add_generation_prompt, bos, EosText(), extra);
+    if (!text.ok()) return FromStatus(text.status(), "messages");
+    std::string_view rest = *text;
+    std::vector<int32_t> ids;
+    if (bos && !bos->empty() && rest.substr(0, bos->size()) == *bos) {
+      ids.push_back(tokenizer.bos_id());
+      rest.remove_prefix(bos->size());
+    }
+    std::vector<int32_t> body = tokenizer.Encode(rest, /*add_special=*/false);
+    ids.insert(ids.end(), body.begin(), body.end());
+    return ids;
+  }
+
+  std::optional<ApiError> CheckLength(int64_t prompt_len, const std::optional<int64_t>& max_tokens) {
+    if (prompt_len == 0) return BadRequest("the prompt is empty", "prompt");
+    const int32_t vocab = tokenizer.vocab_size();
+    (void)vocab;
+    if (prompt_len > opt.max_context)
+      return BadRequest(absl::StrCat("the prompt has ", prompt_len, " tokens, longer than the model's context of ",
+                                     opt.max_context, " tokens"),
+                        "prompt");
+    if (max_tokens && prompt_len + *max_tokens > opt.max_context + 1)
+      return BadRequest(absl::StrCat("the prompt has ", prompt_len, " tokens and max_tokens asks for ", *max_tokens,
+                                     " more: ", prompt_len + *max_tokens, " tokens exceed the model's context of ",
+                                     opt.max_context, " tokens"),
+                        "max_tokens");
+    return std::nullopt;
+  }
+
+  // -- generation ------------------------------------------------------------------------
+
+  void Forget(const Call& call) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& id : call.engine_ids) in_flight.erase(id);
+  }
+
+  void AbortUnfinished(const Call& call) {
+    for (size_t k = 0; k < call.engine_ids.size(); ++k)
+      if (!call.stream->finished(static_cast<int>(k))) engine.Abort(call.engine_ids[k]);
+  }
+
+  void CountFinished(const Choice& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counters.finished_by_reason[c.finish_reason];
+    counters.generation_tokens += c.tokens;
+  }
+
+  Json UsageJson(const Call& call) const {
+    int64_t completion = 0;
+    for (const Choice& c : call.choices) completion += c.tokens;
+    return Json{{"prompt_tokens", call.prompt_tokens},
+                {"completion_tokens", completion},
+                {"total_tokens", call.prompt_tokens + completion}};
+  }
+
+  Json ChunkHeader(const Call& call) const {
+    Json j;
+    j["id"] = call.id;
+    j["object"] = call.endpoint == Endpoint::kChatCompletions ? "chat.completion.chunk" : "text_completion";
+    j["created"] = call.created;
+    j["model"] = call.model;
+    return j;
+  }
+
+  // Applies one engine event to its choice; returns the SSE chunks it produces.
+  std::vector<Json> Apply(Call& call, ChoiceEvent& ce, bool streaming) {
+    Choice& c = call.choices[ce.index];
+    StreamEvent& ev = ce.event;
+    c.tokens += static_cast<int64_t>(ev.token_ids.size());
+    if (!streaming) c.text += ev.text;
+    if (ev.finished) {
+      c.finish_reason = OpenAiFinishReason(ev.finish_reason);
+      c.error = ev.error;
+      CountFinished(c);
+    }
+    std::vector<Json> chunks;
+    if (!streaming) return chunks;
+    const bool chat = call.endpoint == Endpoint::kChatCompletions;
+    auto make = [&](const Json& payload, const Json& finish) {
+      Json j = ChunkHeader(call);
+      Json choice;
+      choice["index"] = ce.index;
+      if (chat) {
+        choice["delta"] = payload;
+        choice["logprobs"] = nullptr;
+      } else {
+        choice["text"] = payload;
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = finish;
+      j["choices"] = Json::array({choice});
+      return j;
+    };
+    if (chat && !c.role_sent) {
+      c.role_sent = true;
+      chunks.push_back(make(Json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    }
+    if (!ev.text.empty()) chunks.push_back(make(chat ? Json{{"content", ev.text}} : Json(ev.text), nullptr));
+    if (ev.finished && c.finish_reason != "error")
+      chunks.push_back(make(chat ? Json::object() : Json(""), c.finish_reason));
+    return chunks;
+  }
+
+  Json FinalResponse(const Call& call) const {
+    Json j;
+    j["id"] = call.id;
+    j["object"] = call.endpoint == Endpoint::kChatCompletions ? "chat.completion" : "text_completion";
+    j["created"] = call.created;
+    j["model"] = call.model;
+    Json choices = Json::array();
+    for (size_t k = 0; k < call.choices.size(); ++k) {
+      const Choice& c = call.choices[k];
+      Json choice;
+      choice["index"] = k;
+      if (call.endpoint == Endpoint::kChatCompletions) {
+        choice["message"] = Json{{"role", "assistant"}, {"content", c.text}};
+      } else {
+        choice["text"] = c.text;
+      }
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = c.finish_reason;
+      choices.push_back(std::move(choice));
+    }
+    j["choices"] = std::move(choices);
+    j["usage"] = UsageJson(call);
+    return j;
+  }
+
+  void HandleGeneration(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    auto fail = [&](const ApiError& e) {
+      CountStatus(e.status);
+      SendError(res, e);
+    };
+    Json body;
+    if (auto e = ParseBody(req, &body)) return fail(*e);
+    GenerationParams g;
+    if (auto e = ParseGenerationRequest(body, endpoint, &g)) return fail(*e);
+    if (auto e = CheckModel(g.model)) return fail(*e);
+    if (g.want_logprobs)
+      return fail(BadRequest("logprobs are not supported by this server yet (the engine does not report them)",
+                             "logprobs"));
+
+    // Prompts as token ids.
+    std::vector<std::vector<int32_t>> prompts;
+    if (endpoint == Endpoint::kChatCompletions) {
+      auto r = RenderChat(g.messages, g.add_generation_prompt, g.template_extra);
+      if (auto* e = std::get_if<ApiError>(&r)) return fail(*e);
+      prompts.push_back(std::move(std::get<std::vector<int32_t>>(r)));
+    } else {
+      for (PromptInput& p : g.prompts)
+        prompts.push_back(p.is_ids ? std::move(p.ids) : tokenizer.Encode(p.text, /*add_special=*/true));
+    }
+    for (const std::vector<int32_t>& p : prompts) {
+      for (int32_t id : p)
+        if (id >= tokenizer.vocab_size())
+          return fail(BadRequest(absl::StrCat("token id ", id, " is outside the vocabulary of ", tokenizer.vocab_size()),
+                                 "prompt"));
+      if (auto e = CheckLength(static_cast<int64_t>(p.size()), g.max_tokens)) return fail(*e);
+    }
+    if (!g.max_tokens)
+      g.sampling.max_new_tokens = endpoint == Endpoint::kCompletions
+                                      ? opt.default_max_tokens
+                                      : static_cast<int>(std::max<int64_t>(1, opt.max_context));
+    if (absl::Status s = g.sampling.Validate(); !s.ok()) return fail(BadRequest(std::string(s.message())));
+    if (draining.load()) {
+      ApiError e;
+      e.status = 503;
+      e.type = "service_unavailable";
+      e.message = "the server is shutting down";
+      res.set_header("Connection", "close");
+      return fail(e);
+    }
+
+    auto call = std::make_shared<Call>();
+    call->endpoint = endpoint;
+    call->id = NewId(endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
+    call->created = static_cast<int64_t>(std::time(nullptr));
+    call->model = opt.served_model_name;
+    call->include_usage = g.include_usage;
+    const int num_choices = static_cast<int>(prompts.size()) * g.n;
+    call->choices.resize(num_choices);
+    call->stream = std::make_shared<ChoiceStream>(num_choices);
+    for (const auto& p : prompts) call->prompt_tokens += static_cast<int64_t>(p.size());
+
+    for (int k = 0; k < num_choices; ++k) {
+      EngineRequest er;
+      er.request_id = absl::StrCat(call->id, "-", k);
+      er.prompt_ids = prompts[k / g.n];
+      er.sampling = g.sampling;
+      // n seeded choices must differ, yet stay reproducible.
+      if (er.sampling.seed && g.n > 1) *er.sampling.seed += static_cast<uint64_t>(k % g.n);
+      er.cache_salt = g.cache_salt;
+      er.on_event = call->stream->CallbackFor(k);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        in_flight.insert(er.request_id);
+      }
+      const std::string eid = er.request_id;
+      absl::StatusOr<std::shared_ptr<RequestHandle>> h = engine.Submit(std::move(er));
+      if (!h.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          in_flight.erase(eid);
+        }
+        for (int j = k; j < num_choices; ++j) call->stream->MarkFinished(j);
+        AbortUnfinished(*call);
+        Forget(*call);
+        return fail(FromStatus(h.status(), "prompt"));
+      }
+      call->engine_ids.push_back(eid);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      counters.prompt_tokens += call->prompt_tokens * g.n;
+    }
+
+    if (!g.stream) {
+      while (true) {
+        std::vector<ChoiceEvent> events = call->stream->Take(kPollInterval);
+        for (ChoiceEvent& ce : events) Apply(*call, ce, /*streaming=*/false);
+        if (events.empty() && call->stream->all_finished()) break;
+      }
+      Forget(*call);
+      for (const Choice& c : call->choices) {
+        if (c.finish_reason == "error") {
+          ApiError e;
+          e.status = 500;
+          e.type = "internal_error";
+          e.message = absl::StrCat("generation failed: ", c.error);
+          return fail(e);
+        }
+      }
+      CountStatus(200);
+      SendJson(res, FinalResponse(*call));
+      return;
+    }
+
+    CountStatus(200);
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, call](size_t, httplib::DataSink& sink) {
+          auto send = [&](const std::string& data) {
+            const std::string frame = absl::StrCat("data: ", data, "\n\n");
+            return sink.write(frame.data(), frame.size());
+          };
+          std::vector<ChoiceEvent> events = call->stream->Take(kPollInterval);
+          for (ChoiceEvent& ce : events) {
+            const bool failed_before = call->choices[ce.index].finish_reason == "error";
+            for (const Json& chunk : Apply(*call, ce, /*streaming=*/true))
+              if (!send(Dump(chunk))) return false;  // the client hung up: the releaser aborts
+            const Choice& c = call->choices[ce.index];
+            if (!failed_before && c.finish_reason == "error") {
+              ApiError e;
+              e.status = 500;
+              e.type = "internal_error";
+              e.message = absl::StrCat("generation failed: ", c.error);
+              if (!send(e.Body())) return false;
+            }
+          }
+          if (events.empty() && call->stream->all_finished()) {
+            if (call->include_usage) {
+              Json j = ChunkHeader(*call);
+              j["choices"] = Json::array();
+              j["usage"] = UsageJson(*call);
+              if (!send(Dump(j))) return false;
+            }
+            if (!send("[DONE]")) return false;
+            call->finished_sent = true;
+            sink.done();
+          }
+          return true;
+        },
+        [this, call](bool success) {
+          if (!call->finished_sent) {
+            AbortUnfinished(*call);
+            std::lock_guard<std::mutex> lock(mu);
+            ++counters.client_disconnects;
+          }
+          Forget(*call);
+        });
+  }
+
+  // -- the other endpoints -----------------------------------------------------------------
+
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    if (auto e = ParseBody(req, &body)) return SendError(res, *e);
+    if (!body.is_object()) return SendError(res, BadRequest("the request body must be a JSON object"));
+    std::string model;
+    if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+    if (auto e = CheckModel(model)) return SendError(res, *e);
+    std::vector<int32_t> ids;
+    if (body.contains("messages")) {
+      GenerationParams g;
+      Json chat = body;
+      if (auto e = ParseGenerationRequest(chat, Endpoint::kChatCompletions, &g)) return SendError(res, *e);
+      auto r = RenderChat(g.messages, g.add_generation_prompt, g.template_extra);
+      if (auto* e = std::get_if<ApiError>(&r)) return SendError(res, *e);
+      ids = std::get<std::vector<int32_t>>(r);
+    } else {
+      auto it = body.find("prompt");
+      if (it == body.end() || !it->is_string())
+        return SendError(res, BadRequest("'prompt' (a string) or 'messages' is required", "prompt"));
+      bool add_special = true;
+      if (auto a = body.find("add_special_tokens"); a != body.end() && !a->is_null()) {
+        if (!a->is_boolean()) return SendError(res, BadRequest("'add_special_tokens' must be a boolean", "add_special_tokens"));
+        add_special = a->get<bool>();
+      }
+      ids = tokenizer.Encode(it->get<std::string>(), add_special);
+    }
+    SendJson(res, Json{{"count", ids.size()}, {"max_model_len", opt.max_context}, {"tokens", ids}});
+  }
+
+  void HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    if (auto e = ParseBody(req, &body)) return SendError(res, *e);
+    if (!body.is_object()) return SendError(res, BadRequest("the request body must be a JSON object"));
+    std::string model;
+    if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+    if (auto e = CheckModel(model)) return SendError(res, *e);
+    auto it = body.find("tokens");
+    if (it == body.end() || !it->is_array()) return SendError(res, BadRequest("'tokens' (a list of token ids) is required", "tokens"));
+    std::vector<int32_t> ids;
+    for (const Json& t : *it) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.vocab_size())
+        return SendError(res, BadRequest(absl::StrCat("'tokens' must hold token ids in [0, ", tokenizer.vocab_size(),
+                                                      "), got ", Dump(t)),
+                                         "tokens"));
+      ids.push_back(t.get<int32_t>());
+    }
+    SendJson(res, Json{{"prompt", tokenizer.Decode(ids, /*skip_special=*/false)}});
+  }
+
+  void Routes() {
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (NeedsKey(req.path) && !KeyOk(req)) {
+        ApiError e;
+        e.status = 401;
+        e.code = "invalid_api_key";
+        e.message = "missing or incorrect API key (send 'Authorization: Bearer KEY')";
+        SendError(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    svr.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      HandleGeneration(q, r, Endpoint::kCompletions);
+    });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      HandleGeneration(q, r, Endpoint::kChatCompletions);
+    });
+    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+      Json m{{"id", opt.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "strata"},
+             {"max_model_len", opt.max_context}};
+      SendJson(r, Json{{"object", "list"}, {"data", Json::array({m})}});
+    });
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+      if (draining.load()) {
+        r.status = 503;
+        r.set_content("{\"status\":\"shutting down\"}", "application/json");
+        return;
+      }
+      r.set_content("{\"status\":\"ok\"}", "application/json");
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      ServerCounters c;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        c = counters;
+      }
+      r.set_content(FormatPrometheus(engine.Metrics(), c, opt.served_model_name), "text/plain; version=0.0.4");
+    });
+    svr.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { HandleTokenize(q, r); });
+    svr.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) { HandleDetokenize(q, r); });
+    // httplib answers unknown routes (404), oversized bodies (413) and the like with an
+    // empty body; give them an OpenAI-style error object.
+    svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      ApiError e;
+      e.status = res.status;
+      if (res.status == 404) {
+        e.type = "not_found_error";
+        e.message = absl::StrCat("no route for ", req.method, " ", req.path);
+      } else if (res.status == 413) {
+        e.message = absl::StrCat("the request body is larger than the limit of ", opt.max_body_bytes, " bytes");
+        e.code = "request_too_large";
+      } else {
+        e.type = res.status >= 500 ? "internal_error" : "invalid_request_error";
+        e.message = absl::StrCat("HTTP ", res.status);
+      }
+      SendError(res, e);
+    });
+    svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      ApiError e;
+      e.status = 500;
+      e.type = "internal_error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& ex) {
+        e.message = absl::StrCat("internal error: ", ex.what());
+      } catch (...) {
+        e.message = "internal error";
+      }
+      SendError(res, e);
+    });
+  }
+};
+
+OpenAiServer::OpenAiServer(ServerOptions options, Engine& engine, const Tokenizer& tokenizer,
+                           const ChatTemplate* chat_template)
+    : impl_(std::make_unique<Impl>(std::move(options), engine, tokenizer, chat_template)) {
+  impl_->Routes();
+}
+
+OpenAiServer::~OpenAiServer() = default;
+
+absl::Status OpenAiServer::Bind() {
+  Impl& m = *impl_;
+  const int threads = std::max(8, m.opt.http_threads);
+  m.svr.new_task_queue = [threads] { return new ElasticThreadPool(static_cast<size_t>(threads)); };
+  m.svr.set_payload_max_length(m.opt.max_body_bytes);
+  m.svr.set_keep_alive_max_count(1000);
+  // Each SSE event is a small write that must leave at once, not wait for Nagle's ACK.
+  m.svr.set_tcp_nodelay(true);
+  // The listening socket's descriptor: httplib listens with a backlog of 5, too few for
+  // hundreds of clients connecting at once; Bind() raises it.
+  m.svr.set_socket_options([&m](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    m.listen_fd = fd;
+  });
+  if (m.opt.port == 0) {
+    port_ = m.svr.bind_to_any_port(m.opt.host);
+    if (port_ < 0) port_ = 0;
+  } else if (m.svr.bind_to_port(m.opt.host, m.opt.port)) {
+    port_ = m.opt.port;
+  }
+  if (port_ <= 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", m.opt.host, ":", m.opt.port,
+                                               " (address in use, or not a local address?)"));
+  if (m.listen_fd >= 0) ::listen(m.listen_fd, m.opt.listen_backlog);  // Linux: updates the backlog
+  return absl::OkStatus();
+}
+
+void OpenAiServer::Serve() { impl_->svr.listen_after_bind(); }
+
+void OpenAiServer::Shutdown() {
+  Impl& m = *impl_;
+  if (m.shutdown_started.exchange(true)) return;
+  m.draining = true;
+  // Stop accepting: shutting the listening socket down wakes httplib's accept(), whose
+  // loop then ends, and listen_after_bind() returns once every handler has returned.
+  // (Server::stop() would instead cut the open streams at once.)
+  if (m.listen_fd >= 0) ::shutdown(m.listen_fd, SHUT_RDWR);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(m.opt.shutdown_timeout_s);
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      if (m.in_flight.empty()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<std::string> rest;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    rest.assign(m.in_flight.begin(), m.in_flight.end());
+  }
+  for (const std::string& id : rest) m.engine.Abort(id);
+}
+
+}  // namespace strata::serving

@@ -1,0 +1,66 @@
+// The OpenAI-compatible HTTP server over one Engine:
+//   POST /v1/completions, /v1/chat/completions (SSE streaming), GET /v1/models, /health,
+//   /metrics, POST /tokenize, /detokenize.
+// Each HTTP connection is served by a thread of a pool sized for the open SSE streams
+// (cpp-httplib is thread-per-connection); those threads only submit to the engine and wait
+// on their ChoiceStream, so no HTTP work ever runs on, or waits for, the step loop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "core/chat/chat_template.h"
+#include "core/engine/engine.h"
+#include "core/tokenizer/tokenizer.h"
+#include "serving/prometheus_text.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace strata::serving {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0 = any free port (see OpenAiServer::port())
+  std::string api_key;              // empty = no authentication
+  std::string served_model_name;    // the `model` clients must name
+  size_t max_body_bytes = 8 << 20;  // larger bodies get 413
+  int http_threads = 512;           // concurrent connections (each SSE stream holds one)
+  int listen_backlog = 4096;        // pending connections the kernel queues
+  double shutdown_timeout_s = 30;   // after SIGTERM: in-flight requests get this long
+  int64_t max_context = 0;          // the model's context, for prompt-length errors
+  int32_t default_max_tokens = 16;  // completions without max_tokens (OpenAI's default)
+};
+
+class OpenAiServer {
+ public:
+  // `engine`, `tokenizer` (required: the HTTP API speaks text) and `chat_template` (may be
+  // null: chat answers 400) must outlive the server.
+  OpenAiServer(ServerOptions options, Engine& engine, const Tokenizer& tokenizer,
+               const ChatTemplate* chat_template);
+  ~OpenAiServer();
+
+  // Binds the listening socket (the port is known after this).
+  absl::Status Bind();
+  int port() const { return port_; }
+  // Serves until Shutdown() has finished draining. Returns after every handler returned.
+  void Serve();
+  // Stops accepting connections, lets in-flight requests finish for shutdown_timeout_s,
+  // then aborts the rest. Callable from any thread (e.g. a signal-waiting thread); blocks
+  // until the drain ended. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace strata::serving

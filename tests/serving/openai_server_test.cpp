@@ -1,0 +1,297 @@
+// `strata serve` as clients meet it: the real executable on a loopback port, spoken to
+// over HTTP. Greedy text is checked against `strata run --temp 0` and prompt ids against
+// the llama2.c reference; SSE framing, usage counts and every error status are checked.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "nlohmann/json.hpp"
+#include "tests/serving/http_test_client.h"
+#include "tests/serving/server_process.h"
+
+namespace strata::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string ChatTemplateFile() { return std::string(STRATA_SOURCE_DIR) + "/tests/serving/data/test_chat_template.jinja"; }
+
+// `strata run --json --temp 0` output for a prompt.
+json RunGreedy(const std::string& args) {
+  const std::string cmd = StrataBin() + " run --json --temp 0 --threads 1 -m " + StoriesModel() + " " + args + " 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  char buf[4096];
+  for (size_t n; p && (n = fread(buf, 1, sizeof buf, p.get())) > 0;) out.append(buf, n);
+  return json::parse(out, nullptr, false);
+}
+
+class OpenAiServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!FileExists(StoriesModel())) return;
+    server_ = new ServerProcess();
+    if (!server_->Start({"-m", StoriesModel(), "--chat-template", ChatTemplateFile(), "--served-model-name", "stories"}))
+      start_error_ = server_->error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!FileExists(StoriesModel())) GTEST_SKIP() << "missing shared model " << StoriesModel();
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+  }
+  static int port() { return server_->port(); }
+  static HttpResponse Post(const std::string& path, const json& body) { return Http(port(), "POST", path, body.dump()); }
+
+  static ServerProcess* server_;
+  static std::string start_error_;
+};
+ServerProcess* OpenAiServerTest::server_ = nullptr;
+std::string OpenAiServerTest::start_error_;
+
+void ExpectError(const HttpResponse& r, int status, const std::string& needle = "") {
+  EXPECT_EQ(r.status, status) << r.body;
+  json j = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("error")) << "not an OpenAI error object: " << r.body;
+  for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k << " in " << r.body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  if (!needle.empty()) EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r.body;
+}
+
+TEST_F(OpenAiServerTest, TokenizeMatchesTheLlama2cReference) {
+  std::ifstream in(std::string(STRATA_SHARED_DIR) + "/models/stories260K/expected/greedy.json");
+  ASSERT_TRUE(in) << "missing expected/greedy.json";
+  json ref = json::parse(in);
+  const json& r0 = ref.is_array() ? ref[0] : ref;
+  HttpResponse r = Post("/tokenize", {{"prompt", r0["prompt"]}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["tokens"], r0["prompt_ids"]);
+  HttpResponse d = Post("/detokenize", {{"tokens", r0["generated_ids"]}});
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_FALSE(json::parse(d.body)["prompt"].get<std::string>().empty());
+}
+
+TEST_F(OpenAiServerTest, GreedyCompletionEqualsStrataRun) {
+  json run = RunGreedy("-n 40 -p 'Once upon a time'");
+  ASSERT_TRUE(run.is_object()) << "strata run failed";
+  HttpResponse r = Post("/v1/completions", {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", 40},
+                                            {"temperature", 0}, {"user", "tester"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "stories");
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["text"], run["text"]);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], run["stop"] == "length" ? "length" : "stop");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], run["prompt_ids"].size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], run["generated_ids"].size());
+  EXPECT_EQ(j["usage"]["total_tokens"], run["prompt_ids"].size() + run["generated_ids"].size());
+}
+
+TEST_F(OpenAiServerTest, StreamingFramingAndUsage) {
+  json run = RunGreedy("-n 30 -p 'Once upon a time'");
+  ASSERT_TRUE(run.is_object());
+  HttpResponse r = Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0},
+                                            {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"].rfind("text/event-stream", 0), 0u);
+  bool framing_ok = false;
+  std::vector<std::string> data = SseData(r.body, &framing_ok);
+  EXPECT_TRUE(framing_ok) << r.body;
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  json usage;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    if (c.contains("usage")) {
+      EXPECT_EQ(i + 2, data.size()) << "the usage chunk comes last, before [DONE]";
+      EXPECT_TRUE(c["choices"].empty());
+      usage = c["usage"];
+      continue;
+    }
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, run["text"].get<std::string>());
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["prompt_tokens"], run["prompt_ids"].size());
+  EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+TEST_F(OpenAiServerTest, StopStringsAndNChoices) {
+  json run = RunGreedy("-n 40 -p 'Once upon a time'");
+  ASSERT_TRUE(run.is_object());
+  const std::string full = run["text"];
+  const size_t cut = full.find("Lily");
+  ASSERT_NE(cut, std::string::npos) << "reference text changed: " << full;
+  HttpResponse r = Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
+                                            {"stop", {"Lily", "zebra"}}, {"n", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u);
+  int64_t completion = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"].get<std::string>(), full.substr(0, cut));
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "stop");
+  }
+  completion = j["usage"]["completion_tokens"];
+  EXPECT_GT(completion, 0);
+  EXPECT_EQ(completion % 3, 0);
+  HttpResponse s = Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
+                                            {"stop", "Lily"}});
+  EXPECT_EQ(json::parse(s.body)["choices"][0]["text"].get<std::string>(), full.substr(0, cut));
+}
+
+TEST_F(OpenAiServerTest, SeededSamplingIsReproducible) {
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0.9}, {"top_p", 0.9}, {"top_k", 40},
+               {"min_p", 0.01}, {"seed", 7}, {"presence_penalty", 0.5}, {"frequency_penalty", 0.3}};
+  HttpResponse a = Post("/v1/completions", body);
+  HttpResponse b = Post("/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(json::parse(a.body)["choices"][0]["text"], json::parse(b.body)["choices"][0]["text"]);
+}
+
+TEST_F(OpenAiServerTest, ChatUsesTheTemplateAndEqualsStrataRunOnItsTokens) {
+  json messages = json::array({{{"role", "system"}, {"content", "Be kind."}}, {{"role", "user"}, {"content", "Tell me a story"}}});
+  HttpResponse t = Post("/tokenize", {{"messages", messages}});
+  ASSERT_EQ(t.status, 200) << t.body;
+  // The test template's rendering, written out by hand: BOS, then the text without a BOS.
+  HttpResponse expect = Post("/tokenize", {{"prompt", "<<SYS>> Be kind. <</SYS>> [INST] Tell me a story [/INST] Once upon a time"},
+                                           {"add_special_tokens", false}});
+  json ids = json::parse(t.body)["tokens"];
+  json tail = json::parse(expect.body)["tokens"];
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], 1) << "BOS";
+  EXPECT_EQ(json(std::vector<int>(ids.begin() + 1, ids.end())), tail);
+
+  std::string id_list;
+  for (const json& id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id.get<int>());
+  json run = RunGreedy("-n 24 --prompt-ids " + id_list);
+  ASSERT_TRUE(run.is_object());
+  HttpResponse r = Post("/v1/chat/completions", {{"model", "stories"}, {"messages", messages}, {"max_completion_tokens", 24},
+                                                 {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], run["text"]);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], ids.size());
+
+  HttpResponse s = Post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 24}, {"temperature", 0}, {"stream", true}});
+  bool framing_ok = false;
+  std::vector<std::string> data = SseData(s.body, &framing_ok);
+  EXPECT_TRUE(framing_ok);
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  json first = json::parse(data[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    if (c["choices"][0]["delta"].contains("content")) text += c["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(text, run["text"].get<std::string>());
+}
+
+TEST_F(OpenAiServerTest, ModelsHealthAndMetrics) {
+  HttpResponse m = Http(port(), "GET", "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(json::parse(m.body)["data"][0]["id"], "stories");
+  EXPECT_EQ(Http(port(), "GET", "/health").status, 200);
+  HttpResponse x = Http(port(), "GET", "/metrics");
+  ASSERT_EQ(x.status, 200);
+  for (const char* name : {"strata_num_requests_running", "strata_num_requests_waiting", "strata_request_success_total",
+                           "strata_prompt_tokens_total", "strata_generation_tokens_total", "strata_kv_blocks_used",
+                           "strata_kv_blocks_free", "strata_prefix_cache_hit_rate", "strata_num_preemptions_total",
+                           "strata_time_to_first_token_seconds_bucket", "strata_time_per_output_token_seconds_bucket"})
+    EXPECT_NE(x.body.find(name), std::string::npos) << name;
+}
+
+TEST_F(OpenAiServerTest, BadRequestsGetOpenAiErrors) {
+  ExpectError(Http(port(), "POST", "/v1/completions", "{\"prompt\": \"x\", "), 400, "not valid JSON");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}}), 400, "temperature");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -3}}), 400, "max_tokens");
+  ExpectError(Post("/v1/completions", {{"prompt", 42}}), 400, "prompt");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"stop", {1, 2}}}), 400, "stop");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"top_p", 0}}), 400, "top_p");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"n", 0}}), 400, "'n'");
+  ExpectError(Post("/v1/chat/completions", {{"messages", "hi"}}), 400, "messages");
+  ExpectError(Post("/v1/chat/completions", {{"messages", {{{"content", "hi"}}}}}), 400, "role");
+  ExpectError(Http(port(), "POST", "/v1/completions", "[1, 2]"), 400, "object");
+  // A prompt longer than the context: the message names both lengths.
+  std::vector<int> long_prompt(3000, 300);
+  ExpectError(Post("/v1/completions", {{"prompt", long_prompt}}), 400, "3000");
+  ExpectError(Post("/v1/completions", {{"prompt", long_prompt}}), 400, "2048");
+  ExpectError(Post("/v1/completions", {{"prompt", {1, 999999}}}), 400, "vocabulary");
+  ExpectError(Post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "gpt-4");
+  ExpectError(Post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}}), 404);
+  ExpectError(Http(port(), "GET", "/v1/nothing-here"), 404);
+  // The server still answers normally afterwards.
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}}).status, 200);
+}
+
+// A second server: API key, small body limit, one running and one waiting request, no
+// chat template.
+class RestrictedServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FileExists(StoriesModel())) GTEST_SKIP() << "missing shared model " << StoriesModel();
+    ASSERT_TRUE(server_.Start({"-m", StoriesModel(), "--max-body-bytes", "4096", "--max-num-seqs", "1", "--max-waiting",
+                               "1", "--ctx-size", "2048"},
+                              {"STRATA_API_KEY=sekret-key"}))
+        << server_.error();
+  }
+  ServerProcess server_;
+  const std::string auth_ = "Authorization: Bearer sekret-key";
+};
+
+TEST_F(RestrictedServerTest, ApiKeyBodyLimitQueueFullAndMissingTemplate) {
+  const int port = server_.port();
+  const std::string ok_body = json{{"prompt", "Once"}, {"max_tokens", 2}}.dump();
+  ExpectError(Http(port, "POST", "/v1/completions", ok_body), 401);
+  ExpectError(Http(port, "POST", "/v1/completions", ok_body, {"Authorization: Bearer sekret-kez"}), 401);
+  ExpectError(Http(port, "POST", "/v1/completions", ok_body, {"Authorization: Bearer sekret-key-longer"}), 401);
+  ExpectError(Http(port, "GET", "/v1/models"), 401);
+  EXPECT_EQ(Http(port, "POST", "/v1/completions", ok_body, {auth_}).status, 200);
+  EXPECT_EQ(Http(port, "GET", "/health").status, 200) << "health needs no key";
+
+  const std::string big = json{{"prompt", std::string(10000, 'a')}, {"max_tokens", 2}}.dump();
+  ExpectError(Http(port, "POST", "/v1/completions", big, {auth_}), 413);
+
+  ExpectError(Http(port, "POST", "/v1/chat/completions",
+                   json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump(), {auth_}),
+              400, "chat template");
+
+  // Eight long requests at once against room for two: some must be refused with 429.
+  const std::string long_body =
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"temperature", 0}}.dump();
+  std::vector<HttpResponse> got(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] { got[i] = Http(port, "POST", "/v1/completions", long_body, {auth_}); });
+  for (std::thread& t : threads) t.join();
+  int ok = 0, refused = 0;
+  for (const HttpResponse& r : got) {
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++refused;
+      ExpectError(r, 429, "overloaded");
+      EXPECT_EQ(r.headers.count("retry-after"), 1u);
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(ok + refused, 8);
+}
+
+}  // namespace
+}  // namespace strata::testing
