@@ -86,9 +86,24 @@ int32_t ActDtypeOf(int32_t index) {
   return DefaultActDtype();
 }
 
-// Parses "key=value;key=value"; only `activations` is known.
-Status ParseOptions(const char* options, int32_t* act) {
-  *act = DefaultActDtype();
+// Kernel path defaults from the environment (see cuda_backend.h): STRATA_CUDA_GEMV=cublas
+// and STRATA_CUDA_PREFILL_ATTENTION=simple force the older paths.
+bool EnvIs(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::strcmp(env, value) == 0;
+}
+
+struct OpenOptions {
+  int32_t act = STRATA_DTYPE_BF16;
+  bool use_gemv = true;
+  bool use_tc_prefill = true;
+};
+
+// Parses "key=value;key=value" (keys: activations, gemv, prefill_attention).
+Status ParseOptions(const char* options, OpenOptions* o) {
+  o->act = DefaultActDtype();
+  o->use_gemv = !EnvIs("STRATA_CUDA_GEMV", "cublas");
+  o->use_tc_prefill = !EnvIs("STRATA_CUDA_PREFILL_ATTENTION", "simple");
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -103,14 +118,25 @@ Status ParseOptions(const char* options, int32_t* act) {
     const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
     if (key == "activations") {
       if (value == "f32") {
-        *act = STRATA_DTYPE_F32;
+        o->act = STRATA_DTYPE_F32;
       } else if (value == "bf16") {
-        *act = STRATA_DTYPE_BF16;
+        o->act = STRATA_DTYPE_BF16;
       } else {
         return InvalidArgument("device_open: option activations=", value, " (expected f32 or bf16)");
       }
+    } else if (key == "gemv") {
+      if (value != "auto" && value != "cublas") {
+        return InvalidArgument("device_open: option gemv=", value, " (expected auto or cublas)");
+      }
+      o->use_gemv = value == "auto";
+    } else if (key == "prefill_attention") {
+      if (value != "auto" && value != "simple") {
+        return InvalidArgument("device_open: option prefill_attention=", value, " (expected auto or simple)");
+      }
+      o->use_tc_prefill = value == "auto";
     } else {
-      return InvalidArgument("device_open: unknown option '", key, "' (known: activations=f32|bf16)");
+      return InvalidArgument("device_open: unknown option '", key,
+                             "' (known: activations=f32|bf16, gemv=auto|cublas, prefill_attention=auto|simple)");
     }
   }
   return Ok();
@@ -183,16 +209,19 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       return InvalidArgument("device_open: index ", index, " (", av.count, " CUDA devices",
                              av.count == 0 ? StrCat(": ", av.reason) : std::string(), ")");
     }
-    int32_t act = STRATA_DTYPE_BF16;
+    OpenOptions parsed;
     const char* opts = nullptr;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(const char*)) {
       opts = options->options;
     }
-    STRATA_CUDA_RETURN_IF_ERROR(ParseOptions(opts, &act));
+    STRATA_CUDA_RETURN_IF_ERROR(ParseOptions(opts, &parsed));
+    const int32_t act = parsed.act;
     STRATA_CUDA_CALL(cudaSetDevice(index), "device_open");
     auto dev = std::make_unique<Device>();
     dev->index = index;
     dev->act_dtype = act;
+    dev->use_gemv = parsed.use_gemv;
+    dev->use_tc_prefill = parsed.use_tc_prefill;
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
     dev->num_sms = prop.multiProcessorCount;

@@ -5,8 +5,17 @@
 //   activations=bf16   (default) activations in BF16, weights stored as BF16, F32 accumulate
 //   activations=f32    activations and weights in F32, F32 GEMMs without TF32: exact
 //                      comparisons with the CPU backend (stories260K greedy, hf-tiny logits)
+//   gemv=auto          (default) matmuls of 1..8 tokens run the bandwidth-bound GEMV of
+//                      kernels/cuda/gemv.cu (bias fused); larger ones run cuBLASLt
+//   gemv=cublas        every matmul runs cuBLASLt (the older path)
+//   prefill_attention=auto    (default) batches with a query of >= 16 tokens, BF16
+//                      activations, a BF16/F16 cache and head_dim 64 or 128 run the
+//                      tensor-core kernel of kernels/cuda/prefill_attention_tc.cu
+//   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the older path)
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
-// pass no options (e.g. the CLI). device_info() reports the activation type of the last
+// pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas and
+// STRATA_CUDA_PREFILL_ATTENTION=simple change the defaults of gemv= and prefill_attention=
+// (an explicit option wins). device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //
 // KV cache layout, which is also the packed host layout of swap_blocks() (the same as the

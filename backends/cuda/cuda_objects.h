@@ -26,6 +26,9 @@ struct Device {
   int32_t index = 0;
   int32_t act_dtype = STRATA_DTYPE_BF16;  // activations and stored weights
   int32_t num_sms = 0;
+  // Kernel path choices (device options gemv= / prefill_attention=, see cuda_backend.h).
+  bool use_gemv = true;        // small-n matmuls through kernels/cuda/gemv.cu, else cuBLASLt
+  bool use_tc_prefill = true;  // prefill attention on tensor cores where supported
   cudaStream_t stream = nullptr;
   std::unique_ptr<LtGemm> gemm;
   int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices

@@ -9,7 +9,9 @@
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/tensor_view.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/prefill_attention_tc.h"
 
 namespace strata::cuda {
 namespace {
@@ -305,6 +307,24 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
     b = reinterpret_cast<const float*>(bv.base);
   }
   if (n == 0) return Ok();
+  // Decode-sized batches: the bandwidth-bound GEMV (bias fused), unless the device was
+  // opened with gemv=cublas (STRATA_CUDA_GEMV=cublas).
+  if (dev->use_gemv && n <= kGemvMaxTokens) {
+    GemvArgs gv;
+    gv.w = w->data;
+    gv.w_dtype = w->dtype;
+    gv.x = xv.base;
+    gv.ldx = xv.stride;
+    gv.x_dtype = xv.dtype;
+    gv.bias = b;
+    gv.out = ov.base;
+    gv.ldo = ov.stride;
+    gv.out_dtype = ov.dtype;
+    gv.m = w->rows;
+    gv.n = n;
+    gv.k = w->cols;
+    if (GemvSupports(gv)) return Launched(LaunchGemv(gv, dev->stream), "matmul: gemv");
+  }
   GemmArgs g{};
   g.w = w->data;
   g.w_dtype = w->dtype;
@@ -578,6 +598,12 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
     const int64_t want = std::max<int64_t>(ws, 1 << 20);
     STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
     dev->attn_ws_floats = want;
+  }
+  // Prefill chunks on tensor cores where the kernel supports the shapes (BF16 activations,
+  // BF16/F16 cache, head_dim 64/128, some query of >= 16 tokens), unless the device was
+  // opened with prefill_attention=simple (STRATA_CUDA_PREFILL_ATTENTION=simple).
+  if (dev->use_tc_prefill && TcPrefillSupports(a, l)) {
+    return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
   }
   return Launched(LaunchPagedAttention(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
 }

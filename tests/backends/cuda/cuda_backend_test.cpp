@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,11 +236,25 @@ strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape, uint64_t
   return x;
 }
 
+// How the CUDA device of a test is opened: its activation type, and whether the older
+// kernel paths are forced (gemv=cublas: every matmul through cuBLASLt;
+// prefill_attention=simple: the SIMT prefill kernel), so that both paths stay tested.
+struct Mode {
+  int32_t act;
+  bool legacy;
+};
+void PrintTo(const Mode& m, std::ostream* os) { *os << (m.act == F32 ? "f32" : "bf16") << (m.legacy ? " legacy" : ""); }
+std::string OptionsOf(Mode m) {
+  std::string o = m.act == F32 ? "activations=f32" : "activations=bf16";
+  if (m.legacy) o += ";gemv=cublas;prefill_attention=simple";
+  return o;
+}
+
 // The pair of backends every op test runs on: CUDA with activations `act`, CPU in F32.
 struct Pair {
-  explicit Pair(int32_t act)
-      : act(act),
-        cuda(CudaPlugin().info->backend, act == F32 ? "activations=f32" : "activations=bf16"),
+  explicit Pair(Mode mode)
+      : act(mode.act),
+        cuda(CudaPlugin().info->backend, OptionsOf(mode).c_str()),
         cpu(strata_cpu_plugin_info()->backend, nullptr) {}
   int32_t act;
   Dev cuda;
@@ -313,7 +328,7 @@ TEST(CudaBackendAvailability, LoadsAndReportsDevicesOrWhyNot) {
 // ======================================================================================
 // Ops against the CPU backend.
 
-class CudaOps : public ::testing::TestWithParam<int32_t> {
+class CudaOps : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
@@ -329,7 +344,7 @@ TEST_P(CudaOps, DeviceInfoReportsActivationType) {
   strata_device_info info{};
   info.struct_size = sizeof(info);
   ASSERT_EQ(CudaPlugin().info->backend->device_info(0, &info), STRATA_OK);
-  EXPECT_EQ(info.preferred_activation_dtype, GetParam());
+  EXPECT_EQ(info.preferred_activation_dtype, GetParam().act);
   EXPECT_TRUE(info.capabilities & STRATA_CAP_PAGED_ATTENTION);
 }
 
@@ -576,6 +591,91 @@ TEST_P(CudaOps, AttentionSlidingWindowAndSoftcap) {
   RunAttention(*pair_, rng_, {{17, 1}, {30, 200}, 4, 2, 64, 16, 0, 5.0f, "softcap 5"}, F32);
 }
 
+// Decode-sized matmuls: n <= 8 runs the GEMV kernel (unless the legacy paths are forced),
+// n = 9 cuBLASLt. Column counts 4100 (rows not 16-byte aligned: the scalar loop), 1000 and
+// 4096 (the 16-byte vector loop); row counts that leave partial blocks; x strided or
+// offset by one element (unaligned rows: the scalar loop); out strided, whose padding must
+// keep its poison (nothing written outside [n, m]).
+TEST_P(CudaOps, MatmulSmallBatchGemvOddShapesAndStrides) {
+  Pair& P = *pair_;
+  const size_t es = SizeOf(P.act);
+  struct Shape {
+    int64_t m, k;
+  };
+  for (int32_t wt : {BF16, F16}) {
+    for (Shape sh : {Shape{37, 4100}, Shape{136, 1000}, Shape{70, 4096}}) {
+      const int64_t m = sh.m, k = sh.k;
+      const std::vector<float> w = Rounded(Random(rng_, m * k, 0.05f), wt);
+      const std::vector<float> w_ref = Rounded(w, P.act);
+      const std::vector<float> bias = Random(rng_, m, 0.5f);
+      strata_weight Wc = P.cuda.Weight(w, wt, m, k);
+      strata_weight Wr = P.cpu.Weight(w_ref, F32, m, k);
+      for (int64_t n : {1, 3, 8, 9}) {
+        for (int64_t x_pad : {0, 3, 8}) {
+          const bool with_bias = x_pad != 3;
+          const int64_t x_stride = k + x_pad, x_off = x_pad == 3 ? 1 : 0, o_stride = m + 5;
+          const std::vector<float> x = Rounded(Random(rng_, n * x_stride + x_off, 1.0f), P.act);
+          const std::vector<int32_t> out_types =
+              P.act == F32 ? std::vector<int32_t>{F32} : std::vector<int32_t>{BF16, F32};
+          for (int32_t out_t : out_types) {
+            std::vector<float> got, want;
+            {
+              Dev& D = P.cuda;
+              strata_buffer xb = D.Floats(x, P.act), bb = D.Floats(bias, F32), ob = D.Poisoned(n * o_stride * 4);
+              strata_tensor xt = T(xb, P.act, {n, k}, x_off * es, x_stride), bt = T(bb, F32, {m}),
+                            ot = T(ob, out_t, {n, m}, 0, o_stride);
+              ASSERT_EQ(D.api()->matmul(D.dev(), &xt, Wc, with_bias ? &bt : nullptr, &ot), STRATA_OK) << D.err();
+              got = D.ReadFloats(ob, n * o_stride, out_t);
+            }
+            {
+              Dev& D = P.cpu;
+              strata_buffer xb = D.Floats(x, F32), bb = D.Floats(bias, F32), ob = D.Poisoned(n * o_stride * 4);
+              strata_tensor xt = T(xb, F32, {n, k}, x_off * 4, x_stride), bt = T(bb, F32, {m}),
+                            ot = T(ob, F32, {n, m}, 0, o_stride);
+              ASSERT_EQ(D.api()->matmul(D.dev(), &xt, Wr, with_bias ? &bt : nullptr, &ot), STRATA_OK) << D.err();
+              want = D.ReadFloats(ob, n * o_stride, F32);
+            }
+            const std::string what = std::string("matmul W ") + Name(wt) + " m=" + std::to_string(m) +
+                                     " k=" + std::to_string(k) + " n=" + std::to_string(n) + " x_pad=" +
+                                     std::to_string(x_pad) + " out " + Name(out_t);
+            std::vector<float> g, wv;
+            int untouched_padding = 0;
+            for (int64_t r = 0; r < n; ++r) {
+              for (int64_t c = 0; c < o_stride; ++c) {
+                if (c < m) {
+                  g.push_back(got[r * o_stride + c]);
+                  wv.push_back(want[r * o_stride + c]);
+                } else if (std::isnan(got[r * o_stride + c])) {
+                  ++untouched_padding;
+                }
+              }
+            }
+            EXPECT_EQ(untouched_padding, n * (o_stride - m)) << what << ": padding columns were written";
+            ExpectClose(g, wv, out_t == F32 && P.act == F32 ? kTolF32 : kTolBf16, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Long prefill chunks, the tensor-core kernel's domain with BF16 activations and a BF16/F16
+// cache (the f32 and legacy instantiations run the same cases on the SIMT kernels): a
+// 300-token chunk after 40 cached tokens next to decode tokens and a fresh 20-token prompt,
+// GQA, shuffled (non-contiguous) block tables, block sizes that do not divide the 64-key
+// tile, sliding windows shorter and longer than a tile, soft-capping.
+TEST_P(CudaOps, AttentionLongPrefillChunksTensorCores) {
+  for (int32_t kv_t : {BF16, F16}) {
+    RunAttention(*pair_, rng_, {{300, 1, 1, 20}, {340, 700, 65, 20}, 8, 2, 64, 16, 0, 0.0f, "prefill 300 d64"}, kv_t);
+    RunAttention(*pair_, rng_, {{300, 1, 17}, {340, 1200, 17}, 8, 4, 128, 32, 0, 0.0f, "prefill 300 d128"}, kv_t);
+  }
+  RunAttention(*pair_, rng_, {{70, 1}, {75, 30}, 4, 1, 64, 7, 0, 0.0f, "block size 7"}, BF16);
+  RunAttention(*pair_, rng_, {{300, 1}, {340, 900}, 4, 2, 64, 16, 100, 0.0f, "prefill window 100"}, BF16);
+  RunAttention(*pair_, rng_, {{129, 1}, {150, 400}, 4, 2, 128, 16, 24, 0.0f, "prefill window 24"}, BF16);
+  RunAttention(*pair_, rng_, {{130, 1}, {130, 200}, 4, 2, 128, 16, 0, 5.0f, "prefill softcap 5"}, BF16);
+  RunAttention(*pair_, rng_, {{16, 2}, {16, 50}, 4, 2, 64, 16, 0, 0.0f, "query of exactly 16"}, BF16);
+}
+
 TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
   Pair& P = *pair_;
   for (int32_t style : {STRATA_ROPE_NEOX, STRATA_ROPE_INTERLEAVED}) {
@@ -672,7 +772,9 @@ TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
   // of probability at a cut may pick differently; random logits have none.)
   EXPECT_EQ(sm[0], sm[1]);
   for (int64_t r = 0; r < rows; ++r) {
-    if (temp[r] == 0.0f) EXPECT_EQ(sm[0][r], am[0][r]) << "greedy row " << r;
+    if (temp[r] == 0.0f) {
+      EXPECT_EQ(sm[0][r], am[0][r]) << "greedy row " << r;
+    }
   }
 }
 
@@ -727,9 +829,17 @@ TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
   o.options = "activations=f64";
   strata_device bad = nullptr;
   EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  o.options = "activations=bf16;gemv=fast";
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("gemv=fast"), std::string::npos) << D.err();
+  o.options = "prefill_attention=flash";
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, CudaOps, ::testing::Values(F32, BF16),
-                         [](const ::testing::TestParamInfo<int32_t>& i) { return std::string(Name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Activations, CudaOps,
+                         ::testing::Values(Mode{F32, false}, Mode{F32, true}, Mode{BF16, false}, Mode{BF16, true}),
+                         [](const ::testing::TestParamInfo<Mode>& i) {
+                           return std::string(Name(i.param.act)) + (i.param.legacy ? "_legacy_paths" : "");
+                         });
 
 }  // namespace

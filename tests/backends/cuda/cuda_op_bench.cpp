@@ -1,7 +1,9 @@
 // Times the CUDA backend's hot ops at Llama-3-8B shapes through the device ABI (dlopen of
 // the plugin, bf16 activations, random data): decode GEMVs (weight GB/s against the
-// 4.24 TB/s copy bandwidth measured on the H200), prefill GEMMs (TFLOP/s), decode attention
-// over a paged bf16 KV cache (KV GB/s) and 4096-token prefill attention (TFLOP/s).
+// 4.24 TB/s copy bandwidth measured on the H200; 1..8 tokens take the GEMV kernel), prefill
+// GEMMs (TFLOP/s), decode attention over a paged bf16 KV cache (KV GB/s) and prefill
+// attention (TFLOP/s, tensor cores), each on the default ("auto") and the older ("legacy":
+// gemv=cublas, prefill_attention=simple) kernel paths.
 // Medians of 20 timed runs after 3 warm-ups, wall clock around synchronize(). One JSON
 // object per line. Not a test: no assertions on time.
 #include <dlfcn.h>
@@ -96,10 +98,17 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  strata_device_options o{};
-  o.struct_size = sizeof(o);
-  o.options = "activations=bf16";
-  CHECK(api->device_open(0, &o, &dev));
+  // Two devices on GPU 0: the default kernel paths (GEMV for <= 8 tokens, tensor-core
+  // prefill attention) and the older ones (cuBLASLt everywhere, SIMT prefill attention).
+  struct Path { const char* name; const char* options; strata_device dev; };
+  Path paths[] = {{"auto", "activations=bf16;gemv=auto;prefill_attention=auto", nullptr},
+                  {"legacy", "activations=bf16;gemv=cublas;prefill_attention=simple", nullptr}};
+  for (Path& p : paths) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = p.options;
+    CHECK(api->device_open(0, &o, &p.dev));
+  }
   constexpr int32_t BF16 = STRATA_DTYPE_BF16;
 
   // GEMMs: Llama-3-8B layer shapes (rows = out features, cols = in features).
@@ -108,87 +117,101 @@ int main(int argc, char** argv) {
                           {"logits", 128256, 4096}};
   for (const Shape& s : shapes) {
     std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
-    strata_weight_desc d{};
-    d.struct_size = sizeof(d);
-    d.format = STRATA_WEIGHT_DENSE;
-    d.dtype = BF16;
-    d.rows = s.rows;
-    d.cols = s.cols;
-    d.data = w.data();
-    strata_weight W = nullptr;
-    CHECK(api->weight_create(dev, &d, &W));
-    for (int64_t tokens : {1, 32, 128, 4096}) {
-      strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
-      strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
-      const double sec = MedianSeconds([&] { CHECK(api->matmul(dev, &x, W, nullptr, &out)); });
-      const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
-      std::printf("{\"op\":\"matmul\",\"shape\":\"%s\",\"m\":%lld,\"k\":%lld,\"tokens\":%lld,\"us\":%.1f,"
-                  "\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
-                  s.name, (long long)s.rows, (long long)s.cols, (long long)tokens, sec * 1e6, bytes / sec / 1e9,
-                  flops / sec / 1e12, bytes / sec / 4.24e12);
-      api->buffer_free(dev, xb);
-      api->buffer_free(dev, ob);
+    for (Path& p : paths) {
+      dev = p.dev;
+      strata_weight_desc d{};
+      d.struct_size = sizeof(d);
+      d.format = STRATA_WEIGHT_DENSE;
+      d.dtype = BF16;
+      d.rows = s.rows;
+      d.cols = s.cols;
+      d.data = w.data();
+      strata_weight W = nullptr;
+      CHECK(api->weight_create(dev, &d, &W));
+      for (int64_t tokens : {1, 2, 4, 8, 32, 128, 4096}) {
+        if (p.dev != paths[0].dev && tokens > 8) continue;  // both paths run cuBLASLt there
+        strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
+        strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
+        const double sec = MedianSeconds([&] { CHECK(api->matmul(dev, &x, W, nullptr, &out)); });
+        const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
+        std::printf("{\"op\":\"matmul\",\"path\":\"%s\",\"shape\":\"%s\",\"m\":%lld,\"k\":%lld,\"tokens\":%lld,"
+                    "\"us\":%.1f,\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
+                    p.name, s.name, (long long)s.rows, (long long)s.cols, (long long)tokens, sec * 1e6,
+                    bytes / sec / 1e9, flops / sec / 1e12, bytes / sec / 4.24e12);
+        api->buffer_free(dev, xb);
+        api->buffer_free(dev, ob);
+      }
+      api->weight_free(dev, W);
     }
-    api->weight_free(dev, W);
   }
 
   // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
+  // (batch, context, query_len): decode, a 4096-token prompt, a 512-token chunk after 3584
+  // cached tokens, 8 prompts of 1024.
   const int32_t H = 32, KVH = 8, D = 128, BS = 16;
   for (auto [batch, ctx, qlen] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
-           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}}) {
-    const int32_t blocks_per_seq = (ctx + BS - 1) / BS;
-    strata_kv_cache_desc kd{};
-    kd.struct_size = sizeof(kd);
-    kd.num_layers = 1;
-    kd.num_blocks = blocks_per_seq * batch;
-    kd.block_size = BS;
-    kd.num_kv_heads = KVH;
-    kd.head_dim = D;
-    kd.dtype = BF16;
-    strata_kv_cache kv = nullptr;
-    CHECK(api->kv_cache_create(dev, &kd, &kv));
-    const int32_t tokens = batch * qlen;
-    std::vector<int32_t> qsl(batch + 1), lens(batch, ctx), tables(static_cast<size_t>(batch) * blocks_per_seq);
-    for (int32_t s = 0; s <= batch; ++s) qsl[s] = s * qlen;
-    for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
-    auto ints = [&](const std::vector<int32_t>& v) {
-      strata_buffer b = nullptr;
-      CHECK(api->buffer_alloc(dev, v.size() * 4, &b));
-      CHECK(api->upload(dev, b, 0, v.data(), v.size() * 4));
-      return b;
-    };
-    strata_buffer qslb = ints(qsl), lensb = ints(lens), tb = ints(tables);
-    strata_tensor qslt = T(qslb, STRATA_DTYPE_I32, {batch + 1}), lenst = T(lensb, STRATA_DTYPE_I32, {batch}),
-                  tt = T(tb, STRATA_DTYPE_I32, {batch, blocks_per_seq});
-    strata_batch_desc bd{};
-    bd.struct_size = sizeof(bd);
-    bd.num_tokens = tokens;
-    bd.num_seqs = batch;
-    bd.max_query_len = qlen;
-    bd.max_seq_len = ctx;
-    bd.max_blocks_per_seq = blocks_per_seq;
-    bd.query_start_loc = &qslt;
-    bd.seq_lens = &lenst;
-    bd.block_tables = &tt;
-    bd.host_query_start_loc = qsl.data();
-    bd.host_seq_lens = lens.data();
-    strata_attention_params ap{};
-    ap.struct_size = sizeof(ap);
-    ap.num_heads = H;
-    ap.num_kv_heads = KVH;
-    ap.head_dim = D;
-    ap.scale = 0.0884f;
-    strata_buffer qb = Alloc(static_cast<size_t>(tokens) * H * D * 2), ob = Alloc(static_cast<size_t>(tokens) * H * D * 2, false);
-    strata_tensor q = T(qb, BF16, {tokens, H * D}), out = T(ob, BF16, {tokens, H * D});
-    const double sec = MedianSeconds([&] { CHECK(api->attention(dev, &ap, &bd, &q, kv, 0, &out)); });
-    const double kv_bytes = 2.0 * batch * ctx * KVH * D * 2;
-    const double flops = 4.0 * H * D * (qlen == 1 ? double(batch) * ctx : double(ctx) * ctx / 2);
-    std::printf("{\"op\":\"attention\",\"batch\":%d,\"context\":%d,\"query_len\":%d,\"us\":%.1f,\"kv_GBps\":%.0f,"
-                "\"TFLOPs\":%.2f}\n",
-                batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
-    for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
-    api->kv_cache_free(dev, kv);
+           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}, {1, 4096, 512}, {8, 1024, 1024}}) {
+    for (Path& p : paths) {
+      if (p.dev != paths[0].dev && qlen == 1) continue;  // decode has one path
+      dev = p.dev;
+      const int32_t blocks_per_seq = (ctx + BS - 1) / BS;
+      strata_kv_cache_desc kd{};
+      kd.struct_size = sizeof(kd);
+      kd.num_layers = 1;
+      kd.num_blocks = blocks_per_seq * batch;
+      kd.block_size = BS;
+      kd.num_kv_heads = KVH;
+      kd.head_dim = D;
+      kd.dtype = BF16;
+      strata_kv_cache kv = nullptr;
+      CHECK(api->kv_cache_create(dev, &kd, &kv));
+      const int32_t tokens = batch * qlen;
+      std::vector<int32_t> qsl(batch + 1), lens(batch, ctx), tables(static_cast<size_t>(batch) * blocks_per_seq);
+      for (int32_t s = 0; s <= batch; ++s) qsl[s] = s * qlen;
+      for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+      auto ints = [&](const std::vector<int32_t>& v) {
+        strata_buffer b = nullptr;
+        CHECK(api->buffer_alloc(dev, v.size() * 4, &b));
+        CHECK(api->upload(dev, b, 0, v.data(), v.size() * 4));
+        return b;
+      };
+      strata_buffer qslb = ints(qsl), lensb = ints(lens), tb = ints(tables);
+      strata_tensor qslt = T(qslb, STRATA_DTYPE_I32, {batch + 1}), lenst = T(lensb, STRATA_DTYPE_I32, {batch}),
+                    tt = T(tb, STRATA_DTYPE_I32, {batch, blocks_per_seq});
+      strata_batch_desc bd{};
+      bd.struct_size = sizeof(bd);
+      bd.num_tokens = tokens;
+      bd.num_seqs = batch;
+      bd.max_query_len = qlen;
+      bd.max_seq_len = ctx;
+      bd.max_blocks_per_seq = blocks_per_seq;
+      bd.query_start_loc = &qslt;
+      bd.seq_lens = &lenst;
+      bd.block_tables = &tt;
+      bd.host_query_start_loc = qsl.data();
+      bd.host_seq_lens = lens.data();
+      strata_attention_params ap{};
+      ap.struct_size = sizeof(ap);
+      ap.num_heads = H;
+      ap.num_kv_heads = KVH;
+      ap.head_dim = D;
+      ap.scale = 0.0884f;
+      strata_buffer qb = Alloc(static_cast<size_t>(tokens) * H * D * 2),
+                    ob = Alloc(static_cast<size_t>(tokens) * H * D * 2, false);
+      strata_tensor q = T(qb, BF16, {tokens, H * D}), out = T(ob, BF16, {tokens, H * D});
+      const double sec = MedianSeconds([&] { CHECK(api->attention(dev, &ap, &bd, &q, kv, 0, &out)); });
+      const double kv_bytes = 2.0 * batch * ctx * KVH * D * 2;
+      // Causal score count: each query at position p sees p + 1 keys.
+      const double keys_seen = double(batch) * (double(qlen) * (ctx - qlen) + double(qlen) * (qlen + 1) / 2);
+      const double flops = 4.0 * H * D * keys_seen;
+      std::printf("{\"op\":\"attention\",\"path\":\"%s\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
+                  "\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
+                  p.name, batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
+      for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
+      api->kv_cache_free(dev, kv);
+    }
   }
-  api->device_close(dev);
+  for (Path& p : paths) api->device_close(p.dev);
   return 0;
 }
+
