@@ -57,12 +57,19 @@ timeout 200 "$BUILD/bin/cuda_backend_test" --gtest_color=no 2>&1 | tee "$OUT/cud
   grep -vE "^\[ RUN|^\[       OK" | tail -80
 
 stamp "CUDA backend tests, repeated (ordering races show up intermittently)"
-(cd "$BUILD" && timeout 120 ctest -R Cuda --repeat until-fail:5 -j1 2>&1 | tail -5)
+(cd "$BUILD" && timeout 120 ctest -R Cuda --repeat until-fail:2 -j1 2>&1 | tail -5)
 
 stamp "synthetic Llama-3-8B shape, bf16: batch-1 decode (128 in / 128 out) and a 4096-token prefill"
 timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 128 --gen-tokens 128 -r 3 --json 2>&1 | tee "$OUT/bench_8b_decode.json" | tail -3
 timeout 120 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 4096 --gen-tokens 2 \
   --batch-tokens 4096 -r 3 --json 2>&1 | tee "$OUT/bench_8b_prefill.json" | tail -3
+
+stamp "synthetic Llama-3-8B shape, bf16: 32 and 128 concurrent sequences, 128 in / 128 out (engine, continuous batching)"
+for c in 32 128; do
+  timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --num-requests $c \
+    --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
+    --max-num-seqs $c --max-batched-tokens 8192 --json 2>&1 | tee "$OUT/bench_8b_serving_$c.json" | tail -3
+done
 
 stamp "end-to-end model checks on CUDA"
 timeout 120 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" 2>&1 | tee "$OUT/models.log"
@@ -71,7 +78,7 @@ stamp "CUDA op timings at Llama-3-8B shapes"
 timeout 120 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench.log"
 
 stamp "all tests (ctest)"
-(cd "$BUILD" && OMP_NUM_THREADS=4 timeout 240 ctest -j4 --timeout 220 --output-on-failure 2>&1) > "$OUT/ctest.log"
+(cd "$BUILD" && OMP_NUM_THREADS=2 timeout 200 ctest -j8 --timeout 90 --output-on-failure 2>&1) > "$OUT/ctest.log"
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log" | tail -40
 
 stamp "devices + bench"
