@@ -78,7 +78,7 @@ stamp "CUDA op timings at Llama-3-8B shapes"
 timeout 120 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench.log"
 
 stamp "all tests (ctest)"
-(cd "$BUILD" && OMP_NUM_THREADS=2 timeout 200 ctest -j8 --timeout 90 --output-on-failure 2>&1) > "$OUT/ctest.log"
+(cd "$BUILD" && OMP_NUM_THREADS=2 timeout 120 ctest -j8 --timeout 60 --output-on-failure 2>&1) > "$OUT/ctest.log"
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log" | tail -40
 
 stamp "devices + bench"
