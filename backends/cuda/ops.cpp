@@ -307,9 +307,13 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
     b = reinterpret_cast<const float*>(bv.base);
   }
   if (n == 0) return Ok();
-  // Decode-sized batches: the bandwidth-bound GEMV (bias fused), unless the device was
-  // opened with gemv=cublas (STRATA_CUDA_GEMV=cublas).
-  if (dev->use_gemv && n <= kGemvMaxTokens) {
+  // Single-token decode: the bandwidth-bound GEMV (bias fused), unless the device was
+  // opened with gemv=cublas (STRATA_CUDA_GEMV=cublas). Measured on the H200 (Llama-3-8B
+  // shapes, docs/benchmarks.md) it beats cuBLASLt at 1 token (qkv 41% vs 31% of HBM
+  // bandwidth) but loses from 2 tokens on (gate_up at 8 tokens: 36% vs 71%), so larger
+  // batches go to cuBLASLt. The kernel itself handles up to kGemvMaxTokens.
+  constexpr int64_t kGemvUseUpToTokens = 1;
+  if (dev->use_gemv && n <= kGemvUseUpToTokens) {
     GemvArgs gv;
     gv.w = w->data;
     gv.w_dtype = w->dtype;
