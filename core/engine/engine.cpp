@@ -266,8 +266,7 @@ void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error
   live_.erase(id);  // destroys r
 }
 
-void Engine::ProcessSample(LiveRequest& r, std::span<const float> logits, int64_t step) {
-  const int32_t tok = r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids());
+void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step) {
   StreamEvent ev;
   ev.step = step;
   if (tok < 0) {
@@ -327,7 +326,15 @@ absl::StatusOr<bool> Engine::StepLocked() {
   absl::Status st = model_.CopyKvBlocks(kv_->TakePendingCopies());
   absl::StatusOr<StepInput> in = st.ok() ? BuildStepInput(out, *kv_, model_.max_blocks_per_seq())
                                          : absl::StatusOr<StepInput>(st);
-  if (in.ok()) st = model_.Forward(*in, &logits_);
+  // When every sampled row is a plain argmax (greedy, no penalties, no logprobs), the
+  // device picks the tokens and only their ids come back; otherwise the logits do.
+  bool device_argmax = true;
+  for (const ScheduledSequence& sc : out.scheduled) {
+    if (!sc.samples) continue;
+    auto it = live_.find(sc.seq->id);
+    if (it != live_.end() && !it->second->sampler->IsPlainArgmax()) device_argmax = false;
+  }
+  if (in.ok()) st = device_argmax ? model_.ForwardGreedy(*in, &greedy_ids_) : model_.Forward(*in, &logits_);
   else st = in.status();
   if (!st.ok()) {
     for (const ScheduledSequence& sc : out.scheduled) {
@@ -342,8 +349,13 @@ absl::StatusOr<bool> Engine::StepLocked() {
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
-    if (it != live_.end())
-      ProcessSample(*it->second, std::span<const float>(logits_).subspan(row * vocab, vocab), out.step);
+    if (it != live_.end()) {
+      LiveRequest& r = *it->second;
+      const int32_t tok = device_argmax ? greedy_ids_[row]
+                                        : r.sampler->Sample(std::span<const float>(logits_).subspan(row * vocab, vocab),
+                                                            r.seq.prompt_ids(), r.seq.generated_ids());
+      ProcessSample(r, tok, out.step);
+    }
     ++row;
   }
   PublishMetrics(&out);

@@ -102,7 +102,8 @@ class Engine {
   absl::StatusOr<bool> StepLocked();  // the step itself (step thread)
   void TakeInbox();
   void FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event);
-  void ProcessSample(LiveRequest& r, std::span<const float> logits, int64_t step);
+  // Applies the sampled token `tok` (or -1: sampling failed) to the request.
+  void ProcessSample(LiveRequest& r, int32_t tok, int64_t step);
   void FailAll(const absl::Status& status);
   void Loop();
   void PublishMetrics(const SchedulerOutput* out);
@@ -118,6 +119,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   absl::flat_hash_map<std::string, std::unique_ptr<LiveRequest>> live_;
   std::vector<float> logits_;
+  std::vector<int32_t> greedy_ids_;  // per sampled row, when the device took the argmax
   std::mutex step_mu_;  // one Step() at a time
 
   // Shared with submitters.

@@ -34,7 +34,7 @@ std::vector<int32_t> Generator::StopTokens() const {
 
 // One sequence, `tokens` at positions start_pos.., block table = identity.
 absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos,
-                                 std::vector<float>* logits) {
+                                 std::vector<float>* logits, std::vector<int32_t>* argmax_ids) {
   const int32_t n = static_cast<int32_t>(tokens.size());
   StepInput in;
   in.token_ids = tokens;
@@ -49,7 +49,7 @@ absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t sta
   in.block_tables.resize(model_.max_blocks_per_seq());
   for (int32_t b = 0; b < model_.max_blocks_per_seq(); ++b) in.block_tables[b] = b;
   in.logits_rows = {n - 1};
-  return model_.Forward(in, logits);
+  return argmax_ids != nullptr ? model_.ForwardGreedy(in, argmax_ids) : model_.Forward(in, logits);
 }
 
 absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& req,
@@ -84,11 +84,18 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   // Prefill in chunks of at most max_batch_tokens.
   const double t0 = Now();
   std::vector<float> logits;
+  // Plain greedy decoding takes the argmax on the device: one id per step comes back
+  // instead of the whole logits row (the same first-maximum rule as the host sampler).
+  const bool device_argmax = sampler.IsPlainArgmax() && model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
+  std::vector<int32_t> argmax_ids;
   const int32_t chunk = model_.options().max_batch_tokens;
   for (int64_t start = 0; start < prompt_len; start += chunk) {
     const int64_t end = std::min(prompt_len, start + chunk);
     std::vector<int32_t> part(req.prompt_ids.begin() + start, req.prompt_ids.begin() + end);
-    STRATA_RETURN_IF_ERROR(RunChunk(part, static_cast<int32_t>(start), &logits));
+    const bool last = end == prompt_len;
+    const bool greedy_here = device_argmax && !(last && req.want_prompt_logits);
+    argmax_ids.clear();
+    STRATA_RETURN_IF_ERROR(RunChunk(part, static_cast<int32_t>(start), &logits, greedy_here ? &argmax_ids : nullptr));
   }
   res.prefill_seconds = Now() - t0;
   if (req.want_prompt_logits) res.prompt_logits = logits;
@@ -98,7 +105,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   const double t1 = Now();
   res.stop_reason = "length";
   while (static_cast<int64_t>(res.generated_ids.size()) < budget) {
-    const int32_t tok = sampler.Sample(logits, req.prompt_ids, res.generated_ids);
+    const int32_t tok = !argmax_ids.empty() ? argmax_ids[0] : sampler.Sample(logits, req.prompt_ids, res.generated_ids);
     if (tok < 0) return absl::InternalError("sampling failed: the logits row has no finite value");
     if (std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end()) {
       res.stop_reason = "eos";
@@ -115,7 +122,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
     }
     if (static_cast<int64_t>(res.generated_ids.size()) >= budget) break;
     const int32_t pos = static_cast<int32_t>(prompt_len + res.generated_ids.size() - 1);
-    STRATA_RETURN_IF_ERROR(RunChunk({tok}, pos, &logits));
+    argmax_ids.clear();
+    STRATA_RETURN_IF_ERROR(RunChunk({tok}, pos, &logits, device_argmax ? &argmax_ids : nullptr));
     ++res.decode_steps;
   }
   if (detok && !stops.stopped()) {

@@ -47,7 +47,10 @@ class Generator {
                                             const std::function<void(std::string_view)>& on_text = {});
 
  private:
-  absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits);
+  // One chunk of one sequence; with argmax_ids the device's argmax of the last row comes
+  // back instead of the logits.
+  absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits,
+                        std::vector<int32_t>* argmax_ids = nullptr);
 
   LlamaModel& model_;
   const Tokenizer* tokenizer_;

@@ -215,6 +215,7 @@ absl::Status LlamaModel::AllocateWorkspace() {
   STRATA_RETURN_IF_ERROR(alloc(positions_, T * 4));
   STRATA_RETURN_IF_ERROR(alloc(slots_, T * 4));
   STRATA_RETURN_IF_ERROR(alloc(row_index_, T * 4));
+  STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, T * 4));
   STRATA_RETURN_IF_ERROR(alloc(query_start_, (S + 1) * 4));
   STRATA_RETURN_IF_ERROR(alloc(seq_lens_, S * 4));
   STRATA_RETURN_IF_ERROR(alloc(block_tables_, S * max_blocks_per_seq_ * 4));
@@ -266,6 +267,25 @@ absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) 
 }
 
 absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits) {
+  STRATA_RETURN_IF_ERROR(RunToLogits(in));
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  logits->resize(static_cast<size_t>(r * config_.vocab_size));
+  return device_.Download(logits->data(), logits_, 0, logits->size() * 4);
+}
+
+absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids) {
+  if (!device_.Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32))
+    return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no argmax"));
+  STRATA_RETURN_IF_ERROR(RunToLogits(in));
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
+  const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {r});
+  STRATA_RETURN_IF_ERROR(device_.Check(device_.api().argmax(device_.handle(), &logits, &ids), "argmax"));
+  token_ids->resize(static_cast<size_t>(r));
+  return device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(r) * 4);
+}
+
+absl::Status LlamaModel::RunToLogits(const StepInput& in) {
   STRATA_RETURN_IF_ERROR(UploadStep(in));
   const strata_backend_v1& api = device_.api();
   strata_device dev = device_.handle();
@@ -368,9 +388,7 @@ absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits
   STRATA_RETURN_IF_ERROR(check(api.gather_rows(dev, &normed, &row_idx, &rows), "gather_rows"));
   const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
   const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
-  STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits"));
-  logits->resize(static_cast<size_t>(r * config_.vocab_size));
-  return device_.Download(logits->data(), logits_, 0, logits->size() * 4);
+  return check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits");
 }
 
 }  // namespace strata

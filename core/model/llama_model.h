@@ -45,6 +45,11 @@ class LlamaModel {
   // Runs the step; `logits` receives logits_rows.size() rows of vocab_size floats.
   absl::Status Forward(const StepInput& in, std::vector<float>* logits);
 
+  // Runs the step and takes the argmax of each logits row on the device (first maximum,
+  // as the host sampler's greedy path), so only one id per row crosses to the host
+  // instead of a vocabulary of floats.
+  absl::Status ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids);
+
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
   absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
@@ -68,6 +73,8 @@ class LlamaModel {
   absl::Status UploadWeights(const ModelFile& file);
   absl::Status AllocateWorkspace();
   absl::Status UploadStep(const StepInput& in);
+  // Everything up to the logits of in.logits_rows, left in logits_ on the device.
+  absl::Status RunToLogits(const StepInput& in);
 
   Device& device_;
   ModelConfig config_;
@@ -85,7 +92,7 @@ class LlamaModel {
 
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
-  DeviceBuffer ids_, positions_, slots_, query_start_, seq_lens_, block_tables_, row_index_;
+  DeviceBuffer ids_, positions_, slots_, query_start_, seq_lens_, block_tables_, row_index_, sampled_ids_;
 };
 
 }  // namespace strata

@@ -68,6 +68,11 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params) {
 
 bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
 
+bool Sampler::IsPlainArgmax() const {
+  return greedy() && params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+         params_.presence_penalty == 0.0f && params_.logprobs == 0;
+}
+
 absl::Status Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_ids,
                                      std::span<const int32_t> generated_ids) const {
   if (absl::Status s = CheckIds(prompt_ids, logits.size(), "prompt"); !s.ok()) return s;

@@ -66,6 +66,10 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // True when the next token is the plain argmax of the raw logits (greedy, no penalties,
+  // no logprobs), so a device-side argmax gives the same token without the logits.
+  bool IsPlainArgmax() const;
+
  private:
   struct Candidates {
     std::vector<int32_t> ids;
