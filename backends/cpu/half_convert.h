@@ -2,41 +2,16 @@
 #ifndef STRATA_BACKENDS_CPU_HALF_CONVERT_H_
 #define STRATA_BACKENDS_CPU_HALF_CONVERT_H_
 
-#include <cstdint>
-#include <cstring>
+#include "core/common/half.h"
 
 namespace strata::cpu {
 
-inline float Bf16ToF32(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// Round to nearest even; NaN stays a (quiet) NaN.
-inline uint16_t F32ToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-// GCC >= 12 and Clang >= 15 have _Float16 on x86-64; it converts with F16C when present
-// and with libgcc otherwise, rounding to nearest even either way.
-inline float F16ToF32(uint16_t h) {
-  _Float16 v;
-  std::memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
-
-inline uint16_t F32ToF16(float f) {
-  _Float16 v = static_cast<_Float16>(f);
-  uint16_t h;
-  std::memcpy(&h, &v, 2);
-  return h;
-}
+// One implementation for the whole project (header-only, so the plugin links nothing of
+// the core for it).
+using ::strata::Bf16ToF32;
+using ::strata::F16ToF32;
+using ::strata::F32ToBf16;
+using ::strata::F32ToF16;
 
 }  // namespace strata::cpu
 

@@ -7,16 +7,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 OUT="${OUT:-$ROOT/gpu-logs}"
 mkdir -p "$OUT"
-DEPS=/tmp/deps
-mkdir -p "$DEPS"
-for f in .gpu/debs/*.deb; do dpkg -x "$f" "$DEPS"; done
-for pc in "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$DEPS"/usr/share/pkgconfig/*.pc; do
-  [ -f "$pc" ] && sed -i -e 's|=/usr|='"$DEPS"'/usr|g' -e 's|-I/usr/|-I'"$DEPS"'/usr/|g' "$pc"
-done
-export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
-export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-command -v pkg-config >/dev/null || { ln -sf "$DEPS/usr/bin/pkgconf" "$DEPS/usr/bin/pkg-config"; export PATH="$DEPS/usr/bin:$PATH"; }
-export PATH="/usr/local/cuda/bin:$PATH"
+source scripts/gpu/deps_env.sh
 BUILD=build-gpu
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$DEPS/usr" \
   -DSTRATA_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null || exit 1
