@@ -30,6 +30,10 @@ constexpr std::chrono::milliseconds kPollInterval{100};
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// `text` with each invalid UTF-8 sequence replaced by U+FFFD, as Dump() writes it; used
+// where two raw strings must not become the same key only after dumping.
+std::string LossyUtf8(const std::string& text) { return Json::parse(Dump(Json(text))).get<std::string>(); }
+
 // OpenAI's finish reasons; "abort" (vLLM's word) for requests cut by shutdown or a hang-up.
 std::string OpenAiFinishReason(const std::string& engine_reason) {
   if (engine_reason == kFinishEos || engine_reason == kFinishStopString) return "stop";
@@ -44,6 +48,8 @@ struct Choice {
   std::string finish_reason;  // OpenAI's word, set when finished
   std::string error;
   bool role_sent = false;     // chat streaming: the first delta carries the role
+  std::vector<GeneratedTokenLogprob> logprobs;  // non-streaming, when asked for
+  int64_t text_offset = 0;    // completions: where the next token's text starts
 };
 
 // One generation call while it is in flight.
@@ -53,6 +59,7 @@ struct Call {
   int64_t created = 0;
   std::string model;
   bool include_usage = false;
+  bool want_logprobs = false;
   int64_t prompt_tokens = 0;
   std::vector<std::string> engine_ids;  // one per choice
   std::vector<Choice> choices;
@@ -219,6 +226,64 @@ struct OpenAiServer::Impl {
                 {"total_tokens", call.prompt_tokens + completion}};
   }
 
+  // -- logprobs ----------------------------------------------------------------------------
+
+  // A token's text is its raw bytes; a piece of a multi-byte character is not valid UTF-8
+  // and is written with U+FFFD in its place (Dump's replace handler), the raw bytes go in
+  // the chat format's `bytes`.
+  std::string TokenText(int32_t id) const { return tokenizer.TokenBytes(id); }
+
+  static Json BytesJson(const std::string& text) {
+    Json b = Json::array();
+    for (char ch : text) b.push_back(static_cast<int>(static_cast<unsigned char>(ch)));
+    return b;
+  }
+
+  // Completions: {tokens, token_logprobs, top_logprobs, text_offset}; `offset` is the text
+  // offset of the first token and moves past the last one (it carries across stream chunks).
+  Json CompletionLogprobs(const std::vector<GeneratedTokenLogprob>& lps, int64_t* offset) const {
+    Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+    for (const GeneratedTokenLogprob& lp : lps) {
+      const std::string text = TokenText(lp.token);
+      tokens.push_back(text);
+      token_logprobs.push_back(lp.logprob);
+      Json alts = Json::object();
+      // Alternatives whose text is the same keep the more likely one (they come first).
+      for (const TokenLogprob& t : lp.top) {
+        const std::string key = LossyUtf8(TokenText(t.token));
+        if (!alts.contains(key)) alts[key] = t.logprob;
+      }
+      top.push_back(std::move(alts));
+      offsets.push_back(*offset);
+      *offset += static_cast<int64_t>(text.size());
+    }
+    return Json{{"tokens", std::move(tokens)},
+                {"token_logprobs", std::move(token_logprobs)},
+                {"top_logprobs", std::move(top)},
+                {"text_offset", std::move(offsets)}};
+  }
+
+  // Chat: {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+  Json ChatLogprobs(const std::vector<GeneratedTokenLogprob>& lps) const {
+    Json content = Json::array();
+    for (const GeneratedTokenLogprob& lp : lps) {
+      const std::string text = TokenText(lp.token);
+      Json top = Json::array();
+      for (const TokenLogprob& t : lp.top) {
+        const std::string alt = TokenText(t.token);
+        top.push_back(Json{{"token", alt}, {"logprob", t.logprob}, {"bytes", BytesJson(alt)}});
+      }
+      content.push_back(
+          Json{{"token", text}, {"logprob", lp.logprob}, {"bytes", BytesJson(text)}, {"top_logprobs", std::move(top)}});
+    }
+    return Json{{"content", std::move(content)}};
+  }
+
+  Json ChoiceLogprobs(const Call& call, const std::vector<GeneratedTokenLogprob>& lps, int64_t* offset) const {
+    if (!call.want_logprobs) return nullptr;
+    return call.endpoint == Endpoint::kChatCompletions ? ChatLogprobs(lps) : CompletionLogprobs(lps, offset);
+  }
+
   Json ChunkHeader(const Call& call) const {
     Json j;
     j["id"] = call.id;
@@ -233,7 +298,11 @@ struct OpenAiServer::Impl {
     Choice& c = call.choices[ce.index];
     StreamEvent& ev = ce.event;
     c.tokens += static_cast<int64_t>(ev.token_ids.size());
-    if (!streaming) c.text += ev.text;
+    if (!streaming) {
+      c.text += ev.text;
+      c.logprobs.insert(c.logprobs.end(), std::make_move_iterator(ev.logprobs.begin()),
+                        std::make_move_iterator(ev.logprobs.end()));
+    }
     if (ev.finished) {
       c.finish_reason = OpenAiFinishReason(ev.finish_reason);
       c.error = ev.error;
@@ -242,17 +311,16 @@ struct OpenAiServer::Impl {
     std::vector<Json> chunks;
     if (!streaming) return chunks;
     const bool chat = call.endpoint == Endpoint::kChatCompletions;
-    auto make = [&](const Json& payload, const Json& finish) {
+    auto make = [&](const Json& payload, const Json& finish, Json logprobs = nullptr) {
       Json j = ChunkHeader(call);
       Json choice;
       choice["index"] = ce.index;
       if (chat) {
         choice["delta"] = payload;
-        choice["logprobs"] = nullptr;
       } else {
         choice["text"] = payload;
-        choice["logprobs"] = nullptr;
       }
+      choice["logprobs"] = std::move(logprobs);
       choice["finish_reason"] = finish;
       j["choices"] = Json::array({choice});
       return j;
@@ -261,7 +329,12 @@ struct OpenAiServer::Impl {
       c.role_sent = true;
       chunks.push_back(make(Json{{"role", "assistant"}, {"content", ""}}, nullptr));
     }
-    if (!ev.text.empty()) chunks.push_back(make(chat ? Json{{"content", ev.text}} : Json(ev.text), nullptr));
+    // Tokens whose text is held back (a possible stop string, a partial character) still
+    // bring their logprobs, in a chunk with empty text.
+    const bool lp_chunk = call.want_logprobs && !ev.logprobs.empty();
+    if (!ev.text.empty() || lp_chunk)
+      chunks.push_back(make(chat ? Json{{"content", ev.text}} : Json(ev.text), nullptr,
+                            ChoiceLogprobs(call, ev.logprobs, &c.text_offset)));
     if (ev.finished && c.finish_reason != "error")
       chunks.push_back(make(chat ? Json::object() : Json(""), c.finish_reason));
     return chunks;
@@ -283,7 +356,8 @@ struct OpenAiServer::Impl {
       } else {
         choice["text"] = c.text;
       }
-      choice["logprobs"] = nullptr;
+      int64_t offset = 0;
+      choice["logprobs"] = ChoiceLogprobs(call, c.logprobs, &offset);
       choice["finish_reason"] = c.finish_reason;
       choices.push_back(std::move(choice));
     }
@@ -302,9 +376,8 @@ struct OpenAiServer::Impl {
     GenerationParams g;
     if (auto e = ParseGenerationRequest(body, endpoint, &g)) return fail(*e);
     if (auto e = CheckModel(g.model)) return fail(*e);
-    if (g.want_logprobs)
-      return fail(BadRequest("logprobs are not supported by this server yet (the engine does not report them)",
-                             "logprobs"));
+    // The engine reports top_logprobs alternatives per token; return_logprobs covers 0.
+    if (g.want_logprobs) g.sampling.logprobs = g.top_logprobs;
 
     // Prompts as token ids.
     std::vector<std::vector<int32_t>> prompts;
@@ -343,6 +416,7 @@ struct OpenAiServer::Impl {
     call->created = static_cast<int64_t>(std::time(nullptr));
     call->model = opt.served_model_name;
     call->include_usage = g.include_usage;
+    call->want_logprobs = g.want_logprobs;
     const int num_choices = static_cast<int>(prompts.size()) * g.n;
     call->choices.resize(num_choices);
     call->stream = std::make_shared<ChoiceStream>(num_choices);
@@ -353,6 +427,7 @@ struct OpenAiServer::Impl {
       er.request_id = absl::StrCat(call->id, "-", k);
       er.prompt_ids = prompts[k / g.n];
       er.sampling = g.sampling;
+      er.return_logprobs = g.want_logprobs;
       // n seeded choices must differ, yet stay reproducible.
       if (er.sampling.seed && g.n > 1) *er.sampling.seed += static_cast<uint64_t>(k % g.n);
       er.cache_salt = g.cache_salt;

@@ -28,6 +28,7 @@ struct Engine::LiveRequest {
   std::unique_ptr<StopChecker> stops;
   std::unique_ptr<StreamingDetokenizer> detok;  // null without a tokenizer
   bool ignore_eos = false;
+  bool want_logprobs = false;  // return_logprobs or sampling.logprobs > 0
   int64_t budget = 0;  // generated tokens allowed (max_new_tokens, bounded by the context)
   double submit_time = 0;
   double first_token_time = -1;
@@ -117,6 +118,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest requ
     for (int32_t id : r->seq.token_ids) r->detok->Push(id);
   }
   r->ignore_eos = request.sampling.ignore_eos;
+  r->want_logprobs = request.return_logprobs || request.sampling.logprobs > 0;
   r->budget = budget;
   r->submit_time = Now();
 
@@ -266,7 +268,7 @@ void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error
   live_.erase(id);  // destroys r
 }
 
-void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step) {
+void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedTokenLogprob* logprob) {
   StreamEvent ev;
   ev.step = step;
   if (tok < 0) {
@@ -282,6 +284,7 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step) {
   r.last_token_time = now;
   r.seq.token_ids.push_back(tok);
   ev.token_ids.push_back(tok);
+  if (logprob != nullptr) ev.logprobs.push_back(std::move(*logprob));
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++metrics_.num_generated_tokens;
@@ -332,7 +335,9 @@ absl::StatusOr<bool> Engine::StepLocked() {
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
-    if (it != live_.end() && !it->second->sampler->IsPlainArgmax()) device_argmax = false;
+    // A request that wants logprobs needs its logits row even when greedy.
+    if (it != live_.end() && (!it->second->sampler->IsPlainArgmax() || it->second->want_logprobs))
+      device_argmax = false;
   }
   if (in.ok()) st = device_argmax ? model_.ForwardGreedy(*in, &greedy_ids_) : model_.Forward(*in, &logits_);
   else st = in.status();
@@ -351,10 +356,25 @@ absl::StatusOr<bool> Engine::StepLocked() {
     auto it = live_.find(sc.seq->id);
     if (it != live_.end()) {
       LiveRequest& r = *it->second;
-      const int32_t tok = device_argmax ? greedy_ids_[row]
-                                        : r.sampler->Sample(std::span<const float>(logits_).subspan(row * vocab, vocab),
-                                                            r.seq.prompt_ids(), r.seq.generated_ids());
-      ProcessSample(r, tok, out.step);
+      if (device_argmax) {
+        ProcessSample(r, greedy_ids_[row], out.step);
+      } else {
+        const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
+        if (r.want_logprobs) {
+          absl::StatusOr<SampleResult> res =
+              r.sampler->SampleWithLogprobs(logits, r.seq.prompt_ids(), r.seq.generated_ids());
+          if (res.ok()) {
+            GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
+            ProcessSample(r, res->token, out.step, &lp);
+          } else {
+            StreamEvent ev;
+            ev.step = out.step;
+            FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
+          }
+        } else {
+          ProcessSample(r, r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids()), out.step);
+        }
+      }
     }
     ++row;
   }

@@ -102,8 +102,9 @@ class Engine {
   absl::StatusOr<bool> StepLocked();  // the step itself (step thread)
   void TakeInbox();
   void FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event);
-  // Applies the sampled token `tok` (or -1: sampling failed) to the request.
-  void ProcessSample(LiveRequest& r, int32_t tok, int64_t step);
+  // Applies the sampled token `tok` (or -1: sampling failed) to the request; `logprob`
+  // (may be null) is streamed with it.
+  void ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedTokenLogprob* logprob = nullptr);
   void FailAll(const absl::Status& status);
   void Loop();
   void PublishMetrics(const SchedulerOutput* out);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sampling/sampler.h"
 #include "core/sampling/sampling_params.h"
 
 namespace strata {
@@ -17,9 +18,20 @@ inline constexpr const char* kFinishStopString = "stop_string";   // sampling.st
 inline constexpr const char* kFinishAborted = "aborted";          // Engine::Abort or shutdown
 inline constexpr const char* kFinishError = "error";              // the step failed
 
+// One generated token's log-probability under the raw logits (log_softmax before any
+// penalty, temperature or truncation, as vLLM reports it) and the most likely alternatives.
+struct GeneratedTokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;  // sampling.logprobs entries, most likely first
+};
+
 // One increment of a request's stream.
 struct StreamEvent {
   std::vector<int32_t> token_ids;  // tokens generated since the previous event
+  // Parallel to token_ids when the request asked for logprobs (return_logprobs or
+  // sampling.logprobs > 0); empty otherwise.
+  std::vector<GeneratedTokenLogprob> logprobs;
   std::string text;                // text that became complete (stop strings held back)
   int64_t step = 0;                // engine step that produced it
   bool finished = false;           // the last event of the stream
@@ -36,6 +48,9 @@ struct EngineRequest {
   std::vector<int32_t> prompt_ids;  // or:
   std::string prompt;               // encoded with the model's tokenizer (BOS added)
   SamplingParams sampling;
+  // Report each generated token's log-probability even when sampling.logprobs == 0 (no
+  // alternatives): OpenAI chat's `logprobs: true` without `top_logprobs`.
+  bool return_logprobs = false;
   int32_t priority = 0;             // lower = more urgent (priority policy)
   std::string cache_salt;           // prefix-cache namespace (tenant / document version)
   // Called on the engine's step thread for every event; then events are not queued for

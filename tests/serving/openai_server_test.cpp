@@ -3,6 +3,7 @@
 // the llama2.c reference; SSE framing, usage counts and every error status are checked.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -214,6 +215,145 @@ TEST_F(OpenAiServerTest, ModelsHealthAndMetrics) {
                            "strata_kv_blocks_free", "strata_prefix_cache_hit_rate", "strata_num_preemptions_total",
                            "strata_time_to_first_token_seconds_bucket", "strata_time_per_output_token_seconds_bucket"})
     EXPECT_NE(x.body.find(name), std::string::npos) << name;
+}
+
+// Greedy completions with logprobs: N entries per token, most likely first, the chosen
+// token's logprob equal to the top-1 entry (temperature 0 picks the argmax).
+void CheckCompletionLogprobs(const json& lp, size_t num_tokens, size_t top) {
+  ASSERT_TRUE(lp.is_object()) << lp.dump();
+  ASSERT_EQ(lp["tokens"].size(), num_tokens);
+  ASSERT_EQ(lp["token_logprobs"].size(), num_tokens);
+  ASSERT_EQ(lp["top_logprobs"].size(), num_tokens);
+  ASSERT_EQ(lp["text_offset"].size(), num_tokens);
+  int64_t offset = -1;
+  for (size_t i = 0; i < num_tokens; ++i) {
+    const double chosen = lp["token_logprobs"][i].get<double>();
+    EXPECT_LE(chosen, 0.0);
+    const json& alts = lp["top_logprobs"][i];
+    EXPECT_LE(alts.size(), top);  // alternatives with the same text share one key
+    EXPECT_GE(alts.size(), 1u);
+    std::string best_key;
+    double best = -INFINITY;
+    for (const auto& [k, v] : alts.items()) {
+      EXPECT_LE(v.get<double>(), 0.0);
+      if (v.get<double>() > best) best = v.get<double>(), best_key = k;
+    }
+    EXPECT_DOUBLE_EQ(best, chosen) << "token " << i;
+    EXPECT_EQ(best_key, lp["tokens"][i].get<std::string>()) << "token " << i;
+    const int64_t off = lp["text_offset"][i].get<int64_t>();
+    if (i == 0) {
+      EXPECT_EQ(off, 0);
+    }
+    EXPECT_GE(off, offset);
+    offset = off;
+  }
+}
+
+// Chat logprobs: one content entry per token with its bytes, top_logprobs of the asked
+// size, most likely first, the first equal to the chosen token under temperature 0.
+void CheckChatLogprobs(const json& content, size_t num_tokens, size_t top) {
+  ASSERT_TRUE(content.is_array()) << content.dump();
+  ASSERT_EQ(content.size(), num_tokens);
+  for (size_t i = 0; i < num_tokens; ++i) {
+    const json& e = content[i];
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    ASSERT_TRUE(e["bytes"].is_array());
+    EXPECT_FALSE(e["bytes"].empty());
+    ASSERT_EQ(e["top_logprobs"].size(), top) << e.dump();
+    for (size_t j = 0; j < top; ++j) {
+      const json& t = e["top_logprobs"][j];
+      EXPECT_TRUE(t["token"].is_string() && t["bytes"].is_array());
+      if (j > 0) {
+        EXPECT_LE(t["logprob"].get<double>(), e["top_logprobs"][j - 1]["logprob"].get<double>());
+      }
+    }
+    if (top > 0) {
+      EXPECT_DOUBLE_EQ(e["top_logprobs"][0]["logprob"].get<double>(), e["logprob"].get<double>()) << "token " << i;
+      EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]) << "token " << i;
+      EXPECT_EQ(e["top_logprobs"][0]["bytes"], e["bytes"]) << "token " << i;
+    }
+  }
+}
+
+TEST_F(OpenAiServerTest, CompletionLogprobs) {
+  json run = RunGreedy("-n 10 -p 'Once upon a time'");
+  ASSERT_TRUE(run.is_object()) << "strata run failed";
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0}, {"logprobs", 3}};
+  HttpResponse r = Post("/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], run["text"]) << "asking for logprobs must not change the greedy text";
+  const size_t n = j["usage"]["completion_tokens"].get<size_t>();
+  EXPECT_EQ(n, run["generated_ids"].size());
+  CheckCompletionLogprobs(j["choices"][0]["logprobs"], n, 3);
+
+  // Streaming: the chunks' logprobs put together are the non-streaming ones.
+  json sbody = body;
+  sbody["stream"] = true;
+  HttpResponse s = Post("/v1/completions", sbody);
+  ASSERT_EQ(s.status, 200) << s.body;
+  bool framing_ok = false;
+  std::vector<std::string> data = SseData(s.body, &framing_ok);
+  EXPECT_TRUE(framing_ok);
+  json merged = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                 {"text_offset", json::array()}};
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    const json& lp = c["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+      for (const json& v : lp[k]) merged[k].push_back(v);
+  }
+  EXPECT_EQ(merged, j["choices"][0]["logprobs"]);
+
+  // logprobs: 0 is the chosen token only; out of range is a 400.
+  HttpResponse z = Post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 3}, {"temperature", 0}, {"logprobs", 0}});
+  ASSERT_EQ(z.status, 200) << z.body;
+  json zj = json::parse(z.body);
+  ASSERT_EQ(zj["choices"][0]["logprobs"]["token_logprobs"].size(), zj["usage"]["completion_tokens"].get<size_t>());
+  for (const json& t : zj["choices"][0]["logprobs"]["top_logprobs"]) EXPECT_TRUE(t.empty());
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"logprobs", 21}}), 400, "logprobs");
+  ExpectError(Post("/v1/completions", {{"prompt", "x"}, {"logprobs", -1}}), 400, "logprobs");
+}
+
+TEST_F(OpenAiServerTest, ChatLogprobs) {
+  const json msgs = {{{"role", "user"}, {"content", "Tell me a story"}}};
+  const json body = {{"messages", msgs}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 4}};
+  HttpResponse r = Post("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  const size_t n = j["usage"]["completion_tokens"].get<size_t>();
+  ASSERT_GT(n, 0u);
+  CheckChatLogprobs(j["choices"][0]["logprobs"]["content"], n, 4);
+
+  json sbody = body;
+  sbody["stream"] = true;
+  HttpResponse s = Post("/v1/chat/completions", sbody);
+  ASSERT_EQ(s.status, 200) << s.body;
+  bool framing_ok = false;
+  std::vector<std::string> data = SseData(s.body, &framing_ok);
+  EXPECT_TRUE(framing_ok);
+  json content = json::array();
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    const json& lp = c["choices"][0]["logprobs"];
+    if (!lp.is_null())
+      for (const json& e : lp["content"]) content.push_back(e);
+  }
+  EXPECT_EQ(content, j["choices"][0]["logprobs"]["content"]);
+
+  // logprobs: true alone reports the chosen tokens with no alternatives.
+  HttpResponse o = Post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", true}});
+  ASSERT_EQ(o.status, 200) << o.body;
+  json oj = json::parse(o.body);
+  CheckChatLogprobs(oj["choices"][0]["logprobs"]["content"], oj["usage"]["completion_tokens"].get<size_t>(), 0);
+  // Without logprobs the field stays null.
+  HttpResponse none = Post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 2}});
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_TRUE(json::parse(none.body)["choices"][0]["logprobs"].is_null());
+  ExpectError(Post("/v1/chat/completions", {{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 21}}), 400,
+              "top_logprobs");
+  ExpectError(Post("/v1/chat/completions", {{"messages", msgs}, {"top_logprobs", 2}}), 400, "top_logprobs");
 }
 
 TEST_F(OpenAiServerTest, BadRequestsGetOpenAiErrors) {

@@ -6,6 +6,7 @@
 // than one chunk; a shared 1,000-token prefix is computed once.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <random>
@@ -417,6 +418,128 @@ TEST(ServingEngine, BackgroundLoopStreamsByCallbackAndPull) {
   const EngineMetrics m = (*engine)->Metrics();
   EXPECT_EQ(m.ttft.count(), 2);
   (*engine)->Stop();
+}
+
+// log_softmax in double of the last-position logits of one full prefill of `ids`, on a
+// model the engine does not use (its KV cache is overwritten).
+std::vector<double> ReferenceLogSoftmax(LlamaModel& m, const std::vector<int32_t>& ids) {
+  const int32_t n = static_cast<int32_t>(ids.size());
+  StepInput in;
+  in.token_ids = ids;
+  for (int32_t i = 0; i < n; ++i) {
+    in.positions.push_back(i);
+    in.slot_mapping.push_back(i);
+  }
+  in.query_start_loc = {0, n};
+  in.seq_lens = {n};
+  for (int32_t b = 0; b < m.max_blocks_per_seq(); ++b) in.block_tables.push_back(b);
+  in.logits_rows = {n - 1};
+  std::vector<float> logits;
+  absl::Status s = m.Forward(in, &logits);
+  EXPECT_TRUE(s.ok()) << s;
+  if (!s.ok()) return {};
+  double mx = -INFINITY;
+  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const double log_sum = mx + std::log(sum);
+  std::vector<double> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_sum;
+  return out;
+}
+
+// Greedy requests asking for logprobs (top 5, and the chosen token only) batched with one
+// that does not: every reported logprob equals the log-softmax of an independent forward
+// pass, the top list is sorted with the greedy token first, and the tokens stay llama2.c's.
+TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded ref = LoadModel(path, 64, 1, 0);
+  REQUIRE_MODEL(ref, path);
+  Loaded l = LoadModel(path, 64, 4, 256);
+  ASSERT_NE(l.model, nullptr);
+  std::ifstream in(kStoriesDir + "/expected/greedy.json");
+  ASSERT_TRUE(in.good()) << "missing " << kStoriesDir << "/expected/greedy.json";
+  const nlohmann::json rec = nlohmann::json::parse(in)[1];
+  const std::vector<int32_t> prompt = rec["prompt_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> expected = rec["generated_ids"].get<std::vector<int32_t>>();
+  constexpr int kNew = 12;
+  constexpr int kTop = 5;
+  ASSERT_GE(expected.size(), static_cast<size_t>(kNew));
+
+  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{4, 64});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto submit = [&](int top, bool chosen_only) {
+    EngineRequest r;
+    r.prompt_ids = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = kNew;
+    r.sampling.ignore_eos = true;
+    r.sampling.logprobs = top;
+    r.return_logprobs = chosen_only;
+    auto h = (*engine)->Submit(r);
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? *h : nullptr;
+  };
+  std::shared_ptr<RequestHandle> with_top = submit(kTop, false);
+  std::shared_ptr<RequestHandle> chosen_only = submit(0, true);
+  std::shared_ptr<RequestHandle> without = submit(0, false);
+  ASSERT_TRUE(with_top && chosen_only && without);
+  for (int steps = 0; steps < 1000; ++steps) {
+    auto more = (*engine)->Step();
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+  }
+  auto drain = [](RequestHandle& h, std::vector<int32_t>* ids, std::vector<GeneratedTokenLogprob>* lps) {
+    while (auto ev = h.Next()) {
+      EXPECT_TRUE(ev->logprobs.empty() || ev->logprobs.size() == ev->token_ids.size())
+          << "logprobs must be parallel to token_ids";
+      ids->insert(ids->end(), ev->token_ids.begin(), ev->token_ids.end());
+      lps->insert(lps->end(), ev->logprobs.begin(), ev->logprobs.end());
+    }
+  };
+  std::vector<int32_t> ids_top, ids_chosen, ids_without;
+  std::vector<GeneratedTokenLogprob> lp_top, lp_chosen, lp_without;
+  drain(*with_top, &ids_top, &lp_top);
+  drain(*chosen_only, &ids_chosen, &lp_chosen);
+  drain(*without, &ids_without, &lp_without);
+  const std::vector<int32_t> want(expected.begin(), expected.begin() + kNew);
+  EXPECT_EQ(ids_top, want);
+  EXPECT_EQ(ids_chosen, want);
+  EXPECT_EQ(ids_without, want);
+  EXPECT_TRUE(lp_without.empty());
+  ASSERT_EQ(lp_top.size(), static_cast<size_t>(kNew));
+  ASSERT_EQ(lp_chosen.size(), static_cast<size_t>(kNew));
+
+  std::vector<int32_t> context = prompt;
+  for (int k = 0; k < kNew; ++k) {
+    SCOPED_TRACE("token " + std::to_string(k));
+    const std::vector<double> ref_lp = ReferenceLogSoftmax(*ref.model, context);
+    ASSERT_FALSE(ref_lp.empty());
+    const GeneratedTokenLogprob& a = lp_top[k];
+    EXPECT_EQ(a.token, ids_top[k]);
+    EXPECT_LE(a.logprob, 0.0f);
+    EXPECT_NEAR(a.logprob, ref_lp[a.token], 1e-4);
+    EXPECT_EQ(lp_chosen[k].token, ids_top[k]);
+    EXPECT_NEAR(lp_chosen[k].logprob, ref_lp[a.token], 1e-4);
+    EXPECT_TRUE(lp_chosen[k].top.empty());
+    ASSERT_EQ(a.top.size(), static_cast<size_t>(kTop));
+    EXPECT_EQ(a.top[0].token, a.token) << "greedy: the chosen token is the most likely";
+    EXPECT_EQ(a.top[0].logprob, a.logprob);
+    // The reference's own top 5 (ties: lower id first).
+    std::vector<int32_t> order(ref_lp.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::partial_sort(order.begin(), order.begin() + kTop, order.end(),
+                      [&](int32_t x, int32_t y) { return ref_lp[x] > ref_lp[y] || (ref_lp[x] == ref_lp[y] && x < y); });
+    for (int j = 0; j < kTop; ++j) {
+      EXPECT_LE(a.top[j].logprob, 0.0f);
+      if (j > 0) {
+        EXPECT_LE(a.top[j].logprob, a.top[j - 1].logprob) << "top list must be sorted";
+      }
+      EXPECT_NEAR(a.top[j].logprob, ref_lp[a.top[j].token], 1e-4);
+      EXPECT_NEAR(a.top[j].logprob, ref_lp[order[j]], 1e-4);
+    }
+    context.push_back(ids_top[k]);
+  }
 }
 
 }  // namespace
