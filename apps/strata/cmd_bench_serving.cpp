@@ -119,7 +119,7 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("max-num-seqs", "", "16", "serving: requests running at once (sequences per step)");
   f.Value("max-batched-tokens", "", "512", "serving: tokens per step (decodes + prefill chunks)");
   f.Value("policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end)");
-  f.Value("kv-blocks", "", "0", "serving: KV blocks; 0 = size from the device's free memory");
+  AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
 }
 
@@ -130,30 +130,15 @@ bool IsServingBench(const FlagSet& f) {
 absl::Status BenchServing(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
   STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, f.Int("max-batched-tokens"));
-  STRATA_ASSIGN_OR_RETURN(int64_t kv_blocks, f.Int("kv-blocks"));
   STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("policy")));
-  if (max_seqs <= 0 || max_tokens <= 0 || kv_blocks < 0)
-    return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive, --kv-blocks >= 0");
+  if (max_seqs <= 0 || max_tokens <= 0)
+    return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
   const strata_device_info info = dev.device->info();
   auto adjust = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
     o.max_seqs = static_cast<int32_t>(max_seqs);
     o.max_batch_tokens = static_cast<int32_t>(max_tokens);
-    if (kv_blocks > 0) {
-      o.num_blocks = static_cast<int32_t>(kv_blocks);
-      return absl::OkStatus();
-    }
-    const int64_t ctx = o.max_context > 0 ? o.max_context : file.config.max_position;
-    const int32_t per_seq = static_cast<int32_t>((ctx + o.block_size - 1) / o.block_size);
-    const strata_dtype kv_dt = o.kv_dtype == STRATA_DTYPE_COUNT
-                                   ? static_cast<strata_dtype>(info.preferred_activation_dtype)
-                                   : o.kv_dtype;
-    // 90% of free memory after the weights; no more than every sequence at full context
-    // twice over (the rest would only keep more prefixes cached; on a CPU it is host RAM).
-    o.num_blocks = KvBlocksForMemory(info.memory_free, 0.9, ModelTensorBytes(file),
-                                     KvBytesPerBlock(file.config, o.block_size, kv_dt), per_seq,
-                                     2 * per_seq * o.max_seqs);
-    return absl::OkStatus();
+    return SizeKvPool(f, file, info, o);
   };
   STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadModel(f, *dev.device, /*need_tokenizer=*/false, adjust));
   std::vector<WorkItem> items;

@@ -32,7 +32,7 @@ void AddServeFlags(FlagSet& f) {
   f.Value("chat-template", "", "", "Jinja chat template file, instead of (or for a model without) its own");
   f.Value("max-num-seqs", "", "16", "requests in the running batch");
   f.Value("max-waiting", "", "1024", "requests allowed to wait for admission; beyond it 429");
-  f.Value("num-kv-blocks", "", "0", "KV-cache blocks; 0 = enough for max-num-seqs full contexts");
+  AddKvPoolFlags(f);
   f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
   f.Switch("no-prefix-cache", "disable automatic prefix caching");
   f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
@@ -78,31 +78,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 // LoadModel() of runtime.h sizes the model for one sequence; the server needs a batch.
 absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs) {
   if (!f.Get("synthetic").empty()) return absl::InvalidArgumentError("serve needs a real model with a tokenizer, not --synthetic");
-  if (f.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) is required");
-  ModelRuntime rt;
-  STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(f.Get("model"), f.Get("tokenizer")));
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(*rt.file);
-  if (!tok.ok())
-    return absl::Status(tok.status().code(), absl::StrCat("serve needs the model's tokenizer: ", tok.status().message()));
-  rt.tokenizer = std::move(*tok);
-  ModelRuntimeOptions o;
-  STRATA_ASSIGN_OR_RETURN(int64_t ctx, f.Int("ctx-size"));
-  STRATA_ASSIGN_OR_RETURN(int64_t bt, f.Int("batch-tokens"));
-  STRATA_ASSIGN_OR_RETURN(int64_t bs, f.Int("block-size"));
-  STRATA_ASSIGN_OR_RETURN(int64_t blocks, f.Int("num-kv-blocks"));
-  if (ctx < 0 || bt <= 0 || bs <= 0 || blocks < 0)
-    return absl::InvalidArgumentError("--ctx-size, --batch-tokens, --block-size, --num-kv-blocks must be positive");
-  o.max_context = ctx;
-  o.max_batch_tokens = static_cast<int32_t>(bt);
-  o.block_size = static_cast<int32_t>(bs);
-  o.num_blocks = static_cast<int32_t>(blocks);
-  o.max_seqs = max_seqs;
-  if (f.Get("kv-dtype") != "auto") {
-    STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(f.Get("kv-dtype")));
-  }
-  STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
-  rt.file->DropTensorData();  // as LoadModel() does: the device holds the weights now
-  return rt;
+  const strata_device_info info = device.info();
+  auto batch = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
+    o.max_seqs = max_seqs;
+    return SizeKvPool(f, file, info, o);
+  };
+  return LoadModel(f, device, /*need_tokenizer=*/true, batch);
 }
 
 absl::Status Serve(const FlagSet& f) {

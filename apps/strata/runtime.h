@@ -42,4 +42,14 @@ absl::StatusOr<ModelRuntime> LoadModel(
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
 
+// The KV pool of a batching engine (serve, bench's serving mode): --kv-blocks (0 = size it
+// from the device's free memory) and --gpu-memory-utilization (the share of free memory
+// that weights and KV cache may take).
+void AddKvPoolFlags(FlagSet& flags);
+
+// Sets o.num_blocks from those flags for `file` on a device described by `info`; o's
+// max_seqs, block_size, max_context and kv_dtype must already be set.
+absl::Status SizeKvPool(const FlagSet& flags, const ModelFile& file, const strata_device_info& info,
+                        ModelRuntimeOptions& o);
+
 }  // namespace strata::cli
