@@ -71,32 +71,8 @@ Status CheckHandle(const void* handle, HandleKind kind, const char* what) {
   return Ok();
 }
 
-size_t DtypeSize(int32_t dtype) {
-  switch (dtype) {
-    case STRATA_DTYPE_F32: return 4;
-    case STRATA_DTYPE_F16: return 2;
-    case STRATA_DTYPE_BF16: return 2;
-    case STRATA_DTYPE_I32: return 4;
-    case STRATA_DTYPE_I8: return 1;
-    case STRATA_DTYPE_U8: return 1;
-    case STRATA_DTYPE_FP8_E4M3: return 1;
-    case STRATA_DTYPE_I64: return 8;
-    default: return 0;
-  }
-}
+size_t DtypeSize(int32_t dtype) { return strata_dtype_size(dtype); }
 
-const char* DtypeName(int32_t dtype) {
-  switch (dtype) {
-    case STRATA_DTYPE_F32: return "F32";
-    case STRATA_DTYPE_F16: return "F16";
-    case STRATA_DTYPE_BF16: return "BF16";
-    case STRATA_DTYPE_I32: return "I32";
-    case STRATA_DTYPE_I8: return "I8";
-    case STRATA_DTYPE_U8: return "U8";
-    case STRATA_DTYPE_FP8_E4M3: return "FP8_E4M3";
-    case STRATA_DTYPE_I64: return "I64";
-    default: return "unknown dtype";
-  }
-}
+const char* DtypeName(int32_t dtype) { return strata_dtype_name(dtype); }
 
 }  // namespace strata::cuda

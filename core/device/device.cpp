@@ -150,14 +150,6 @@ const char* DTypeName(strata_dtype t) {
   }
 }
 
-size_t DTypeSize(strata_dtype t) {
-  switch (t) {
-    case STRATA_DTYPE_F32: case STRATA_DTYPE_I32: return 4;
-    case STRATA_DTYPE_F16: case STRATA_DTYPE_BF16: return 2;
-    case STRATA_DTYPE_I8: case STRATA_DTYPE_U8: case STRATA_DTYPE_FP8_E4M3: return 1;
-    case STRATA_DTYPE_I64: return 8;
-    default: return 0;
-  }
-}
+size_t DTypeSize(strata_dtype t) { return strata_dtype_size(t); }
 
 }  // namespace strata

@@ -84,6 +84,32 @@ typedef enum strata_dtype {
   STRATA_DTYPE_COUNT
 } strata_dtype;
 
+/* Bytes per element (0 for an unknown type; packed INT4 is stored as U8) and a name for
+ * messages. Inline, so backends and the core share one table without linking each other. */
+static inline size_t strata_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case STRATA_DTYPE_F32: case STRATA_DTYPE_I32: return 4;
+    case STRATA_DTYPE_F16: case STRATA_DTYPE_BF16: return 2;
+    case STRATA_DTYPE_I8: case STRATA_DTYPE_U8: case STRATA_DTYPE_FP8_E4M3: return 1;
+    case STRATA_DTYPE_I64: return 8;
+    default: return 0;
+  }
+}
+
+static inline const char* strata_dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case STRATA_DTYPE_F32: return "F32";
+    case STRATA_DTYPE_F16: return "F16";
+    case STRATA_DTYPE_BF16: return "BF16";
+    case STRATA_DTYPE_I32: return "I32";
+    case STRATA_DTYPE_I8: return "I8";
+    case STRATA_DTYPE_U8: return "U8";
+    case STRATA_DTYPE_FP8_E4M3: return "FP8_E4M3";
+    case STRATA_DTYPE_I64: return "I64";
+    default: return "unknown dtype";
+  }
+}
+
 /*
  * How the values of a weight matrix W [rows = out_features, cols = in_features] are stored.
  * y = x * W^T (+ bias) for every format.
