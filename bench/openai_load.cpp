@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include "core/engine/engine.h"
 #include "core/model/model_file.h"
 #include "core/model/model_tokenizer.h"
+#include "core/model/synthetic_model.h"
 #include "nlohmann/json.hpp"
 #include "plugins/device_selector.h"
 #include "plugins/plugin_loader.h"
@@ -46,7 +48,9 @@ struct Options {
   int requests = 64;     // per concurrency level
   int max_tokens = 128;
   std::string prompt = "Once upon a time";
-  std::string offline_model;  // --offline MODEL
+  std::string offline_model;  // --offline MODEL (or synthetic:NAME, bf16 random weights)
+  std::string tokenizer;      // --tokenizer tokenizer.json (needed with synthetic:NAME)
+  int max_num_seqs = 0;       // offline batch limit; 0 = max(16, largest concurrency)
   int threads = 0;
 };
 
@@ -125,9 +129,17 @@ absl::Status OpenOffline(const Options& o, int max_seqs, Offline* off) {
   auto dev = strata::Device::Open((*p)->backend, (*p)->name, 0, d);
   if (!dev.ok()) return dev.status();
   off->device = std::move(*dev);
-  auto f = strata::LoadModelFile(o.offline_model);
+  const bool synthetic = o.offline_model.rfind("synthetic:", 0) == 0;
+  auto f = synthetic ? strata::MakeSyntheticModel(o.offline_model.substr(10), strata::TensorDType::kBF16)
+                     : strata::LoadModelFile(o.offline_model);
   if (!f.ok()) return f.status();
   off->file = std::move(*f);
+  if (!o.tokenizer.empty()) {
+    off->file->tokenizer.kind = strata::TokenizerSource::Kind::kTokenizerJson;
+    off->file->tokenizer.tokenizer_json_path = o.tokenizer;
+    const auto config = std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json";
+    off->file->tokenizer.tokenizer_config_path = std::filesystem::is_regular_file(config) ? config.string() : "";
+  }
   auto t = strata::LoadModelTokenizer(*off->file);
   if (!t.ok()) return t.status();
   off->tokenizer = std::move(*t);
@@ -250,12 +262,17 @@ int main(int argc, char** argv) {
       o.prompt = val();
     } else if (a == "--offline") {
       o.offline_model = val();
+    } else if (a == "--tokenizer") {
+      o.tokenizer = val();
+    } else if (a == "--max-num-seqs") {
+      o.max_num_seqs = num(val());
     } else if (a == "--threads") {
       o.threads = num(val());
     } else {
       std::cerr << "usage: openai_load [--url http://127.0.0.1:8080] [--model NAME] [--api-key KEY]\n"
                    "  [--concurrency 1,4,16] [--requests 64] [--max-tokens 128] [--prompt TEXT]\n"
-                   "  [--offline MODEL [--threads N]]   (in-process engine instead of HTTP)\n";
+                   "  [--offline MODEL|synthetic:NAME [--tokenizer tokenizer.json] [--max-num-seqs N]\n"
+                   "   [--threads N]]   (in-process engine instead of HTTP)\n";
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
@@ -264,7 +281,7 @@ int main(int argc, char** argv) {
   Offline off;
   if (!o.offline_model.empty()) {
     const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-    if (absl::Status s = OpenOffline(o, std::max(16, max_c), &off); !s.ok()) {
+    if (absl::Status s = OpenOffline(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::max(16, max_c), &off); !s.ok()) {
       std::cerr << "openai_load: --offline: " << s.message() << "\n";
       return 1;
     }

@@ -69,7 +69,11 @@ absl::Status Bench(const FlagSet& f) {
                      {"prefill_tokens_per_s", Median(prefill)},
                      {"decode_tokens_per_s", Median(decode)},
                      {"decode_weight_gb_per_s", Median(decode) * static_cast<double>(m.model->weight_bytes()) / 1e9},
-                     {"peak_rss_bytes", static_cast<int64_t>(ru.ru_maxrss) * 1024}};
+                     {"peak_rss_bytes", static_cast<int64_t>(ru.ru_maxrss) * 1024},
+                     {"decode_graph_replays", m.model->decode_graph_stats().replays},
+                     {"decode_graphs_recorded", m.model->decode_graph_stats().recorded}};
+  if (!m.model->decode_graph_stats().failure.empty())
+    out["decode_graph_failure"] = m.model->decode_graph_stats().failure;
   if (f.On("json")) {
     std::cout << out.dump() << "\n";
   } else {

@@ -190,6 +190,7 @@ absl::Status BenchServing(const FlagSet& f) {
     prompt_tokens += o.num_prompt_tokens;
   }
   const EngineMetrics mt = engine->Metrics();
+  const DecodeGraphStats& gs = m.model->decode_graph_stats();
   nlohmann::json out{
       {"mode", "serving"},
       {"model", f.Get("synthetic").empty() ? f.Get("model") : "synthetic:" + f.Get("synthetic")},
@@ -215,7 +216,11 @@ absl::Status BenchServing(const FlagSet& f) {
       {"steps", mt.num_steps},
       {"kv_blocks_total", mt.kv_blocks_total},
       {"peak_kv_blocks_used", mt.kv_blocks_used_peak},
-      {"kv_used_over_allocated_at_peak", mt.kv_token_utilization_at_peak}};
+      {"kv_used_over_allocated_at_peak", mt.kv_token_utilization_at_peak},
+      {"decode_graph_replays", gs.replays},
+      {"decode_graphs_recorded", gs.recorded},
+      {"eager_steps", gs.eager}};
+  if (!gs.failure.empty()) out["decode_graph_failure"] = gs.failure;
   std::cout << out.dump(f.On("json") ? -1 : 2) << "\n";
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "apps/strata/commands.h"
@@ -77,7 +78,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 // LoadModel() of runtime.h sizes the model for one sequence; the server needs a batch.
 absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs) {
-  if (!f.Get("synthetic").empty()) return absl::InvalidArgumentError("serve needs a real model with a tokenizer, not --synthetic");
+  if (!f.Get("synthetic").empty() && !absl::EndsWith(f.Get("tokenizer"), ".json"))
+    return absl::InvalidArgumentError("serve --synthetic needs --tokenizer PATH/tokenizer.json (random weights have no tokenizer)");
   const strata_device_info info = device.info();
   auto batch = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
     o.max_seqs = max_seqs;

@@ -1,7 +1,9 @@
 #include "apps/strata/runtime.h"
 
+#include <filesystem>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_tokenizer.h"
@@ -19,13 +21,16 @@ void AddDeviceFlags(FlagSet& f) {
 
 void AddModelFlags(FlagSet& f) {
   f.Value("model", "-m", "", "a .gguf file, a llama2.c .bin (with --tokenizer) or a Hugging Face directory");
-  f.Value("tokenizer", "", "", "llama2.c tokenizer.bin for a llama2.c checkpoint");
+  f.Value("tokenizer", "", "",
+          "llama2.c tokenizer.bin for a llama2.c checkpoint, or a Hugging Face tokenizer.json that replaces "
+          "the model's own (e.g. with --synthetic; tokenizer_config.json beside it is read for special tokens)");
   f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, llama-110m)");
   f.Value("synthetic-dtype", "", "bf16", "weight type of --synthetic: f32, f16, bf16");
   f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
   f.Value("batch-tokens", "", "512", "tokens per forward step (prefill chunk)");
   f.Value("block-size", "", "16", "tokens per KV-cache block");
   f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16");
+  f.Switch("enforce-eager", "issue every op of every step; no recorded decode graphs (CUDA graphs)");
 }
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
@@ -56,16 +61,30 @@ absl::StatusOr<ModelRuntime> LoadModel(
     const FlagSet& flags, Device& device, bool need_tokenizer,
     const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust) {
   ModelRuntime rt;
+  const std::string tokenizer_flag = flags.Get("tokenizer");
+  const bool tokenizer_json = absl::EndsWith(tokenizer_flag, ".json");
   if (!flags.Get("synthetic").empty()) {
     STRATA_ASSIGN_OR_RETURN(strata_dtype dt, ParseDType(flags.Get("synthetic-dtype")));
     const TensorDType td = dt == STRATA_DTYPE_F32 ? TensorDType::kF32 : dt == STRATA_DTYPE_F16 ? TensorDType::kF16 : TensorDType::kBF16;
     STRATA_ASSIGN_OR_RETURN(rt.file, MakeSyntheticModel(flags.Get("synthetic"), td));
   } else {
     if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) or --synthetic is required");
-    STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), flags.Get("tokenizer")));
+    STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), tokenizer_json ? "" : tokenizer_flag));
+  }
+  if (tokenizer_json) {
+    if (!std::filesystem::is_regular_file(tokenizer_flag))
+      return absl::NotFoundError(absl::StrCat("--tokenizer: no file '", tokenizer_flag, "'"));
+    rt.file->tokenizer.kind = TokenizerSource::Kind::kTokenizerJson;
+    rt.file->tokenizer.tokenizer_json_path = tokenizer_flag;
+    const std::filesystem::path config = std::filesystem::path(tokenizer_flag).parent_path() / "tokenizer_config.json";
+    rt.file->tokenizer.tokenizer_config_path = std::filesystem::is_regular_file(config) ? config.string() : "";
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(*rt.file);
   if (tok.ok()) {
+    if ((*tok)->vocab_size() > rt.file->config.vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", (*tok)->vocab_size(),
+                                                     " tokens, more than the model's vocabulary of ",
+                                                     rt.file->config.vocab_size));
     rt.tokenizer = std::move(*tok);
   } else if (need_tokenizer || !absl::IsNotFound(tok.status())) {
     return tok.status();
@@ -85,6 +104,7 @@ absl::StatusOr<ModelRuntime> LoadModel(
   if (flags.Get("kv-dtype") != "auto") {
     STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
   }
+  if (flags.On("enforce-eager")) o.decode_graphs = DecodeGraphMode::kOff;
   if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
   rt.file->DropTensorData();

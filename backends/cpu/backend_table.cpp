@@ -398,6 +398,11 @@ const strata_backend_v1 kTable = {
     OpSwapBlocks,
     OpKvBlockBytes,
     GetProcAddress,
+    // No graphs (ABI 1.1): a CPU step has no kernel-launch overhead that replaying would save.
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 const strata_plugin_info kInfo = {

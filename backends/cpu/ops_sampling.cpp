@@ -28,19 +28,6 @@ int32_t ArgmaxRow(const float* l, int64_t v) {
   return static_cast<int32_t>(best);
 }
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [0, 1) from (seed, step): two rounds of splitmix64, 53 random bits.
-double UniformFromSeedStep(uint64_t seed, uint64_t step) {
-  const uint64_t h = SplitMix64(seed ^ SplitMix64(step ^ 0x5851f42d4c957f2dull));
-  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
-}
-
 struct RowParams {
   float temperature = 1.0f;
   int32_t top_k = 0;
@@ -94,7 +81,7 @@ int32_t SampleRow(const float* l, int64_t v, const RowParams& p, std::vector<int
   }
   double total = 0;
   for (int64_t i = 0; i < kept; ++i) total += prob[idx[i]];
-  const double target = UniformFromSeedStep(p.seed, p.step) * total;
+  const double target = strata_uniform_from_seed_step(p.seed, p.step) * total;
   double cum = 0;
   for (int64_t i = 0; i < kept; ++i) {
     cum += prob[idx[i]];

@@ -96,14 +96,26 @@ bool EnvIs(const char* name, const char* value) {
 struct OpenOptions {
   int32_t act = STRATA_DTYPE_BF16;
   bool use_gemv = true;
-  bool use_tc_prefill = true;
+  int prefill_attention = 2;  // fa2
+  bool use_gqa_decode = true;
 };
+
+// prefill_attention= values, best first.
+int PrefillAttentionLevel(const std::string& v) {
+  if (v == "auto" || v == "fa2") return 2;
+  if (v == "wmma") return 1;
+  if (v == "simple") return 0;
+  return -1;
+}
 
 // Parses "key=value;key=value" (keys: activations, gemv, prefill_attention).
 Status ParseOptions(const char* options, OpenOptions* o) {
   o->act = DefaultActDtype();
   o->use_gemv = !EnvIs("STRATA_CUDA_GEMV", "cublas");
-  o->use_tc_prefill = !EnvIs("STRATA_CUDA_PREFILL_ATTENTION", "simple");
+  if (const char* env = std::getenv("STRATA_CUDA_PREFILL_ATTENTION"); env != nullptr && PrefillAttentionLevel(env) >= 0) {
+    o->prefill_attention = PrefillAttentionLevel(env);
+  }
+  o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -130,13 +142,21 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       }
       o->use_gemv = value == "auto";
     } else if (key == "prefill_attention") {
-      if (value != "auto" && value != "simple") {
-        return InvalidArgument("device_open: option prefill_attention=", value, " (expected auto or simple)");
+      const int level = PrefillAttentionLevel(value);
+      if (level < 0) {
+        return InvalidArgument("device_open: option prefill_attention=", value,
+                               " (expected auto, fa2, wmma or simple)");
       }
-      o->use_tc_prefill = value == "auto";
+      o->prefill_attention = level;
+    } else if (key == "decode_attention") {
+      if (value != "auto" && value != "gqa" && value != "simple") {
+        return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa or simple)");
+      }
+      o->use_gqa_decode = value != "simple";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
-                             "' (known: activations=f32|bf16, gemv=auto|cublas, prefill_attention=auto|simple)");
+                             "' (known: activations=f32|bf16, gemv=auto|cublas, prefill_attention=auto|fa2|wmma|simple, "
+                             "decode_attention=auto|gqa|simple)");
     }
   }
   return Ok();
@@ -183,7 +203,8 @@ strata_status DeviceInfo(int32_t index, strata_device_info* info) {
       d.memory_total = prop.totalGlobalMem;
     }
     cudaSetDevice(prev);
-    d.capabilities = STRATA_CAP_FUSED_ROPE_KV_WRITE | STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+    d.capabilities = STRATA_CAP_FUSED_ROPE_KV_WRITE | STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING |
+                     STRATA_CAP_GRAPHS;
     if (prop.major >= 8) d.capabilities |= STRATA_CAP_BF16_MATH;
     d.compute_units = prop.multiProcessorCount;
     d.preferred_activation_dtype = ActDtypeOf(index);
@@ -221,7 +242,8 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->index = index;
     dev->act_dtype = act;
     dev->use_gemv = parsed.use_gemv;
-    dev->use_tc_prefill = parsed.use_tc_prefill;
+    dev->prefill_attention = parsed.prefill_attention;
+    dev->use_gqa_decode = parsed.use_gqa_decode;
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
     dev->num_sms = prop.multiProcessorCount;
@@ -275,9 +297,18 @@ int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weigh
   }
 }
 
+// Entry points that move host data or wait for the device cannot be part of a graph.
+Status NotWhileRecording(strata_device dev, const char* op) {
+  if (AsDevice(dev)->recording) {
+    return InvalidArgument(op, ": not allowed while a graph is being recorded (graph_begin without graph_end)");
+  }
+  return Ok();
+}
+
 strata_status Synchronize(strata_device dev) {
   return Guarded("synchronize", [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "synchronize"));
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "synchronize"));
     return SyncAndCheck(AsDevice(dev), "synchronize");
   });
 }
@@ -329,6 +360,7 @@ Status CheckRange(strata_buffer buf, uint64_t offset, uint64_t bytes, const void
 strata_status Upload(strata_device dev, strata_buffer dst, uint64_t dst_offset, const void* src, uint64_t bytes) {
   return Guarded("upload", [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "upload"));
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "upload"));
     STRATA_CUDA_RETURN_IF_ERROR(CheckRange(dst, dst_offset, bytes, src, "upload"));
     if (bytes == 0) return Ok();
     // Stream-ordered after earlier ops; a pageable source is staged before this returns.
@@ -342,6 +374,7 @@ strata_status Upload(strata_device dev, strata_buffer dst, uint64_t dst_offset, 
 strata_status Download(strata_device dev, void* dst, strata_buffer src, uint64_t src_offset, uint64_t bytes) {
   return Guarded("download", [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "download"));
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "download"));
     STRATA_CUDA_RETURN_IF_ERROR(CheckRange(src, src_offset, bytes, dst, "download"));
     Device* d = AsDevice(dev);
     if (bytes > 0) {
@@ -473,6 +506,7 @@ strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_b
 strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host, uint64_t host_bytes,
                            const strata_block_pair* pairs, int32_t num_pairs, int32_t to_host) {
   return RunOp("swap_blocks", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "swap_blocks"));
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "swap_blocks: kv"));
     return SwapBlocks(d, AsKv(kv), host, host_bytes, pairs, num_pairs, to_host);
   });
@@ -481,6 +515,53 @@ strata_status OpSwapBlocks(strata_device dev, strata_kv_cache kv, void* host, ui
 uint64_t OpKvBlockBytes(strata_device dev, strata_kv_cache kv) {
   if (!IsLiveHandle(kv, HandleKind::kKvCache)) return 0;
   return KvBlockBytes(AsKv(kv));
+}
+
+// Graphs: stream capture of the device's one stream. Thread-local capture mode, so other
+// threads of the process (e.g. one allocating for another device) are not disturbed.
+strata_status GraphBegin(strata_device dev) {
+  return RunOp("graph_begin", dev, [&](Device* d) -> Status {
+    if (d->recording) return InvalidArgument("graph_begin: a graph is already being recorded on this device");
+    STRATA_CUDA_CALL(cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal), "graph_begin");
+    d->recording = true;
+    return Ok();
+  });
+}
+
+strata_status GraphEnd(strata_device dev, strata_graph* out) {
+  return RunOp("graph_end", dev, [&](Device* d) -> Status {
+    if (out != nullptr) *out = nullptr;
+    if (!d->recording) return InvalidArgument("graph_end: no graph is being recorded on this device");
+    d->recording = false;
+    auto g = std::make_unique<Graph>();
+    const cudaError_t e = cudaStreamEndCapture(d->stream, &g->graph);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return Error(STRATA_ERROR_DEVICE, "graph_end: the recording failed (", cudaGetErrorName(e), ": ",
+                   cudaGetErrorString(e), "); an op in it could not be captured");
+    }
+    if (out == nullptr) return InvalidArgument("graph_end: null out");
+    STRATA_CUDA_CALL(cudaGraphInstantiate(&g->exec, g->graph, 0), "graph_end: instantiate");
+    *out = reinterpret_cast<strata_graph>(g.release());
+    RegisterHandle(*out, HandleKind::kGraph);
+    return Ok();
+  });
+}
+
+strata_status GraphLaunch(strata_device dev, strata_graph graph) {
+  return RunOp("graph_launch", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(graph, HandleKind::kGraph, "graph_launch: graph"));
+    if (d->recording) return InvalidArgument("graph_launch: not allowed while a graph is being recorded");
+    STRATA_CUDA_CALL(cudaGraphLaunch(AsGraph(graph)->exec, d->stream), "graph_launch");
+    return Ok();
+  });
+}
+
+void GraphFree(strata_device dev, strata_graph graph) {
+  if (!IsLiveHandle(graph, HandleKind::kGraph)) return;
+  UnregisterHandle(graph);
+  if (IsLiveHandle(dev, HandleKind::kDevice)) cudaStreamSynchronize(AsDevice(dev)->stream);
+  delete AsGraph(graph);
 }
 
 void* GetProcAddress(const char*) { return nullptr; }  // no extensions yet
@@ -526,6 +607,10 @@ const strata_backend_v1 kTable = {
     OpSwapBlocks,
     OpKvBlockBytes,
     GetProcAddress,
+    GraphBegin,
+    GraphEnd,
+    GraphLaunch,
+    GraphFree,
 };
 
 const strata_plugin_info kInfo = {

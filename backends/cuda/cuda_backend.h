@@ -8,14 +8,19 @@
 //   gemv=auto          (default) matmuls of 1..8 tokens run the bandwidth-bound GEMV of
 //                      kernels/cuda/gemv.cu (bias fused); larger ones run cuBLASLt
 //   gemv=cublas        every matmul runs cuBLASLt (the older path)
-//   prefill_attention=auto    (default) batches with a query of >= 16 tokens, BF16
+//   prefill_attention=auto|fa2 (default) batches with a query of >= 16 tokens, BF16
 //                      activations, a BF16/F16 cache and head_dim 64 or 128 run the
-//                      tensor-core kernel of kernels/cuda/prefill_attention_tc.cu
-//   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the older path)
+//                      FlashAttention-2-style kernel of kernels/cuda/prefill_attention_fa2.cu
+//                      (mma.sync, register accumulators, cp.async double buffering)
+//   prefill_attention=wmma    the same batches on the older WMMA kernel (prefill_attention_tc.cu)
+//   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the oldest path)
+//   decode_attention=auto|gqa (default) decode batches run kernels/cuda/decode_attention_gqa.cu:
+//                      one pass over each KV head's rows for all query heads that share it
+//   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
-// pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas and
-// STRATA_CUDA_PREFILL_ATTENTION=simple change the defaults of gemv= and prefill_attention=
-// (an explicit option wins). device_info() reports the activation type of the last
+// pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas,
+// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple and STRATA_CUDA_DECODE_ATTENTION=simple change
+// the defaults of gemv=, prefill_attention= and decode_attention= (an explicit option wins). device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //
 // KV cache layout, which is also the packed host layout of swap_blocks() (the same as the

@@ -22,6 +22,7 @@ const char* KindName(HandleKind k) {
     case HandleKind::kBuffer: return "buffer";
     case HandleKind::kWeight: return "weight";
     case HandleKind::kKvCache: return "KV cache";
+    case HandleKind::kGraph: return "graph";
   }
   return "handle";
 }
@@ -40,6 +41,11 @@ Device::~Device() {
 
 Weight::~Weight() {
   if (data != nullptr) cudaFree(data);
+}
+
+Graph::~Graph() {
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
 }
 
 KvCache::~KvCache() {

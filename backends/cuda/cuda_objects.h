@@ -28,7 +28,10 @@ struct Device {
   int32_t num_sms = 0;
   // Kernel path choices (device options gemv= / prefill_attention=, see cuda_backend.h).
   bool use_gemv = true;        // small-n matmuls through kernels/cuda/gemv.cu, else cuBLASLt
-  bool use_tc_prefill = true;  // prefill attention on tensor cores where supported
+  // Prefill attention: 2 = FlashAttention-2-style mma.sync kernel, 1 = the WMMA kernel,
+  // 0 = SIMT only (each where it supports the batch, else the next lower one).
+  int prefill_attention = 2;
+  bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
   cudaStream_t stream = nullptr;
   std::unique_ptr<LtGemm> gemm;
   int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices
@@ -37,6 +40,9 @@ struct Device {
   int64_t attn_ws_floats = 0;
   void* small = nullptr;
   uint64_t small_bytes = 0;
+  // True between graph_begin and graph_end: the stream is being captured, so ops must not
+  // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
+  bool recording = false;
   std::mutex mu;  // ops of one device may come from several threads
   ~Device();
 };
@@ -64,7 +70,14 @@ struct KvCache {
   ~KvCache();
 };
 
-enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache };
+// A captured and instantiated decode step (ABI 1.1 graphs).
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph();
+};
+
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kGraph };
 
 void RegisterHandle(const void* handle, HandleKind kind);
 void UnregisterHandle(const void* handle);
@@ -75,6 +88,7 @@ inline Device* AsDevice(strata_device d) { return reinterpret_cast<Device*>(d); 
 inline Buffer* AsBuffer(strata_buffer b) { return reinterpret_cast<Buffer*>(b); }
 inline Weight* AsWeight(strata_weight w) { return reinterpret_cast<Weight*>(w); }
 inline KvCache* AsKv(strata_kv_cache k) { return reinterpret_cast<KvCache*>(k); }
+inline Graph* AsGraph(strata_graph g) { return reinterpret_cast<Graph*>(g); }
 
 size_t DtypeSize(int32_t dtype);
 const char* DtypeName(int32_t dtype);

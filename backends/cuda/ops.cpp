@@ -11,6 +11,8 @@
 #include "backends/cuda/tensor_view.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/decode_attention_gqa.h"
+#include "kernels/cuda/prefill_attention_fa2.h"
 #include "kernels/cuda/prefill_attention_tc.h"
 
 namespace strata::cuda {
@@ -45,6 +47,9 @@ Status SameDtype(const View& a, const View& b, const char* op, const char* an, c
 // Copies a small host array to the device's scratch (stream-ordered; pageable source, so
 // the call returns once the bytes are staged and the caller may reuse them).
 Status UploadSmall(Device* dev, const void* src, uint64_t bytes, void** dst, const char* op) {
+  if (dev->recording) {
+    return InvalidArgument(op, ": needs host data at run time, so it cannot be recorded into a graph");
+  }
   if (bytes > dev->small_bytes) {
     if (dev->small != nullptr) {
       STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), op);
@@ -113,19 +118,6 @@ Status I32Array(const strata_tensor* t, int64_t n, const char* what, const int32
   if (!v.packed() || v.numel() < n) return InvalidArgument(what, ": ", v.numel(), " elements, need ", n);
   *out = reinterpret_cast<const int32_t*>(v.base);
   return Ok();
-}
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [0, 1) from (seed, step), bit-identical to the CPU backend's draw.
-double UniformFromSeedStep(uint64_t seed, uint64_t step) {
-  const uint64_t h = SplitMix64(seed ^ SplitMix64(step ^ 0x5851f42d4c957f2dull));
-  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
 }  // namespace
@@ -453,7 +445,7 @@ Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_para
     p.top_k = params->top_k ? params->top_k[r] : 0;
     p.top_p = params->top_p ? params->top_p[r] : 1.0f;
     p.min_p = params->min_p ? params->min_p[r] : 0.0f;
-    p.uniform = UniformFromSeedStep(params->seed ? params->seed[r] : 0, params->step ? params->step[r] : 0);
+    p.uniform = strata_uniform_from_seed_step(params->seed ? params->seed[r] : 0, params->step ? params->step[r] : 0);
   }
   void* d_params = nullptr;
   STRATA_CUDA_RETURN_IF_ERROR(
@@ -591,8 +583,25 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
   a.layer = layer;
   a.err = dev->err_word;
   const KvLayout l = Layout(kv);
-  const int64_t ws = AttentionWorkspaceFloats(a, l, dev->num_sms);
+  // Kernel choice, best first, each where it supports the batch (see cuda_backend.h):
+  // decode batches -> GQA decode kernel, else split-K SIMT decode; prefill batches -> FA2,
+  // else WMMA, else SIMT.
+  enum class Path { kGqaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
+  if (max_q == 1) {
+    if (dev->use_gqa_decode && DecodeGqaSupports(a, l)) path = Path::kGqaDecode;
+  } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
+    path = Path::kFa2;
+  } else if (dev->prefill_attention >= 1 && TcPrefillSupports(a, l)) {
+    path = Path::kWmma;
+  }
+  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
+                     : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
+                                              : 0;
   if (ws > dev->attn_ws_floats) {
+    if (dev->recording) {
+      return InvalidArgument(op, ": the attention workspace (", ws,
+                             " floats) must grow, which a graph cannot record; run the same step unrecorded first");
+    }
     if (dev->attn_ws != nullptr) {
       STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "attention: workspace");
       cudaFree(dev->attn_ws);
@@ -603,11 +612,12 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
     STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
     dev->attn_ws_floats = want;
   }
-  // Prefill chunks on tensor cores where the kernel supports the shapes (BF16 activations,
-  // BF16/F16 cache, head_dim 64/128, some query of >= 16 tokens), unless the device was
-  // opened with prefill_attention=simple (STRATA_CUDA_PREFILL_ATTENTION=simple).
-  if (dev->use_tc_prefill && TcPrefillSupports(a, l)) {
-    return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
+  switch (path) {
+    case Path::kGqaDecode:
+      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+    case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
+    case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
+    case Path::kSimt: break;
   }
   return Launched(LaunchPagedAttention(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
 }

@@ -49,6 +49,20 @@ void DeviceWeight::Reset() {
   w_ = nullptr;
 }
 
+DeviceGraph& DeviceGraph::operator=(DeviceGraph&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = std::exchange(o.dev_, nullptr);
+    g_ = std::exchange(o.g_, nullptr);
+  }
+  return *this;
+}
+
+void DeviceGraph::Reset() {
+  if (g_ != nullptr) dev_->api().graph_free(dev_->handle(), g_);
+  g_ = nullptr;
+}
+
 DeviceKvCache& DeviceKvCache::operator=(DeviceKvCache&& o) noexcept {
   if (this != &o) {
     Reset();
@@ -151,5 +165,31 @@ const char* DTypeName(strata_dtype t) {
 }
 
 size_t DTypeSize(strata_dtype t) { return strata_dtype_size(t); }
+
+bool Device::SupportsGraphs() const {
+  return (info_.capabilities & STRATA_CAP_GRAPHS) != 0 && STRATA_BACKEND_HAS_GRAPHS(api_);
+}
+
+absl::Status Device::BeginGraph() {
+  if (!SupportsGraphs()) return absl::UnimplementedError(absl::StrCat(backend_name_, " backend records no graphs"));
+  return Check(api_->graph_begin(dev_), "graph_begin");
+}
+
+absl::StatusOr<DeviceGraph> Device::EndGraph() {
+  if (!SupportsGraphs()) return absl::UnimplementedError(absl::StrCat(backend_name_, " backend records no graphs"));
+  strata_graph g = nullptr;
+  const strata_status s = api_->graph_end(dev_, &g);
+  if (s != STRATA_OK) {
+    if (g != nullptr) api_->graph_free(dev_, g);
+    return Check(s, "graph_end");
+  }
+  if (g == nullptr) return absl::InternalError("graph_end returned no graph");
+  return DeviceGraph(this, g);
+}
+
+absl::Status Device::LaunchGraph(const DeviceGraph& g) {
+  if (g.handle() == nullptr) return absl::InvalidArgumentError("launching an empty graph");
+  return Check(api_->graph_launch(dev_, g.handle()), "graph_launch");
+}
 
 }  // namespace strata

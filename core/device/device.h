@@ -78,6 +78,24 @@ class DeviceKvCache {
   strata_kv_cache_desc desc_{};
 };
 
+// A recorded op sequence (ABI 1.1 graphs; see graph_begin in device.h). Move-only.
+class DeviceGraph {
+ public:
+  DeviceGraph() = default;
+  DeviceGraph(Device* dev, strata_graph g) : dev_(dev), g_(g) {}
+  DeviceGraph(DeviceGraph&& o) noexcept { *this = std::move(o); }
+  DeviceGraph& operator=(DeviceGraph&& o) noexcept;
+  DeviceGraph(const DeviceGraph&) = delete;
+  DeviceGraph& operator=(const DeviceGraph&) = delete;
+  ~DeviceGraph() { Reset(); }
+  void Reset();
+  strata_graph handle() const { return g_; }
+
+ private:
+  Device* dev_ = nullptr;
+  strata_graph g_ = nullptr;
+};
+
 class Device {
  public:
   // Opens device `index` of a backend table (from a loaded plugin).
@@ -105,6 +123,13 @@ class Device {
   absl::StatusOr<DeviceWeight> CreateWeight(const strata_weight_desc& desc);
   absl::StatusOr<DeviceKvCache> CreateKvCache(const strata_kv_cache_desc& desc);
   absl::Status Synchronize();
+
+  // Graphs: the backend advertises STRATA_CAP_GRAPHS and its table has the 1.1 entries.
+  bool SupportsGraphs() const;
+  absl::Status BeginGraph();
+  // Ends the recording begun by BeginGraph (also when an op failed in between).
+  absl::StatusOr<DeviceGraph> EndGraph();
+  absl::Status LaunchGraph(const DeviceGraph& g);
 
  private:
   Device() = default;

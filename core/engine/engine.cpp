@@ -329,18 +329,35 @@ absl::StatusOr<bool> Engine::StepLocked() {
   absl::Status st = model_.CopyKvBlocks(kv_->TakePendingCopies());
   absl::StatusOr<StepInput> in = st.ok() ? BuildStepInput(out, *kv_, model_.max_blocks_per_seq())
                                          : absl::StatusOr<StepInput>(st);
-  // When every sampled row is a plain argmax (greedy, no penalties, no logprobs), the
-  // device picks the tokens and only their ids come back; otherwise the logits do.
-  bool device_argmax = true;
+  // When every sampled row can be chosen on the device (no penalties, no logprobs), the
+  // device picks the tokens (argmax when all are greedy, else its seeded sampler, which
+  // draws exactly what the host Sampler would) and only their ids come back; otherwise the
+  // logits do and the host samples.
+  bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
+  bool all_argmax = true;
+  device_rows_ = DeviceSampleRows{};
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
+    const Sampler* smp = it != live_.end() ? it->second->sampler.get() : nullptr;
     // A request that wants logprobs needs its logits row even when greedy.
-    if (it != live_.end() && (!it->second->sampler->IsPlainArgmax() || it->second->want_logprobs))
-      device_argmax = false;
+    if (smp != nullptr && (!smp->IsDeviceSamplable() || it->second->want_logprobs)) on_device = false;
+    if (smp != nullptr && !smp->IsPlainArgmax()) all_argmax = false;
+    device_rows_.temperature.push_back(smp != nullptr ? smp->DeviceTemperature() : 0.0f);
+    device_rows_.top_k.push_back(smp != nullptr ? smp->params().top_k : 0);
+    device_rows_.top_p.push_back(smp != nullptr ? smp->params().top_p : 1.0f);
+    device_rows_.min_p.push_back(smp != nullptr ? smp->params().min_p : 0.0f);
+    device_rows_.seed.push_back(smp != nullptr ? smp->seed() : 0);
+    device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
-  if (in.ok()) st = device_argmax ? model_.ForwardGreedy(*in, &greedy_ids_) : model_.Forward(*in, &logits_);
-  else st = in.status();
+  if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
+  if (in.ok()) {
+    if (!on_device) st = model_.Forward(*in, &logits_);
+    else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
+    else st = model_.ForwardSample(*in, device_rows_, &greedy_ids_);
+  } else {
+    st = in.status();
+  }
   if (!st.ok()) {
     for (const ScheduledSequence& sc : out.scheduled) {
       auto it = live_.find(sc.seq->id);
@@ -356,7 +373,8 @@ absl::StatusOr<bool> Engine::StepLocked() {
     auto it = live_.find(sc.seq->id);
     if (it != live_.end()) {
       LiveRequest& r = *it->second;
-      if (device_argmax) {
+      if (on_device) {
+        r.sampler->SkipDraw();  // the device used this request's (seed, step)
         ProcessSample(r, greedy_ids_[row], out.step);
       } else {
         const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);

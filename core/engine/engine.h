@@ -120,7 +120,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   absl::flat_hash_map<std::string, std::unique_ptr<LiveRequest>> live_;
   std::vector<float> logits_;
-  std::vector<int32_t> greedy_ids_;  // per sampled row, when the device took the argmax
+  std::vector<int32_t> greedy_ids_;  // per sampled row, when the device chose the tokens
+  DeviceSampleRows device_rows_;     // the rows' sampling parameters for the device
   std::mutex step_mu_;  // one Step() at a time
 
   // Shared with submitters.

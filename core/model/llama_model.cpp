@@ -1,11 +1,13 @@
 #include "core/model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/half.h"
 #include "core/common/status_macros.h"
+#include "core/model/decode_step_padding.h"
 
 namespace strata {
 namespace {
@@ -285,8 +287,81 @@ absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>
   return device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(r) * 4);
 }
 
+absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRows& rows,
+                                       std::vector<int32_t>* token_ids) {
+  if (!device_.Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32))
+    return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no sampler"));
+  const size_t r = in.logits_rows.size();
+  if (rows.temperature.size() != r || rows.top_k.size() != r || rows.top_p.size() != r || rows.min_p.size() != r ||
+      rows.seed.size() != r || rows.step.size() != r)
+    return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
+                                                   " rows, the step has ", r, " logits rows"));
+  STRATA_RETURN_IF_ERROR(RunToLogits(in));
+  const int64_t n = static_cast<int64_t>(r);
+  const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
+  const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
+  strata_sample_params p{};
+  p.struct_size = sizeof(p);
+  p.temperature = rows.temperature.data();
+  p.top_k = rows.top_k.data();
+  p.top_p = rows.top_p.data();
+  p.min_p = rows.min_p.data();
+  p.seed = rows.seed.data();
+  p.step = rows.step.data();
+  STRATA_RETURN_IF_ERROR(device_.Check(device_.api().sample(device_.handle(), &logits, &p, &ids), "sample"));
+  token_ids->resize(r);
+  return device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(n) * 4);
+}
+
 absl::Status LlamaModel::RunToLogits(const StepInput& in) {
+  if (options_.decode_graphs != DecodeGraphMode::kOff) {
+    bool handled = false;
+    STRATA_RETURN_IF_ERROR(RunDecodeGraph(in, &handled));
+    if (handled) return absl::OkStatus();
+  }
   STRATA_RETURN_IF_ERROR(UploadStep(in));
+  ++graph_stats_.eager;
+  return EnqueueOps(in, /*graph_form=*/false);
+}
+
+absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
+  *handled = false;
+  const bool record = options_.decode_graphs == DecodeGraphMode::kOn && device_.SupportsGraphs();
+  if (!record && options_.decode_graphs != DecodeGraphMode::kPadOnly) return absl::OkStatus();
+  if (!IsGraphableDecodeStep(in)) return absl::OkStatus();
+  const int32_t max_bucket =
+      std::min({options_.max_graph_batch, options_.max_seqs, options_.max_batch_tokens});
+  const int32_t bucket = DecodeGraphBucket(in.num_seqs(), max_bucket);
+  if (bucket == 0 || eager_buckets_.contains(bucket)) return absl::OkStatus();
+  const StepInput padded = PadDecodeStep(in, bucket, max_blocks_per_seq_);
+  STRATA_RETURN_IF_ERROR(UploadStep(padded));
+  *handled = true;
+  ++graph_stats_.padded;
+  if (auto it = graphs_.find(bucket); it != graphs_.end()) {
+    ++graph_stats_.replays;
+    return device_.LaunchGraph(it->second);
+  }
+  // First step of this bucket: run it op by op in graph form (which also lets the backend
+  // size its workspaces for these shapes), then record the same calls for later steps.
+  // Recording enqueues nothing, so the logits of this step stay as computed above.
+  ++graph_stats_.eager;
+  STRATA_RETURN_IF_ERROR(EnqueueOps(padded, /*graph_form=*/true));
+  if (!record) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(device_.BeginGraph());
+  const absl::Status ops = EnqueueOps(padded, /*graph_form=*/true);
+  absl::StatusOr<DeviceGraph> g = device_.EndGraph();
+  if (!ops.ok() || !g.ok()) {
+    // Not fatal: this bucket runs op by op from now on.
+    eager_buckets_.insert(bucket);
+    graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", (!ops.ok() ? ops : g.status()).message());
+    return absl::OkStatus();
+  }
+  graphs_.emplace(bucket, *std::move(g));
+  ++graph_stats_.recorded;
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_backend_v1& api = device_.api();
   strata_device dev = device_.handle();
   const int64_t n = static_cast<int64_t>(in.token_ids.size());
@@ -317,15 +392,15 @@ absl::Status LlamaModel::RunToLogits(const StepInput& in) {
   batch.num_tokens = static_cast<int32_t>(n);
   batch.num_seqs = s;
   batch.max_query_len = max_q;
-  batch.max_seq_len = max_len;
+  batch.max_seq_len = graph_form ? static_cast<int32_t>(options_.max_context) : max_len;
   batch.max_blocks_per_seq = max_blocks_per_seq_;
   batch.positions = &positions;
   batch.slot_mapping = &slots;
   batch.query_start_loc = &qsl;
   batch.seq_lens = &lens;
   batch.block_tables = &tables;
-  batch.host_query_start_loc = in.query_start_loc.data();
-  batch.host_seq_lens = in.seq_lens.data();
+  batch.host_query_start_loc = graph_form ? nullptr : in.query_start_loc.data();
+  batch.host_seq_lens = graph_form ? nullptr : in.seq_lens.data();
 
   const strata_tensor inv_freq = inv_freq_.View(STRATA_DTYPE_F32, {static_cast<int64_t>(rope_.inv_freq.size())});
   strata_rope_params rope{};

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
+#include <string>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,8 +15,16 @@
 #include "core/device/device.h"
 #include "core/model/model_file.h"
 #include "core/model/rope.h"
+#include "core/model/step_input.h"
 
 namespace strata {
+
+// How pure decode steps run (see decode_step_padding.h).
+enum class DecodeGraphMode {
+  kOff,      // every step issues its ops one by one
+  kOn,       // replay one recorded graph per batch-size bucket where the device records graphs
+  kPadOnly,  // pad to the buckets and run the graph form unrecorded (tests the padding anywhere)
+};
 
 struct ModelRuntimeOptions {
   int32_t max_batch_tokens = 512;  // tokens per step (the prefill chunk limit)
@@ -22,19 +33,28 @@ struct ModelRuntimeOptions {
   int32_t num_blocks = 0;          // KV blocks; 0 = enough for max_seqs full contexts
   int64_t max_context = 0;         // 0 = the model's context length
   strata_dtype kv_dtype = STRATA_DTYPE_COUNT;  // COUNT = the activation dtype
+  DecodeGraphMode decode_graphs = DecodeGraphMode::kOn;
+  int32_t max_graph_batch = 256;  // largest decode bucket (also capped by max_seqs)
 };
 
-// One step's batch on the host. Sequence s owns tokens [query_start_loc[s], query_start_loc[s+1]).
-struct StepInput {
-  std::vector<int32_t> token_ids;
-  std::vector<int32_t> positions;
-  std::vector<int32_t> slot_mapping;     // block * block_size + offset, per token
-  std::vector<int32_t> query_start_loc;  // num_seqs + 1
-  std::vector<int32_t> seq_lens;         // context length of each sequence after this step
-  std::vector<int32_t> block_tables;     // num_seqs * max_blocks_per_seq, row-major
-  // Token indices whose logits are wanted, in output order (usually each sequence's last).
-  std::vector<int32_t> logits_rows;
-  int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
+// How the model's decode steps ran so far.
+struct DecodeGraphStats {
+  int64_t replays = 0;   // steps run by launching a recorded graph
+  int64_t recorded = 0;  // graphs recorded (one per bucket)
+  int64_t eager = 0;     // steps whose ops were issued one by one
+  int64_t padded = 0;    // decode steps padded to a bucket (replayed, recorded or pad-only)
+  std::string failure;   // why the last failed recording failed (its bucket then runs eagerly)
+};
+
+// Per-row parameters of sampling on the device (strata_sample_params), one entry per
+// logits row.
+struct DeviceSampleRows {
+  std::vector<float> temperature;  // <= 0: greedy
+  std::vector<int32_t> top_k;
+  std::vector<float> top_p;
+  std::vector<float> min_p;
+  std::vector<uint64_t> seed;
+  std::vector<uint64_t> step;
 };
 
 class LlamaModel {
@@ -50,6 +70,10 @@ class LlamaModel {
   // instead of a vocabulary of floats.
   absl::Status ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids);
 
+  // Runs the step and samples each logits row on the device with `rows` (the device ABI's
+  // sample(): the same draws as the host Sampler), so only the ids cross to the host.
+  absl::Status ForwardSample(const StepInput& in, const DeviceSampleRows& rows, std::vector<int32_t>* token_ids);
+
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
   absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
@@ -60,6 +84,7 @@ class LlamaModel {
   int64_t max_context() const { return options_.max_context; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t kv_cache_bytes() const { return kv_cache_bytes_; }
+  const DecodeGraphStats& decode_graph_stats() const { return graph_stats_; }
   Device& device() { return device_; }
 
  private:
@@ -73,8 +98,16 @@ class LlamaModel {
   absl::Status UploadWeights(const ModelFile& file);
   absl::Status AllocateWorkspace();
   absl::Status UploadStep(const StepInput& in);
-  // Everything up to the logits of in.logits_rows, left in logits_ on the device.
+  // Everything up to the logits of in.logits_rows, left in logits_ on the device: through a
+  // decode graph where one applies, else op by op.
   absl::Status RunToLogits(const StepInput& in);
+  // Pads a graphable decode step to its bucket, uploads it and replays (or, the first time,
+  // runs and records) the bucket's graph. False in *handled when the step must run eagerly.
+  absl::Status RunDecodeGraph(const StepInput& in, bool* handled);
+  // Enqueues the ops of the uploaded step `in`. graph_form: launch maxima are bounds that
+  // hold for every step of the bucket (max context) and no host copies are passed, so the
+  // same calls can be recorded and replayed.
+  absl::Status EnqueueOps(const StepInput& in, bool graph_form);
 
   Device& device_;
   ModelConfig config_;
@@ -93,6 +126,11 @@ class LlamaModel {
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
   DeviceBuffer ids_, positions_, slots_, query_start_, seq_lens_, block_tables_, row_index_, sampled_ids_;
+
+  // Decode graphs by bucket; buckets whose recording failed run eagerly from then on.
+  std::map<int32_t, DeviceGraph> graphs_;
+  std::set<int32_t> eager_buckets_;
+  DecodeGraphStats graph_stats_;
 };
 
 }  // namespace strata

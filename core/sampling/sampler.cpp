@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "strata/device.h"
 
 namespace strata {
 namespace {
@@ -59,7 +60,7 @@ auto ByValueDesc(const T& values) {
 }  // namespace
 
 Sampler::Sampler(const SamplingParams& params)
-    : params_(params), rng_(params.seed ? *params.seed : RandomSeed()) {}
+    : params_(params), seed_(params.seed ? *params.seed : RandomSeed()) {}
 
 absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params) {
   if (absl::Status s = params.Validate(); !s.ok()) return s;
@@ -68,10 +69,12 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params) {
 
 bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
 
-bool Sampler::IsPlainArgmax() const {
-  return greedy() && params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+bool Sampler::IsDeviceSamplable() const {
+  return params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
          params_.presence_penalty == 0.0f && params_.logprobs == 0;
 }
+
+bool Sampler::IsPlainArgmax() const { return greedy() && IsDeviceSamplable(); }
 
 absl::Status Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_ids,
                                      std::span<const int32_t> generated_ids) const {
@@ -131,6 +134,8 @@ absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
     return c;
   }
 
+  c.by_probability = (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < work.size()) ||
+                     params_.top_p < 1.0f;
   // Exactly k survive; among equal logits the lower id (deterministic, and top_k = 1 is
   // then the same first-maximum argmax as greedy).
   const int top_k = params_.top_k;
@@ -204,9 +209,23 @@ absl::StatusOr<std::vector<double>> Sampler::Probabilities(
   return probs;
 }
 
-int32_t Sampler::Draw(const Candidates& c) {
-  if (c.ids.size() == 1) return c.ids[0];  // greedy, or one survivor: no draw is consumed
-  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+int32_t Sampler::Draw(Candidates& c) {
+  const double u = strata_uniform_from_seed_step(seed_, step_++);
+  if (c.ids.size() == 1) return c.ids[0];  // greedy, or one survivor
+  if (c.by_probability) {
+    std::vector<size_t> order(c.ids.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&c](size_t a, size_t b) {
+      if (c.probs[a] != c.probs[b]) return c.probs[a] > c.probs[b];
+      return c.ids[a] < c.ids[b];
+    });
+    Candidates sorted;
+    for (size_t i : order) {
+      sorted.ids.push_back(c.ids[i]);
+      sorted.probs.push_back(c.probs[i]);
+    }
+    c = std::move(sorted);
+  }
   double cumulative = 0.0;
   int32_t last_possible = c.ids[0];
   for (size_t i = 0; i < c.ids.size(); ++i) {

@@ -5,7 +5,12 @@
 //      logit -= count * frequency + (count > 0) * presence),
 //   3. temperature == 0 -> greedy argmax (first maximum); otherwise
 //      top-k, softmax(logits / temperature), top-p (nucleus), min-p, renormalize, and one
-//      draw from a std::mt19937_64 (seeded -> reproducible; unseeded -> std::random_device).
+//      draw u = strata_uniform_from_seed_step(seed, step) (include/strata/device.h; seeded ->
+//      reproducible, unseeded -> a std::random_device seed), where step counts the tokens
+//      this sampler has chosen so far, taking the first candidate whose cumulative
+//      probability exceeds u: candidates by descending probability (ties: lower id) when
+//      top-k or top-p is on, else by id. That is exactly the device ABI's sample() op, so a
+//      request draws the same tokens whether the engine samples it here or on the device.
 // Log-probabilities are those of the raw logits (log_softmax before any processing), as
 // vLLM reports them by default.
 #pragma once
@@ -69,21 +74,31 @@ class Sampler {
   // True when the next token is the plain argmax of the raw logits (greedy, no penalties,
   // no logprobs), so a device-side argmax gives the same token without the logits.
   bool IsPlainArgmax() const;
+  // True when the device's sample() op gives the same token (no penalties, no logprobs):
+  // then the device gets DeviceTemperature(), top_k, top_p, min_p, seed() and step(), and
+  // the engine calls SkipDraw() for the token it chose.
+  bool IsDeviceSamplable() const;
+  float DeviceTemperature() const { return greedy() ? 0.0f : params_.temperature; }
+  uint64_t seed() const { return seed_; }
+  uint64_t step() const { return step_; }
+  void SkipDraw() { ++step_; }
 
  private:
   struct Candidates {
     std::vector<int32_t> ids;
     std::vector<double> probs;  // sums to 1
+    bool by_probability = false;  // top-k / top-p on: drawn in descending probability
   };
   absl::StatusOr<Candidates> ComputeCandidates(std::span<const float> logits,
                                                std::span<const int32_t> prompt_ids,
                                                std::span<const int32_t> generated_ids) const;
   bool greedy() const;
-  // One draw from the candidates (none when only one is left).
-  int32_t Draw(const Candidates& c);
+  // One draw from the candidates; every call uses up one step, also when only one is left.
+  int32_t Draw(Candidates& c);
 
   SamplingParams params_;
-  std::mt19937_64 rng_;
+  uint64_t seed_ = 0;
+  uint64_t step_ = 0;
 };
 
 }  // namespace strata

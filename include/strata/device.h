@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 0
+#define STRATA_DEVICE_ABI_MINOR 1
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -139,6 +139,7 @@ typedef struct strata_device_s* strata_device;     /* an opened device          
 typedef struct strata_buffer_s* strata_buffer;     /* a range of device memory          */
 typedef struct strata_weight_s* strata_weight;     /* a prepared weight matrix / table  */
 typedef struct strata_kv_cache_s* strata_kv_cache; /* the paged KV cache of all layers  */
+typedef struct strata_graph_s* strata_graph;       /* a recorded sequence of ops (1.1)   */
 
 /*
  * A view of device memory: `ndim` dims, row-major. The last dim is contiguous; `row_stride`
@@ -299,7 +300,26 @@ typedef struct strata_attention_params {
   float logit_softcap;    /* 0 = none */
 } strata_attention_params;
 
-/* Per-row sampling parameters for the device sampler (all arrays have num_rows entries). */
+/* The random number of one sampling draw: uniform in [0, 1) from (seed, step), two rounds
+ * of splitmix64 keeping 53 bits. Shared by every backend's sample() and the core's host
+ * sampler, so that a seeded request draws the same numbers wherever it is sampled. */
+static inline uint64_t strata_splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+static inline double strata_uniform_from_seed_step(uint64_t seed, uint64_t step) {
+  const uint64_t h = strata_splitmix64(seed ^ strata_splitmix64(step ^ 0x5851f42d4c957f2dull));
+  return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Per-row sampling parameters for the device sampler (all arrays have num_rows entries).
+ * A row keeps the tokens that survive top-k, then top-p (over the kept mass), then min-p
+ * (relative to the most likely token), on softmax(logits / temperature); the draw u =
+ * strata_uniform_from_seed_step(seed, step) picks the first candidate whose cumulative
+ * probability exceeds u, candidates ordered by descending probability (ties: lower id)
+ * when top-k or top-p is on, else by id. */
 typedef struct strata_sample_params {
   uint32_t struct_size;
   const float* temperature; /* host arrays; temperature <= 0 means greedy */
@@ -420,7 +440,33 @@ typedef struct strata_backend_v1 {
 
   /* Extensions by name; NULL when unknown. */
   void* (*get_proc_address)(const char* name);
+
+  /* ---- Since ABI 1.1: recorded op sequences (STRATA_CAP_GRAPHS; NULL when absent). ----
+   * Between graph_begin() and graph_end() the ops called on `dev` (from the calling thread)
+   * are recorded instead of run. Replaying the graph runs them again in the same order
+   * with the same arguments: the same buffers, offsets, shapes, weights, KV cache and
+   * host-side scalars (num_tokens, maxima, eps, ...), while the CONTENTS of device memory
+   * (token ids, positions, slot mapping, seq_lens, block tables, activations) are read
+   * at replay time. That is what makes a decode step replayable: the core uploads the
+   * step's arrays into the same buffers and launches the graph, instead of issuing every
+   * op again. Host copies in a strata_batch_desc are not looked at while recording
+   * (pass NULL), so max_seq_len must then bound every seq_len the graph will see.
+   * Only device-side ops can be recorded: upload, download, synchronize, sample (host
+   * parameters), copy_blocks and swap_blocks fail with INVALID_ARGUMENT while recording,
+   * and so does an op that would first have to grow a backend workspace (run the same
+   * step once unrecorded first). After a failed op graph_end() still ends the recording
+   * and fails; the device is then usable as before. */
+  strata_status (*graph_begin)(strata_device dev);
+  strata_status (*graph_end)(strata_device dev, strata_graph* out);
+  strata_status (*graph_launch)(strata_device dev, strata_graph graph);
+  void (*graph_free)(strata_device dev, strata_graph graph);
 } strata_backend_v1;
+
+/* True when `api` (a table of struct_size bytes) has the ABI 1.1 graph entry points. */
+#define STRATA_BACKEND_HAS_GRAPHS(api)                                                  \
+  ((api)->struct_size >= offsetof(strata_backend_v1, graph_free) + sizeof(void*) &&      \
+   (api)->graph_begin != NULL && (api)->graph_end != NULL && (api)->graph_launch != NULL && \
+   (api)->graph_free != NULL)
 
 /* What strata_backend_init() returns; owned by the plugin, valid until it is unloaded. */
 typedef struct strata_plugin_info {

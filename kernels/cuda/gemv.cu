@@ -19,7 +19,6 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kGemvWarps = 4;  // 128 threads: many small blocks spread well over 132 SMs
-constexpr int kUnroll = 4;     // 16-byte weight loads in flight per lane and row
 
 // Element-wise conversion of one 16-byte vector.
 __device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8], __nv_bfloat16) {
@@ -41,7 +40,10 @@ __device__ __forceinline__ void Unpack(const uint4& v, float (&f)[4], float) {
 // W: weight and activation element type (BF16 or F32: the device stores weights in the
 // activation type). O: output type. N: compile-time bound on n (runtime n <= N).
 // R: rows per warp (more rows amortise the activation loads when n is larger).
-template <typename W, typename O, int N, int R, bool kVector>
+// U: 16-byte weight loads in flight per lane and row: 8 at n = 1 (a 4096-wide BF16 row is
+// then fetched in two rounds instead of four: fewer exposed DRAM latencies per warp),
+// 4 where the R x N accumulators already take many registers.
+template <typename W, typename O, int N, int R, int U, bool kVector>
 __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
@@ -67,10 +69,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
   if constexpr (kVector) {
     constexpr int V = 16 / sizeof(W);  // elements per 16-byte vector
     const int64_t nvec = a.k / V;
-    for (int64_t base = lane; base < nvec; base += 32 * kUnroll) {
-      uint4 wv[kUnroll][R];
+    for (int64_t base = lane; base < nvec; base += 32 * U) {
+      uint4 wv[U][R];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int64_t idx = base + 32 * u;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
         }
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int64_t idx = base + 32 * u;
         if (idx >= nvec) break;
         float wf[R][V];
@@ -130,16 +132,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
   }
 }
 
-template <typename W, typename O, int N, int R>
+template <typename W, typename O, int N, int R, int U = 4>
 cudaError_t LaunchShape(const GemvArgs& a, bool vector, cudaStream_t stream) {
   constexpr int64_t rows_per_block = int64_t{kGemvWarps} * R;
   const int64_t blocks = (a.m + rows_per_block - 1) / rows_per_block;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks));
   if (vector) {
-    GemvKernel<W, O, N, R, true><<<grid, kGemvWarps * 32, 0, stream>>>(a);
+    GemvKernel<W, O, N, R, U, true><<<grid, kGemvWarps * 32, 0, stream>>>(a);
   } else {
-    GemvKernel<W, O, N, R, false><<<grid, kGemvWarps * 32, 0, stream>>>(a);
+    GemvKernel<W, O, N, R, U, false><<<grid, kGemvWarps * 32, 0, stream>>>(a);
   }
   return cudaGetLastError();
 }
@@ -148,7 +150,7 @@ template <typename W, typename O>
 cudaError_t LaunchTyped(const GemvArgs& a, bool vector, cudaStream_t stream) {
   // N rounded up to 1, 2, 4, 8 keeps the instantiations few; more rows per warp as n grows
   // so that each activation load feeds more weight rows.
-  if (a.n <= 1) return LaunchShape<W, O, 1, 1>(a, vector, stream);
+  if (a.n <= 1) return LaunchShape<W, O, 1, 1, 8>(a, vector, stream);
   if (a.n <= 2) return LaunchShape<W, O, 2, 2>(a, vector, stream);
   if (a.n <= 4) return LaunchShape<W, O, 4, 2>(a, vector, stream);
   return LaunchShape<W, O, 8, 4>(a, vector, stream);

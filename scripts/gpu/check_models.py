@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end checks of the CUDA backend through the strata CLI, against references we did
 not write (../shared):
-  - stories260K, activations f32: greedy ids must equal expected/greedy.json (llama2.c run.c)
+  - stories260K, activations f32: greedy ids must equal expected/greedy.json (llama2.c run.c),
+    both with decode graphs (the default) and with --enforce-eager
   - hf-tiny models, activations f32: last-position logits within 1e-3 of the HF float64
     reference (max abs error), and in bf16 cosine similarity >= 0.999.
 Usage: check_models.py STRATA_BINARY SHARED_DIR   (exit 1 on any failure)"""
@@ -29,14 +30,14 @@ def check(name, ok, detail):
 # stories260K greedy
 sdir = os.path.join(shared, "models", "stories260K")
 cases = json.load(open(os.path.join(sdir, "expected", "greedy.json")))
-for act in ("f32", "bf16"):
+for act, extra in (("f32", []), ("f32", ["--enforce-eager"]), ("bf16", [])):
     for c in cases:
-        name = f"stories260K {act} '{c['prompt']}'"
+        name = f"stories260K {act}{' eager' if extra else ''} '{c['prompt']}'"
         try:
             ids = ",".join(str(i) for i in c["prompt_ids"])
             n = len(c["generated_ids"])
             out = run(["-m", os.path.join(sdir, "stories260K.bin"), "--tokenizer", os.path.join(sdir, "tok512.bin"),
-                       "--prompt-ids", ids, "-n", str(n), "--temp", "0", "--ignore-eos"], act)
+                       "--prompt-ids", ids, "-n", str(n), "--temp", "0", "--ignore-eos", *extra], act)
             got, want = out["generated_ids"], c["generated_ids"]
             same = 0
             while same < min(len(got), len(want)) and got[same] == want[same]:

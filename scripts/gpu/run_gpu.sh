@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # One reproducible GPU run: unpack the build dependencies carried in .gpu/ (made by
-# scripts/gpu/prepare.sh on the build machine), configure and build everything, run all
-# tests (CPU and CUDA), the end-to-end model checks on the CUDA backend, and a benchmark.
+# scripts/gpu/prepare.sh on the build machine), configure and build everything, then the
+# phases asked for, in the order given (default: all, in this order):
+#   tests    every CUDA test (op tests twice), then all ctest tests
+#   models   end-to-end model checks on the CUDA backend against llama2.c / HF references
+#   bench    the Llama-3-8B-shape figures of issue 3 (decode with and without decode graphs,
+#            4096-token prefill, 32 and 128 concurrent sequences)
+#   ops      CUDA op timings at Llama-3-8B shapes
+#   batching issue 4: continuous vs static batching, shared-prefix TTFT
+#   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
-# Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh
+# Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh [PHASE...]
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -11,10 +18,11 @@ OUT="${OUT:-$ROOT/gpu-logs}"
 mkdir -p "$OUT"
 LOG="$OUT/run_gpu.log"
 exec > >(tee -a "$LOG") 2>&1
+PHASES="${*:-tests models bench ops batching http}"
 T0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 
-stamp "machine"
+stamp "machine (phases: $PHASES)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 nproc; cmake --version | head -1; nvcc --version | tail -1
 
@@ -29,53 +37,74 @@ BUILD=build-gpu
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$DEPS/usr" -DSTRATA_SHARED_DIR="$ROOT/.gpu/shared" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-  -DCMAKE_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHS:-90a-real}" 2>&1 | tail -25
+  -DCMAKE_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHS:-90a-real}" 2>&1 | tail -5
 [ -f "$BUILD/build.ninja" ] || { stamp "configure failed"; exit 1; }
 
-stamp "build"
-cmake --build "$BUILD" -j16 -- -k 0 2>&1 | grep -E "error|Error|FAILED|warning: .*cuda|^\[[0-9]+/[0-9]+\] Linking" | tail -60
-cmake --build "$BUILD" -j16 >/dev/null 2>&1  # status of the full build
+# STRATA_GPU_TARGETS limits the build (e.g. a short run that needs only the CLI, the plugin
+# and the CUDA tests); the default builds everything.
+TARGETS=()
+[ -n "${STRATA_GPU_TARGETS:-}" ] && TARGETS=(--target ${STRATA_GPU_TARGETS})
+stamp "build ${STRATA_GPU_TARGETS:-all}"
+cmake --build "$BUILD" -j16 "${TARGETS[@]}" -- -k 0 2>&1 | grep -E "error|Error|FAILED|warning: .*cuda" | tail -60
+cmake --build "$BUILD" -j16 "${TARGETS[@]}" >/dev/null 2>&1  # status of the build
 BUILD_RC=$?
 stamp "build rc=$BUILD_RC"
-ldd "$BUILD/bin/libstrata-backend-cuda.so" | grep -v "linux-vdso" || true
 
-stamp "CUDA backend tests"
-timeout 200 "$BUILD/bin/cuda_backend_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_backend_test.log" | \
-  grep -vE "^\[ RUN|^\[       OK" | tail -80
+phase_tests() {
+  stamp "CUDA backend op tests"
+  timeout 300 "$BUILD/bin/cuda_backend_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_backend_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -60
+  stamp "CUDA decode-graph tests"
+  timeout 200 "$BUILD/bin/cuda_graph_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_graph_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -30
+  if [ -z "${STRATA_GPU_TARGETS:-}" ]; then
+    stamp "CUDA op tests, repeated (ordering races show up intermittently)"
+    (cd "$BUILD" && timeout 200 ctest -R "CudaOps" --repeat until-fail:2 -j1 2>&1 | tail -4)
+    stamp "all tests (ctest)"
+    (cd "$BUILD" && OMP_NUM_THREADS=2 timeout 200 ctest -j8 --timeout 90 --output-on-failure 2>&1) > "$OUT/ctest.log"
+    grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log" | tail -40
+  fi
+}
 
-stamp "CUDA backend tests, repeated (ordering races show up intermittently)"
-(cd "$BUILD" && timeout 120 ctest -R Cuda --repeat until-fail:2 -j1 2>&1 | tail -5)
+phase_models() {
+  stamp "end-to-end model checks on CUDA (decode graphs on, and --enforce-eager)"
+  timeout 200 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" 2>&1 | tee "$OUT/models.log" | tail -40
+}
 
-stamp "synthetic Llama-3-8B shape, bf16: batch-1 decode (128 in / 128 out) and a 4096-token prefill"
-timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 128 --gen-tokens 128 -r 3 --json 2>&1 | tee "$OUT/bench_8b_decode.json" | tail -3
-timeout 120 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --prompt-tokens 4096 --gen-tokens 2 \
-  --batch-tokens 4096 -r 3 --json 2>&1 | tee "$OUT/bench_8b_prefill.json" | tail -3
+phase_bench() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  stamp "Llama-3-8B shape, bf16: batch-1 decode 128 in / 128 out (decode graphs)"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode.json"
+  stamp "4096-token prefill"
+  timeout 120 $S --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 | tee "$OUT/bench_8b_prefill.json"
+  stamp "32 and 128 concurrent sequences, 128 in / 128 out (engine, continuous batching)"
+  for c in 32 128; do
+    timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+      --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 | tee "$OUT/bench_8b_serving_$c.json"
+  done
+  stamp "batch-1 decode with --enforce-eager (no decode graphs)"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 --enforce-eager | tee "$OUT/bench_8b_decode_eager.json"
+}
 
-stamp "synthetic Llama-3-8B shape, bf16: 32 and 128 concurrent sequences, 128 in / 128 out (engine, continuous batching)"
-for c in 32 128; do
-  timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --num-requests $c \
-    --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
-    --max-num-seqs $c --max-batched-tokens 8192 --json 2>&1 | tee "$OUT/bench_8b_serving_$c.json" | tail -3
-done
+phase_ops() {
+  stamp "CUDA op timings at Llama-3-8B shapes"
+  timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench.log"
+}
 
-stamp "end-to-end model checks on CUDA"
-timeout 120 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" 2>&1 | tee "$OUT/models.log"
+phase_batching() {
+  stamp "issue 4: continuous vs static batching, shared-prefix TTFT"
+  BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh batching
+}
 
-stamp "CUDA op timings at Llama-3-8B shapes"
-timeout 120 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench.log"
+phase_http() {
+  stamp "issue 5: HTTP server vs in-process engine"
+  BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh http
+}
 
-stamp "all tests (ctest)"
-(cd "$BUILD" && OMP_NUM_THREADS=2 timeout 120 ctest -j8 --timeout 60 --output-on-failure 2>&1) > "$OUT/ctest.log"
-grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log" | tail -40
-
-stamp "devices + bench"
-"$BUILD/bin/strata" devices 2>&1 | tail -20
-S=.gpu/shared/models/stories260K
-for dev in cuda cpu; do
-  timeout 30 "$BUILD/bin/strata" bench -m "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --device $dev \
-    --prompt-tokens 128 --gen-tokens 64 --json 2>&1 | tail -3
-done
-for m in .gpu/shared/models/hf-tiny/*; do
-  timeout 30 "$BUILD/bin/strata" bench -m "$m" --device cuda --prompt-tokens 128 --gen-tokens 64 --json 2>&1 | tail -3
+for phase in $PHASES; do
+  case "$phase" in
+    tests|models|bench|ops|batching|http) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (tests models bench ops batching http)" ;;
+  esac
 done
 stamp "done"

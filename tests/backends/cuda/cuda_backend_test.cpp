@@ -236,17 +236,21 @@ strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape, uint64_t
   return x;
 }
 
-// How the CUDA device of a test is opened: its activation type, and whether the older
-// kernel paths are forced (gemv=cublas: every matmul through cuBLASLt;
-// prefill_attention=simple: the SIMT prefill kernel), so that both paths stay tested.
+// How the CUDA device of a test is opened: its activation type, and which kernel paths:
+// the default ones (GEMV, FA2 prefill and GQA decode attention), the previous ones
+// (prefill_attention=wmma, decode_attention=simple) or the legacy ones (gemv=cublas: every
+// matmul through cuBLASLt; SIMT prefill and decode attention), so that all stay tested.
+enum Paths { kDefault = 0, kPrevious = 1, kLegacy = 2 };
 struct Mode {
   int32_t act;
-  bool legacy;
+  Paths paths;
 };
-void PrintTo(const Mode& m, std::ostream* os) { *os << (m.act == F32 ? "f32" : "bf16") << (m.legacy ? " legacy" : ""); }
+const char* PathsName(Paths p) { return p == kDefault ? "" : p == kPrevious ? "_previous_paths" : "_legacy_paths"; }
+void PrintTo(const Mode& m, std::ostream* os) { *os << (m.act == F32 ? "f32" : "bf16") << PathsName(m.paths); }
 std::string OptionsOf(Mode m) {
   std::string o = m.act == F32 ? "activations=f32" : "activations=bf16";
-  if (m.legacy) o += ";gemv=cublas;prefill_attention=simple";
+  if (m.paths == kPrevious) o += ";prefill_attention=wmma;decode_attention=simple";
+  if (m.paths == kLegacy) o += ";gemv=cublas;prefill_attention=simple;decode_attention=simple";
   return o;
 }
 
@@ -837,9 +841,10 @@ TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, CudaOps,
-                         ::testing::Values(Mode{F32, false}, Mode{F32, true}, Mode{BF16, false}, Mode{BF16, true}),
+                         ::testing::Values(Mode{F32, kDefault}, Mode{F32, kLegacy}, Mode{BF16, kDefault},
+                                           Mode{BF16, kPrevious}, Mode{BF16, kLegacy}),
                          [](const ::testing::TestParamInfo<Mode>& i) {
-                           return std::string(Name(i.param.act)) + (i.param.legacy ? "_legacy_paths" : "");
+                           return std::string(Name(i.param.act)) + PathsName(i.param.paths);
                          });
 
 }  // namespace

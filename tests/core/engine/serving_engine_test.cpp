@@ -31,7 +31,8 @@ struct Loaded {
 };
 
 // Skips (with the reason) when the shared model is missing; fails on a load error.
-Loaded LoadModel(const std::string& path, int32_t batch_tokens, int32_t max_seqs, int32_t num_blocks) {
+Loaded LoadModel(const std::string& path, int32_t batch_tokens, int32_t max_seqs, int32_t num_blocks,
+                 DecodeGraphMode graphs = DecodeGraphMode::kOn) {
   Loaded l;
   if (!std::filesystem::exists(path)) return l;
   l.dev = testing::OpenCpuTestDevice();
@@ -47,6 +48,7 @@ Loaded LoadModel(const std::string& path, int32_t batch_tokens, int32_t max_seqs
   o.max_seqs = max_seqs;
   o.block_size = 16;
   o.num_blocks = num_blocks;
+  o.decode_graphs = graphs;
   auto m = LlamaModel::Load(*l.dev, *l.file, o);
   EXPECT_TRUE(m.ok()) << m.status();
   if (m.ok()) l.model = std::move(*m);
@@ -135,7 +137,8 @@ std::vector<RequestOutput> RunAll(Engine& engine, const std::vector<Case>& cases
   return outs;
 }
 
-void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preemption) {
+void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preemption,
+                     DecodeGraphMode graphs = DecodeGraphMode::kOn) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
   Loaded ref = LoadModel(path, 64, 1, 0);
@@ -143,7 +146,7 @@ void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preempti
   const std::vector<Case> cases = StoriesCases(*ref.model, ref.tok.get());
   ASSERT_EQ(cases.size(), 12u);
 
-  Loaded l = LoadModel(path, 64, 6, num_blocks);
+  Loaded l = LoadModel(path, 64, 6, num_blocks, graphs);
   ASSERT_NE(l.model, nullptr);
   EngineConfig c;
   c.max_num_seqs = 6;
@@ -163,12 +166,19 @@ void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preempti
   else EXPECT_EQ(m.prefix_hit_tokens, 0);
   EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
   EXPECT_EQ(m.num_requests_finished, static_cast<int64_t>(cases.size()));
+  if (graphs == DecodeGraphMode::kPadOnly) EXPECT_GT(l.model->decode_graph_stats().padded, 0);
 }
 
 TEST(ServingEngine, MixedBatchMatchesAloneWithPrefixCache) { CheckMixedBatch(true, 512, false); }
 TEST(ServingEngine, MixedBatchMatchesAloneWithoutPrefixCache) { CheckMixedBatch(false, 512, false); }
 TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemption) { CheckMixedBatch(true, 20, true); }
 TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemptionNoCache) { CheckMixedBatch(false, 20, true); }
+// Decode steps padded to the graph buckets (1, 2, 4, 6 here) and run in graph form: the
+// padding sequences must change no real sequence's tokens. Recording and replaying need a
+// backend with graphs: the CUDA tests cover them.
+TEST(ServingEngine, MixedBatchMatchesAloneWithDecodeStepsPaddedToGraphBuckets) {
+  CheckMixedBatch(true, 20, true, DecodeGraphMode::kPadOnly);
+}
 
 // The hf-tiny models (GQA; QKV bias and tied embeddings): mixed batch vs Generator alone.
 class HfTinyServing : public ::testing::TestWithParam<std::string> {};
@@ -539,6 +549,90 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
       EXPECT_NEAR(a.top[j].logprob, ref_lp[order[j]], 1e-4);
     }
     context.push_back(ids_top[k]);
+  }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Seeded sampling is the same wherever it happens: in a batch whose rows the device samples
+// (the backend's sample() op) and alone through the single-request generator, whose host
+// Sampler draws (seed, step) the same way. A second run adds a request with a repetition
+// penalty, which sends every row of those steps back to the host sampler: no request's
+// tokens may change either.
+TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  Loaded ref = LoadModel(path, 64, 1, 0);
+  ASSERT_NE(ref.model, nullptr);
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 6; ++i) {
+    SamplingParams p;
+    p.temperature = 0.6f + 0.15f * static_cast<float>(i);
+    p.top_k = i % 3 == 0 ? 0 : 20 + 10 * i;
+    p.top_p = i % 2 == 0 ? 0.9f : 1.0f;
+    p.min_p = i == 5 ? 0.05f : 0.0f;
+    p.seed = 1000 + static_cast<uint64_t>(i);
+    p.max_new_tokens = 40;
+    p.ignore_eos = true;
+    params.push_back(p);
+  }
+  std::mt19937 rng(9);
+  std::vector<std::vector<int32_t>> prompts, expected;
+  Generator gen(*ref.model, ref.tok.get());
+  for (const SamplingParams& p : params) {
+    std::vector<int32_t> prompt = {1};
+    for (int j = 0; j < 10 + static_cast<int>(rng() % 30); ++j) prompt.push_back(3 + static_cast<int32_t>(rng() % 509));
+    GenerationRequest req;
+    req.prompt_ids = prompt;
+    req.sampling = p;
+    auto res = gen.Generate(req);
+    ASSERT_TRUE(res.ok()) << res.status();
+    ASSERT_EQ(res->generated_ids.size(), 40u);
+    prompts.push_back(prompt);
+    expected.push_back(res->generated_ids);
+  }
+  for (bool with_penalty : {false, true}) {
+    SCOPED_TRACE(with_penalty ? "a penalized request forces host sampling" : "device sampling");
+    Loaded l = LoadModel(path, 64, 8, 256);
+    ASSERT_NE(l.model, nullptr);
+    EngineConfig c;
+    c.max_num_seqs = 8;
+    c.max_batched_tokens = 64;
+    auto engine = Engine::Create(*l.model, l.tok.get(), c);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (size_t i = 0; i < params.size(); ++i) {
+      EngineRequest r;
+      r.request_id = "s" + std::to_string(i);
+      r.prompt_ids = prompts[i];
+      r.sampling = params[i];
+      auto h = (*engine)->Submit(r);
+      ASSERT_TRUE(h.ok()) << h.status();
+      handles.push_back(*h);
+    }
+    if (with_penalty) {
+      EngineRequest r;
+      r.request_id = "penalized";
+      r.prompt_ids = {1, 50, 60, 70};
+      r.sampling.temperature = 0.8f;
+      r.sampling.repetition_penalty = 1.3f;
+      r.sampling.max_new_tokens = 60;
+      r.sampling.ignore_eos = true;
+      ASSERT_TRUE((*engine)->Submit(r).ok());
+    }
+    for (int steps = 0; steps < 10000; ++steps) {
+      auto more = (*engine)->Step();
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+    }
+    for (size_t i = 0; i < handles.size(); ++i) {
+      ASSERT_TRUE(handles[i]->finished());
+      EXPECT_EQ(handles[i]->Wait().generated_ids, expected[i]) << "request " << i;
+    }
   }
 }
 

@@ -1,0 +1,741 @@
+// Decode attention over the paged KV cache, GQA-aware and bandwidth-first: every sequence
+// has one query token, so the work is one pass over each sequence's K/V rows, and the cost is
+// the HBM traffic of those rows.
+//
+// Layout of the work:
+//  - Grid (kv head, token, split): the KV head varies fastest. One block of 128 threads serves ALL query heads of its KV
+//    head (GROUP = num_heads / num_kv_heads, up to 8), so each K/V row is read once, not once
+//    per query head.
+//  - Inside a block, each key row is owned by a "lane group" of G = pow2ceil(head_dim / 8)
+//    adjacent lanes; lane c of the group owns columns [8c, 8c+8) and copies them with one
+//    16-byte cp.async (two for an F32 cache). A warp thus handles 32/G keys at once (2 for
+//    head_dim 128) and the block NG = 128/G keys; each thread copies U keys (K and V) per step,
+//    so a block step covers NG*U keys (32 for head_dim 128, GROUP <= 4). The copies go through
+//    a 3-stage per-thread shared-memory pipeline (each thread reads back only its own slots,
+//    so no block barrier per step): two steps are in flight while one is computed.
+//  - Per key and query head the partial dot products of the G lanes are summed with xor
+//    shuffles (every lane of the group ends with the same score), then each lane group runs
+//    its own online softmax (F32, log2 domain: q is prescaled by scale*log2(e)) and keeps the
+//    unnormalised output of its 8 columns for every query head in registers. The query lives
+//    in shared memory (F32), read as two float4 per head and step.
+//  - At the end the lane groups of the block are merged through shared memory. With one split
+//    the block writes the output; otherwise it writes its partial (max, sum, unnormalised
+//    output) and CombineKernel merges the splits.
+//  - Split-K for CUDA graphs: the host picks only the NUMBER of splits (from the batch, the
+//    head counts, the SM count and max_seq_len as an upper bound); each block computes its
+//    own slice from its sequence's actual length on the device, so one captured launch is
+//    correct for any seq_lens <= max_seq_len. Slices past a sequence's end (and seq_len-0
+//    padding slots) read nothing and write an empty partial (sum 0, zeros), or zeros as the
+//    output when there is one split.
+#include "kernels/cuda/decode_attention_gqa.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kernels.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxGroup = 8;
+constexpr int kMaxHeadDim = 256;
+constexpr int kMaxSplits = 64;
+// Shortest slice worth its own block (keys): below this the fixed cost of a block (query
+// load, merge, partial write, combine) outweighs the parallelism.
+constexpr int kMinSliceKeys = 64;
+// Shared memory of one SM, and what the runtime reserves per block (sm_90).
+constexpr int64_t kSmemPerSm = 228 * 1024;
+constexpr int64_t kSmemReservedPerBlock = 1024;
+constexpr int64_t kMaxSmemPerBlock = 227 * 1024;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Launch constants the host derives once (all independent of the actual seq_lens).
+struct GqaPlan {
+  int32_t group = 1;       // query heads per KV head (runtime; <= the GROUP template)
+  int32_t lanes_log2 = 0;  // log2(G), G = lanes per key row
+  int32_t bs_shift = -1;   // log2(block_size) when a power of two, else -1
+  int32_t splits = 1;
+  float qmul = 1.0f;       // scale * log2(e) (no softcap) or scale (softcap)
+  float softcap = 0.0f;
+  float inv_softcap = 0.0f;
+};
+
+// 2^x on the SFU; ex2.approx(-inf) = +0, which the masked-key and empty-state paths rely on.
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 16-byte asynchronous copy global -> shared (L2 only: K/V rows are streamed once). Each
+// thread later reads back only what it copied itself, so cp.async.wait_group is the only
+// synchronisation the pipeline needs (no block barrier per step).
+__device__ __forceinline__ void CpAsync16(void* smem_dst, const void* gmem_src) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// 8 consecutive cache elements as float, from kChunks 16-byte words.
+template <typename K>
+struct KvOctet;
+template <>
+struct KvOctet<__nv_bfloat16> {
+  static constexpr int kChunks = 1;
+  __device__ __forceinline__ static void ToFloat(const uint4 (&r)[1], float (&f)[8]) {
+    const uint32_t w[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // little endian: the lower address is the low half
+      f[2 * j] = __uint_as_float(w[j] << 16);
+      f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    }
+  }
+};
+template <>
+struct KvOctet<__half> {
+  static constexpr int kChunks = 1;
+  __device__ __forceinline__ static void ToFloat(const uint4 (&r)[1], float (&f)[8]) {
+    const uint32_t w[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      __half2 h;
+      static_assert(sizeof(h) == sizeof(uint32_t), "half2 is 4 bytes");
+      memcpy(&h, &w[j], sizeof(h));
+      const float2 v = __half22float2(h);
+      f[2 * j] = v.x;
+      f[2 * j + 1] = v.y;
+    }
+  }
+};
+template <>
+struct KvOctet<float> {
+  static constexpr int kChunks = 2;
+  __device__ __forceinline__ static void ToFloat(const uint4 (&r)[2], float (&f)[8]) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      f[4 * c + 0] = __uint_as_float(r[c].x);
+      f[4 * c + 1] = __uint_as_float(r[c].y);
+      f[4 * c + 2] = __uint_as_float(r[c].z);
+      f[4 * c + 3] = __uint_as_float(r[c].w);
+    }
+  }
+};
+
+// Keys per thread and pipeline stage (U), and the blocks per SM the register budget is sized
+// for (ptxas, sm_90a, no spills): acc holds GROUP*8 floats, the scores U*GROUP. An F32 cache
+// doubles the bytes per key, so it halves U; a stage is then always U*2*kChunks 16-byte
+// words per thread (16 KiB per block).
+constexpr int KeysPerThreadFor(int group_tmpl, int chunks) {
+  return (group_tmpl >= 8 ? 2 : 4) / chunks;
+}
+constexpr int MinBlocksPerSmFor(int group_tmpl, int chunks) {
+  return group_tmpl >= 8 ? (chunks == 2 ? 2 : 3) : 4;
+}
+template <int GROUP, typename K>
+constexpr int KeysPerThread() {
+  return KeysPerThreadFor(GROUP, KvOctet<K>::kChunks);
+}
+template <int GROUP, typename K>
+constexpr int MinBlocksPerSm() {
+  return MinBlocksPerSmFor(GROUP, KvOctet<K>::kChunks);
+}
+// Pipeline depth: while a thread computes step j, steps j+1 and j+2 are in flight.
+constexpr int kStages = 3;
+
+// Shared memory of the attention block, in bytes:
+//   K/V stages [kStages][U][K, V][kChunks][kThreads] 16-byte words (per-thread slots)
+//   | key masks [kStages][kThreads] | query [GROUP][G*8] floats (zero-padded past D);
+// after the key loop the stage area is reused for the merge: per-group outputs
+// [NG][GROUP][D] | per-group max, sum, merge factor [NG][GROUP] each | block max, sum [2][GROUP].
+struct SmemLayout {
+  int64_t stage_bytes, mask_off, q_off, total;
+};
+constexpr SmemLayout MakeSmemLayout(int group_tmpl, int keys_u, int chunks, int32_t head_dim, int32_t lanes_log2) {
+  const int64_t G = int64_t{1} << lanes_log2, NG = kThreads / G;
+  const int64_t stages = int64_t{kStages} * keys_u * 2 * chunks * kThreads * 16;
+  const int64_t merge = 4 * (NG * group_tmpl * head_dim + 3 * NG * group_tmpl + 2 * group_tmpl);
+  const int64_t area = stages > merge ? stages : merge;
+  const int64_t mask_off = area;
+  const int64_t q_off = mask_off + int64_t{kStages} * kThreads * 4;
+  return SmemLayout{area, mask_off, q_off, q_off + 4 * group_tmpl * G * 8};
+}
+template <int GROUP, typename K>
+constexpr SmemLayout SmemFor(int32_t head_dim, int32_t lanes_log2) {
+  return MakeSmemLayout(GROUP, KeysPerThread<GROUP, K>(), KvOctet<K>::kChunks, head_dim, lanes_log2);
+}
+
+// The sequence that owns token i: the s with qsl[s] <= i < qsl[s+1] (binary search).
+__device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_seqs, int32_t i) {
+  int32_t lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) >> 1;
+    if (__ldg(qsl + mid) <= i) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <typename T, typename K, int GROUP>
+__global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
+    DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws) {
+  constexpr int KC = KvOctet<K>::kChunks;
+  constexpr int U = KeysPerThread<GROUP, K>();
+  extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
+  float* smem = reinterpret_cast<float*>(smem_f4);
+
+  // KV head fastest: the blocks of one token run side by side and read the interleaved rows
+  // of the same cache blocks together (DRAM page locality).
+  const int32_t kvh = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
+  const int32_t tid = threadIdx.x;
+  const int32_t D = kv.head_dim;
+  const int32_t G = 1 << plan.lanes_log2;       // lanes per key row
+  const int32_t NG = kThreads >> plan.lanes_log2;  // lane groups (keys per step and unroll slot)
+  const int32_t grp = tid >> plan.lanes_log2;
+  const int32_t c = tid & (G - 1);              // this lane's column octet
+  const bool col_ok = c < (D >> 3);             // lanes past head_dim/8 idle (e.g. D = 96)
+  const int32_t group = plan.group;
+  const int32_t H = a.num_heads;
+  const int32_t splits = plan.splits;
+
+  // Sequence and position of token i (max_query_len == 1 gives s == i; checked cheaply).
+  const int32_t* qsl = a.query_start_loc;
+  int32_t s, pos;
+  const int32_t i_clamped = min(i, a.num_seqs - 1);
+  const int32_t len_guess = __ldg(a.seq_lens + i_clamped);  // loaded alongside qsl: one round trip
+  if (i < a.num_seqs && __ldg(qsl + i) == i && __ldg(qsl + i + 1) == i + 1) {
+    s = i;
+    pos = len_guess - 1;  // -1 for a seq_len-0 slot
+  } else {
+    s = SeqOfToken(qsl, a.num_seqs, i);
+    const int32_t q0 = __ldg(qsl + s);
+    const int32_t q_len = __ldg(qsl + s + 1) - q0;
+    pos = __ldg(a.seq_lens + s) - q_len + (i - q0);
+  }
+  const int32_t start = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+  int32_t end = pos + 1;  // exclusive
+  const int64_t cap = static_cast<int64_t>(a.max_blocks_per_seq) * kv.block_size;
+  if (end > cap) {  // seq_len beyond its block table row: never index past the row
+    if (tid == 0 && split == 0 && kvh == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+    end = static_cast<int32_t>(cap);
+  }
+  const int32_t len = max(0, end - start);
+  const int32_t step = NG * U;
+  int32_t chunk = (len + splits - 1) / splits;
+  chunk = (chunk + step - 1) / step * step;  // whole block steps per slice
+  const int64_t kb64 = static_cast<int64_t>(start) + static_cast<int64_t>(split) * chunk;
+  const int32_t kb = static_cast<int32_t>(kb64 < end ? kb64 : static_cast<int64_t>(end));
+  const int32_t ke = min(end, kb + chunk);
+
+  const int64_t slot_base = (static_cast<int64_t>(i) * H + static_cast<int64_t>(kvh) * group) * splits + split;
+  float* ws_ml = ws + static_cast<int64_t>(a.num_tokens) * H * splits * D;
+  T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(kvh) * group * D;
+
+  if (kb >= ke) {  // empty slice (seq_len 0, or past this sequence's end): read nothing
+    if (splits == 1) {
+      for (int32_t idx = tid; idx < group * D; idx += kThreads) out[idx] = FromF32<T>(0.0f);
+    } else {  // an empty partial: sum 0 and zeros (the combine reads every split unguarded)
+      for (int32_t idx = tid; idx < group * D; idx += kThreads) {
+        const int32_t h = idx / D, d = idx - h * D;
+        const int64_t slot = slot_base + static_cast<int64_t>(h) * splits;
+        ws[slot * D + d] = 0.0f;
+        if (d == 0) {
+          ws_ml[2 * slot] = -INFINITY;
+          ws_ml[2 * slot + 1] = 0.0f;
+        }
+      }
+    }
+    return;  // block-uniform: before any barrier
+  }
+
+  const SmemLayout lay = SmemFor<GROUP, K>(D, plan.lanes_log2);
+  unsigned char* smem_b = reinterpret_cast<unsigned char*>(smem);
+  uint4* s_kv = reinterpret_cast<uint4*>(smem_b);
+  uint32_t* s_mask = reinterpret_cast<uint32_t*>(smem_b + lay.mask_off);
+  float* s_q = reinterpret_cast<float*>(smem_b + lay.q_off);
+  const int32_t QS = G * 8;  // query row stride in shared memory (zero-padded past D)
+  // This thread's slot of (stage, key u, K or V, chunk).
+  auto kv_slot = [&](int32_t stage, int u, int which, int ch) {
+    return s_kv + ((static_cast<int32_t>(stage) * U + u) * 2 * KC + which * KC + ch) * kThreads + tid;
+  };
+
+  {
+    const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
+                    static_cast<int64_t>(kvh) * group * D;
+    for (int32_t idx = tid; idx < GROUP * QS; idx += kThreads) {
+      const int32_t h = idx / QS, d = idx - h * QS;
+      s_q[idx] = (h < group && d < D) ? ToF32(qrow[static_cast<int64_t>(h) * D + d]) * plan.qmul : 0.0f;
+    }
+  }
+
+  const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+                   static_cast<int64_t>(kvh) * D + c * 8;
+  const K* vbase = kbase + kv.layer_half_elems;
+  const int64_t pos_stride = static_cast<int64_t>(kv.num_kv_heads) * D;
+  const int64_t blk_stride = pos_stride * kv.block_size;
+  const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int32_t bs = kv.block_size, bs_shift = plan.bs_shift;
+  auto block_index = [&](int32_t p) { return bs_shift >= 0 ? (p >> bs_shift) : p / bs; };
+
+  // Block ids of the keys of the step starting at b0 (-1 past the slice).
+  auto fetch_blocks = [&](int32_t b0, int32_t (&blk)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int32_t p = b0 + u * NG + grp;
+      blk[u] = p < ke ? __ldg(bt + block_index(p)) : -1;
+    }
+  };
+  // Starts the copies of the step at b0 into `stage` and records which keys are valid; a key
+  // whose block-table entry is out of range is flagged and skipped.
+  auto issue = [&](int32_t b0, const int32_t (&blk)[U], int32_t stage) {
+    if (b0 >= ke) return;
+    uint32_t mask = 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int32_t p = b0 + u * NG + grp;
+      const int32_t bk = blk[u];
+      const bool in = p < ke;
+      const bool ok = in && bk >= 0 && bk < kv.num_blocks;
+      if (in && !ok && c == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+      mask |= ok ? (1u << u) : 0u;
+      if (ok && col_ok) {
+        const int32_t bi = block_index(p);
+        const int64_t off = static_cast<int64_t>(bk) * blk_stride + static_cast<int64_t>(p - bi * bs) * pos_stride;
+#pragma unroll
+        for (int ch = 0; ch < KC; ++ch) {
+          CpAsync16(kv_slot(stage, u, 0, ch), kbase + off + ch * (8 / KC));
+          CpAsync16(kv_slot(stage, u, 1, ch), vbase + off + ch * (8 / KC));
+        }
+      }
+    }
+    s_mask[stage * kThreads + tid] = mask;
+  };
+
+  // Prologue: steps 0 and 1 in flight, block ids of step 2 loading.
+  int32_t blk[U];
+  {
+    int32_t blk0[U];
+    fetch_blocks(kb, blk0);
+    fetch_blocks(kb + step, blk);
+    issue(kb, blk0, 0);
+    CpAsyncCommit();
+    issue(kb + step, blk, 1);
+    CpAsyncCommit();
+    fetch_blocks(kb + 2 * step, blk);
+  }
+
+  float m[GROUP], l[GROUP], acc[GROUP][8];
+#pragma unroll
+  for (int h = 0; h < GROUP; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+  }
+  __syncthreads();  // s_q written
+
+  int32_t stage_c = 0, stage_i = kStages - 1;
+  for (int32_t b0 = kb; b0 < ke; b0 += step) {  // block-uniform trip count (shuffles below)
+    issue(b0 + (kStages - 1) * step, blk, stage_i);
+    CpAsyncCommit();  // possibly empty: keeps one group per step
+    fetch_blocks(b0 + kStages * step, blk);
+    CpAsyncWait<kStages - 1>();  // this thread's copies of step b0 have landed
+
+    const uint32_t mask = col_ok ? s_mask[stage_c * kThreads + tid] : 0u;
+    // Scores: partial dots over this lane's 8 columns, then summed over the G lanes.
+    float sc[U][GROUP];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint4 kr[KC];
+#pragma unroll
+      for (int ch = 0; ch < KC; ++ch) {
+        kr[ch] = (mask >> u) & 1u ? *kv_slot(stage_c, u, 0, ch) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      float kf[8];
+      KvOctet<K>::ToFloat(kr, kf);
+#pragma unroll
+      for (int h = 0; h < GROUP; ++h) {
+        const float4 qa = *reinterpret_cast<const float4*>(s_q + h * QS + c * 8);
+        const float4 qb = *reinterpret_cast<const float4*>(s_q + h * QS + c * 8 + 4);
+        float d0 = qa.x * kf[0];
+        d0 = fmaf(qa.y, kf[1], d0);
+        d0 = fmaf(qa.z, kf[2], d0);
+        d0 = fmaf(qa.w, kf[3], d0);
+        float d1 = qb.x * kf[4];
+        d1 = fmaf(qb.y, kf[5], d1);
+        d1 = fmaf(qb.z, kf[6], d1);
+        d1 = fmaf(qb.w, kf[7], d1);
+        sc[u][h] = d0 + d1;
+      }
+    }
+    for (int32_t o = G >> 1; o > 0; o >>= 1) {  // xor within the aligned group of G lanes
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int h = 0; h < GROUP; ++h) sc[u][h] += __shfl_xor_sync(0xffffffffu, sc[u][h], o);
+      }
+    }
+    // Key validity is the same for every lane of a group; idle lanes (col_ok false) read no
+    // mask, so take it from the lane-group leader.
+    const uint32_t key_ok = __shfl_sync(0xffffffffu, mask, (tid & 31) & ~(G - 1));
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < GROUP; ++h) {
+        float v = sc[u][h];
+        if (plan.softcap > 0.0f) v = plan.softcap * tanhf(v * plan.inv_softcap) * kLog2e;
+        sc[u][h] = (key_ok >> u) & 1u ? v : -INFINITY;
+      }
+    }
+
+    // Online softmax per query head over this step's U keys (one rescale per step).
+#pragma unroll
+    for (int h = 0; h < GROUP; ++h) {
+      float tmax = sc[0][h];
+#pragma unroll
+      for (int u = 1; u < U; ++u) tmax = fmaxf(tmax, sc[u][h]);
+      const float mn = fmaxf(m[h], tmax);
+      const float ms = mn == -INFINITY ? 0.0f : mn;  // all masked so far: no -inf - -inf
+      const float alpha = Exp2(m[h] - ms);
+      m[h] = mn;
+      float psum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sc[u][h] = Exp2(sc[u][h] - ms);
+        psum += sc[u][h];
+      }
+      l[h] = l[h] * alpha + psum;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] *= alpha;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint4 vr[KC];
+#pragma unroll
+      for (int ch = 0; ch < KC; ++ch) {
+        vr[ch] = (mask >> u) & 1u ? *kv_slot(stage_c, u, 1, ch) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      float vf[8];
+      KvOctet<K>::ToFloat(vr, vf);
+#pragma unroll
+      for (int h = 0; h < GROUP; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(sc[u][h], vf[e], acc[h][e]);
+      }
+    }
+    stage_c = stage_c == kStages - 1 ? 0 : stage_c + 1;
+    stage_i = stage_i == kStages - 1 ? 0 : stage_i + 1;
+  }
+  CpAsyncWait<0>();  // no copy may land in the stage area once it holds the merge buffers
+  __syncthreads();   // every thread is done with its stages
+
+  float* s_acc = smem;
+  float* s_m = s_acc + NG * GROUP * D;
+  float* s_l = s_m + NG * GROUP;
+  float* s_f = s_l + NG * GROUP;
+  float* s_ML = s_f + NG * GROUP;
+
+  // Merge the NG lane groups of the block.
+  if (c == 0) {
+#pragma unroll
+    for (int h = 0; h < GROUP; ++h) {
+      s_m[grp * GROUP + h] = m[h];
+      s_l[grp * GROUP + h] = l[h];
+    }
+  }
+  if (col_ok) {
+#pragma unroll
+    for (int h = 0; h < GROUP; ++h) {
+      float4* dst = reinterpret_cast<float4*>(s_acc + (static_cast<int64_t>(grp) * GROUP + h) * D + c * 8);
+      dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+      dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+    }
+  }
+  __syncthreads();
+  if (tid < GROUP) {
+    const int h = tid;
+    float M = -INFINITY;
+    for (int32_t g = 0; g < NG; ++g) M = fmaxf(M, s_m[g * GROUP + h]);
+    const float ms = M == -INFINITY ? 0.0f : M;
+    float L = 0.0f;
+    for (int32_t g = 0; g < NG; ++g) {
+      const float f = Exp2(s_m[g * GROUP + h] - ms);  // 0 for a group that saw no key
+      s_f[g * GROUP + h] = f;
+      L += s_l[g * GROUP + h] * f;
+    }
+    s_ML[h] = M;
+    s_ML[GROUP + h] = L;
+  }
+  __syncthreads();
+  for (int32_t idx = tid; idx < group * D; idx += kThreads) {
+    const int32_t h = idx / D, d = idx - h * D;
+    float o = 0.0f;
+    for (int32_t g = 0; g < NG; ++g) o = fmaf(s_acc[(g * GROUP + h) * D + d], s_f[g * GROUP + h], o);
+    const float L = s_ML[GROUP + h];
+    if (splits == 1) {
+      out[idx] = FromF32<T>(L > 0.0f ? o / L : 0.0f);
+    } else {
+      const int64_t slot = slot_base + static_cast<int64_t>(h) * splits;
+      ws[slot * D + d] = o;
+      if (d == 0) {
+        ws_ml[2 * slot] = L > 0.0f ? s_ML[h] : -INFINITY;
+        ws_ml[2 * slot + 1] = L;
+      }
+    }
+  }
+}
+
+// Merges the split partials of one (token, query head): weights 2^(m_s - M) for the splits
+// that saw a key (sum > 0), 0 for the others (whose partial outputs are zeros). Latency-bound
+// (it runs after every decode step with splits), so it keeps the dependent round trips to
+// two: each thread owns 4 columns of up to kCombineBatch splits and issues those float4
+// loads before the weights are known; the split rows are then summed through shared memory.
+constexpr int kCombineThreads = 256;
+constexpr int kCombineBatch = 8;
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads)
+    CombineKernel(AttentionArgs a, int32_t D, int32_t splits, const float* __restrict__ ws) {
+  const int32_t i = blockIdx.x, hq = blockIdx.y;
+  const int32_t tid = threadIdx.x;
+  const int64_t slot0 = (static_cast<int64_t>(i) * a.num_heads + hq) * splits;
+  const float* acc = ws + slot0 * D;
+  const float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D + slot0 * 2;
+  const int32_t vec = D >> 2;                      // float4 columns per split row (D % 8 == 0)
+  const int32_t rows = blockDim.x / vec;           // split rows summed side by side (>= 1)
+  const int32_t r = tid / vec, cv = tid - r * vec;
+  const bool active = r < rows;
+  __shared__ float s_w[kMaxSplits];
+  __shared__ float s_inv;
+  __shared__ float4 s_red[kCombineThreads];
+
+  float4 pre[kCombineBatch];
+#pragma unroll
+  for (int k = 0; k < kCombineBatch; ++k) {
+    const int32_t sp = r + k * rows;
+    pre[k] = active && sp < splits ? __ldg(reinterpret_cast<const float4*>(acc + static_cast<int64_t>(sp) * D) + cv)
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  if (tid < 32) {
+    const int lane = tid;
+    float m0 = -INFINITY, l0 = 0.0f, m1 = -INFINITY, l1 = 0.0f;
+    if (lane < splits) {
+      m0 = ml[2 * lane];
+      l0 = ml[2 * lane + 1];
+    }
+    if (lane + 32 < splits) {
+      m1 = ml[2 * (lane + 32)];
+      l1 = ml[2 * (lane + 32) + 1];
+    }
+    const float M = WarpMax(fmaxf(l0 > 0.0f ? m0 : -INFINITY, l1 > 0.0f ? m1 : -INFINITY));
+    const float ms = M == -INFINITY ? 0.0f : M;
+    const float w0 = l0 > 0.0f ? Exp2(m0 - ms) : 0.0f;
+    const float w1 = l1 > 0.0f ? Exp2(m1 - ms) : 0.0f;
+    const float L = WarpSum(w0 * l0 + w1 * l1);
+    if (lane < splits) s_w[lane] = w0;
+    if (lane + 32 < splits) s_w[lane + 32] = w1;
+    if (lane == 0) s_inv = L > 0.0f ? 1.0f / L : 0.0f;
+  }
+  __syncthreads();
+  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int32_t base = 0; base < splits; base += kCombineBatch * rows) {
+    if (base > 0) {  // more splits than one batch (large head_dim): load the next batch
+#pragma unroll
+      for (int k = 0; k < kCombineBatch; ++k) {
+        const int32_t sp = base + r + k * rows;
+        pre[k] = active && sp < splits
+                     ? __ldg(reinterpret_cast<const float4*>(acc + static_cast<int64_t>(sp) * D) + cv)
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kCombineBatch; ++k) {
+      const int32_t sp = base + r + k * rows;
+      const float w = active && sp < splits ? s_w[sp] : 0.0f;
+      o.x = fmaf(pre[k].x, w, o.x);
+      o.y = fmaf(pre[k].y, w, o.y);
+      o.z = fmaf(pre[k].z, w, o.z);
+      o.w = fmaf(pre[k].w, w, o.w);
+    }
+  }
+  s_red[tid] = o;
+  __syncthreads();
+  T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(hq) * D;
+  const float inv = s_inv;
+  for (int32_t c4 = tid; c4 < vec; c4 += blockDim.x) {
+    float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int32_t rr = 0; rr < rows; ++rr) {
+      const float4 v = s_red[rr * vec + c4];
+      t.x += v.x;
+      t.y += v.y;
+      t.z += v.z;
+      t.w += v.w;
+    }
+    out[4 * c4 + 0] = FromF32<T>(t.x * inv);
+    out[4 * c4 + 1] = FromF32<T>(t.y * inv);
+    out[4 * c4 + 2] = FromF32<T>(t.z * inv);
+    out[4 * c4 + 3] = FromF32<T>(t.w * inv);
+  }
+}
+
+int32_t CeilLog2(int64_t v) {
+  int32_t r = 0;
+  while ((int64_t{1} << r) < v) ++r;
+  return r;
+}
+
+int GroupTemplate(int32_t group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
+
+int ChunksOf(int32_t kv_dtype) { return kv_dtype == STRATA_DTYPE_F32 ? 2 : 1; }
+
+SmemLayout HostSmemLayout(const AttentionArgs& a, const KvLayout& kv) {
+  const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
+  const int chunks = ChunksOf(kv.dtype);
+  return MakeSmemLayout(g, KeysPerThreadFor(g, chunks), chunks, kv.head_dim, CeilLog2(kv.head_dim / 8));
+}
+
+// Splits depend on the launch shape only (never on the actual seq_lens). Blocks resident at
+// once ("slots") = SMs x blocks per SM (registers, shared memory). When the unsplit grid
+// fills less than one wave, split to fill it (latency-bound small batches need every SM
+// streaming); otherwise split at most 4 ways, only as far as it evens out the last wave. No
+// slice is planned shorter than kMinSliceKeys keys of the longest possible context
+// (max_seq_len, or the sliding window when smaller).
+int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  const int64_t items = std::max<int64_t>(1, static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads);
+  const int64_t sms = num_sms > 0 ? num_sms : 132;
+  const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
+  const int64_t per_sm = std::max<int64_t>(
+      1, std::min<int64_t>(MinBlocksPerSmFor(g, ChunksOf(kv.dtype)),
+                           kSmemPerSm / (HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
+  const int64_t slots = sms * per_sm;
+  int64_t len = std::max<int32_t>(1, a.max_seq_len);
+  if (a.sliding_window > 0) len = std::min<int64_t>(len, a.sliding_window);
+  const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, (len + kMinSliceKeys - 1) / kMinSliceKeys));
+  int64_t splits = 1;
+  if (items <= slots) {
+    splits = std::min(smax, slots / items);
+  } else {
+    double best = -1.0;
+    for (int64_t sp = 1; sp <= std::min<int64_t>(smax, 4); ++sp) {
+      const int64_t ctas = items * sp, waves = (ctas + slots - 1) / slots;
+      const double eff = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+      if (eff > best + 1e-9) {
+        best = eff;
+        splits = sp;
+      }
+      if (eff >= 0.85) break;
+    }
+  }
+  return static_cast<int32_t>(std::max<int64_t>(1, splits));
+}
+
+GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  GqaPlan p;
+  p.group = a.num_heads / kv.num_kv_heads;
+  p.lanes_log2 = CeilLog2(kv.head_dim / 8);
+  const int32_t bsl = CeilLog2(kv.block_size);
+  p.bs_shift = (int64_t{1} << bsl) == kv.block_size ? bsl : -1;
+  p.splits = PlanSplits(a, kv, num_sms);
+  if (a.softcap > 0.0f) {
+    p.qmul = a.scale;
+    p.softcap = a.softcap;
+    p.inv_softcap = 1.0f / a.softcap;
+  } else {
+    p.qmul = a.scale * kLog2e;
+  }
+  return p;
+}
+
+int64_t ElemSize(int32_t dtype) {
+  switch (dtype) {
+    case STRATA_DTYPE_F32: return 4;
+    case STRATA_DTYPE_F16:
+    case STRATA_DTYPE_BF16: return 2;
+    default: return 0;
+  }
+}
+
+template <typename T, typename K, int GROUP>
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
+                        cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
+  // Per device and function; cheap, and legal while a stream is being captured.
+  cudaError_t err = cudaFuncSetAttribute(DecodeGqaKernel<T, K, GROUP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
+                  static_cast<unsigned>(plan.splits));
+  DecodeGqaKernel<T, K, GROUP><<<grid, kThreads, smem, stream>>>(a, kv, plan, ws);
+  if (plan.splits > 1) {
+    // Just enough threads for one float4 column of every split (few splits: small blocks).
+    const int32_t vec = kv.head_dim / 4;
+    const int32_t rows = std::max(1, std::min(plan.splits, kCombineThreads / vec));
+    const int32_t threads = std::min(kCombineThreads, (vec * rows + 31) / 32 * 32);
+    CombineKernel<T><<<dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
+                       static_cast<unsigned>(threads), 0, stream>>>(a, kv.head_dim, plan.splits, ws);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv) {
+  if (a.max_query_len != 1 || a.num_tokens < 0 || a.num_tokens > 65535 || a.num_seqs <= 0) return false;
+  if (a.q == nullptr || a.out == nullptr || a.query_start_loc == nullptr || a.seq_lens == nullptr ||
+      a.block_tables == nullptr || kv.data == nullptr) {
+    return false;
+  }
+  if (kv.num_kv_heads <= 0 || kv.num_kv_heads > 65535 || a.num_heads <= 0 || a.num_heads > 65535 ||
+      a.num_heads % kv.num_kv_heads != 0 || a.num_heads / kv.num_kv_heads > kMaxGroup) {
+    return false;
+  }
+  if (kv.head_dim < 8 || kv.head_dim > kMaxHeadDim || kv.head_dim % 8 != 0) return false;
+  if (kv.block_size <= 0 || kv.num_blocks <= 0 || a.max_blocks_per_seq <= 0) return false;
+  if (a.act_dtype != STRATA_DTYPE_F32 && a.act_dtype != STRATA_DTYPE_BF16) return false;
+  const int64_t es = ElemSize(kv.dtype);
+  if (es == 0) return false;
+  // 16-byte loads: the cache base and each layer half must be 16-byte aligned (rows then are,
+  // as head_dim is a multiple of 8).
+  if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * es) % 16 != 0) return false;
+  if (HostSmemLayout(a, kv).total > kMaxSmemPerBlock) return false;
+  return true;
+}
+
+int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  if (!DecodeGqaSupports(a, kv) || a.num_tokens <= 0) return 0;
+  const int32_t splits = PlanSplits(a, kv, num_sms);
+  if (splits <= 1) return 0;
+  return static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * (kv.head_dim + 2);
+}
+
+cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
+                                     int32_t num_sms, cudaStream_t stream) {
+  if (!DecodeGqaSupports(a, kv)) return cudaErrorInvalidValue;
+  if (a.num_tokens == 0) return cudaSuccess;
+  const GqaPlan plan = MakePlan(a, kv, num_sms);
+  if (plan.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  cudaError_t err = cudaErrorInvalidValue;
+  DispatchAct(a.act_dtype, [&](auto t) {
+    using T = decltype(t);
+    DispatchFloat(kv.dtype, [&](auto kt) {
+      using K = decltype(kt);
+      switch (GroupTemplate(plan.group)) {
+        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, stream); break;
+        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, stream); break;
+        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, stream); break;
+        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, stream); break;
+      }
+    });
+  });
+  return err;
+}
+
+}  // namespace strata::cuda
