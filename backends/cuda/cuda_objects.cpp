@@ -35,6 +35,7 @@ Device::~Device() {
   gemm.reset();
   if (err_word != nullptr) cudaFree(err_word);
   if (attn_ws != nullptr) cudaFree(attn_ws);
+  for (float* p : retired_attn_ws) cudaFree(p);
   if (small != nullptr) cudaFree(small);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }

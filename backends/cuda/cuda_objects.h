@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "backends/cuda/status.h"
 #include "strata/device.h"
@@ -38,6 +39,10 @@ struct Device {
   // Growable device scratch, stream-ordered: attention partials, uploaded small arrays.
   float* attn_ws = nullptr;
   int64_t attn_ws_floats = 0;
+  // Outgrown attention workspaces: a recorded graph keeps the address it was recorded
+  // with, so a workspace is never freed while the device is open (growth doubles, so these
+  // add up to less than the current one).
+  std::vector<float*> retired_attn_ws;
   void* small = nullptr;
   uint64_t small_bytes = 0;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not

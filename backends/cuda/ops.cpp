@@ -602,13 +602,11 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
       return InvalidArgument(op, ": the attention workspace (", ws,
                              " floats) must grow, which a graph cannot record; run the same step unrecorded first");
     }
-    if (dev->attn_ws != nullptr) {
-      STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "attention: workspace");
-      cudaFree(dev->attn_ws);
-      dev->attn_ws = nullptr;
-      dev->attn_ws_floats = 0;
-    }
-    const int64_t want = std::max<int64_t>(ws, 1 << 20);
+    // The old workspace stays allocated: graphs recorded with it still use it.
+    if (dev->attn_ws != nullptr) dev->retired_attn_ws.push_back(dev->attn_ws);
+    dev->attn_ws = nullptr;
+    const int64_t want = std::max<int64_t>({ws, int64_t{1} << 20, 2 * dev->attn_ws_floats});
+    dev->attn_ws_floats = 0;
     STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
     dev->attn_ws_floats = want;
   }

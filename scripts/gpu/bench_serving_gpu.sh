@@ -44,10 +44,10 @@ for i in $(seq 1 120); do
   curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break
   sleep 1
 done
-timeout 150 "$LOADGEN" --url http://127.0.0.1:8123 --concurrency $LEVELS --requests 128 --max-tokens 128 \
+timeout 150 "$LOADGEN" --url http://127.0.0.1:8123 --concurrency $LEVELS --requests 256 --max-tokens 128 \
   --prompt "$PROMPT" | tee "$OUT/http_load.json"
 curl -s http://127.0.0.1:8123/metrics | grep -E "^strata_(requests|kv)" | head -12
 kill -TERM $SERVER; wait $SERVER; echo "server exit: $?"
 timeout 150 "$LOADGEN" --offline synthetic:llama3-8b --tokenizer "$TOK" --max-num-seqs 64 --concurrency $LEVELS \
-  --requests 128 --max-tokens 128 --prompt "$PROMPT" | tee "$OUT/offline_load.json"
+  --requests 256 --max-tokens 128 --prompt "$PROMPT" | tee "$OUT/offline_load.json"
 fi
