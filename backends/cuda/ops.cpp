@@ -506,6 +506,49 @@ Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_att
                   op);
 }
 
+namespace {
+
+// Picks the kernel for one attention launch (best first, each where it supports the
+// batch; see cuda_backend.h): decode batches -> GQA decode kernel, else split-K SIMT
+// decode; prefill batches -> FA2, else WMMA, else SIMT. Grows the workspace if needed.
+Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, const char* op) {
+  const int32_t max_q = a.max_query_len;
+  enum class Path { kGqaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
+  if (max_q == 1) {
+    if (dev->use_gqa_decode && DecodeGqaSupports(a, l)) path = Path::kGqaDecode;
+  } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
+    path = Path::kFa2;
+  } else if (dev->prefill_attention >= 1 && TcPrefillSupports(a, l)) {
+    path = Path::kWmma;
+  }
+  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
+                     : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
+                                              : 0;
+  if (ws > dev->attn_ws_floats) {
+    if (dev->recording) {
+      return InvalidArgument(op, ": the attention workspace (", ws,
+                             " floats) must grow, which a graph cannot record; run the same step unrecorded first");
+    }
+    // The old workspace stays allocated: graphs recorded with it still use it.
+    if (dev->attn_ws != nullptr) dev->retired_attn_ws.push_back(dev->attn_ws);
+    dev->attn_ws = nullptr;
+    const int64_t want = std::max<int64_t>({ws, int64_t{1} << 20, 2 * dev->attn_ws_floats});
+    dev->attn_ws_floats = 0;
+    STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
+    dev->attn_ws_floats = want;
+  }
+  switch (path) {
+    case Path::kGqaDecode:
+      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+    case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
+    case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
+    case Path::kSimt: break;
+  }
+  return Launched(LaunchPagedAttention(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+}
+
+}  // namespace
+
 Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
                  const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
   const char* op = "attention";
@@ -583,41 +626,37 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
   a.layer = layer;
   a.err = dev->err_word;
   const KvLayout l = Layout(kv);
-  // Kernel choice, best first, each where it supports the batch (see cuda_backend.h):
-  // decode batches -> GQA decode kernel, else split-K SIMT decode; prefill batches -> FA2,
-  // else WMMA, else SIMT.
-  enum class Path { kGqaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
-  if (max_q == 1) {
-    if (dev->use_gqa_decode && DecodeGqaSupports(a, l)) path = Path::kGqaDecode;
-  } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
-    path = Path::kFa2;
-  } else if (dev->prefill_attention >= 1 && TcPrefillSupports(a, l)) {
-    path = Path::kWmma;
-  }
-  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
-                     : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
-                                              : 0;
-  if (ws > dev->attn_ws_floats) {
-    if (dev->recording) {
-      return InvalidArgument(op, ": the attention workspace (", ws,
-                             " floats) must grow, which a graph cannot record; run the same step unrecorded first");
+  // A mixed step (the scheduler puts running decodes first, then prefill chunks): the
+  // leading one-token sequences go to the decode kernel and the rest to the prefill kernel,
+  // instead of giving every decode token a mostly empty prefill tile. Both kernels address
+  // q and out by the absolute token index of query_start_loc, so each part is a view of
+  // the same arrays. Needs the host copies (eager steps; graphs only hold pure decodes).
+  if (host_ok && max_q > 1) {
+    const int32_t* hq = batch->host_query_start_loc;
+    const int32_t* hl = batch->host_seq_lens;
+    int32_t nd = 0;
+    while (nd < S && hq[nd + 1] - hq[nd] == 1) ++nd;
+    if (nd > 0 && nd < S) {
+      AttentionArgs d = a;
+      d.num_tokens = nd;
+      d.num_seqs = nd;
+      d.max_query_len = 1;
+      d.max_seq_len = 0;
+      for (int32_t s = 0; s < nd; ++s) d.max_seq_len = std::max(d.max_seq_len, hl[s]);
+      AttentionArgs p = a;
+      p.num_seqs = S - nd;
+      p.query_start_loc = a.query_start_loc + nd;
+      p.seq_lens = a.seq_lens + nd;
+      p.block_tables = a.block_tables + static_cast<int64_t>(nd) * mb;
+      p.max_seq_len = 0;
+      for (int32_t s = nd; s < S; ++s) p.max_seq_len = std::max(p.max_seq_len, hl[s]);
+      if (dev->use_gqa_decode && DecodeGqaSupports(d, l)) {
+        STRATA_CUDA_RETURN_IF_ERROR(LaunchAttention(dev, d, l, op));
+        return LaunchAttention(dev, p, l, op);
+      }
     }
-    // The old workspace stays allocated: graphs recorded with it still use it.
-    if (dev->attn_ws != nullptr) dev->retired_attn_ws.push_back(dev->attn_ws);
-    dev->attn_ws = nullptr;
-    const int64_t want = std::max<int64_t>({ws, int64_t{1} << 20, 2 * dev->attn_ws_floats});
-    dev->attn_ws_floats = 0;
-    STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
-    dev->attn_ws_floats = want;
   }
-  switch (path) {
-    case Path::kGqaDecode:
-      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
-    case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
-    case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
-    case Path::kSimt: break;
-  }
-  return Launched(LaunchPagedAttention(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+  return LaunchAttention(dev, a, l, op);
 }
 
 namespace {

@@ -578,6 +578,10 @@ void RunAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t kv_t) {
 TEST_P(CudaOps, AttentionRaggedPrefillAndDecodeGqa) {
   for (int32_t kv_t : {BF16, F16, F32}) {
     RunAttention(*pair_, rng_, {{37, 1, 1, 5}, {57, 700, 1500, 5}, 8, 2, 64, 16, 0, 0.0f, "ragged mixed"}, kv_t);
+    // The scheduler's order (running decodes first, then prefill chunks): the CUDA backend
+    // splits such a step between its decode and prefill kernels.
+    RunAttention(*pair_, rng_,
+                 {{1, 1, 1, 300, 7, 1}, {40, 900, 1, 300, 2000, 77}, 8, 2, 128, 16, 0, 0.0f, "decodes first"}, kv_t);
   }
   RunAttention(*pair_, rng_, {{40, 1}, {40, 300}, 4, 4, 128, 16, 0, 0.0f, "head_dim 128"}, BF16);
 }
