@@ -118,7 +118,7 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("seed", "", "1", "synthetic: random seed");
   f.Value("max-num-seqs", "", "16", "serving: requests running at once (sequences per step)");
   f.Value("max-batched-tokens", "", "512", "serving: tokens per step (decodes + prefill chunks)");
-  f.Value("policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end)");
+  f.Value("scheduling-policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end); as in serve");
   AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
 }
@@ -130,7 +130,7 @@ bool IsServingBench(const FlagSet& f) {
 absl::Status BenchServing(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
   STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, f.Int("max-batched-tokens"));
-  STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("policy")));
+  STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
   if (max_seqs <= 0 || max_tokens <= 0)
     return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
@@ -197,7 +197,7 @@ absl::Status BenchServing(const FlagSet& f) {
       {"backend", dev.plugin->name},
       {"device", info.name},
       {"threads", info.compute_units},
-      {"policy", f.Get("policy")},
+      {"policy", f.Get("scheduling-policy")},
       {"prefix_cache", ec.enable_prefix_caching},
       {"max_num_seqs", max_seqs},
       {"max_batched_tokens", max_tokens},

@@ -19,7 +19,7 @@ if [[ " $PARTS " == *" batching "* ]]; then
 for policy in fcfs static; do
   echo "--- 1000 mixed requests, llama3-1b, policy $policy"
   timeout 150 $B --synthetic llama3-1b --num-requests 1000 --prompt-len-min 16 --prompt-len-max 400 \
-    --output-len-min 16 --output-len-max 400 --max-num-seqs 256 --max-batched-tokens 8192 --policy $policy \
+    --output-len-min 16 --output-len-max 400 --max-num-seqs 256 --max-batched-tokens 8192 --scheduling-policy $policy \
     | tee "$OUT/serving_mixed_$policy.json"
 done
 for cache in on off; do
