@@ -1,10 +1,13 @@
 // ReadLlama2cTokenizer: llama2.c's tokenizer.bin (int32 max_token_length, then per token
 // float32 score, int32 length, bytes), checked so a truncated or damaged file is an error.
+// The one reader of that format: `strata run -m model.bin --tokenizer tokenizer.bin` and the
+// tokenizer tests both come through here.
 #include <cmath>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/tokenizer/byte_token.h"
@@ -50,9 +53,15 @@ absl::StatusOr<SentencePieceVocab> ReadLlama2cTokenizer(const std::string& path,
       return absl::InvalidArgumentError(absl::StrCat(path, ": truncated in the bytes of token ", i));
     }
     if (!std::isfinite(score)) return absl::InvalidArgumentError(absl::StrCat(path, ": token ", i, " has a non-finite score"));
-    v.pieces.emplace_back(data.data() + pos, len);
-    v.scores.push_back(score);
+    std::string piece(data.data() + pos, len);
     pos += len;
+    // llama2.c's exporter wrote SentencePiece's U+2581 as ' ' and wrapped BOS/EOS in
+    // newlines; undone here, so the vocab equals the one a GGUF of the same model embeds.
+    if (piece == "\n<s>\n") piece = "<s>";
+    if (piece == "\n</s>\n") piece = "</s>";
+    piece = absl::StrReplaceAll(piece, {{" ", "\xE2\x96\x81"}});
+    v.pieces.push_back(std::move(piece));
+    v.scores.push_back(score);
     // llama2.c's export: 0 <unk>, 1 BOS, 2 EOS, then <0xXX> byte tokens.
     const std::string& p = v.pieces.back();
     int32_t type = 1;

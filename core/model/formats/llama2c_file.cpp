@@ -5,11 +5,11 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "core/common/mapped_file.h"
 #include "core/model/formats/byte_reader.h"
 #include "core/model/formats/format_status.h"
 #include "core/model/formats/tensor_storage.h"
+#include "core/tokenizer/tokenizer.h"
 
 namespace strata {
 namespace {
@@ -26,57 +26,6 @@ absl::Status Bad(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-absl::StatusOr<SentencePieceVocab> LoadLlama2cTokenizerVocab(const std::string& path,
-                                                        int64_t vocab_size) {
-  STRATA_FMT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  ByteReader r(file->data(), file->size(), path);
-  if (vocab_size <= 0 || vocab_size > kMaxDim) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": invalid vocab size ", vocab_size));
-  }
-  STRATA_FMT_ASSIGN_OR_RETURN(int32_t max_len, r.Read<int32_t>("max_token_length"));
-  if (max_len <= 0) return r.Error(absl::StrCat("max_token_length ", max_len, " is not positive"));
-  // Each token needs at least 8 bytes (score + length).
-  if (static_cast<uint64_t>(vocab_size) > r.remaining() / 8) {
-    return r.Error(absl::StrCat("a vocab of ", vocab_size, " tokens cannot fit in the file"));
-  }
-  SentencePieceVocab v;
-  v.pieces.reserve(vocab_size);
-  v.scores.reserve(vocab_size);
-  v.types.reserve(vocab_size);
-  for (int64_t i = 0; i < vocab_size; ++i) {
-    STRATA_FMT_ASSIGN_OR_RETURN(float score, r.Read<float>("token score"));
-    STRATA_FMT_ASSIGN_OR_RETURN(int32_t len, r.Read<int32_t>("token length"));
-    if (len < 0 || len > max_len) {
-      return r.Error(absl::StrCat("token ", i, " has length ", len, " (max_token_length ",
-                                  max_len, ")"));
-    }
-    if (!std::isfinite(score)) return r.Error(absl::StrCat("token ", i, " has a non-finite score"));
-    STRATA_FMT_ASSIGN_OR_RETURN(std::string piece, r.ReadBytes(len, "token bytes"));
-    // llama2.c's exporter wrote SentencePiece's U+2581 as ' ' and wrapped BOS/EOS in newlines.
-    if (piece == "\n<s>\n") piece = "<s>";
-    if (piece == "\n</s>\n") piece = "</s>";
-    piece = absl::StrReplaceAll(piece, {{" ", "\xE2\x96\x81"}});
-    int32_t type = 1;  // normal
-    if (i == 0) {
-      type = 2;  // unknown
-    } else if (i == 1 || i == 2) {
-      type = 3;  // control
-    } else if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') {
-      type = 6;  // byte fallback
-    }
-    v.pieces.push_back(std::move(piece));
-    v.scores.push_back(score);
-    v.types.push_back(type);
-  }
-  v.unk_id = 0;
-  v.bos_id = 1;
-  v.eos_id = 2;
-  v.add_bos = true;
-  v.add_eos = false;
-  v.add_space_prefix = true;
-  v.parse_special = false;  // llama2.c's encoder never reads "<s>" in text as a control token
-  return v;
-}
 
 absl::StatusOr<std::unique_ptr<ModelFile>> LoadLlama2cModel(const std::string& path,
                                                             const std::string& tokenizer_path) {
@@ -183,7 +132,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> LoadLlama2cModel(const std::string& p
   if (!shared_classifier) take("output", {V, D});
 
   if (!tokenizer_path.empty()) {
-    STRATA_FMT_ASSIGN_OR_RETURN(m->tokenizer.vocab, LoadLlama2cTokenizerVocab(tokenizer_path, V));
+    STRATA_FMT_ASSIGN_OR_RETURN(m->tokenizer.vocab, ReadLlama2cTokenizer(tokenizer_path, static_cast<int32_t>(V)));
     m->tokenizer.kind = TokenizerSource::Kind::kSentencePieceVocab;
   }
   m->mappings.push_back(std::move(file));

@@ -13,16 +13,10 @@
 namespace strata {
 
 // Reads a llama2.c checkpoint; the file size must match the header exactly. When
-// `tokenizer_path` is not empty its tokenizer.bin becomes the model's SentencePiece vocab.
+// `tokenizer_path` is not empty its tokenizer.bin becomes the model's SentencePiece vocab
+// (read by core/tokenizer's ReadLlama2cTokenizer).
 absl::StatusOr<std::unique_ptr<ModelFile>> LoadLlama2cModel(const std::string& path,
                                                             const std::string& tokenizer_path);
 
-// Reads a llama2.c tokenizer.bin of `vocab_size` tokens into SentencePiece form: spaces become
-// U+2581 and the "\n<s>\n" / "\n</s>\n" pieces llama2.c's exporter writes become "<s>" / "</s>",
-// so the result equals the vocab a GGUF of the same model embeds. (core/tokenizer has its own
-// ReadLlama2cTokenizer; this one is what LoadModelFile uses, so formats/ does not depend on
-// tokenizer code.)
-absl::StatusOr<SentencePieceVocab> LoadLlama2cTokenizerVocab(const std::string& path,
-                                                        int64_t vocab_size);
 
 }  // namespace strata
