@@ -1,6 +1,28 @@
 #include "serving/elastic_thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace strata::serving {
+namespace {
+
+// HTTP workers wake once per streamed token. At the default policy each wake-up preempts
+// the engine's step thread (Linux favours freshly woken threads), which then waits for a
+// core: on 2 cores with 16 streams the step thread spent ~40% of its time preempted and
+// time per output token tripled. SCHED_BATCH (no wake-up preemption) and a lower priority
+// let the step thread keep its core; the workers still run whenever a core is free.
+// Both are allowed without privileges; failures are harmless (the default policy stays).
+void YieldToTheEngine() {
+  sched_param p{};
+  p.sched_priority = 0;
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &p);
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
+}
+
+}  // namespace
 
 void ElasticThreadPool::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -24,6 +46,7 @@ void ElasticThreadPool::enqueue(std::function<void()> fn) {
 }
 
 void ElasticThreadPool::Run(Worker* w) {
+  YieldToTheEngine();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (w->job) {

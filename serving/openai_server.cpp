@@ -483,9 +483,18 @@ struct OpenAiServer::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, call](size_t, httplib::DataSink& sink) {
+          // Every event taken at once goes out in one write: a stream that fell behind the
+          // engine catches up with one syscall (and one chunk) instead of one per token.
+          std::string frames;
           auto send = [&](const std::string& data) {
-            const std::string frame = absl::StrCat("data: ", data, "\n\n");
-            return sink.write(frame.data(), frame.size());
+            absl::StrAppend(&frames, "data: ", data, "\n\n");
+            return true;
+          };
+          auto flush = [&]() {
+            if (frames.empty()) return true;
+            const bool ok = sink.write(frames.data(), frames.size());
+            frames.clear();
+            return ok;
           };
           std::vector<ChoiceEvent> events = call->stream->Take(kPollInterval);
           for (ChoiceEvent& ce : events) {
@@ -509,10 +518,11 @@ struct OpenAiServer::Impl {
               if (!send(Dump(j))) return false;
             }
             if (!send("[DONE]")) return false;
+            if (!flush()) return false;
             call->finished_sent = true;
             sink.done();
           }
-          return true;
+          return flush();  // false: the client hung up, the releaser aborts
         },
         [this, call](bool success) {
           if (!call->finished_sent) {
