@@ -108,6 +108,32 @@ TEST(Cli, TokenizeMatchesReferenceEncodings) {
   EXPECT_EQ(nlohmann::json::parse(o.out)["ids"], c["ids_special"]);
 }
 
+// A Hugging Face tokenizer.json can stand in for a model's own tokenizer (random-weight
+// --synthetic models have none): the prompt is encoded exactly as the reference says.
+// A tokenizer larger than the model's vocabulary is refused with both sizes.
+TEST(Cli, SyntheticModelTakesATokenizerJson) {
+  std::ifstream in(std::string(STRATA_SHARED_DIR) + "/tokenizers/reference_encodings.json");
+  ASSERT_TRUE(in.good());
+  const auto ref = nlohmann::json::parse(in)["llama2"][0];
+  const std::string tok = std::string(STRATA_SHARED_DIR) + "/tokenizers/llama2/tokenizer.json";
+  Output o = RunStrata("run --device cpu --threads 1 --synthetic llama-110m --ctx-size 64 --tokenizer " + tok +
+                       " -p '" + ref["text"].get<std::string>() + "' -n 2 --temp 0 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["prompt_ids"], ref["ids_special"]);
+  EXPECT_EQ(j["generated_ids"].size(), 2u);
+
+  const std::string big = std::string(STRATA_SHARED_DIR) + "/tokenizers/llama3/tokenizer.json";
+  Output e = RunStrata("run --device cpu --threads 1 --synthetic llama-110m --ctx-size 64 --tokenizer " + big +
+                       " -p hi -n 1", /*merge_stderr=*/true);
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.out.find("128256 tokens, more than the model's vocabulary of 32000"), std::string::npos) << e.out;
+  // Serving random weights needs a text tokenizer: a clear error before anything loads.
+  Output s = RunStrata("serve --device cpu --synthetic llama-110m --port 0", /*merge_stderr=*/true);
+  EXPECT_NE(s.exit_code, 0);
+  EXPECT_NE(s.out.find("needs --tokenizer"), std::string::npos) << s.out;
+}
+
 TEST(Cli, DevicesListsCpuAndRefusesWrongAbi) {
   const std::string bad = std::string(STRATA_TEST_PLUGIN_DIR) + "/libstrata-backend-wrongabi.so";
   Output o = RunStrata("devices --json --plugin " + bad);
