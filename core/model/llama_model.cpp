@@ -347,7 +347,12 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   ++graph_stats_.eager;
   STRATA_RETURN_IF_ERROR(EnqueueOps(padded, /*graph_form=*/true));
   if (!record) return absl::OkStatus();
-  STRATA_RETURN_IF_ERROR(device_.BeginGraph());
+  if (absl::Status begin = device_.BeginGraph(); !begin.ok()) {
+    // Not fatal either: this step's logits are computed; the bucket stays op by op.
+    eager_buckets_.insert(bucket);
+    graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", begin.message());
+    return absl::OkStatus();
+  }
   const absl::Status ops = EnqueueOps(padded, /*graph_form=*/true);
   absl::StatusOr<DeviceGraph> g = device_.EndGraph();
   if (!ops.ok() || !g.ok()) {
