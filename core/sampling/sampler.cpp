@@ -142,6 +142,7 @@ absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
   if (top_k > 0 && static_cast<size_t>(top_k) < c.ids.size()) {
     std::partial_sort(c.ids.begin(), c.ids.begin() + top_k, c.ids.end(), ByValueDesc(work));
     c.ids.resize(top_k);
+    c.in_probability_order = true;  // softmax keeps the logits' order
   }
 
   // Softmax in double: the tail of a 150k vocabulary must not vanish in float rounding.
@@ -171,19 +172,24 @@ absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
 
   if (params_.top_p < 1.0f) {
     // Most likely first; keep a token while the mass before it is still below top_p, which
-    // is the smallest prefix reaching top_p and always keeps the first token.
+    // is the smallest prefix reaching top_p and always keeps the first token. The kept
+    // tokens stay in that order, which is the order the draw walks them in.
     std::vector<int32_t> order(c.ids.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
     std::sort(order.begin(), order.end(), ByValueDesc(c.probs));
-    std::vector<char> keep(c.ids.size(), 0);
+    Candidates kept;
     double before = 0.0;
     for (int32_t pos : order) {
       if (before >= params_.top_p) break;
-      keep[pos] = 1;
+      kept.ids.push_back(c.ids[pos]);
+      kept.probs.push_back(c.probs[pos]);
       before += c.probs[pos];
     }
-    keep_if([&keep](size_t i) { return keep[i] != 0; });
+    kept.by_probability = c.by_probability;
+    kept.in_probability_order = true;
+    c = std::move(kept);
   }
+
 
   if (params_.min_p > 0.0f) {
     // The threshold is relative to the most likely token, so renormalizing after top-p
@@ -212,7 +218,7 @@ absl::StatusOr<std::vector<double>> Sampler::Probabilities(
 int32_t Sampler::Draw(Candidates& c) {
   const double u = strata_uniform_from_seed_step(seed_, step_++);
   if (c.ids.size() == 1) return c.ids[0];  // greedy, or one survivor
-  if (c.by_probability) {
+  if (c.by_probability && !c.in_probability_order) {
     std::vector<size_t> order(c.ids.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&c](size_t a, size_t b) {

@@ -88,6 +88,7 @@ class Sampler {
     std::vector<int32_t> ids;
     std::vector<double> probs;  // sums to 1
     bool by_probability = false;  // top-k / top-p on: drawn in descending probability
+    bool in_probability_order = false;  // ids already sorted that way (no sort at the draw)
   };
   absl::StatusOr<Candidates> ComputeCandidates(std::span<const float> logits,
                                                std::span<const int32_t> prompt_ids,
