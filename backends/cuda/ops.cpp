@@ -363,27 +363,31 @@ Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residua
                   "rms_norm");
 }
 
+namespace {
+// Two same-shaped, same-typed inputs and an output like them (silu_mul, add).
+Status CheckElementwise2(const char* op, const strata_tensor* a, const char* an, const strata_tensor* b,
+                         const char* bn, const strata_tensor* out, View* av, View* bv, View* ov) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(a, StrCat(op, ": ", an).c_str(), {kF32, kBF16}, av));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(b, StrCat(op, ": ", bn).c_str(), {kF32, kBF16}, bv));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(out, StrCat(op, ": out").c_str(), {kF32, kBF16}, ov));
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(*av, *bv, op, an, bn));
+  STRATA_CUDA_RETURN_IF_ERROR(SameShape(*av, *ov, op, an, "out"));
+  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(*av, *bv, op, an, bn));
+  return SameDtype(*av, *ov, op, an, "out");
+}
+}  // namespace
+
 Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, const strata_tensor* out) {
-  ASSIGN_VIEW(gv, gate, "silu_mul: gate", kF32, kBF16);
-  ASSIGN_VIEW(uv, up, "silu_mul: up", kF32, kBF16);
-  ASSIGN_VIEW(ov, out, "silu_mul: out", kF32, kBF16);
-  STRATA_CUDA_RETURN_IF_ERROR(SameShape(gv, uv, "silu_mul", "gate", "up"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameShape(gv, ov, "silu_mul", "gate", "out"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(gv, uv, "silu_mul", "gate", "up"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(gv, ov, "silu_mul", "gate", "out"));
+  View gv, uv, ov;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckElementwise2("silu_mul", gate, "gate", up, "up", out, &gv, &uv, &ov));
   return Launched(LaunchSiluMul(gv.base, gv.stride, uv.base, uv.stride, ov.base, ov.stride, gv.rows, gv.cols,
                                 gv.dtype, dev->stream),
                   "silu_mul");
 }
 
 Status Add(Device* dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out) {
-  ASSIGN_VIEW(av, a, "add: a", kF32, kBF16);
-  ASSIGN_VIEW(bv, b, "add: b", kF32, kBF16);
-  ASSIGN_VIEW(ov, out, "add: out", kF32, kBF16);
-  STRATA_CUDA_RETURN_IF_ERROR(SameShape(av, bv, "add", "a", "b"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameShape(av, ov, "add", "a", "out"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(av, bv, "add", "a", "b"));
-  STRATA_CUDA_RETURN_IF_ERROR(SameDtype(av, ov, "add", "a", "out"));
+  View av, bv, ov;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckElementwise2("add", a, "a", b, "b", out, &av, &bv, &ov));
   return Launched(LaunchAdd(av.base, av.stride, bv.base, bv.stride, ov.base, ov.stride, av.rows, av.cols, av.dtype,
                             dev->stream),
                   "add");
