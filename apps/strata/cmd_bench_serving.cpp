@@ -214,6 +214,10 @@ absl::Status BenchServing(const FlagSet& f) {
       {"prefill_tokens_computed", mt.num_prefill_tokens},
       {"preemptions", mt.num_preemptions},
       {"steps", mt.num_steps},
+      // Per step: the model call, and the step thread's other work (device idle then).
+      {"forward_ms_per_step", mt.num_steps > 0 ? 1e3 * mt.forward_seconds / static_cast<double>(mt.num_steps) : 0.0},
+      {"host_ms_per_step",
+       mt.num_steps > 0 ? 1e3 * (mt.step_seconds - mt.forward_seconds) / static_cast<double>(mt.num_steps) : 0.0},
       {"kv_blocks_total", mt.kv_blocks_total},
       {"peak_kv_blocks_used", mt.kv_blocks_used_peak},
       {"kv_used_over_allocated_at_peak", mt.kv_token_utilization_at_peak},

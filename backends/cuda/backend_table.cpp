@@ -98,6 +98,8 @@ struct OpenOptions {
   bool use_gemv = true;
   int prefill_attention = 2;  // fa2
   bool use_gqa_decode = true;
+  bool tune_gemm = true;
+  bool use_pdl = true;
 };
 
 // prefill_attention= values, best first.
@@ -108,7 +110,7 @@ int PrefillAttentionLevel(const std::string& v) {
   return -1;
 }
 
-// Parses "key=value;key=value" (keys: activations, gemv, prefill_attention).
+// Parses "key=value;key=value" (keys in cuda_backend.h).
 Status ParseOptions(const char* options, OpenOptions* o) {
   o->act = DefaultActDtype();
   o->use_gemv = !EnvIs("STRATA_CUDA_GEMV", "cublas");
@@ -116,6 +118,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     o->prefill_attention = PrefillAttentionLevel(env);
   }
   o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
+  o->tune_gemm = !EnvIs("STRATA_CUDA_GEMM_TUNE", "off");
+  o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -153,10 +157,15 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa or simple)");
       }
       o->use_gqa_decode = value != "simple";
+    } else if (key == "gemm_tune" || key == "pdl") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
+      }
+      (key == "pdl" ? o->use_pdl : o->tune_gemm) = value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|cublas, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|simple)");
+                             "decode_attention=auto|gqa|simple, gemm_tune=on|off, pdl=on|off)");
     }
   }
   return Ok();
@@ -244,8 +253,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->use_gemv = parsed.use_gemv;
     dev->prefill_attention = parsed.prefill_attention;
     dev->use_gqa_decode = parsed.use_gqa_decode;
+    dev->tune_gemm = parsed.tune_gemm;
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
+    dev->use_pdl = parsed.use_pdl && prop.major >= 9;  // programmatic dependent launch: sm_90+
     dev->num_sms = prop.multiProcessorCount;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
@@ -254,6 +265,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     LtGemm* g = nullptr;
     STRATA_CUDA_RETURN_IF_ERROR(LtGemm::Create(dev->stream, &g));
     dev->gemm.reset(g);
+    g->set_tuning(parsed.tune_gemm);
     if (index < 64) g_act_dtype[index].store(act + 1);
     *out = reinterpret_cast<strata_device>(dev.release());
     RegisterHandle(*out, HandleKind::kDevice);

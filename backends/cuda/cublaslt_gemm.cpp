@@ -64,7 +64,7 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-Status LtGemm::Run(const GemmArgs& g) {
+Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   if (g.n == 0 || g.m == 0) return Ok();
   // Column-major view: C[m, n] (ld ldo) = op(A)[m, k] * B[k, n] with A = W as a col-major
   // [k, m] matrix (ld k) transposed, B = x as col-major [k, n] (ld ldx).
@@ -80,12 +80,20 @@ Status LtGemm::Run(const GemmArgs& g) {
   LT_CALL(cublasLtMatrixLayoutCreate(&d.b, xt, g.k, g.n, g.ldx), "layout x");
   LT_CALL(cublasLtMatrixLayoutCreate(&d.c, ot, g.m, g.n, g.ldo), "layout out");
 
+  const float alpha = 1.0f, beta = 0.0f;
+  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return LtStatus(cublasLtMatmul(handle_, d.op, &alpha, g.w, d.a, g.x, d.b, &beta, g.out, d.c, g.out, d.c,
+                                   &algo, workspace_, workspace_bytes_, stream_),
+                    "cublasLtMatmul");
+  };
+
   const int32_t al_a = Alignment(g.w, g.k * static_cast<int64_t>(ElemSize(g.w_dtype)));
   const int32_t al_b = Alignment(g.x, g.ldx * static_cast<int64_t>(ElemSize(g.x_dtype)));
   const int32_t al_c = Alignment(g.out, g.ldo * static_cast<int64_t>(ElemSize(g.out_dtype)));
   const Key key{g.m, g.n, g.k, g.ldx, g.ldo, g.w_dtype * 16 + g.x_dtype, g.out_dtype, al_a * 32 + al_b, al_c};
+  const bool want_timing = tuning_ && may_time && TunesTokenCount(g.n);
   auto it = algos_.find(key);
-  if (it == algos_.end()) {
+  if (it == algos_.end() || (want_timing && !it->second.timed)) {
     LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
     LT_CALL(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &workspace_bytes_, sizeof(workspace_bytes_)),
@@ -95,21 +103,39 @@ Status LtGemm::Run(const GemmArgs& g) {
     cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ub, sizeof(ub));
     cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &uc, sizeof(uc));
     cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &uc, sizeof(uc));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kLtCandidates] = {};
     int found = 0;
-    LT_CALL(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &result, &found),
+    LT_CALL(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
+                                           want_timing ? kLtCandidates : 1, results, &found),
             "algorithm heuristic");
     if (found == 0) {
       return Unsupported("matmul: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k,
                          " (W ", g.w_dtype, ", x ", g.x_dtype, ", out ", g.out_dtype, ")");
     }
-    it = algos_.emplace(key, result.algo).first;
+    Choice choice{results[0].algo, want_timing};
+    if (want_timing && found > 1) {
+      // Every candidate writes the same product into g.out (beta = 0), so timing on the
+      // call's own operands is harmless; the chosen one runs again below. A candidate
+      // that fails to launch is skipped. Each one is timed from a cold L2 (stream_timer.h).
+      float best_us = 0.0f;
+      bool have = false;
+      for (int i = 0; i < found; ++i) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        float us = 0.0f;
+        if (!TimeLaunchUs(stream_, flusher_, [&] { return launch(results[i].algo); }, &us).ok()) continue;
+        if (!have || us < best_us) {
+          best_us = us;
+          choice.algo = results[i].algo;
+          have = true;
+        }
+      }
+      // cuBLAS reports a failed candidate through its status; clear the runtime's last
+      // error too, so that the next kernel's launch check does not report it.
+      cudaGetLastError();
+    }
+    it = algos_.insert_or_assign(key, choice).first;
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  LT_CALL(cublasLtMatmul(handle_, d.op, &alpha, g.w, d.a, g.x, d.b, &beta, g.out, d.c, g.out, d.c,
-                         &it->second, workspace_, workspace_bytes_, stream_),
-          "cublasLtMatmul");
-  return Ok();
+  return launch(it->second.algo);
 }
 
 }  // namespace strata::cuda

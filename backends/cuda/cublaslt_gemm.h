@@ -1,7 +1,10 @@
 // Dense GEMMs through cuBLASLt: out[n, m] = x[n, k] * W[m, k]^T with W row-major, F32
-// accumulation, BF16/F16/F32 inputs and BF16/F32 outputs. The heuristic's algorithm choice
-// is cached per shape (sizes, leading dims, types, pointer alignment), so only the first
-// call of a shape pays for the query.
+// accumulation, BF16/F16/F32 inputs and BF16/F32 outputs. The algorithm is chosen once per
+// shape (sizes, leading dims, types, pointer alignment) and cached. With tuning on, the
+// first call of a shape that may be timed runs the heuristic's best candidates (up to
+// kLtCandidates) on the call's own operands and keeps the fastest: the heuristic's first
+// choice reads the weights at only 0.50-0.70 of HBM bandwidth for several Llama shapes at
+// 1-128 tokens on the H200 (docs/benchmarks.md), where split-K or narrower tiles do better.
 #ifndef STRATA_BACKENDS_CUDA_CUBLASLT_GEMM_H_
 #define STRATA_BACKENDS_CUDA_CUBLASLT_GEMM_H_
 
@@ -13,6 +16,7 @@
 #include <tuple>
 
 #include "backends/cuda/status.h"
+#include "backends/cuda/stream_timer.h"
 
 namespace strata::cuda {
 
@@ -30,9 +34,22 @@ struct GemmArgs {
 
 class LtGemm {
  public:
+  static constexpr int kLtCandidates = 8;
+
   static Status Create(cudaStream_t stream, LtGemm** out);
   ~LtGemm();
-  Status Run(const GemmArgs& a);
+  // `may_time`: the stream may be synchronized now (false while a graph is being
+  // recorded). A shape first met while it may not be timed takes the heuristic's first
+  // choice, and is timed at its next call that may be.
+  Status Run(const GemmArgs& a, bool may_time);
+  void set_tuning(bool on) { tuning_ = on; }
+  // Which token counts get timed: the decode batch sizes (<= 256), which repeat every step
+  // and are bound by reading the weights, where the heuristic's tiles do worst. Larger
+  // products are compute bound, the heuristic's choice is within a few percent of the
+  // best there (docs/benchmarks.md), and a mixed step's odd sizes would each cost a
+  // tuning pass for one use.
+  static bool TunesTokenCount(int64_t n) { return n <= 256; }
+  L2Flusher& flusher() { return flusher_; }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t>;
@@ -41,7 +58,13 @@ class LtGemm {
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<Key, cublasLtMatmulAlgo_t> algos_;
+  struct Choice {
+    cublasLtMatmulAlgo_t algo;
+    bool timed = false;
+  };
+  bool tuning_ = true;
+  L2Flusher flusher_;
+  std::map<Key, Choice> algos_;
 };
 
 }  // namespace strata::cuda

@@ -5,9 +5,16 @@
 //   activations=bf16   (default) activations in BF16, weights stored as BF16, F32 accumulate
 //   activations=f32    activations and weights in F32, F32 GEMMs without TF32: exact
 //                      comparisons with the CPU backend (stories260K greedy, hf-tiny logits)
-//   gemv=auto          (default) matmuls of 1..8 tokens run the bandwidth-bound GEMV of
+//   gemv=auto          (default) matmuls of 1..8 tokens may run the bandwidth-bound GEMV of
 //                      kernels/cuda/gemv.cu (bias fused); larger ones run cuBLASLt
 //   gemv=cublas        every matmul runs cuBLASLt (the older path)
+//   gemm_tune=on       (default) the first call of a matmul shape of up to 256 tokens (a
+//                      decode batch) times the candidates on its own operands, each from
+//                      a cold L2, and caches the fastest: cuBLASLt's best 8 algorithms,
+//                      and at 1..8 tokens the GEMV against cuBLASLt
+//   gemm_tune=off      the heuristic's first algorithm; the GEMV at 1 token only
+//   pdl=on             (default, sm_90+) the GEMV starts with programmatic dependent launch
+//   pdl=off            every kernel waits for the previous one to finish before it starts
 //   prefill_attention=auto|fa2 (default) batches with a query of >= 16 tokens, BF16
 //                      activations, a BF16/F16 cache and head_dim 64 or 128 run the
 //                      FlashAttention-2-style kernel of kernels/cuda/prefill_attention_fa2.cu
@@ -19,8 +26,10 @@
 //   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas,
-// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple and STRATA_CUDA_DECODE_ATTENTION=simple change
-// the defaults of gemv=, prefill_attention= and decode_attention= (an explicit option wins). device_info() reports the activation type of the last
+// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
+// STRATA_CUDA_GEMM_TUNE=off and STRATA_CUDA_PDL=off change the defaults of gemv=,
+// prefill_attention=, decode_attention=, gemm_tune= and pdl= (an explicit option wins).
+// device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //
 // KV cache layout, which is also the packed host layout of swap_blocks() (the same as the

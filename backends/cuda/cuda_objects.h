@@ -33,6 +33,14 @@ struct Device {
   // 0 = SIMT only (each where it supports the batch, else the next lower one).
   int prefill_attention = 2;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
+  // gemm_tune=on: time the candidates of each matmul shape once and keep the fastest
+  // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens).
+  bool tune_gemm = true;
+  // pdl=on (sm_90+): the GEMV is launched with programmatic dependent launch, so it starts
+  // streaming its weights while the kernel before it finishes.
+  bool use_pdl = true;
+  // The GEMV-or-cuBLASLt decision per (m, k, n, types, strides, bias): true = GEMV.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int64_t, int64_t, bool>, bool> gemv_faster;
   cudaStream_t stream = nullptr;
   std::unique_ptr<LtGemm> gemm;
   int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices

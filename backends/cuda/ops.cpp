@@ -299,28 +299,6 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
     b = reinterpret_cast<const float*>(bv.base);
   }
   if (n == 0) return Ok();
-  // Single-token decode: the bandwidth-bound GEMV (bias fused), unless the device was
-  // opened with gemv=cublas (STRATA_CUDA_GEMV=cublas). Measured on the H200 (Llama-3-8B
-  // shapes, docs/benchmarks.md) it beats cuBLASLt at 1 token (qkv 41% vs 31% of HBM
-  // bandwidth) but loses from 2 tokens on (gate_up at 8 tokens: 36% vs 71%), so larger
-  // batches go to cuBLASLt. The kernel itself handles up to kGemvMaxTokens.
-  constexpr int64_t kGemvUseUpToTokens = 1;
-  if (dev->use_gemv && n <= kGemvUseUpToTokens) {
-    GemvArgs gv;
-    gv.w = w->data;
-    gv.w_dtype = w->dtype;
-    gv.x = xv.base;
-    gv.ldx = xv.stride;
-    gv.x_dtype = xv.dtype;
-    gv.bias = b;
-    gv.out = ov.base;
-    gv.ldo = ov.stride;
-    gv.out_dtype = ov.dtype;
-    gv.m = w->rows;
-    gv.n = n;
-    gv.k = w->cols;
-    if (GemvSupports(gv)) return Launched(LaunchGemv(gv, dev->stream), "matmul: gemv");
-  }
   GemmArgs g{};
   g.w = w->data;
   g.w_dtype = w->dtype;
@@ -333,11 +311,45 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
   g.m = w->rows;
   g.n = n;
   g.k = w->cols;
-  STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g));
-  if (b != nullptr) {
+  const bool may_time = !dev->recording;
+  auto run_lt = [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, may_time));
+    if (b == nullptr) return Ok();
     return Launched(LaunchBiasAdd(ov.base, ov.stride, b, n, w->rows, ov.dtype, dev->stream), "matmul: bias");
+  };
+
+  GemvArgs gv;
+  gv.w = w->data;
+  gv.w_dtype = w->dtype;
+  gv.x = xv.base;
+  gv.ldx = xv.stride;
+  gv.x_dtype = xv.dtype;
+  gv.bias = b;
+  gv.out = ov.base;
+  gv.ldo = ov.stride;
+  gv.out_dtype = ov.dtype;
+  gv.m = w->rows;
+  gv.n = n;
+  gv.k = w->cols;
+  gv.overlap_previous = dev->use_pdl;
+  if (!dev->use_gemv || !GemvSupports(gv)) return run_lt();
+  auto run_gemv = [&]() { return Launched(LaunchGemv(gv, dev->stream), "matmul: gemv"); };
+  // Small token counts: the bandwidth-bound GEMV or cuBLASLt, whichever is faster for the
+  // shape. Without tuning (gemm_tune=off), or for a shape first met while a graph is being
+  // recorded, the measured rule of thumb: the GEMV at one token only (on the H200 at
+  // Llama-3-8B shapes it wins at 1 token on most projections but loses from 2 tokens on:
+  // gate_up at 8 tokens 36% vs 71% of HBM bandwidth; docs/benchmarks.md).
+  const auto key = std::make_tuple(w->rows, w->cols, n, w->dtype, ov.dtype, xv.stride, ov.stride, b != nullptr);
+  auto it = dev->gemv_faster.find(key);
+  if (it == dev->gemv_faster.end()) {
+    if (!dev->tune_gemm || !may_time) return n <= 1 ? run_gemv() : run_lt();
+    float gemv_us = 0.0f, lt_us = 0.0f;
+    STRATA_CUDA_RETURN_IF_ERROR(run_lt());  // tunes cuBLASLt's algorithm first
+    STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_lt, &lt_us));
+    STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_gemv, &gemv_us));
+    it = dev->gemv_faster.emplace(key, gemv_us <= lt_us).first;
   }
-  return Ok();
+  return it->second ? run_gemv() : run_lt();
 }
 
 Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual, const strata_tensor* weight,

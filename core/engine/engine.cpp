@@ -305,6 +305,7 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedT
 }
 
 absl::StatusOr<bool> Engine::StepLocked() {
+  const double step_start = Now();
   TakeInbox();
   STRATA_ASSIGN_OR_RETURN(SchedulerOutput out, scheduler_->Schedule());
   if (out.empty()) {
@@ -351,6 +352,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
+  const double forward_start = Now();
   if (in.ok()) {
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
@@ -358,6 +360,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
   } else {
     st = in.status();
   }
+  const double forward_seconds = Now() - forward_start;
   if (!st.ok()) {
     for (const ScheduledSequence& sc : out.scheduled) {
       auto it = live_.find(sc.seq->id);
@@ -395,6 +398,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
       }
     }
     ++row;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.forward_seconds += forward_seconds;
+    metrics_.step_seconds += Now() - step_start;
   }
   PublishMetrics(&out);
   return true;

@@ -37,6 +37,14 @@ struct EngineMetrics {
   int64_t num_requests_aborted = 0;
   int64_t num_requests_rejected = 0;  // overloaded
 
+  // Where the step thread's time goes, summed over the steps that ran a forward pass: the
+  // model call (building and uploading its inputs, the device work, waiting for the sampled
+  // tokens) and the rest of the step (scheduling, KV bookkeeping, step building, sampling on
+  // the host, stop checks, detokenizing, handing events to the streams). While the host does
+  // the rest, the device is idle, so this is what overlapping host and device would save.
+  double step_seconds = 0;
+  double forward_seconds = 0;
+
   LatencyHistogram ttft;  // submit -> first token, seconds
   LatencyHistogram tpot;  // per request: (last token - first token) / (tokens - 1)
 };

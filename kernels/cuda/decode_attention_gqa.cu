@@ -188,6 +188,7 @@ __device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_se
 template <typename T, typename K, int GROUP>
 __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws) {
+  AllowDependentLaunch();  // without splits, the o projection follows this kernel
   constexpr int KC = KvOctet<K>::kChunks;
   constexpr int U = KeysPerThread<GROUP, K>();
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
@@ -504,6 +505,7 @@ constexpr int kCombineBatch = 8;
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     CombineKernel(AttentionArgs a, int32_t D, int32_t splits, const float* __restrict__ ws) {
+  AllowDependentLaunch();  // the o projection may start loading its weights
   const int32_t i = blockIdx.x, hq = blockIdx.y;
   const int32_t tid = threadIdx.x;
   const int64_t slot0 = (static_cast<int64_t>(i) * a.num_heads + hq) * splits;

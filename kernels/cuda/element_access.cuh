@@ -65,4 +65,22 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before, and when the kernel was launched
+// without the attribute). A kernel launched with it may start before the previous kernel
+// of the stream has finished, once that kernel's blocks have all called
+// AllowDependentLaunch(); it must call WaitForPreviousKernel() before it reads anything
+// the previous kernel writes, or writes anything the previous kernel reads.
+__device__ __forceinline__ void WaitForPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel, if launched with programmatic dependent launch, start its
+// independent prologue (the GEMV's first weight loads) while this one finishes.
+__device__ __forceinline__ void AllowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 }  // namespace strata::cuda

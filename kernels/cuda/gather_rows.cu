@@ -9,6 +9,7 @@ namespace {
 __global__ void GatherRowsKernel(const char* __restrict__ x, int64_t x_rows, int64_t x_stride_b,
                                  const int32_t* __restrict__ idx, char* __restrict__ out,
                                  int64_t o_stride_b, int64_t row_bytes, int* err) {
+  AllowDependentLaunch();  // the logits matmul may start loading its weights
   const int64_t i = blockIdx.x;
   const int32_t src = idx[i];
   char* o = out + i * o_stride_b;

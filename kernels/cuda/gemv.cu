@@ -37,6 +37,20 @@ __device__ __forceinline__ void Unpack(const uint4& v, float (&f)[4], float) {
   f[3] = __uint_as_float(v.w);
 }
 
+// One round of U 16-byte weight loads per lane and row, from vector index `base` on.
+template <int U, int R, typename W>
+__device__ __forceinline__ void LoadRound(uint4 (&wv)[U][R], const W* const (&wrow)[R], int64_t base, int64_t nvec) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t idx = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // Streamed once: evict-first, keeps L1/L2 for the activations.
+      wv[u][r] = idx < nvec ? __ldcs(reinterpret_cast<const uint4*>(wrow[r]) + idx) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 // W: weight and activation element type (BF16 or F32: the device stores weights in the
 // activation type). O: output type. N: compile-time bound on n (runtime n <= N).
 // R: rows per warp (more rows amortise the activation loads when n is larger).
@@ -66,20 +80,17 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
     for (int t = 0; t < N; ++t) acc[r][t] = 0.0f;
   }
 
+  AllowDependentLaunch();
   if constexpr (kVector) {
     constexpr int V = 16 / sizeof(W);  // elements per 16-byte vector
     const int64_t nvec = a.k / V;
+    uint4 wv[U][R];
+    // The weights do not depend on the previous kernel, so the first round of loads is in
+    // flight while it finishes (programmatic dependent launch); x and out wait for it.
+    LoadRound<U, R>(wv, wrow, lane, nvec);
+    WaitForPreviousKernel();
     for (int64_t base = lane; base < nvec; base += 32 * U) {
-      uint4 wv[U][R];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t idx = base + 32 * u;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          // Streamed once: evict-first, keeps L1/L2 for the activations.
-          wv[u][r] = idx < nvec ? __ldcs(reinterpret_cast<const uint4*>(wrow[r]) + idx) : make_uint4(0, 0, 0, 0);
-        }
-      }
+      if (base != lane) LoadRound<U, R>(wv, wrow, base, nvec);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t idx = base + 32 * u;
@@ -103,6 +114,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
       }
     }
   } else {
+    WaitForPreviousKernel();
 #pragma unroll 4
     for (int64_t j = lane; j < a.k; j += 32) {
       float wf[R];
@@ -137,13 +149,17 @@ cudaError_t LaunchShape(const GemvArgs& a, bool vector, cudaStream_t stream) {
   constexpr int64_t rows_per_block = int64_t{kGemvWarps} * R;
   const int64_t blocks = (a.m + rows_per_block - 1) / rows_per_block;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(blocks));
-  if (vector) {
-    GemvKernel<W, O, N, R, U, true><<<grid, kGemvWarps * 32, 0, stream>>>(a);
-  } else {
-    GemvKernel<W, O, N, R, U, false><<<grid, kGemvWarps * 32, 0, stream>>>(a);
-  }
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kGemvWarps * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = a.overlap_previous ? 1 : 0;
+  if (vector) return cudaLaunchKernelEx(&cfg, GemvKernel<W, O, N, R, U, true>, a);
+  return cudaLaunchKernelEx(&cfg, GemvKernel<W, O, N, R, U, false>, a);
 }
 
 template <typename W, typename O>

@@ -23,6 +23,10 @@ struct GemvArgs {
   int64_t ldo = 0;
   int32_t out_dtype = 0;
   int64_t m = 0, n = 0, k = 0;
+  // Launch with programmatic dependent launch (sm_90+): the first weight loads are issued
+  // before waiting for the previous kernel of the stream, which must then have called
+  // AllowDependentLaunch() (element_access.cuh) for the overlap to happen.
+  bool overlap_previous = false;
 };
 
 // True when LaunchGemv handles these types and sizes: n in 1..8, x_dtype == w_dtype, and

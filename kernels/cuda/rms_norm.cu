@@ -13,6 +13,7 @@ template <typename T>
 __global__ void RmsNormKernel(const T* __restrict__ x, int64_t x_stride, T* residual,
                               int64_t res_stride, const float* __restrict__ w, float eps,
                               T* __restrict__ out, int64_t out_stride, int64_t dim) {
+  AllowDependentLaunch();  // the next kernel (a matmul) may start loading its weights
   const int64_t r = blockIdx.x;
   const T* xr = x + r * x_stride;
   T* rr = residual != nullptr ? residual + r * res_stride : nullptr;

@@ -10,6 +10,7 @@ template <typename T>
 __global__ void SiluMulKernel(const T* __restrict__ g, int64_t gs, const T* __restrict__ u,
                               int64_t us, T* __restrict__ o, int64_t os, int64_t rows,
                               int64_t cols) {
+  AllowDependentLaunch();  // the down projection may start loading its weights
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {

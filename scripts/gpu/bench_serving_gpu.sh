@@ -5,7 +5,11 @@
 #           1,000-token prefix with and without the prefix cache (TTFT p50), Llama-3-8B shape
 #  issue 5: `strata serve` (Llama-3-8B shape, Llama 3 tokenizer) under bench/openai_load's
 #           closed loop against the same loop on the in-process engine (openai_load --offline)
-# JSON results go to $OUT. Usage: bench_serving_gpu.sh [batching] [http]   (default: both)
+#  issue 4, weight-bound: the same 1,000-request comparison on the Llama-3-8B shape
+#           (batching8b), at --max-num-seqs 64 where a decode step costs about the same
+#           for few or many sequences
+# JSON results go to $OUT. Usage: bench_serving_gpu.sh [batching] [batching8b] [http]
+# (default: batching http)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -28,6 +32,15 @@ for cache in on off; do
   timeout 120 $B --synthetic llama3-8b --num-requests 100 --shared-prefix-fraction 1 --shared-prefix-tokens 1000 \
     --prompt-len-min 16 --prompt-len-max 64 --output-len-min 32 --output-len-max 32 --max-num-seqs 64 \
     --max-batched-tokens 4096 $extra | tee "$OUT/serving_prefix_$cache.json"
+done
+fi
+
+if [[ " $PARTS " == *" batching8b "* ]]; then
+for policy in fcfs static; do
+  echo "--- 1000 mixed requests, llama3-8b, max-num-seqs 64, policy $policy"
+  timeout 200 $B --synthetic llama3-8b --num-requests 1000 --prompt-len-min 16 --prompt-len-max 400 \
+    --output-len-min 16 --output-len-max 400 --max-num-seqs 64 --max-batched-tokens 2048 --scheduling-policy $policy \
+    | tee "$OUT/serving_mixed_8b_$policy.json"
 done
 fi
 

@@ -8,6 +8,7 @@
 #            4096-token prefill, 32 and 128 concurrent sequences)
 #   ops      CUDA op timings at Llama-3-8B shapes
 #   batching issue 4: continuous vs static batching, shared-prefix TTFT
+#   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
 #   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
 # Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh [PHASE...]
@@ -84,6 +85,9 @@ phase_bench() {
   done
   stamp "batch-1 decode with --enforce-eager (no decode graphs)"
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 --enforce-eager | tee "$OUT/bench_8b_decode_eager.json"
+  stamp "batch-1 decode with the previous matmul paths (STRATA_CUDA_GEMM_TUNE=off STRATA_CUDA_PDL=off)"
+  STRATA_CUDA_GEMM_TUNE=off STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 \
+    | tee "$OUT/bench_8b_decode_untuned.json"
 }
 
 phase_ops() {
@@ -96,6 +100,11 @@ phase_batching() {
   BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh batching
 }
 
+phase_batching8b() {
+  stamp "issue 4: continuous vs static batching, Llama-3-8B shape"
+  BUILD="$BUILD" OUT="$OUT" timeout 450 bash scripts/gpu/bench_serving_gpu.sh batching8b
+}
+
 phase_http() {
   stamp "issue 5: HTTP server vs in-process engine"
   BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh http
@@ -103,8 +112,8 @@ phase_http() {
 
 for phase in $PHASES; do
   case "$phase" in
-    tests|models|bench|ops|batching|http) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (tests models bench ops batching http)" ;;
+    tests|models|bench|ops|batching|batching8b|http) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (tests models bench ops batching batching8b http)" ;;
   esac
 done
 stamp "done"

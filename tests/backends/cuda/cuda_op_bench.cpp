@@ -2,8 +2,9 @@
 // the plugin, bf16 activations, random data): decode GEMVs (weight GB/s against the
 // 4.24 TB/s copy bandwidth measured on the H200; 1..8 tokens take the GEMV kernel), prefill
 // GEMMs (TFLOP/s), decode attention over a paged bf16 KV cache (KV GB/s) and prefill
-// attention (TFLOP/s, tensor cores), each on the default ("auto") and the older ("legacy":
-// gemv=cublas, prefill_attention=simple) kernel paths.
+// attention (TFLOP/s, tensor cores), each on the default ("auto": matmuls tuned per shape),
+// the previous ("previous": gemm_tune=off, pdl=off) and the oldest ("legacy": gemv=cublas,
+// prefill_attention=simple) kernel paths.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
 // line. Not a test: no assertions on time.
 #include <dlfcn.h>
@@ -101,13 +102,14 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  // Three devices on GPU 0: the default kernel paths (GEMV for <= 8 tokens, FA2 prefill
-  // attention, GQA decode attention), the previous ones (WMMA prefill, per-head split-K
-  // decode) and the oldest (cuBLASLt everywhere, SIMT attention).
+  // Three devices on GPU 0: the default kernel paths (matmuls tuned per shape between the
+  // GEMV and cuBLASLt's candidates, FA2 prefill attention, GQA decode attention), the
+  // previous ones (untuned: GEMV at 1 token, cuBLASLt's first heuristic choice; WMMA
+  // prefill, per-head split-K decode) and the oldest (cuBLASLt everywhere, SIMT attention).
   struct Path { const char* name; const char* options; strata_device dev; };
   Path paths[] = {{"auto", "activations=bf16;gemv=auto;prefill_attention=auto;decode_attention=auto", nullptr},
-                  {"previous", "activations=bf16;gemv=auto;prefill_attention=wmma;decode_attention=simple", nullptr},
-                  {"legacy", "activations=bf16;gemv=cublas;prefill_attention=simple;decode_attention=simple", nullptr}};
+                  {"previous", "activations=bf16;gemv=auto;gemm_tune=off;pdl=off;prefill_attention=wmma;decode_attention=simple", nullptr},
+                  {"legacy", "activations=bf16;gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple", nullptr}};
   for (Path& p : paths) {
     strata_device_options o{};
     o.struct_size = sizeof(o);
@@ -123,7 +125,6 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
     for (Path& p : paths) {
-      if (&p == &paths[1]) continue;  // "previous" multiplies like "auto"
       dev = p.dev;
       strata_weight_desc d{};
       d.struct_size = sizeof(d);
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
       strata_weight W = nullptr;
       CHECK(api->weight_create(dev, &d, &W));
       for (int64_t tokens : {1, 2, 4, 8, 32, 128, 4096}) {
-        if (p.dev != paths[0].dev && tokens > 8) continue;  // both paths run cuBLASLt there
+        if (p.dev == paths[2].dev && tokens > 8) continue;  // "legacy" = "previous" there
         strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
         strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
         const double sec = MedianSeconds([&] { CHECK(api->matmul(dev, &x, W, nullptr, &out)); });
