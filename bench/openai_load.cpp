@@ -112,6 +112,65 @@ Sample HttpRequest(const Options& o) {
   return s;
 }
 
+// The engine's step counters (EngineMetrics; over HTTP from the server's /metrics), so that
+// a level's steps can be compared between the server and the offline engine: how many ran,
+// how many computed prompt tokens (those never replay a decode graph), and the step
+// thread's time in the model call and outside it.
+struct StepCounters {
+  double steps = 0, prefill_steps = 0, step_seconds = 0, forward_seconds = 0;
+  bool ok = false;
+};
+
+StepCounters FromMetrics(const strata::EngineMetrics& m) {
+  return StepCounters{static_cast<double>(m.num_steps), static_cast<double>(m.num_prefill_steps), m.step_seconds,
+                      m.forward_seconds, true};
+}
+
+StepCounters ScrapeCounters(const Options& o) {
+  StepCounters c;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return c;
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(o.port));
+  if (inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return c;
+  }
+  std::string req = "GET /metrics HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n";
+  if (!o.api_key.empty()) req += "Authorization: Bearer " + o.api_key + "\r\n";
+  req += "\r\n";
+  std::string raw;
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+    char buf[16384];
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) raw.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  auto value = [&](const std::string& name, double* v) {
+    const size_t p = raw.find("\n" + name + "{");
+    if (p == std::string::npos) return false;
+    const size_t sp = raw.find("} ", p);
+    if (sp == std::string::npos) return false;
+    *v = std::atof(raw.c_str() + sp + 2);
+    return true;
+  };
+  c.ok = value("strata_engine_steps_total", &c.steps) && value("strata_engine_prefill_steps_total", &c.prefill_steps) &&
+         value("strata_engine_step_seconds_total", &c.step_seconds) &&
+         value("strata_engine_forward_seconds_total", &c.forward_seconds);
+  return c;
+}
+
+json StepsJson(const StepCounters& a, const StepCounters& b) {
+  if (!a.ok || !b.ok) return json();
+  const double steps = b.steps - a.steps;
+  const double per = steps > 0 ? 1e3 / steps : 0;
+  return json{{"steps", steps}, {"prefill_steps", b.prefill_steps - a.prefill_steps},
+              {"forward_ms_per_step", (b.forward_seconds - a.forward_seconds) * per},
+              {"host_ms_per_step", ((b.step_seconds - a.step_seconds) - (b.forward_seconds - a.forward_seconds)) * per}};
+}
+
 // The offline reference: the same closed loop against an Engine in this process.
 struct Offline {
   std::unique_ptr<strata::PluginRegistry> registry;
@@ -203,6 +262,7 @@ json RunLevel(const Options& o, int c, strata::Engine* engine) {
   std::vector<Sample> samples(static_cast<size_t>(o.requests));
   std::atomic<int> next{0};
   const auto t0 = Clock::now();
+  const StepCounters before = engine ? FromMetrics(engine->Metrics()) : ScrapeCounters(o);
   std::vector<std::thread> th;
   for (int i = 0; i < c; ++i)
     th.emplace_back([&] {
@@ -212,6 +272,7 @@ json RunLevel(const Options& o, int c, strata::Engine* engine) {
     });
   for (auto& t : th) t.join();
   const double wall = Seconds(t0, Clock::now());
+  const StepCounters after = engine ? FromMetrics(engine->Metrics()) : ScrapeCounters(o);
   std::vector<double> ttft, tpot, e2e;
   int64_t tokens = 0;
   int errors = 0;
@@ -228,7 +289,8 @@ json RunLevel(const Options& o, int c, strata::Engine* engine) {
   auto pct = [](const std::vector<double>& v) { return json{{"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}}; };
   return json{{"concurrency", c}, {"requests", o.requests}, {"errors", errors}, {"wall_seconds", wall},
               {"output_tokens", tokens}, {"output_tokens_per_second", wall > 0 ? static_cast<double>(tokens) / wall : 0},
-              {"ttft_seconds", pct(ttft)}, {"tpot_seconds", pct(tpot)}, {"e2e_seconds", pct(e2e)}};
+              {"ttft_seconds", pct(ttft)}, {"tpot_seconds", pct(tpot)}, {"e2e_seconds", pct(e2e)},
+              {"engine_steps", StepsJson(before, after)}};
 }
 
 }  // namespace

@@ -63,6 +63,12 @@ std::string FormatPrometheus(const EngineMetrics& m, const ServerCounters& c, co
   Metric(&out, "strata_num_preemptions_total", "counter", "Requests preempted to free KV blocks.", l,
          m.num_preemptions);
   Metric(&out, "strata_engine_steps_total", "counter", "Engine steps that ran a forward pass.", l, m.num_steps);
+  Metric(&out, "strata_engine_prefill_steps_total", "counter", "Engine steps that computed prompt tokens.", l,
+         m.num_prefill_steps);
+  Metric(&out, "strata_engine_step_seconds_total", "counter", "Time the step thread spent in steps.", l,
+         m.step_seconds);
+  Metric(&out, "strata_engine_forward_seconds_total", "counter",
+         "Of that, time in the model call (inputs, device work, waiting for the tokens).", l, m.forward_seconds);
   Metric(&out, "strata_requests_rejected_total", "counter", "Requests refused because the queue was full.", l,
          m.num_requests_rejected);
   Metric(&out, "strata_client_disconnects_total", "counter", "Streams aborted because the client hung up.", l,

@@ -421,6 +421,7 @@ void Engine::PublishMetrics(const SchedulerOutput* out) {
   m.num_preemptions = scheduler_->num_preemptions();
   if (out != nullptr) {
     ++m.num_steps;
+    if (out->num_prefill_tokens > 0) ++m.num_prefill_steps;
     m.num_prefill_tokens += out->num_prefill_tokens;
     m.num_decode_tokens += out->num_decode_tokens;
   }

@@ -30,6 +30,7 @@ struct EngineMetrics {
 
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;             // steps that ran a forward pass
+  int64_t num_prefill_steps = 0;     // of those, steps with prompt tokens (never a decode graph)
   int64_t num_prefill_tokens = 0;    // prompt (and recompute) tokens computed
   int64_t num_decode_tokens = 0;     // decode tokens computed
   int64_t num_generated_tokens = 0;  // tokens streamed to clients
