@@ -31,7 +31,7 @@ void ChoiceStream::MarkFinished(int index) {
 
 std::vector<ChoiceEvent> ChoiceStream::Take(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); });
+  cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || remaining_ == 0; });
   std::vector<ChoiceEvent> out(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
   queue_.clear();
   return out;

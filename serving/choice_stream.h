@@ -27,7 +27,10 @@ class ChoiceStream : public std::enable_shared_from_this<ChoiceStream> {
   // The engine callback of choice `index`; it keeps the stream alive while the engine holds it.
   StreamEventCallback CallbackFor(int index);
 
-  // Events pushed since the last call, waiting up to `timeout` for the first one.
+  // Events pushed since the last call, waiting up to `timeout` for the first one. Once
+  // every choice has finished it never waits: there is nothing more to wait for, and the
+  // caller must close the response at once (waiting out the timeout held every stream's
+  // end, [DONE] and the connection close, back by 100 ms).
   std::vector<ChoiceEvent> Take(std::chrono::milliseconds timeout);
 
   // Every choice has pushed its final event (they may not all be taken yet).

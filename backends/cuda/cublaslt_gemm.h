@@ -62,7 +62,7 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo;
     bool timed = false;
   };
-  bool tuning_ = true;
+  bool tuning_ = false;
   L2Flusher flusher_;
   std::map<Key, Choice> algos_;
 };

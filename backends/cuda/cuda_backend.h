@@ -8,11 +8,15 @@
 //   gemv=auto          (default) matmuls of 1..8 tokens may run the bandwidth-bound GEMV of
 //                      kernels/cuda/gemv.cu (bias fused); larger ones run cuBLASLt
 //   gemv=cublas        every matmul runs cuBLASLt (the older path)
-//   gemm_tune=on       (default) the first call of a matmul shape of up to 256 tokens (a
-//                      decode batch) times the candidates on its own operands, each from
-//                      a cold L2, and caches the fastest: cuBLASLt's best 8 algorithms,
-//                      and at 1..8 tokens the GEMV against cuBLASLt
-//   gemm_tune=off      the heuristic's first algorithm; the GEMV at 1 token only
+//   gemm_tune=off      (default) cuBLASLt's first heuristic algorithm per shape, cached; the
+//                      GEMV at 1 token only
+//   gemm_tune=on       the first call of a matmul shape of up to 256 tokens (a decode batch)
+//                      times the candidates on its own operands, each alone from a cold L2,
+//                      and caches the fastest: cuBLASLt's best 8 algorithms, and at 1..8
+//                      tokens the GEMV against cuBLASLt. Not the default: on the H200 the
+//                      choices it makes are slower inside the forward pass (Llama-3-8B
+//                      shape, 32 / 128 sequences: -7% / -17% output tokens/s, 2026-11-30,
+//                      scripts/gpu/ab_matmul_paths.sh), for reasons not yet understood
 //   pdl=on             (default, sm_90+) the GEMV starts with programmatic dependent launch
 //   pdl=off            every kernel waits for the previous one to finish before it starts
 //   prefill_attention=auto|fa2 (default) batches with a query of >= 16 tokens, BF16
@@ -27,7 +31,7 @@
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
-// STRATA_CUDA_GEMM_TUNE=off and STRATA_CUDA_PDL=off change the defaults of gemv=,
+// STRATA_CUDA_GEMM_TUNE=on and STRATA_CUDA_PDL=off change the defaults of gemv=,
 // prefill_attention=, decode_attention=, gemm_tune= and pdl= (an explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.

@@ -34,8 +34,9 @@ struct Device {
   int prefill_attention = 2;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
   // gemm_tune=on: time the candidates of each matmul shape once and keep the fastest
-  // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens).
-  bool tune_gemm = true;
+  // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens). Off by
+  // default: measured slower inside the forward pass (cuda_backend.h).
+  bool tune_gemm = false;
   // pdl=on (sm_90+): the GEMV is launched with programmatic dependent launch, so it starts
   // streaming its weights while the kernel before it finishes.
   bool use_pdl = true;

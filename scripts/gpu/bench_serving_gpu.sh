@@ -6,8 +6,8 @@
 #  issue 5: `strata serve` (Llama-3-8B shape, Llama 3 tokenizer) under bench/openai_load's
 #           closed loop against the same loop on the in-process engine (openai_load --offline)
 #  issue 4, weight-bound: the same 1,000-request comparison on the Llama-3-8B shape
-#           (batching8b), at --max-num-seqs 64 where a decode step costs about the same
-#           for few or many sequences
+#           (batching8b), at --max-num-seqs 64 (a decode step costs about the same for few
+#           or many sequences) and 256
 # JSON results go to $OUT. Usage: bench_serving_gpu.sh [batching] [batching8b] [http]
 # (default: batching http)
 set -uo pipefail
@@ -36,11 +36,13 @@ done
 fi
 
 if [[ " $PARTS " == *" batching8b "* ]]; then
-for policy in fcfs static; do
-  echo "--- 1000 mixed requests, llama3-8b, max-num-seqs 64, policy $policy"
-  timeout 200 $B --synthetic llama3-8b --num-requests 1000 --prompt-len-min 16 --prompt-len-max 400 \
-    --output-len-min 16 --output-len-max 400 --max-num-seqs 64 --max-batched-tokens 2048 --scheduling-policy $policy \
-    | tee "$OUT/serving_mixed_8b_$policy.json"
+for seqs in 64 256; do
+  for policy in fcfs static; do
+    echo "--- 1000 mixed requests, llama3-8b, max-num-seqs $seqs, policy $policy"
+    timeout 200 $B --synthetic llama3-8b --num-requests 1000 --prompt-len-min 16 --prompt-len-max 400 \
+      --output-len-min 16 --output-len-max 400 --max-num-seqs $seqs --max-batched-tokens 8192 \
+      --scheduling-policy $policy | tee "$OUT/serving_mixed_8b_${seqs}_$policy.json"
+  done
 done
 fi
 

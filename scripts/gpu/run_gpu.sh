@@ -85,9 +85,8 @@ phase_bench() {
   done
   stamp "batch-1 decode with --enforce-eager (no decode graphs)"
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 --enforce-eager | tee "$OUT/bench_8b_decode_eager.json"
-  stamp "batch-1 decode with the previous matmul paths (STRATA_CUDA_GEMM_TUNE=off STRATA_CUDA_PDL=off)"
-  STRATA_CUDA_GEMM_TUNE=off STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 \
-    | tee "$OUT/bench_8b_decode_untuned.json"
+  stamp "batch-1 decode without programmatic dependent launch (STRATA_CUDA_PDL=off)"
+  STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode_nopdl.json"
 }
 
 phase_ops() {

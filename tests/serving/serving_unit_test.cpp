@@ -2,7 +2,11 @@
 // the API-key comparison and the Prometheus text.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
+
 #include "serving/api_error.h"
+#include "serving/choice_stream.h"
 #include "serving/constant_time.h"
 #include "serving/openai_request.h"
 #include "serving/prometheus_text.h"
@@ -111,6 +115,38 @@ TEST(PrometheusTextTest, HistogramIsCumulativeAndLabelsEscaped) {
   EXPECT_NE(t.find("strata_request_success_total{model_name=\"a\\\"b\",finished_reason=\"stop\"} 3\n"), std::string::npos);
   EXPECT_NE(t.find("strata_time_to_first_token_seconds_bucket{model_name=\"a\\\"b\",le=\"+Inf\"} 2\n"), std::string::npos);
   EXPECT_NE(t.find("strata_time_to_first_token_seconds_count{model_name=\"a\\\"b\"} 2\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::serving
+
+namespace strata::serving {
+namespace {
+
+// A finished stream must not make its HTTP thread wait out the poll timeout before it
+// sends [DONE] and closes: that held every response's end back by the whole timeout (100 ms
+// per request in the server). Take() with an hour's timeout must return at once.
+TEST(ChoiceStreamTest, TakeDoesNotWaitOnceEveryChoiceFinished) {
+  auto stream = std::make_shared<ChoiceStream>(2);
+  StreamEvent tok;
+  tok.token_ids = {7};
+  stream->CallbackFor(0)(tok);
+  StreamEvent last;
+  last.finished = true;
+  last.finish_reason = "length";
+  stream->CallbackFor(0)(last);
+  std::vector<ChoiceEvent> got = stream->Take(std::chrono::milliseconds(0));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[1].event.finished);
+  EXPECT_FALSE(stream->all_finished());  // choice 1 is still running
+  stream->MarkFinished(1);
+  ASSERT_TRUE(stream->all_finished());
+  // (If Take() blocks, this fails after 30 s and the test then hangs until ctest's timeout:
+  // nothing can wake a finished stream.)
+  auto take = std::async(std::launch::async, [&] { return stream->Take(std::chrono::hours(1)); });
+  ASSERT_EQ(take.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "Take() waited although every choice had finished";
+  EXPECT_TRUE(take.get().empty());
 }
 
 }  // namespace

@@ -237,12 +237,12 @@ strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape, uint64_t
 }
 
 // How the CUDA device of a test is opened: its activation type, and which kernel paths:
-// the default ones (matmuls tuned per shape between the GEMV and cuBLASLt's candidates,
-// the GEMV with programmatic dependent launch, FA2 prefill and GQA decode attention), the
-// previous ones (gemm_tune=off: the GEMV at one token and cuBLASLt's first heuristic
-// choice; pdl=off; prefill_attention=wmma, decode_attention=simple) or the legacy ones
-// (gemv=cublas: every matmul through cuBLASLt; SIMT prefill and decode attention), so that
-// all stay tested.
+// the default ones (the GEMV at one token, with programmatic dependent launch, else
+// cuBLASLt's first heuristic choice; FA2 prefill and GQA decode attention), the previous
+// ones (prefill_attention=wmma, decode_attention=simple), here with the opt-in per-shape
+// matmul tuning (gemm_tune=on: the GEMV or cuBLASLt's fastest candidate) and pdl=off, or the
+// legacy ones (gemv=cublas: every matmul through cuBLASLt; SIMT prefill and decode
+// attention), so that all stay tested.
 enum Paths { kDefault = 0, kPrevious = 1, kLegacy = 2 };
 struct Mode {
   int32_t act;
@@ -252,7 +252,7 @@ const char* PathsName(Paths p) { return p == kDefault ? "" : p == kPrevious ? "_
 void PrintTo(const Mode& m, std::ostream* os) { *os << (m.act == F32 ? "f32" : "bf16") << PathsName(m.paths); }
 std::string OptionsOf(Mode m) {
   std::string o = m.act == F32 ? "activations=f32" : "activations=bf16";
-  if (m.paths == kPrevious) o += ";gemm_tune=off;pdl=off;prefill_attention=wmma;decode_attention=simple";
+  if (m.paths == kPrevious) o += ";gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple";
   if (m.paths == kLegacy) o += ";gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple";
   return o;
 }
@@ -670,8 +670,8 @@ TEST_P(CudaOps, MatmulSmallBatchGemvOddShapesAndStrides) {
   }
 }
 
-// The per-shape choice: the first call of a shape times its candidates (on the default
-// paths) on the call's own operands, later calls take the cached winner. Every call, the
+// The per-shape choice: the first call of a shape times its candidates (gemm_tune=on, the
+// "previous" paths) on the call's own operands, later calls take the cached winner. Every call, the
 // timed first one and the cached later ones, with fresh inputs each time, must give the
 // product; a GEMV chained after another kernel (programmatic dependent launch on sm_90)
 // must read that kernel's finished output.
