@@ -357,24 +357,27 @@ TEST_P(CudaOps, DeviceInfoReportsActivationType) {
 
 TEST_P(CudaOps, RmsNormPlainAndFusedResidual) {
   Pair& P = *pair_;
-  const int64_t n = 5, d = 320;
-  const std::vector<float> x = Rounded(Random(rng_, n * d, 2.0f), P.act);
-  const std::vector<float> res = Rounded(Random(rng_, n * d, 2.0f), P.act);
-  const std::vector<float> w = Random(rng_, d, 1.5f);
-  for (bool fused : {false, true}) {
-    std::vector<float> out[2], res_out[2];
-    Dev* devs[2] = {&P.cuda, &P.cpu};
-    for (int b = 0; b < 2; ++b) {
-      Dev& D = *devs[b];
-      const int32_t t = b == 0 ? P.act : F32;
-      strata_buffer xb = D.Floats(x, t), rb = D.Floats(res, t), wb = D.Floats(w, F32), ob = D.Poisoned(n * d * 4);
-      strata_tensor xt = T(xb, t, {n, d}), rt = T(rb, t, {n, d}), wt = T(wb, F32, {d}), ot = T(ob, t, {n, d});
-      ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, fused ? &rt : nullptr, &wt, 1e-5f, &ot), STRATA_OK) << D.err();
-      out[b] = D.ReadFloats(ob, n * d, t);
-      res_out[b] = D.ReadFloats(rb, n * d, t);
+  const int64_t n = 5;
+  // 320: rows of 16-byte vectors (the vector kernel); 326: not (the element loop).
+  for (int64_t d : {int64_t{320}, int64_t{326}}) {
+    const std::vector<float> x = Rounded(Random(rng_, n * d, 2.0f), P.act);
+    const std::vector<float> res = Rounded(Random(rng_, n * d, 2.0f), P.act);
+    const std::vector<float> w = Random(rng_, d, 1.5f);
+    for (bool fused : {false, true}) {
+      std::vector<float> out[2], res_out[2];
+      Dev* devs[2] = {&P.cuda, &P.cpu};
+      for (int b = 0; b < 2; ++b) {
+        Dev& D = *devs[b];
+        const int32_t t = b == 0 ? P.act : F32;
+        strata_buffer xb = D.Floats(x, t), rb = D.Floats(res, t), wb = D.Floats(w, F32), ob = D.Poisoned(n * d * 4);
+        strata_tensor xt = T(xb, t, {n, d}), rt = T(rb, t, {n, d}), wt = T(wb, F32, {d}), ot = T(ob, t, {n, d});
+        ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, fused ? &rt : nullptr, &wt, 1e-5f, &ot), STRATA_OK) << D.err();
+        out[b] = D.ReadFloats(ob, n * d, t);
+        res_out[b] = D.ReadFloats(rb, n * d, t);
+      }
+      ExpectClose(out[0], out[1], P.tol(), "rms_norm d=" + std::to_string(d) + " out, fused=" + (fused ? "1" : "0"));
+      ExpectClose(res_out[0], res_out[1], P.tol(), "rms_norm residual");
     }
-    ExpectClose(out[0], out[1], P.tol(), std::string("rms_norm out, fused=") + (fused ? "1" : "0"));
-    ExpectClose(res_out[0], res_out[1], P.tol(), "rms_norm residual");
   }
 }
 
@@ -463,6 +466,29 @@ TEST_P(CudaOps, EmbeddingSiluMulAddGatherRows) {
   ExpectClose(act[0], act[1], P.tol(), "silu_mul");
   ExpectClose(sum[0], sum[1], P.tol(), "add");
   ExpectClose(gat[0], gat[1], 0.0, "gather_rows (exact copy)");
+}
+
+// silu_mul on the halves of one gate/up buffer: widths whose rows are 16-byte vectors take
+// the vector kernel, others (70) the element loop; many rows (a prefill) and one (decode).
+TEST_P(CudaOps, SiluMulVectorAndElementPaths) {
+  Pair& P = *pair_;
+  for (int64_t d : {int64_t{72}, int64_t{70}, int64_t{2056}}) {
+    for (int64_t n : {int64_t{1}, int64_t{300}}) {
+      const std::vector<float> g = Rounded(Random(rng_, n * 2 * d, 3.0f), P.act);
+      std::vector<float> act[2];
+      Dev* devs[2] = {&P.cuda, &P.cpu};
+      for (int k = 0; k < 2; ++k) {
+        Dev& D = *devs[k];
+        const int32_t t = k == 0 ? P.act : F32;
+        strata_buffer gb = D.Floats(g, t), ob = D.Poisoned(n * d * 4);
+        strata_tensor gate = T(gb, t, {n, d}, 0, 2 * d), up = T(gb, t, {n, d}, d * SizeOf(t), 2 * d),
+                      ot = T(ob, t, {n, d});
+        ASSERT_EQ(D.api()->silu_mul(D.dev(), &gate, &up, &ot), STRATA_OK) << D.err();
+        act[k] = D.ReadFloats(ob, n * d, t);
+      }
+      ExpectClose(act[0], act[1], P.tol(), "silu_mul d=" + std::to_string(d) + " n=" + std::to_string(n));
+    }
+  }
 }
 
 // A ragged batch: sequence 0 is a prefill chunk of 37 tokens after 20 cached ones, the

@@ -154,6 +154,32 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Elementwise ops of a layer on the default path: the fused residual add + RMSNorm (reads
+  // x and the residual, writes both: 4 x 8 KB per token) and silu_mul on the halves of the
+  // gate/up output (reads 2 x 28 KB, writes 28 KB per token); bytes over time as GB/s.
+  dev = paths[0].dev;
+  for (int64_t tokens : {1, 128, 4096}) {
+    const int64_t d = 4096, ff = 14336;
+    strata_buffer xb = Alloc(tokens * d * 2), rb = Alloc(tokens * d * 2), ob = Alloc(tokens * d * 2, false);
+    strata_buffer wb = nullptr;
+    CHECK(api->buffer_alloc(dev, d * 4, &wb));
+    std::vector<float> ones(static_cast<size_t>(d), 1.0f);
+    CHECK(api->upload(dev, wb, 0, ones.data(), ones.size() * 4));
+    strata_tensor x = T(xb, BF16, {tokens, d}), r = T(rb, BF16, {tokens, d}), o = T(ob, BF16, {tokens, d}),
+                  w = T(wb, STRATA_DTYPE_F32, {d});
+    double sec = MedianSeconds([&] { CHECK(api->rms_norm(dev, &x, &r, &w, 1e-5f, &o)); });
+    std::printf("{\"op\":\"rms_norm_fused_residual\",\"tokens\":%lld,\"us\":%.1f,\"GBps\":%.0f}\n", (long long)tokens,
+                sec * 1e6, 4.0 * tokens * d * 2 / sec / 1e9);
+    strata_buffer gb = Alloc(tokens * 2 * ff * 2), ab = Alloc(tokens * ff * 2, false);
+    strata_tensor gate = T(gb, BF16, {tokens, ff}), up = T(gb, BF16, {tokens, ff}), act = T(ab, BF16, {tokens, ff});
+    gate.row_stride = up.row_stride = 2 * ff;
+    up.offset = static_cast<uint64_t>(ff) * 2;
+    sec = MedianSeconds([&] { CHECK(api->silu_mul(dev, &gate, &up, &act)); });
+    std::printf("{\"op\":\"silu_mul\",\"tokens\":%lld,\"us\":%.1f,\"GBps\":%.0f}\n", (long long)tokens, sec * 1e6,
+                3.0 * tokens * ff * 2 / sec / 1e9);
+    for (strata_buffer b : {xb, rb, ob, wb, gb, ab}) api->buffer_free(dev, b);
+  }
+
   // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
   // (batch, context, query_len): decode, a 4096-token prompt, a 512-token chunk after 3584
   // cached tokens, 8 prompts of 1024.
