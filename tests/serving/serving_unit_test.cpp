@@ -117,6 +117,20 @@ TEST(PrometheusTextTest, HistogramIsCumulativeAndLabelsEscaped) {
   EXPECT_NE(t.find("strata_time_to_first_token_seconds_count{model_name=\"a\\\"b\"} 2\n"), std::string::npos);
 }
 
+// The step counters openai_load reads to compare the server with the offline engine.
+TEST(PrometheusTextTest, StepCountersAreExported) {
+  EngineMetrics m;
+  m.num_steps = 7;
+  m.num_prefill_steps = 2;
+  m.step_seconds = 1.5;
+  m.forward_seconds = 1.25;
+  const std::string t = FormatPrometheus(m, ServerCounters{}, "m");
+  EXPECT_NE(t.find("strata_engine_steps_total{model_name=\"m\"} 7\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_engine_prefill_steps_total{model_name=\"m\"} 2\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_engine_step_seconds_total{model_name=\"m\"} 1.5\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_engine_forward_seconds_total{model_name=\"m\"} 1.25\n"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace strata::serving
 

@@ -167,6 +167,12 @@ void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preempti
   EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
   EXPECT_EQ(m.num_requests_finished, static_cast<int64_t>(cases.size()));
   if (graphs == DecodeGraphMode::kPadOnly) EXPECT_GT(l.model->decode_graph_stats().padded, 0);
+  // The step counters: prompts were computed in some steps but not all (decodes follow),
+  // and the model call is part of the step's time.
+  EXPECT_GT(m.num_prefill_steps, 0);
+  EXPECT_LT(m.num_prefill_steps, m.num_steps);
+  EXPECT_GT(m.forward_seconds, 0.0);
+  EXPECT_GE(m.step_seconds, m.forward_seconds);
 }
 
 TEST(ServingEngine, MixedBatchMatchesAloneWithPrefixCache) { CheckMixedBatch(true, 512, false); }
