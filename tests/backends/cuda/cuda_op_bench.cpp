@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -124,10 +125,15 @@ int main(int argc, char** argv) {
   struct Shape { const char* name; int64_t rows, cols; };
   const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336},
                           {"logits", 128256, 4096}};
-  for (const Shape& s : shapes) {
-    std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
-    for (Path& p : paths) {
-      dev = p.dev;
+  // Each timed call reads a different copy of the weight (enough copies for 128 MB), so no
+  // call finds its weight in L2, as in a forward pass, where each projection's weights are
+  // evicted by the ~16 GB read between two uses. Runs before 2026-11-30 evening timed one
+  // copy, which flattered the qkv and o projections (50 and 34 MB: they fit in L2).
+  auto make_weights = [&](const Shape& s, const std::vector<uint16_t>& w) {
+    const double bytes = 2.0 * s.rows * s.cols;
+    const int copies = std::clamp(static_cast<int>(std::ceil(128e6 / bytes)), 1, 8);
+    std::vector<strata_weight> ws(static_cast<size_t>(copies));
+    for (strata_weight& W : ws) {
       strata_weight_desc d{};
       d.struct_size = sizeof(d);
       d.format = STRATA_WEIGHT_DENSE;
@@ -135,23 +141,77 @@ int main(int argc, char** argv) {
       d.rows = s.rows;
       d.cols = s.cols;
       d.data = w.data();
-      strata_weight W = nullptr;
       CHECK(api->weight_create(dev, &d, &W));
+    }
+    return ws;
+  };
+  for (const Shape& s : shapes) {
+    std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
+    for (Path& p : paths) {
+      dev = p.dev;
+      const std::vector<strata_weight> ws = make_weights(s, w);
+      size_t next = 0;
       for (int64_t tokens : {1, 2, 4, 8, 32, 128, 4096}) {
         if (p.dev == paths[2].dev && tokens > 8) continue;  // "legacy" = "previous" there
         strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
         strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
-        const double sec = MedianSeconds([&] { CHECK(api->matmul(dev, &x, W, nullptr, &out)); });
+        const double sec =
+            MedianSeconds([&] { CHECK(api->matmul(dev, &x, ws[next++ % ws.size()], nullptr, &out)); });
         const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
         std::printf("{\"op\":\"matmul\",\"path\":\"%s\",\"shape\":\"%s\",\"m\":%lld,\"k\":%lld,\"tokens\":%lld,"
-                    "\"us\":%.1f,\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
-                    p.name, s.name, (long long)s.rows, (long long)s.cols, (long long)tokens, sec * 1e6,
+                    "\"weight_copies\":%zu,\"us\":%.1f,\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,"
+                    "\"bw_fraction_of_4.24TBps\":%.3f}\n",
+                    p.name, s.name, (long long)s.rows, (long long)s.cols, (long long)tokens, ws.size(), sec * 1e6,
                     bytes / sec / 1e9, flops / sec / 1e12, bytes / sec / 4.24e12);
         api->buffer_free(dev, xb);
         api->buffer_free(dev, ob);
       }
-      api->weight_free(dev, W);
+      for (strata_weight W : ws) api->weight_free(dev, W);
     }
+  }
+
+  // Does programmatic dependent launch hide the GEMV's start? One decode token's pairs as
+  // in a layer: rms_norm then the qkv / o / gate_up GEMV, silu_mul then the down GEMV, each
+  // pair timed back to back on the default device and on one opened with pdl=off.
+  {
+    strata_device nopdl = nullptr;
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = "activations=bf16;pdl=off";
+    CHECK(api->device_open(0, &o, &nopdl));
+    for (const Shape& s : shapes) {
+      if (std::strcmp(s.name, "logits") == 0) continue;
+      const bool after_silu = std::strcmp(s.name, "down") == 0;
+      std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
+      for (strata_device dv : {paths[0].dev, nopdl}) {
+        dev = dv;
+        const std::vector<strata_weight> ws = make_weights(s, w);
+        size_t next = 0;
+        const int64_t k = s.cols;
+        strata_buffer xb = Alloc(2 * k * 2), rb = Alloc(k * 2), nb = Alloc(k * 2, false), ob = Alloc(s.rows * 2, false);
+        strata_buffer wb = nullptr;
+        CHECK(api->buffer_alloc(dev, k * 4, &wb));
+        std::vector<float> ones(static_cast<size_t>(k), 1.0f);
+        CHECK(api->upload(dev, wb, 0, ones.data(), ones.size() * 4));
+        strata_tensor x = T(xb, BF16, {1, k}), r = T(rb, BF16, {1, k}), nt = T(nb, BF16, {1, k}),
+                      nw = T(wb, STRATA_DTYPE_F32, {k}), out = T(ob, BF16, {1, s.rows});
+        strata_tensor gate = T(xb, BF16, {1, k}), up = T(xb, BF16, {1, k});
+        up.offset = static_cast<uint64_t>(k) * 2;
+        const double sec = MedianSeconds([&] {
+          if (after_silu) {
+            CHECK(api->silu_mul(dev, &gate, &up, &nt));
+          } else {
+            CHECK(api->rms_norm(dev, &x, &r, &nw, 1e-5f, &nt));
+          }
+          CHECK(api->matmul(dev, &nt, ws[next++ % ws.size()], nullptr, &out));
+        });
+        std::printf("{\"op\":\"%s+gemv\",\"shape\":\"%s\",\"pdl\":\"%s\",\"us\":%.1f}\n",
+                    after_silu ? "silu_mul" : "rms_norm", s.name, dv == nopdl ? "off" : "on", sec * 1e6);
+        for (strata_buffer b : {xb, rb, nb, ob, wb}) api->buffer_free(dev, b);
+        for (strata_weight W : ws) api->weight_free(dev, W);
+      }
+    }
+    api->device_close(nopdl);
   }
 
   // Elementwise ops of a layer on the default path: the fused residual add + RMSNorm (reads
