@@ -66,20 +66,27 @@ struct Sample {
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-Sample HttpRequest(const Options& o) {
-  Sample s;
-  const auto t0 = Clock::now();
+// A TCP connection to the server with a receive timeout, or -1.
+int Connect(const Options& o, int timeout_seconds) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return s;
-  timeval tv{300, 0};
+  if (fd < 0) return -1;
+  timeval tv{timeout_seconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(o.port));
   if (inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     close(fd);
-    return s;
+    return -1;
   }
+  return fd;
+}
+
+Sample HttpRequest(const Options& o) {
+  Sample s;
+  const auto t0 = Clock::now();
+  const int fd = Connect(o, 300);
+  if (fd < 0) return s;
   json body{{"prompt", o.prompt}, {"max_tokens", o.max_tokens}, {"temperature", 0}, {"ignore_eos", true},
             {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   if (!o.model.empty()) body["model"] = o.model;
@@ -128,17 +135,8 @@ StepCounters FromMetrics(const strata::EngineMetrics& m) {
 
 StepCounters ScrapeCounters(const Options& o) {
   StepCounters c;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = Connect(o, 10);
   if (fd < 0) return c;
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(o.port));
-  if (inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return c;
-  }
   std::string req = "GET /metrics HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n";
   if (!o.api_key.empty()) req += "Authorization: Bearer " + o.api_key + "\r\n";
   req += "\r\n";

@@ -49,6 +49,9 @@ inline bool DispatchAct(int32_t dtype, F&& f) {
   }
 }
 
+// True when a pointer allows 16-byte vector loads and stores.
+inline bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 inline unsigned GridFor(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   int64_t g = (n + threads - 1) / threads;
   if (g < 1) g = 1;

@@ -172,8 +172,6 @@ cudaError_t LaunchTyped(const GemvArgs& a, bool vector, cudaStream_t stream) {
   return LaunchShape<W, O, 8, 4>(a, vector, stream);
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 bool GemvSupports(const GemvArgs& a) {

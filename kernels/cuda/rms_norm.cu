@@ -11,6 +11,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// 1 / rms of a row from each thread's partial sum of squares (the block's kThreads).
+__device__ __forceinline__ float InvRms(float ss, int64_t dim, float eps) {
+  __shared__ float partial[kThreads / 32];
+  ss = WarpSum(ss);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+  return rsqrtf(total / static_cast<float>(dim) + eps);
+}
+
 template <typename T>
 __global__ void RmsNormKernel(const T* __restrict__ x, int64_t x_stride, T* residual,
                               int64_t res_stride, const float* __restrict__ w, float eps,
@@ -29,13 +40,7 @@ __global__ void RmsNormKernel(const T* __restrict__ x, int64_t x_stride, T* resi
     }
     ss += v * v;
   }
-  __shared__ float partial[kThreads / 32];
-  ss = WarpSum(ss);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-  const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
+  const float inv = InvRms(ss, dim, eps);
   const T* src = rr != nullptr ? rr : xr;  // each thread rereads only what it wrote itself
   T* o = out + r * out_stride;
   for (int64_t c = threadIdx.x; c < dim; c += kThreads) {
@@ -71,13 +76,7 @@ __global__ void RmsNormVecKernel(const T* __restrict__ x, int64_t x_stride, T* r
       ss += f * f;
     }
   }
-  __shared__ float partial[kThreads / 32];
-  ss = WarpSum(ss);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-  const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
+  const float inv = InvRms(ss, dim, eps);
   const uint4* src = rr != nullptr ? rr : xr;  // each thread rereads only what it wrote itself
   uint4* o = reinterpret_cast<uint4*>(out + r * out_stride);
   for (int64_t j = threadIdx.x; j < nvec; j += kThreads) {
@@ -90,8 +89,6 @@ __global__ void RmsNormVecKernel(const T* __restrict__ x, int64_t x_stride, T* r
     o[j] = ov;
   }
 }
-
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
 

@@ -49,8 +49,6 @@ __global__ void __launch_bounds__(kVecThreads)
   *reinterpret_cast<uint4*>(o + r * os + c) = ov;
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 cudaError_t LaunchSiluMul(const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
