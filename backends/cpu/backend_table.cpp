@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_backend.h"
@@ -362,6 +363,122 @@ uint64_t OpKvBlockBytes(strata_device dev, strata_kv_cache kv) {
   return KvBlockBytes(kv);
 }
 
+// Whether two valid views share any element. Views with the same row pitch whose column
+// windows are disjoint (e.g. the gate and up halves of one [n, 2*ff] tensor) do not.
+bool ViewsOverlap(const View& a, const View& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const int64_t a_bytes = ((a.rows - 1) * a.stride + a.cols) * static_cast<int64_t>(a.elem_size);
+  const int64_t b_bytes = ((b.rows - 1) * b.stride + b.cols) * static_cast<int64_t>(b.elem_size);
+  if (!(a.base < b.base + b_bytes && b.base < a.base + a_bytes)) return false;
+  const int64_t pitch = a.stride * static_cast<int64_t>(a.elem_size);
+  if (pitch != b.stride * static_cast<int64_t>(b.elem_size)) return true;
+  const int64_t col = (((b.base - a.base) % pitch) + pitch) % pitch;  // b's row start in a's row
+  const int64_t a_w = a.cols * static_cast<int64_t>(a.elem_size);
+  const int64_t b_w = b.cols * static_cast<int64_t>(b.elem_size);
+  return !(col >= a_w && col + b_w <= pitch);
+}
+
+// Puts "matmul_ex (<stage>): " in front of an error of one of the composed ops, keeping its
+// code, so the caller sees which part of the fused call failed.
+absl::Status InMatmulEx(const absl::Status& s, const char* stage) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("matmul_ex (", stage, "): ", s.message()));
+}
+
+// ABI 1.2 matmul_ex, composed from the separate ops so that it gives bit for bit what the
+// core's separate calls give: the prologue into prologue_scratch (rms_norm without residual
+// / silu_mul), the product (+ bias) into out, or with accumulate into product_scratch and
+// then out = out + product_scratch with add's kernel (the same AddF32(h, delta) that the
+// fused residual rms_norm applies). A CPU op has no launch cost for fusion to save.
+strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
+                         const strata_matmul_params* params, const strata_tensor* out) {
+  return Guarded("matmul_ex", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "matmul_ex"));
+    STRATA_CHECK_OK(CheckHandle(w, HandleKind::kWeight, "matmul_ex: w"));
+    if (params == nullptr) return absl::InvalidArgumentError("matmul_ex: null params");
+    constexpr uint32_t kMinSize =
+        offsetof(strata_matmul_params, product_scratch) + sizeof(void*);
+    if (params->struct_size < kMinSize) {
+      return absl::InvalidArgumentError(absl::StrCat("matmul_ex: params->struct_size ",
+                                                     params->struct_size, " is smaller than ",
+                                                     kMinSize, " (the ABI 1.2 struct)"));
+    }
+    const int32_t prologue = params->prologue;
+    const char* prologue_name = nullptr;
+    switch (prologue) {
+      case STRATA_PROLOGUE_NONE: prologue_name = "none"; break;
+      case STRATA_PROLOGUE_RMS_NORM: prologue_name = "rms_norm"; break;
+      case STRATA_PROLOGUE_SILU_MUL: prologue_name = "silu_mul"; break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("matmul_ex: unknown prologue ", prologue,
+                         " (expected 0 = none, 1 = rms_norm, 2 = silu_mul)"));
+    }
+    if (prologue == STRATA_PROLOGUE_RMS_NORM && params->norm_weight == nullptr) {
+      return absl::InvalidArgumentError("matmul_ex: prologue rms_norm needs norm_weight");
+    }
+    if (prologue == STRATA_PROLOGUE_SILU_MUL && params->up == nullptr) {
+      return absl::InvalidArgumentError("matmul_ex: prologue silu_mul needs up");
+    }
+    const bool has_prologue = prologue != STRATA_PROLOGUE_NONE;
+    const bool accumulate = params->accumulate != 0;
+    if (has_prologue && params->prologue_scratch == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "matmul_ex: prologue ", prologue_name, " needs prologue_scratch (the CPU backend runs it as a separate op)"));
+    }
+    if (accumulate && params->product_scratch == nullptr) {
+      return absl::InvalidArgumentError(
+          "matmul_ex: accumulate needs product_scratch (the CPU backend adds the product as a separate op)");
+    }
+
+    // The scratch tensors must not share elements with the tensors the parts read or write
+    // after the scratch is written; shapes and dtypes are left to the composed ops.
+    auto view = [](const strata_tensor* t, const char* name) {
+      const std::string what = absl::StrCat("matmul_ex: ", name);
+      return CheckTensor(t, what.c_str(), {STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16});
+    };
+    struct Named {
+      const char* name;
+      const strata_tensor* t;
+    };
+    std::vector<Named> scratch, others = {{"x", x}, {"out", out}};
+    if (prologue == STRATA_PROLOGUE_SILU_MUL) others.push_back({"up", params->up});
+    if (has_prologue) scratch.push_back({"prologue_scratch", params->prologue_scratch});
+    if (accumulate) scratch.push_back({"product_scratch", params->product_scratch});
+    for (size_t i = 0; i < scratch.size(); ++i) {
+      auto sv = view(scratch[i].t, scratch[i].name);
+      if (!sv.ok()) return sv.status();
+      std::vector<Named> against = others;
+      for (size_t j = 0; j < i; ++j) against.push_back(scratch[j]);
+      for (const Named& o : against) {
+        auto ov = view(o.t, o.name);
+        if (!ov.ok()) return ov.status();
+        if (ViewsOverlap(*sv, *ov)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("matmul_ex: ", scratch[i].name, " overlaps ", o.name));
+        }
+      }
+    }
+
+    const strata_tensor* input = x;
+    if (prologue == STRATA_PROLOGUE_RMS_NORM) {
+      STRATA_CHECK_OK(InMatmulEx(
+          RmsNorm(dev, x, nullptr, params->norm_weight, params->eps, params->prologue_scratch),
+          "prologue rms_norm"));
+      input = params->prologue_scratch;
+    } else if (prologue == STRATA_PROLOGUE_SILU_MUL) {
+      STRATA_CHECK_OK(InMatmulEx(SiluMul(dev, x, params->up, params->prologue_scratch),
+                                 "prologue silu_mul"));
+      input = params->prologue_scratch;
+    }
+    if (!accumulate) return InMatmulEx(Matmul(dev, input, w, params->bias, out), "matmul");
+    STRATA_CHECK_OK(
+        InMatmulEx(Matmul(dev, input, w, params->bias, params->product_scratch), "matmul"));
+    // Elementwise with out aliasing a: each element is read before it is written.
+    return InMatmulEx(Add(dev, out, params->product_scratch, out), "accumulate");
+  });
+}
+
 void* GetProcAddress(const char* name) { return nullptr; }  // no extensions yet
 
 const char* UnavailableReason() { return nullptr; }  // a CPU is always there
@@ -403,6 +520,8 @@ const strata_backend_v1 kTable = {
     nullptr,
     nullptr,
     nullptr,
+    // ABI 1.2: composed from the separate ops (bit-identical to them).
+    OpMatmulEx,
 };
 
 const strata_plugin_info kInfo = {

@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_objects.h"
 #include "backends/cuda/cuda_ops.h"
+#include "kernels/cuda/gemv.h"
 
 namespace strata::cuda {
 namespace {
@@ -96,6 +97,9 @@ bool EnvIs(const char* name, const char* value) {
 struct OpenOptions {
   int32_t act = STRATA_DTYPE_BF16;
   bool use_gemv = true;
+  bool gemv_fused = true;
+  bool gemv_fused_plain = false;
+  int64_t gemv_max_tokens = 1;
   int prefill_attention = 2;  // fa2
   bool use_gqa_decode = true;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
@@ -114,6 +118,12 @@ int PrefillAttentionLevel(const std::string& v) {
 Status ParseOptions(const char* options, OpenOptions* o) {
   o->act = DefaultActDtype();
   o->use_gemv = !EnvIs("STRATA_CUDA_GEMV", "cublas");
+  o->gemv_fused = !EnvIs("STRATA_CUDA_GEMV", "rows");
+  o->gemv_fused_plain = EnvIs("STRATA_CUDA_GEMV", "fused");
+  if (const char* env = std::getenv("STRATA_CUDA_GEMV_TOKENS"); env != nullptr) {
+    const int v = std::atoi(env);
+    if (v >= 0 && v <= kGemvMaxTokens) o->gemv_max_tokens = v;
+  }
   if (const char* env = std::getenv("STRATA_CUDA_PREFILL_ATTENTION"); env != nullptr && PrefillAttentionLevel(env) >= 0) {
     o->prefill_attention = PrefillAttentionLevel(env);
   }
@@ -141,10 +151,19 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option activations=", value, " (expected f32 or bf16)");
       }
     } else if (key == "gemv") {
-      if (value != "auto" && value != "cublas") {
-        return InvalidArgument("device_open: option gemv=", value, " (expected auto or cublas)");
+      if (value != "auto" && value != "fused" && value != "rows" && value != "cublas") {
+        return InvalidArgument("device_open: option gemv=", value, " (expected auto, fused, rows or cublas)");
       }
-      o->use_gemv = value == "auto";
+      o->use_gemv = value != "cublas";
+      o->gemv_fused = value == "auto" || value == "fused";
+      o->gemv_fused_plain = value == "fused";
+    } else if (key == "gemv_tokens") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > kGemvMaxTokens) {
+        return InvalidArgument("device_open: option gemv_tokens=", value, " (expected 0..", kGemvMaxTokens, ")");
+      }
+      o->gemv_max_tokens = v;
     } else if (key == "prefill_attention") {
       const int level = PrefillAttentionLevel(value);
       if (level < 0) {
@@ -164,7 +183,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       (key == "pdl" ? o->use_pdl : o->tune_gemm) = value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
-                             "' (known: activations=f32|bf16, gemv=auto|cublas, prefill_attention=auto|fa2|wmma|simple, "
+                             "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|simple, gemm_tune=on|off, pdl=on|off)");
     }
   }
@@ -251,6 +270,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->index = index;
     dev->act_dtype = act;
     dev->use_gemv = parsed.use_gemv;
+    dev->gemv_fused = parsed.gemv_fused;
+    dev->gemv_fused_plain = parsed.gemv_fused_plain;
+    dev->gemv_max_tokens = parsed.gemv_max_tokens;
     dev->prefill_attention = parsed.prefill_attention;
     dev->use_gqa_decode = parsed.use_gqa_decode;
     dev->tune_gemm = parsed.tune_gemm;
@@ -468,6 +490,14 @@ strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight 
   });
 }
 
+strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
+                         const strata_matmul_params* params, const strata_tensor* out) {
+  return RunOp("matmul_ex", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(w, HandleKind::kWeight, "matmul_ex: w"));
+    return MatmulEx(d, x, AsWeight(w), params, out);
+  });
+}
+
 strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope, const strata_attention_params* attn,
                             const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                             const strata_tensor* v, strata_kv_cache kv, int32_t layer) {
@@ -623,6 +653,7 @@ const strata_backend_v1 kTable = {
     GraphEnd,
     GraphLaunch,
     GraphFree,
+    OpMatmulEx,
 };
 
 const strata_plugin_info kInfo = {

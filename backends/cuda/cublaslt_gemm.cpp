@@ -80,7 +80,7 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   LT_CALL(cublasLtMatrixLayoutCreate(&d.b, xt, g.k, g.n, g.ldx), "layout x");
   LT_CALL(cublasLtMatrixLayoutCreate(&d.c, ot, g.m, g.n, g.ldo), "layout out");
 
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
     return LtStatus(cublasLtMatmul(handle_, d.op, &alpha, g.w, d.a, g.x, d.b, &beta, g.out, d.c, g.out, d.c,
                                    &algo, workspace_, workspace_bytes_, stream_),
@@ -90,8 +90,12 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   const int32_t al_a = Alignment(g.w, g.k * static_cast<int64_t>(ElemSize(g.w_dtype)));
   const int32_t al_b = Alignment(g.x, g.ldx * static_cast<int64_t>(ElemSize(g.x_dtype)));
   const int32_t al_c = Alignment(g.out, g.ldo * static_cast<int64_t>(ElemSize(g.out_dtype)));
-  const Key key{g.m, g.n, g.k, g.ldx, g.ldo, g.w_dtype * 16 + g.x_dtype, g.out_dtype, al_a * 32 + al_b, al_c};
-  const bool want_timing = tuning_ && may_time && TunesTokenCount(g.n);
+  const Key key{g.m, g.n, g.k, g.ldx, g.ldo, g.w_dtype * 16 + g.x_dtype, g.out_dtype * 2 + (g.accumulate ? 1 : 0),
+                al_a * 32 + al_b, al_c};
+  // An accumulating product cannot be timed on its own operands (each run would add into
+  // out again): it keeps the heuristic's choice, which the key below does not share with
+  // the plain product because beta is part of the key.
+  const bool want_timing = tuning_ && may_time && TunesTokenCount(g.n) && !g.accumulate;
   auto it = algos_.find(key);
   if (it == algos_.end() || (want_timing && !it->second.timed)) {
     LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");

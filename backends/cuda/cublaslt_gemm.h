@@ -30,6 +30,7 @@ struct GemmArgs {
   int64_t ldo;
   int32_t out_dtype;
   int64_t m, n, k;
+  bool accumulate = false;  // out += product (beta = 1): the residual add
 };
 
 class LtGemm {

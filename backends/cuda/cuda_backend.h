@@ -6,8 +6,14 @@
 //   activations=f32    activations and weights in F32, F32 GEMMs without TF32: exact
 //                      comparisons with the CPU backend (stories260K greedy, hf-tiny logits)
 //   gemv=auto          (default) matmuls of 1..8 tokens may run the bandwidth-bound GEMV of
-//                      kernels/cuda/gemv.cu (bias fused); larger ones run cuBLASLt
-//   gemv=cublas        every matmul runs cuBLASLt (the older path)
+//                      kernels/cuda/gemv.cu (bias fused; with matmul_ex also the rms_norm or
+//                      silu_mul before and the residual add after): its streaming kernel
+//                      where rows are a multiple of 512 bytes, else its row kernel; larger
+//                      products run cuBLASLt
+//   gemv=rows          the same with the row kernel only (the previous path: no fusion)
+//   gemv=cublas        every matmul runs cuBLASLt (the oldest path)
+//   gemv_tokens=N      without tuning, products of up to N tokens (0..8) take the GEMV,
+//                      larger ones cuBLASLt (default 1)
 //   gemm_tune=off      (default) cuBLASLt's first heuristic algorithm per shape, cached; the
 //                      GEMV at 1 token only
 //   gemm_tune=on       the first call of a matmul shape of up to 256 tokens (a decode batch)
@@ -29,7 +35,7 @@
 //                      one pass over each KV head's rows for all query heads that share it
 //   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
-// pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=cublas,
+// pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
 // STRATA_CUDA_GEMM_TUNE=on and STRATA_CUDA_PDL=off change the defaults of gemv=,
 // prefill_attention=, decode_attention=, gemm_tune= and pdl= (an explicit option wins).

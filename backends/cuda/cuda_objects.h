@@ -29,6 +29,9 @@ struct Device {
   int32_t num_sms = 0;
   // Kernel path choices (device options gemv= / prefill_attention=, see cuda_backend.h).
   bool use_gemv = true;        // small-n matmuls through kernels/cuda/gemv.cu, else cuBLASLt
+  bool gemv_fused = true;        // its fused kernel for matmul_ex at one token (gemv=rows: never)
+  bool gemv_fused_plain = false;  // ... and for plain one-token products (gemv=fused)
+  int64_t gemv_max_tokens = 1;  // the GEMV's share without tuning: products of <= this many tokens
   // Prefill attention: 2 = FlashAttention-2-style mma.sync kernel, 1 = the WMMA kernel,
   // 0 = SIMT only (each where it supports the batch, else the next lower one).
   int prefill_attention = 2;

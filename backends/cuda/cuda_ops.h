@@ -19,6 +19,10 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
 Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* out);
 Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias,
               const strata_tensor* out);
+// out (+)= prologue(x) * W^T + bias (ABI 1.2 matmul_ex): one GEMV at decode sizes, else
+// the prologue kernel into params->prologue_scratch and the product adding into out.
+Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_matmul_params* params,
+                const strata_tensor* out);
 Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual,
                const strata_tensor* weight, float eps, const strata_tensor* out);
 Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, const strata_tensor* out);

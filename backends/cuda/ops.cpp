@@ -274,30 +274,67 @@ Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const str
                   "embedding");
 }
 
-Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias, const strata_tensor* out) {
-  ASSIGN_VIEW(xv, x, "matmul: x", kF32, kBF16);
-  ASSIGN_VIEW(ov, out, "matmul: out", kF32, kBF16);
-  if (xv.dtype != w->dtype) {
-    return Unsupported("matmul: x is ", DtypeName(xv.dtype), " but the device stores weights as ",
+namespace {
+// x and out of a product by `w`: types, shapes and the F32 bias, as matmul checks them.
+Status CheckProduct(const char* op, const strata_tensor* x, Weight* w, const strata_tensor* bias,
+                    const strata_tensor* out, View* xv, View* ov, const float** b) {
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(x, StrCat(op, ": x").c_str(), {kF32, kBF16}, xv));
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(out, StrCat(op, ": out").c_str(), {kF32, kBF16}, ov));
+  if (xv->dtype != w->dtype) {
+    return Unsupported(op, ": x is ", DtypeName(xv->dtype), " but the device stores weights as ",
                        DtypeName(w->dtype), " (open the device with activations=",
-                       xv.dtype == kF32 ? "f32" : "bf16", ")");
+                       xv->dtype == kF32 ? "f32" : "bf16", ")");
   }
-  if (xv.cols != w->cols) return InvalidArgument("matmul: x has ", xv.cols, " columns, the weight has ", w->cols);
-  const int64_t n = xv.rows;
-  if (ov.rows != n || ov.cols != w->rows) {
-    return InvalidArgument("matmul: out is [", ov.rows, ", ", ov.cols, "], expected [", n, ", ", w->rows, "]");
+  if (xv->cols != w->cols) return InvalidArgument(op, ": x has ", xv->cols, " columns, the weight has ", w->cols);
+  if (ov->rows != xv->rows || ov->cols != w->rows) {
+    return InvalidArgument(op, ": out is [", ov->rows, ", ", ov->cols, "], expected [", xv->rows, ", ", w->rows,
+                           "]");
   }
-  if (ov.dtype != kF32 && ov.dtype != xv.dtype) {
-    return Unsupported("matmul: out must be F32 or the activation type ", DtypeName(xv.dtype));
+  if (ov->dtype != kF32 && ov->dtype != xv->dtype) {
+    return Unsupported(op, ": out must be F32 or the activation type ", DtypeName(xv->dtype));
   }
-  const float* b = nullptr;
+  *b = nullptr;
   if (bias != nullptr) {
-    ASSIGN_VIEW(bv, bias, "matmul: bias", kF32);
+    View bv;
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(bias, StrCat(op, ": bias").c_str(), {kF32}, &bv));
     if (bv.numel() != w->rows || !bv.packed()) {
-      return InvalidArgument("matmul: bias has ", bv.numel(), " elements, expected ", w->rows);
+      return InvalidArgument(op, ": bias has ", bv.numel(), " elements, expected ", w->rows);
     }
-    b = reinterpret_cast<const float*>(bv.base);
+    *b = reinterpret_cast<const float*>(bv.base);
   }
+  return Ok();
+}
+
+GemvArgs GemvFor(const Device* dev, const View& xv, const Weight* w, const float* b, const View& ov,
+                 bool accumulate) {
+  GemvArgs gv;
+  gv.w = w->data;
+  gv.w_dtype = w->dtype;
+  gv.x = xv.base;
+  gv.ldx = xv.stride;
+  gv.x_dtype = xv.dtype;
+  gv.bias = b;
+  gv.out = ov.base;
+  gv.ldo = ov.stride;
+  gv.out_dtype = ov.dtype;
+  gv.m = w->rows;
+  gv.n = xv.rows;
+  gv.k = w->cols;
+  gv.overlap_previous = dev->use_pdl;
+  gv.accumulate = accumulate;
+  gv.allow_fused = dev->gemv_fused;
+  gv.fused_plain = dev->gemv_fused_plain;
+  gv.num_sms = dev->num_sms;
+  return gv;
+}
+
+// The GEMV takes a product of n tokens by the rule of thumb (without tuning): up to
+// gemv_tokens tokens (device option; docs/benchmarks.md has the measurements behind it).
+bool GemvByRule(const Device* dev, int64_t n) { return n <= dev->gemv_max_tokens; }
+
+// out (+)= x * W^T + bias on validated views: the GEMV or cuBLASLt (+ a bias kernel).
+Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const View& ov, bool accumulate) {
+  const int64_t n = xv.rows;
   if (n == 0) return Ok();
   GemmArgs g{};
   g.w = w->data;
@@ -311,6 +348,7 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
   g.m = w->rows;
   g.n = n;
   g.k = w->cols;
+  g.accumulate = accumulate;
   const bool may_time = !dev->recording;
   auto run_lt = [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, may_time));
@@ -318,31 +356,17 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
     return Launched(LaunchBiasAdd(ov.base, ov.stride, b, n, w->rows, ov.dtype, dev->stream), "matmul: bias");
   };
 
-  GemvArgs gv;
-  gv.w = w->data;
-  gv.w_dtype = w->dtype;
-  gv.x = xv.base;
-  gv.ldx = xv.stride;
-  gv.x_dtype = xv.dtype;
-  gv.bias = b;
-  gv.out = ov.base;
-  gv.ldo = ov.stride;
-  gv.out_dtype = ov.dtype;
-  gv.m = w->rows;
-  gv.n = n;
-  gv.k = w->cols;
-  gv.overlap_previous = dev->use_pdl;
+  const GemvArgs gv = GemvFor(dev, xv, w, b, ov, accumulate);
   if (!dev->use_gemv || !GemvSupports(gv)) return run_lt();
   auto run_gemv = [&]() { return Launched(LaunchGemv(gv, dev->stream), "matmul: gemv"); };
   // Small token counts: the bandwidth-bound GEMV or cuBLASLt, whichever is faster for the
-  // shape. Without tuning (gemm_tune=off), or for a shape first met while a graph is being
-  // recorded, the measured rule of thumb: the GEMV at one token only (on the H200 at
-  // Llama-3-8B shapes it wins at 1 token on most projections but loses from 2 tokens on:
-  // gate_up at 8 tokens 36% vs 71% of HBM bandwidth; docs/benchmarks.md).
+  // shape. Without tuning (gemm_tune=off), for a shape first met while a graph is being
+  // recorded, or for an accumulating product (timing it would add into out each time):
+  // the rule of thumb.
   const auto key = std::make_tuple(w->rows, w->cols, n, w->dtype, ov.dtype, xv.stride, ov.stride, b != nullptr);
   auto it = dev->gemv_faster.find(key);
   if (it == dev->gemv_faster.end()) {
-    if (!dev->tune_gemm || !may_time) return n <= 1 ? run_gemv() : run_lt();
+    if (!dev->tune_gemm || !may_time || accumulate) return GemvByRule(dev, n) ? run_gemv() : run_lt();
     float gemv_us = 0.0f, lt_us = 0.0f;
     STRATA_CUDA_RETURN_IF_ERROR(run_lt());  // tunes cuBLASLt's algorithm first
     STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_lt, &lt_us));
@@ -350,6 +374,101 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
     it = dev->gemv_faster.emplace(key, gemv_us <= lt_us).first;
   }
   return it->second ? run_gemv() : run_lt();
+}
+
+// A scratch tensor of matmul_ex: present, of the given type and shape, packed or not.
+Status CheckScratch(const strata_tensor* t, const char* what, int32_t dtype, int64_t rows, int64_t cols, View* v) {
+  if (t == nullptr) return InvalidArgument("matmul_ex: ", what, " is required here but null");
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(t, StrCat("matmul_ex: ", what).c_str(), {dtype}, v));
+  if (v->rows != rows || v->cols != cols) {
+    return InvalidArgument("matmul_ex: ", what, " is [", v->rows, ", ", v->cols, "], expected [", rows, ", ", cols,
+                           "]");
+  }
+  return Ok();
+}
+}  // namespace
+
+Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias, const strata_tensor* out) {
+  View xv, ov;
+  const float* b = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckProduct("matmul", x, w, bias, out, &xv, &ov, &b));
+  return RunProduct(dev, xv, w, b, ov, /*accumulate=*/false);
+}
+
+Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_matmul_params* p,
+                const strata_tensor* out) {
+  if (p == nullptr) return InvalidArgument("matmul_ex: null params");
+  if (p->struct_size < sizeof(strata_matmul_params)) {
+    return InvalidArgument("matmul_ex: params struct_size ", p->struct_size, " too small (",
+                           sizeof(strata_matmul_params), " expected)");
+  }
+  if (p->prologue != STRATA_PROLOGUE_NONE && p->prologue != STRATA_PROLOGUE_RMS_NORM &&
+      p->prologue != STRATA_PROLOGUE_SILU_MUL) {
+    return InvalidArgument("matmul_ex: unknown prologue ", p->prologue, " (expected 0 none, 1 rms_norm, 2 silu_mul)");
+  }
+  View xv, ov;
+  const float* b = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckProduct("matmul_ex", x, w, p->bias, out, &xv, &ov, &b));
+  const bool accumulate = p->accumulate != 0;
+  if (accumulate && ov.dtype != xv.dtype) {
+    return Unsupported("matmul_ex: accumulate needs out in the activation type ", DtypeName(xv.dtype));
+  }
+  View nv, uv;
+  if (p->prologue == STRATA_PROLOGUE_RMS_NORM) {
+    if (p->norm_weight == nullptr) return InvalidArgument("matmul_ex: the rms_norm prologue needs norm_weight");
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(p->norm_weight, "matmul_ex: norm_weight", {kF32}, &nv));
+    if (nv.numel() != xv.cols || !nv.packed()) {
+      return InvalidArgument("matmul_ex: norm_weight has ", nv.numel(), " elements, rows have ", xv.cols);
+    }
+    if (!(p->eps >= 0.0f) || !std::isfinite(p->eps)) {
+      return InvalidArgument("matmul_ex: eps ", p->eps, " must be >= 0");
+    }
+  } else if (p->prologue == STRATA_PROLOGUE_SILU_MUL) {
+    if (p->up == nullptr) return InvalidArgument("matmul_ex: the silu_mul prologue needs up");
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(p->up, "matmul_ex: up", {kF32, kBF16}, &uv));
+    STRATA_CUDA_RETURN_IF_ERROR(SameShape(xv, uv, "matmul_ex", "x", "up"));
+    STRATA_CUDA_RETURN_IF_ERROR(SameDtype(xv, uv, "matmul_ex", "x", "up"));
+  }
+  // The scratch tensors are required by the ABI whatever this backend then does with them,
+  // so that a caller's mistake shows on every backend.
+  View ps, qs;
+  if (p->prologue != STRATA_PROLOGUE_NONE) {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckScratch(p->prologue_scratch, "prologue_scratch", xv.dtype, xv.rows, xv.cols, &ps));
+  }
+  if (accumulate) {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckScratch(p->product_scratch, "product_scratch", ov.dtype, ov.rows, ov.cols, &qs));
+  }
+  if (xv.rows == 0) return Ok();
+
+  // Decode sizes: one streaming GEMV does the prologue, the product and the residual add.
+  GemvArgs gv = GemvFor(dev, xv, w, b, ov, accumulate);
+  gv.prologue = p->prologue;
+  if (p->prologue == STRATA_PROLOGUE_RMS_NORM) {
+    gv.norm_weight = reinterpret_cast<const float*>(nv.base);
+    gv.eps = p->eps;
+  } else if (p->prologue == STRATA_PROLOGUE_SILU_MUL) {
+    gv.up = uv.base;
+    gv.ldup = uv.stride;
+  }
+  if (dev->use_gemv && GemvByRule(dev, xv.rows) && GemvSupports(gv)) {
+    return Launched(LaunchGemv(gv, dev->stream), "matmul_ex: gemv");
+  }
+  // Otherwise the parts: the prologue into its scratch, then the product (cuBLASLt adds
+  // into out itself: beta = 1).
+  View in = xv;
+  if (p->prologue == STRATA_PROLOGUE_RMS_NORM) {
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchRmsNorm(xv.base, xv.stride, nullptr, 0,
+                                                       reinterpret_cast<const float*>(nv.base), p->eps, ps.base,
+                                                       ps.stride, xv.rows, xv.cols, xv.dtype, dev->stream),
+                                         "matmul_ex: rms_norm"));
+    in = ps;
+  } else if (p->prologue == STRATA_PROLOGUE_SILU_MUL) {
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchSiluMul(xv.base, xv.stride, uv.base, uv.stride, ps.base, ps.stride,
+                                                       xv.rows, xv.cols, xv.dtype, dev->stream),
+                                         "matmul_ex: silu_mul"));
+    in = ps;
+  }
+  return RunProduct(dev, in, w, b, ov, accumulate);
 }
 
 Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual, const strata_tensor* weight,

@@ -437,31 +437,78 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
   STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+  // With the backend's fused matmul (ABI 1.2) a layer is four products around attention:
+  // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
+  // and down products add themselves into the residual stream h. In decode that saves three
+  // kernel launches per layer, each costing about as much as a small kernel.
+  const bool fused = options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
+  auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
+                       const strata_tensor& out, const char* what) {
+    return check(api.matmul_ex(dev, &x, w.handle(), &mp, &out), what);
+  };
+  auto params = [](int32_t prologue) {
+    strata_matmul_params mp{};
+    mp.struct_size = sizeof(mp);
+    mp.prologue = prologue;
+    return mp;
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     const int32_t li = static_cast<int32_t>(l);
     const strata_tensor an = L.attn_norm.View(STRATA_DTYPE_F32, {d});
     const strata_tensor fnw = L.ffn_norm.View(STRATA_DTYPE_F32, {d});
-    // The residual stream h absorbs the previous layer's MLP output inside the fused norm.
-    if (l == 0) {
-      STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &h, nullptr, &an, eps, &normed), "rms_norm"));
-    } else {
-      STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
-    }
     const strata_tensor qkv_bias = L.qkv_bias.View(STRATA_DTYPE_F32, {qkvdim});
-    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv),
-                                 "matmul qkv"));
+    if (fused) {
+      strata_matmul_params mp = params(STRATA_PROLOGUE_RMS_NORM);
+      mp.norm_weight = &an;
+      mp.eps = eps;
+      mp.bias = L.has_qkv_bias ? &qkv_bias : nullptr;
+      mp.prologue_scratch = &normed;
+      STRATA_RETURN_IF_ERROR(matmul_ex(h, L.wqkv, mp, qkv, "matmul_ex norm+qkv"));
+    } else {
+      // The residual stream h absorbs the previous layer's MLP output inside the fused norm.
+      if (l == 0) {
+        STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &h, nullptr, &an, eps, &normed), "rms_norm"));
+      } else {
+        STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
+      }
+      STRATA_RETURN_IF_ERROR(check(
+          api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
+    }
     STRATA_RETURN_IF_ERROR(check(api.rope_kv_write(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li),
                                  "rope_kv_write"));
     STRATA_RETURN_IF_ERROR(check(api.attention(dev, &attn, &batch, &q, kv_.handle(), li, &attn_out), "attention"));
-    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
-    STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
-    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
-    STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
-    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
+    if (fused) {
+      strata_matmul_params o = params(STRATA_PROLOGUE_NONE);
+      o.accumulate = 1;
+      o.product_scratch = &delta;
+      STRATA_RETURN_IF_ERROR(matmul_ex(attn_out, L.wo, o, h, "matmul_ex o+residual"));
+      strata_matmul_params gu = params(STRATA_PROLOGUE_RMS_NORM);
+      gu.norm_weight = &fnw;
+      gu.eps = eps;
+      gu.prologue_scratch = &normed;
+      STRATA_RETURN_IF_ERROR(matmul_ex(h, L.w_gate_up, gu, gate_up, "matmul_ex norm+gate_up"));
+      strata_matmul_params dn = params(STRATA_PROLOGUE_SILU_MUL);
+      dn.up = &up;
+      dn.accumulate = 1;
+      dn.prologue_scratch = &act;
+      dn.product_scratch = &delta;
+      STRATA_RETURN_IF_ERROR(matmul_ex(gate, L.w_down, dn, h, "matmul_ex silu+down+residual"));
+    } else {
+      STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
+      STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
+      STRATA_RETURN_IF_ERROR(
+          check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
+      STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
+      STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
+    }
   }
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
-  STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm final"));
+  if (fused) {  // h already holds the last layer's output
+    STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &h, nullptr, &fnw, eps, &normed), "rms_norm final"));
+  } else {
+    STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm final"));
+  }
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   const strata_tensor row_idx = row_index_.View(STRATA_DTYPE_I32, {r});
   const strata_tensor rows = rows_.View(A, {r, d});

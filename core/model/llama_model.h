@@ -35,6 +35,9 @@ struct ModelRuntimeOptions {
   strata_dtype kv_dtype = STRATA_DTYPE_COUNT;  // COUNT = the activation dtype
   DecodeGraphMode decode_graphs = DecodeGraphMode::kOn;
   int32_t max_graph_batch = 256;  // largest decode bucket (also capped by max_seqs)
+  // Use the backend's fused matmul_ex (ABI 1.2: rms_norm / silu_mul before, residual add
+  // after the projection) where it has one; off issues the separate ops (tests compare).
+  bool fused_matmul = true;
 };
 
 // How the model's decode steps ran so far.

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 1
+#define STRATA_DEVICE_ABI_MINOR 2
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -266,6 +266,30 @@ typedef struct strata_rope_params {
   const strata_tensor* inv_freq; /* F32 [rotary_dim / 2] on the device */
 } strata_rope_params;
 
+/* Since ABI 1.2: what matmul_ex() does around the product (see there). */
+typedef enum strata_matmul_prologue {
+  STRATA_PROLOGUE_NONE = 0,     /* the product's input is x */
+  STRATA_PROLOGUE_RMS_NORM = 1, /* rmsnorm(x) * norm_weight (no residual), as rms_norm() */
+  STRATA_PROLOGUE_SILU_MUL = 2, /* silu(x) * up, as silu_mul() with gate = x */
+} strata_matmul_prologue;
+
+typedef struct strata_matmul_params {
+  uint32_t struct_size;
+  int32_t prologue;                  /* strata_matmul_prologue */
+  const strata_tensor* norm_weight;  /* RMS_NORM: F32 [cols] */
+  float eps;                         /* RMS_NORM */
+  const strata_tensor* up;           /* SILU_MUL: [n, cols], like x */
+  const strata_tensor* bias;         /* F32 [rows] or NULL */
+  int32_t accumulate;                /* != 0: out += product (+ bias) instead of out = */
+  /* Room for the intermediates of a backend that runs the parts as separate ops (it may
+   * leave them unused): prologue_scratch [n, cols] in x's dtype for the prologue's output,
+   * product_scratch [n, rows] in out's dtype for the product before it is added to out.
+   * Required when the prologue / accumulate needs them; never overlapping x, up, out or
+   * each other. */
+  const strata_tensor* prologue_scratch;
+  const strata_tensor* product_scratch;
+} strata_matmul_params;
+
 /*
  * The ragged batch of one step, resident on the device (the core uploads it once per step
  * and every layer reuses it). Sequence s owns tokens [query_start_loc[s],
@@ -460,7 +484,22 @@ typedef struct strata_backend_v1 {
   strata_status (*graph_end)(strata_device dev, strata_graph* out);
   strata_status (*graph_launch)(strata_device dev, strata_graph graph);
   void (*graph_free)(strata_device dev, strata_graph graph);
+
+  /* ---- Since ABI 1.2 (NULL when absent; the core then issues the separate ops). ----
+   * out[n, rows] (+)= prologue(x)[n, cols] * W^T + bias: a matmul with the op before it
+   * (rms_norm without residual, or silu_mul) and the residual add after it fused in, as
+   * params says. It exists for decode, where each kernel launch costs about as much as a
+   * small kernel and a bandwidth-bound product can apply the prologue while it streams
+   * the weights. The result equals the separate ops up to the rounding of the
+   * intermediates, which a fusing backend may keep in F32. */
+  strata_status (*matmul_ex)(strata_device dev, const strata_tensor* x, strata_weight w,
+                             const strata_matmul_params* params, const strata_tensor* out);
 } strata_backend_v1;
+
+/* True when `api` has the ABI 1.2 fused matmul. */
+#define STRATA_BACKEND_HAS_MATMUL_EX(api)                                              \
+  ((api)->struct_size >= offsetof(strata_backend_v1, matmul_ex) + sizeof(void*) &&     \
+   (api)->matmul_ex != NULL)
 
 /* True when `api` (a table of struct_size bytes) has the ABI 1.1 graph entry points. */
 #define STRATA_BACKEND_HAS_GRAPHS(api)                                                  \

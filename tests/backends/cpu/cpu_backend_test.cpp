@@ -191,6 +191,7 @@ TEST_F(CpuBackendTest, PluginAndDeviceInfo) {
   EXPECT_EQ(info_->abi_version, static_cast<uint32_t>(STRATA_DEVICE_ABI_VERSION));
   EXPECT_STREQ(info_->name, "cpu");
   EXPECT_GE(be_->struct_size, sizeof(strata_backend_v1));
+  EXPECT_TRUE(STRATA_BACKEND_HAS_MATMUL_EX(be_));  // ABI 1.2
   EXPECT_GE(strata_cpu_backend_score(), 10);
   int32_t count = 0;
   ASSERT_EQ(be_->device_count(&count), STRATA_OK);
@@ -762,6 +763,258 @@ TEST_F(SampleTest, DistributionMatchesFilteredSoftmax) {
     EXPECT_LT(chi2, 40.0) << "dof " << dof << " (top_k " << cs.top_k << ", top_p " << cs.top_p << ", min_p "
                           << cs.min_p << ")";
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// matmul_ex (ABI 1.2). The CPU backend composes it from its separate ops, so every result
+// must equal, bit for bit, what the separate calls give (the reference tests of whole models
+// keep their exact figures with the fused path on). The CPU computes F32 activations only
+// (supports() says so for every op), so the variants here are the weight dtypes.
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+
+// (weight dtype, tokens n, cols); rows = 48.
+class MatmulExTest : public CpuBackendTest,
+                     public ::testing::WithParamInterface<std::tuple<int32_t, int64_t, int64_t>> {
+ protected:
+  // A fresh F32 tensor [n, c] holding `v` (poisoned first by Alloc, then overwritten).
+  strata_tensor Fresh(const std::vector<float>& v, int64_t n, int64_t c) { return F32(v, {n, c}); }
+};
+
+TEST_P(MatmulExTest, EqualsSeparateOpsBitForBit) {
+  const auto [wdtype, n, cols] = GetParam();
+  const int64_t rows = 48;
+  const float eps = 1e-5f;
+  ASSERT_TRUE(STRATA_BACKEND_HAS_MATMUL_EX(be_));
+  std::vector<double> ex;
+  strata_weight w = Weight(Encode(RandomVec(rows * cols, 101 + cols), wdtype, &ex), wdtype, rows, cols);
+  // x and up are the two column halves of one [n, 2*cols] tensor, like the core's gate_up.
+  const std::vector<float> gate_up = RandomVec(n * 2 * cols, 103 + n, -4.0f, 4.0f);
+  strata_tensor gu = F32(gate_up, {n, 2 * cols});
+  strata_tensor x = T(gu.buffer, STRATA_DTYPE_F32, {n, cols}, 0, 2 * cols);
+  strata_tensor up = T(gu.buffer, STRATA_DTYPE_F32, {n, cols}, cols * 4, 2 * cols);
+  const strata_tensor norm_w = F32(RandomVec(cols, 105, 0.5f, 1.5f), {cols});
+  const strata_tensor bias = F32(RandomVec(rows, 107), {rows});
+  const std::vector<float> out0 = RandomVec(n * rows, 109);  // the residual stream before
+
+  for (int32_t prologue : {STRATA_PROLOGUE_NONE, STRATA_PROLOGUE_RMS_NORM, STRATA_PROLOGUE_SILU_MUL}) {
+    for (bool with_bias : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "prologue " << prologue << " bias " << with_bias
+                                          << " accumulate " << accumulate);
+        // The separate ops, as the core issued them before ABI 1.2.
+        strata_tensor ref_out = Fresh(out0, n, rows);
+        strata_tensor ref_act = OutF32({n, cols}), ref_delta = OutF32({n, rows});
+        const strata_tensor* in = &x;
+        if (prologue == STRATA_PROLOGUE_RMS_NORM) {
+          ASSERT_EQ(be_->rms_norm(dev_, &x, nullptr, &norm_w, eps, &ref_act), STRATA_OK) << be_->last_error();
+          in = &ref_act;
+        } else if (prologue == STRATA_PROLOGUE_SILU_MUL) {
+          ASSERT_EQ(be_->silu_mul(dev_, &x, &up, &ref_act), STRATA_OK) << be_->last_error();
+          in = &ref_act;
+        }
+        ASSERT_EQ(be_->matmul(dev_, in, w, with_bias ? &bias : nullptr, accumulate ? &ref_delta : &ref_out),
+                  STRATA_OK)
+            << be_->last_error();
+        if (accumulate) {
+          ASSERT_EQ(be_->add(dev_, &ref_out, &ref_delta, &ref_out), STRATA_OK) << be_->last_error();
+        }
+
+        // The fused call.
+        strata_tensor out = Fresh(out0, n, rows);
+        strata_tensor act = OutF32({n, cols}), delta = OutF32({n, rows});
+        strata_matmul_params p{};
+        p.struct_size = sizeof(p);
+        p.prologue = prologue;
+        p.norm_weight = prologue == STRATA_PROLOGUE_RMS_NORM ? &norm_w : nullptr;
+        p.eps = eps;
+        p.up = prologue == STRATA_PROLOGUE_SILU_MUL ? &up : nullptr;
+        p.bias = with_bias ? &bias : nullptr;
+        p.accumulate = accumulate ? 1 : 0;
+        p.prologue_scratch = prologue != STRATA_PROLOGUE_NONE ? &act : nullptr;
+        p.product_scratch = accumulate ? &delta : nullptr;
+        ASSERT_EQ(be_->matmul_ex(dev_, &x, w, &p, &out), STRATA_OK) << be_->last_error();
+
+        const auto got = Read<float>(out.buffer, n * rows), want = Read<float>(ref_out.buffer, n * rows);
+        for (float v : got) ASSERT_FALSE(std::isnan(v));
+        EXPECT_EQ(Bits(got), Bits(want));
+        // The inputs are left as they were.
+        EXPECT_EQ(Bits(Read<float>(gu.buffer, n * 2 * cols)), Bits(gate_up));
+      }
+    }
+  }
+}
+
+// The core's residual pattern: before ABI 1.2 a layer's o/down product went to delta and the
+// next rms_norm added it into h (the fused residual rms_norm); with matmul_ex the product
+// adds itself into h and the next norm runs without residual. h and the normed output agree
+// exactly either way.
+TEST_P(MatmulExTest, ResidualPatternMatchesFusedRmsNormResidual) {
+  const auto [wdtype, n, cols] = GetParam();
+  const int64_t d = 48;  // hidden size: the product's rows
+  const float eps = 1e-6f;
+  std::vector<double> ex;
+  strata_weight wo = Weight(Encode(RandomVec(d * cols, 201 + cols), wdtype, &ex), wdtype, d, cols);
+  strata_weight wn = Weight(Encode(RandomVec(cols * d, 203 + cols), wdtype, &ex), wdtype, cols, d);
+  const strata_tensor attn = F32(RandomVec(n * cols, 205 + n), {n, cols});
+  const strata_tensor norm_w = F32(RandomVec(d, 207, 0.5f, 1.5f), {d});
+  const std::vector<float> h0 = RandomVec(n * d, 209, -3.0f, 3.0f);
+
+  // Old: delta = attn * Wo^T; h += delta, normed = rmsnorm(h) (one call); next = normed * Wn^T.
+  strata_tensor h_ref = Fresh(h0, n, d), delta_ref = OutF32({n, d}), normed_ref = OutF32({n, d});
+  strata_tensor next_ref = OutF32({n, cols});
+  ASSERT_EQ(be_->matmul(dev_, &attn, wo, nullptr, &delta_ref), STRATA_OK) << be_->last_error();
+  ASSERT_EQ(be_->rms_norm(dev_, &delta_ref, &h_ref, &norm_w, eps, &normed_ref), STRATA_OK) << be_->last_error();
+  ASSERT_EQ(be_->matmul(dev_, &normed_ref, wn, nullptr, &next_ref), STRATA_OK) << be_->last_error();
+
+  // New: h += attn * Wo^T (accumulate); next = rmsnorm(h) * Wn^T (prologue).
+  strata_tensor h = Fresh(h0, n, d), delta = OutF32({n, d}), normed = OutF32({n, d});
+  strata_tensor next = OutF32({n, cols});
+  strata_matmul_params p{};
+  p.struct_size = sizeof(p);
+  p.accumulate = 1;
+  p.product_scratch = &delta;
+  ASSERT_EQ(be_->matmul_ex(dev_, &attn, wo, &p, &h), STRATA_OK) << be_->last_error();
+  p = strata_matmul_params{};
+  p.struct_size = sizeof(p);
+  p.prologue = STRATA_PROLOGUE_RMS_NORM;
+  p.norm_weight = &norm_w;
+  p.eps = eps;
+  p.prologue_scratch = &normed;
+  ASSERT_EQ(be_->matmul_ex(dev_, &h, wn, &p, &next), STRATA_OK) << be_->last_error();
+
+  EXPECT_EQ(Bits(Read<float>(h.buffer, n * d)), Bits(Read<float>(h_ref.buffer, n * d)));
+  EXPECT_EQ(Bits(Read<float>(next.buffer, n * cols)), Bits(Read<float>(next_ref.buffer, n * cols)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulExTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(1, 3, 17), ::testing::Values<int64_t>(64, 96)),
+    [](const ::testing::TestParamInfo<MatmulExTest::ParamType>& info) {
+      return std::string(DtypeStr(std::get<0>(info.param))) + "_n" + std::to_string(std::get<1>(info.param)) +
+             "_cols" + std::to_string(std::get<2>(info.param));
+    });
+
+TEST_F(CpuBackendTest, MatmulExScratchMayShareABufferWithOut) {
+  // product_scratch and out as the disjoint column halves of one [n, 2*rows] buffer: allowed.
+  const int64_t n = 5, rows = 16, cols = 24;
+  std::vector<double> ex;
+  strata_weight w = Weight(Encode(RandomVec(rows * cols, 301), STRATA_DTYPE_F32, &ex), STRATA_DTYPE_F32, rows, cols);
+  const strata_tensor x = F32(RandomVec(n * cols, 303), {n, cols});
+  const std::vector<float> both0 = RandomVec(n * 2 * rows, 305);
+  strata_tensor both = F32(both0, {n, 2 * rows});
+  strata_tensor out = T(both.buffer, STRATA_DTYPE_F32, {n, rows}, 0, 2 * rows);
+  strata_tensor scratch = T(both.buffer, STRATA_DTYPE_F32, {n, rows}, rows * 4, 2 * rows);
+  strata_tensor ref = F32(both0, {n, 2 * rows});
+  strata_tensor ref_out = T(ref.buffer, STRATA_DTYPE_F32, {n, rows}, 0, 2 * rows);
+  // The same layout for the separate product: oneDNN's rounding can depend on the output's
+  // row stride, so bit-identity holds for the same scratch layout (as the core passes it).
+  strata_tensor ref_delta = T(ref.buffer, STRATA_DTYPE_F32, {n, rows}, rows * 4, 2 * rows);
+  ASSERT_EQ(be_->matmul(dev_, &x, w, nullptr, &ref_delta), STRATA_OK) << be_->last_error();
+  ASSERT_EQ(be_->add(dev_, &ref_out, &ref_delta, &ref_out), STRATA_OK) << be_->last_error();
+  strata_matmul_params p{};
+  p.struct_size = sizeof(p);
+  p.accumulate = 1;
+  p.product_scratch = &scratch;
+  ASSERT_EQ(be_->matmul_ex(dev_, &x, w, &p, &out), STRATA_OK) << be_->last_error();
+  const auto got = Read<float>(both.buffer, n * 2 * rows), want = Read<float>(ref.buffer, n * 2 * rows);
+  EXPECT_EQ(Bits(got), Bits(want));
+}
+
+TEST_F(CpuBackendTest, MatmulExInvalidArgumentsReturnErrors) {
+  const int64_t n = 2, rows = 8, cols = 6;
+  std::vector<double> ex;
+  strata_weight w = Weight(Encode(RandomVec(rows * cols, 1), STRATA_DTYPE_F32, &ex), STRATA_DTYPE_F32, rows, cols);
+  strata_tensor x = F32(RandomVec(n * cols, 2), {n, cols});
+  strata_tensor up = F32(RandomVec(n * cols, 3), {n, cols});
+  strata_tensor nw = F32(std::vector<float>(cols, 1.0f), {cols});
+  strata_tensor out = OutF32({n, rows});
+  strata_tensor act = OutF32({n, cols});
+  auto expect_error = [&](const strata_tensor* xx, strata_weight ww, const strata_matmul_params* p,
+                          const strata_tensor* o, int32_t want, const std::string& word) {
+    EXPECT_EQ(be_->matmul_ex(dev_, xx, ww, p, o), want) << word;
+    const std::string msg = be_->last_error();
+    EXPECT_NE(msg.find("matmul_ex"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(word), std::string::npos) << msg;
+  };
+  auto base = [&]() {
+    strata_matmul_params p{};
+    p.struct_size = sizeof(p);
+    return p;
+  };
+  expect_error(&x, w, nullptr, &out, STRATA_ERROR_INVALID_ARGUMENT, "null params");
+  strata_matmul_params p = base();
+  p.struct_size = offsetof(strata_matmul_params, accumulate);  // an older, shorter struct
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "struct_size");
+  p = base();
+  p.prologue = 7;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "unknown prologue 7");
+  p.prologue = -1;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "prologue");
+  p = base();
+  p.prologue = STRATA_PROLOGUE_RMS_NORM;
+  p.prologue_scratch = &act;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "norm_weight");
+  p = base();
+  p.prologue = STRATA_PROLOGUE_SILU_MUL;
+  p.prologue_scratch = &act;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "up");
+  p = base();
+  p.prologue = STRATA_PROLOGUE_RMS_NORM;
+  p.norm_weight = &nw;
+  p.eps = 1e-5f;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "prologue_scratch");
+  p = base();
+  p.prologue = STRATA_PROLOGUE_SILU_MUL;
+  p.up = &up;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "prologue_scratch");
+  p = base();
+  p.accumulate = 1;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "product_scratch");
+  // Scratch aliasing what the parts read or write.
+  p.product_scratch = &out;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "product_scratch overlaps out");
+  p = base();
+  p.prologue = STRATA_PROLOGUE_RMS_NORM;
+  p.norm_weight = &nw;
+  p.prologue_scratch = &x;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "prologue_scratch overlaps x");
+  // Shapes and dtypes are checked by the composed ops and named in the message.
+  strata_tensor act_wrong = OutF32({n, cols + 1});
+  p.prologue_scratch = &act_wrong;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "rms_norm");
+  strata_tensor nw_short = F32(std::vector<float>(cols - 1, 1.0f), {cols - 1});
+  p.prologue_scratch = &act;
+  p.norm_weight = &nw_short;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "weight");
+  p = base();
+  strata_tensor out_wrong = OutF32({n, rows + 1});
+  expect_error(&x, w, &p, &out_wrong, STRATA_ERROR_INVALID_ARGUMENT, "matmul: out");
+  p.accumulate = 1;
+  strata_tensor delta_wrong = OutF32({n + 1, rows});
+  p.product_scratch = &delta_wrong;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "matmul: out");
+  strata_tensor short_bias = F32({1, 2, 3}, {3});
+  p = base();
+  p.bias = &short_bias;
+  expect_error(&x, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "bias");
+  strata_tensor x_bf16 = T(Alloc(n * cols * 2), STRATA_DTYPE_BF16, {n, cols});
+  p = base();
+  expect_error(&x_bf16, w, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "dtype");
+  expect_error(&x, nullptr, &p, &out, STRATA_ERROR_INVALID_ARGUMENT, "matmul_ex: w");
+  int not_a_handle = 0;
+  EXPECT_EQ(be_->matmul_ex(reinterpret_cast<strata_device>(&not_a_handle), &x, w, &p, &out),
+            STRATA_ERROR_INVALID_ARGUMENT);
+  // A failed call leaves out untouched (validation happens before anything is written).
+  const std::vector<float> before = Read<float>(out.buffer, n * rows);
+  p.accumulate = 1;
+  p.product_scratch = nullptr;
+  EXPECT_NE(be_->matmul_ex(dev_, &x, w, &p, &out), STRATA_OK);
+  EXPECT_EQ(Bits(Read<float>(out.buffer, n * rows)), Bits(before));
 }
 
 // ------------------------------------------------------------------------------------------

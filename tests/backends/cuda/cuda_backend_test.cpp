@@ -239,7 +239,8 @@ strata_tensor T(strata_buffer b, int32_t t, std::vector<int64_t> shape, uint64_t
 // How the CUDA device of a test is opened: its activation type, and which kernel paths:
 // the default ones (the GEMV at one token, with programmatic dependent launch, else
 // cuBLASLt's first heuristic choice; FA2 prefill and GQA decode attention), the previous
-// ones (prefill_attention=wmma, decode_attention=simple), here with the opt-in per-shape
+// ones (gemv=rows: the GEMV's row kernel, no fused prologues; prefill_attention=wmma,
+// decode_attention=simple), here with the opt-in per-shape
 // matmul tuning (gemm_tune=on: the GEMV or cuBLASLt's fastest candidate) and pdl=off, or the
 // legacy ones (gemv=cublas: every matmul through cuBLASLt; SIMT prefill and decode
 // attention), so that all stay tested.
@@ -252,7 +253,7 @@ const char* PathsName(Paths p) { return p == kDefault ? "" : p == kPrevious ? "_
 void PrintTo(const Mode& m, std::ostream* os) { *os << (m.act == F32 ? "f32" : "bf16") << PathsName(m.paths); }
 std::string OptionsOf(Mode m) {
   std::string o = m.act == F32 ? "activations=f32" : "activations=bf16";
-  if (m.paths == kPrevious) o += ";gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple";
+  if (m.paths == kPrevious) o += ";gemv=rows;gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple";
   if (m.paths == kLegacy) o += ";gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple";
   return o;
 }
@@ -875,6 +876,116 @@ TEST_P(CudaOps, CopyAndSwapBlocksRoundTrip) {
   EXPECT_EQ(D.api()->swap_blocks(D.dev(), kv, back.data(), back.size(), bad_host, 1, 1), STRATA_ERROR_INVALID_ARGUMENT);
 }
 
+// matmul_ex (ABI 1.2) against the CPU backend's separate ops (rms_norm / silu_mul, matmul,
+// add): every prologue, with and without the residual add and the bias, at one token (the
+// fused GEMV kernel does it all, staging the prologue in shared memory; k = 512, 4096) and
+// where the parts run one by one (k = 1001: unaligned rows; n = 3 and 8: the prologue
+// kernel then the row kernel or cuBLASLt; n = 9, 40: cuBLASLt adding into out with
+// beta = 1; gemv=rows and gemv=cublas modes always). Each CUDA mode runs twice: as opened
+// (the GEMV at 1 token) and with gemv_tokens=8 (the GEMV up to 8 tokens).
+TEST_P(CudaOps, MatmulExProloguesAndResidualAdd) {
+  Pair& P = *pair_;
+  Dev wide(CudaPlugin().info->backend, (OptionsOf(GetParam()) + ";gemv_tokens=8").c_str());
+  ASSERT_TRUE(wide.ok()) << wide.err();
+  struct Shape {
+    int64_t m, k;
+  };
+  const float eps = 1e-5f;
+  for (Shape sh : {Shape{136, 512}, Shape{70, 4096}, Shape{37, 1001}, Shape{4500, 256}}) {
+    const int64_t m = sh.m, k = sh.k;
+    const std::vector<float> w = Rounded(Random(rng_, m * k, 0.05f), P.act);
+    const std::vector<float> bias = Random(rng_, m, 0.5f);
+    const std::vector<float> norm_w = Random(rng_, k, 1.5f);
+    for (int64_t n : {1, 3, 8, 9, 40}) {
+      // x: [n, 2k], the first half the rms_norm input or silu's gate, the second silu's up.
+      const std::vector<float> x = Rounded(Random(rng_, n * 2 * k, 2.0f), P.act);
+      const std::vector<float> res = Rounded(Random(rng_, n * m, 1.0f), P.act);
+      for (int32_t prologue : {STRATA_PROLOGUE_NONE, STRATA_PROLOGUE_RMS_NORM, STRATA_PROLOGUE_SILU_MUL}) {
+        for (int accumulate : {0, 1}) {
+          const bool with_bias = (prologue + accumulate) % 2 == 0;
+          const std::string what = "matmul_ex m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" +
+                                   std::to_string(n) + " prologue=" + std::to_string(prologue) +
+                                   " accumulate=" + std::to_string(accumulate) + " bias=" + std::to_string(with_bias);
+          // Reference: the CPU backend's separate ops in F32.
+          std::vector<float> want;
+          {
+            Dev& D = P.cpu;
+            strata_weight W = D.Weight(w, F32, m, k);
+            strata_buffer xb = D.Floats(x, F32), nb = D.Floats(norm_w, F32), bb = D.Floats(bias, F32),
+                          sb = D.Poisoned(n * k * 4), pb = D.Poisoned(n * m * 4), ob = D.Floats(res, F32);
+            strata_tensor xt = T(xb, F32, {n, k}, 0, 2 * k), ut = T(xb, F32, {n, k}, k * 4, 2 * k),
+                          nt = T(nb, F32, {k}), bt = T(bb, F32, {m}), st = T(sb, F32, {n, k}),
+                          pt = T(pb, F32, {n, m}), ot = T(ob, F32, {n, m});
+            const strata_tensor* in = &xt;
+            if (prologue == STRATA_PROLOGUE_RMS_NORM) {
+              ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, nullptr, &nt, eps, &st), STRATA_OK) << D.err();
+              in = &st;
+            } else if (prologue == STRATA_PROLOGUE_SILU_MUL) {
+              ASSERT_EQ(D.api()->silu_mul(D.dev(), &xt, &ut, &st), STRATA_OK) << D.err();
+              in = &st;
+            }
+            ASSERT_EQ(D.api()->matmul(D.dev(), in, W, with_bias ? &bt : nullptr, accumulate ? &pt : &ot), STRATA_OK)
+                << D.err();
+            if (accumulate) ASSERT_EQ(D.api()->add(D.dev(), &ot, &pt, &ot), STRATA_OK) << D.err();
+            want = D.ReadFloats(ob, n * m, F32);
+          }
+          for (Dev* D : {&P.cuda, &wide}) {
+            strata_weight W = D->Weight(w, P.act, m, k);
+            strata_buffer xb = D->Floats(x, P.act), nb = D->Floats(norm_w, F32), bb = D->Floats(bias, F32),
+                          sb = D->Poisoned(n * k * 4), pb = D->Poisoned(n * m * 4),
+                          ob = accumulate ? D->Floats(res, P.act) : D->Poisoned(n * m * 4);
+            strata_tensor xt = T(xb, P.act, {n, k}, 0, 2 * k), ut = T(xb, P.act, {n, k}, k * SizeOf(P.act), 2 * k),
+                          nt = T(nb, F32, {k}), bt = T(bb, F32, {m}), st = T(sb, P.act, {n, k}),
+                          pt = T(pb, P.act, {n, m}), ot = T(ob, P.act, {n, m});
+            strata_matmul_params mp{};
+            mp.struct_size = sizeof(mp);
+            mp.prologue = prologue;
+            mp.norm_weight = &nt;
+            mp.eps = eps;
+            mp.up = &ut;
+            mp.bias = with_bias ? &bt : nullptr;
+            mp.accumulate = accumulate;
+            mp.prologue_scratch = &st;
+            mp.product_scratch = &pt;
+            ASSERT_EQ(D->api()->matmul_ex(D->dev(), &xt, W, &mp, &ot), STRATA_OK) << what << ": " << D->err();
+            ExpectClose(D->ReadFloats(ob, n * m, P.act), want, P.tol(),
+                        what + (D == &wide ? " (gemv_tokens=8)" : ""));
+          }
+        }
+      }
+    }
+  }
+}
+
+// matmul_ex refuses what the ABI says it needs, with a message, and no kernel runs.
+TEST_P(CudaOps, MatmulExBadParamsAreErrors) {
+  Dev& D = pair_->cuda;
+  const int32_t t = pair_->act;
+  strata_weight W = D.Weight(std::vector<float>(16 * 256, 0.5f), t, 16, 256);
+  strata_buffer b = D.Alloc(4 * 256 * 4 * 4);
+  strata_tensor x = T(b, t, {2, 256}), out = T(b, t, {2, 16}, 2 * 256 * 4), nw = T(b, F32, {256}, 8192);
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, nullptr, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("null params"), std::string::npos) << D.err();
+  strata_matmul_params mp{};
+  mp.struct_size = sizeof(mp);
+  mp.prologue = 7;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("unknown prologue"), std::string::npos) << D.err();
+  mp.prologue = STRATA_PROLOGUE_RMS_NORM;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("norm_weight"), std::string::npos) << D.err();
+  mp.norm_weight = &nw;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("prologue_scratch"), std::string::npos) << D.err();
+  mp.prologue = STRATA_PROLOGUE_NONE;
+  mp.accumulate = 1;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("product_scratch"), std::string::npos) << D.err();
+  mp.struct_size = 8;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("struct_size"), std::string::npos) << D.err();
+}
+
 TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
   Dev& D = pair_->cuda;
   const int32_t t = pair_->act;
@@ -909,6 +1020,9 @@ TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
   EXPECT_NE(std::string(D.err()).find("gemm_tune=maybe"), std::string::npos) << D.err();
   o.options = "pdl=1";
   EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  o.options = "gemv_tokens=9";
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("gemv_tokens=9"), std::string::npos) << D.err();
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, CudaOps,

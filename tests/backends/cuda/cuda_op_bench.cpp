@@ -3,10 +3,10 @@
 // 4.24 TB/s copy bandwidth measured on the H200; 1..8 tokens take the GEMV kernel), prefill
 // GEMMs (TFLOP/s), decode attention over a paged bf16 KV cache (KV GB/s) and prefill
 // attention (TFLOP/s, tensor cores), each on the default ("auto"), the previous
-// ("previous": with gemm_tune=on, pdl=off) and the oldest ("legacy": gemv=cublas,
-// prefill_attention=simple) kernel paths. Each sample repeats one op, so a weight that
-// fits in L2 (the H200's 60 MB hold a qkv or o projection) is read from L2 after the first
-// call: those figures flatter the small projections against a real forward pass.
+// ("previous": the GEMV's row kernel, gemm_tune=on, pdl=off) and the oldest ("legacy":
+// gemv=cublas, prefill_attention=simple) kernel paths, plus the GEMV up to 8 tokens; and one
+// decode layer's products unfused against matmul_ex. Weights rotate through copies so that
+// no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
 // line. Not a test: no assertions on time.
 #include <dlfcn.h>
@@ -105,14 +105,17 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  // Three devices on GPU 0: the default kernel paths (GEMV at 1 token, else cuBLASLt's
-  // first heuristic choice; FA2 prefill attention, GQA decode attention), the previous ones
-  // with the opt-in matmul tuning (gemm_tune=on; WMMA prefill, per-head split-K decode) and
-  // the oldest (cuBLASLt everywhere, SIMT attention).
+  // Devices on GPU 0: the default kernel paths (the streaming GEMV at 1 token, else
+  // cuBLASLt's first heuristic choice; FA2 prefill attention, GQA decode attention), the
+  // fused one-token kernel for plain products too ("fused": matmul_ex's kernel, without a
+  // prologue), the previous paths (the row kernel only) with the opt-in
+  // matmul tuning (gemm_tune=on; WMMA prefill, per-head split-K decode) and the oldest
+  // (cuBLASLt everywhere, SIMT attention).
   struct Path { const char* name; const char* options; strata_device dev; };
   Path paths[] = {{"auto", "activations=bf16;gemv=auto;prefill_attention=auto;decode_attention=auto", nullptr},
-                  {"previous", "activations=bf16;gemv=auto;gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple", nullptr},
-                  {"legacy", "activations=bf16;gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple", nullptr}};
+                  {"previous", "activations=bf16;gemv=rows;gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple", nullptr},
+                  {"legacy", "activations=bf16;gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple", nullptr},
+                  {"fused", "activations=bf16;gemv=fused", nullptr}};
   for (Path& p : paths) {
     strata_device_options o{};
     o.struct_size = sizeof(o);
@@ -152,7 +155,8 @@ int main(int argc, char** argv) {
       const std::vector<strata_weight> ws = make_weights(s, w);
       size_t next = 0;
       for (int64_t tokens : {1, 2, 4, 8, 32, 128, 4096}) {
-        if (p.dev == paths[2].dev && tokens > 8) continue;  // "legacy" = "previous" there
+        if (&p == &paths[2] && tokens > 8) continue;  // "legacy" = "previous" there
+        if (&p == &paths[3] && tokens > 1) continue;  // "fused" = "auto" there
         strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
         strata_tensor x = T(xb, BF16, {tokens, s.cols}), out = T(ob, BF16, {tokens, s.rows});
         const double sec =
@@ -170,48 +174,85 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Does programmatic dependent launch hide the GEMV's start? One decode token's pairs as
-  // in a layer: rms_norm then the qkv / o / gate_up GEMV, silu_mul then the down GEMV, each
-  // pair timed back to back on the default device and on one opened with pdl=off.
+  // One decode layer's products with what sits between them (attention left out), at one
+  // token: unfused (rms_norm + qkv, o, rms_norm with residual + gate_up, silu_mul +
+  // down: 8 kernels) against matmul_ex (the norms, silu_mul and the residual adds inside
+  // the 4 streaming GEMVs), with programmatic dependent launch on and off. Weight copies
+  // rotate as above, so every product reads its weights from HBM.
   {
-    strata_device nopdl = nullptr;
-    strata_device_options o{};
-    o.struct_size = sizeof(o);
-    o.options = "activations=bf16;pdl=off";
-    CHECK(api->device_open(0, &o, &nopdl));
-    for (const Shape& s : shapes) {
-      if (std::strcmp(s.name, "logits") == 0) continue;
-      const bool after_silu = std::strcmp(s.name, "down") == 0;
-      std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
-      for (strata_device dv : {paths[0].dev, nopdl}) {
-        dev = dv;
-        const std::vector<strata_weight> ws = make_weights(s, w);
-        size_t next = 0;
-        const int64_t k = s.cols;
-        strata_buffer xb = Alloc(2 * k * 2), rb = Alloc(k * 2), nb = Alloc(k * 2, false), ob = Alloc(s.rows * 2, false);
-        strata_buffer wb = nullptr;
-        CHECK(api->buffer_alloc(dev, k * 4, &wb));
-        std::vector<float> ones(static_cast<size_t>(k), 1.0f);
+    struct ChainDev { const char* name; const char* options; strata_device dev; };
+    ChainDev cds[] = {{"pdl_on", "activations=bf16", nullptr}, {"pdl_off", "activations=bf16;pdl=off", nullptr}};
+    for (ChainDev& c : cds) {
+      strata_device_options o{};
+      o.struct_size = sizeof(o);
+      o.options = c.options;
+      CHECK(api->device_open(0, &o, &c.dev));
+    }
+    std::vector<std::vector<uint16_t>> host_w;
+    for (int i = 0; i < 4; ++i) {
+      host_w.push_back(RandomBf16(static_cast<size_t>(shapes[i].rows * shapes[i].cols), 0.02f));
+    }
+    for (ChainDev& c : cds) {
+      dev = c.dev;
+      std::vector<std::vector<strata_weight>> ws;
+      for (int i = 0; i < 4; ++i) ws.push_back(make_weights(shapes[i], host_w[i]));
+      size_t next = 0;
+      const int64_t d = 4096, ff = 14336, qkvd = 6144;
+      for (int64_t n : {1}) {
+        strata_buffer hb = Alloc(n * d * 2), db = Alloc(n * d * 2), nb = Alloc(n * d * 2, false),
+                      qb = Alloc(n * qkvd * 2, false), ab = Alloc(n * d * 2), gb = Alloc(n * 2 * ff * 2, false),
+                      sb = Alloc(n * ff * 2, false), wb = nullptr;
+        CHECK(api->buffer_alloc(dev, d * 4, &wb));
+        std::vector<float> ones(static_cast<size_t>(d), 1.0f);
         CHECK(api->upload(dev, wb, 0, ones.data(), ones.size() * 4));
-        strata_tensor x = T(xb, BF16, {1, k}), r = T(rb, BF16, {1, k}), nt = T(nb, BF16, {1, k}),
-                      nw = T(wb, STRATA_DTYPE_F32, {k}), out = T(ob, BF16, {1, s.rows});
-        strata_tensor gate = T(xb, BF16, {1, k}), up = T(xb, BF16, {1, k});
-        up.offset = static_cast<uint64_t>(k) * 2;
-        const double sec = MedianSeconds([&] {
-          if (after_silu) {
-            CHECK(api->silu_mul(dev, &gate, &up, &nt));
-          } else {
-            CHECK(api->rms_norm(dev, &x, &r, &nw, 1e-5f, &nt));
-          }
-          CHECK(api->matmul(dev, &nt, ws[next++ % ws.size()], nullptr, &out));
+        strata_tensor h = T(hb, BF16, {n, d}), delta = T(db, BF16, {n, d}), normed = T(nb, BF16, {n, d}),
+                      qkv = T(qb, BF16, {n, qkvd}), attn = T(ab, BF16, {n, d}), gu = T(gb, BF16, {n, 2 * ff}),
+                      gate = T(gb, BF16, {n, ff}), up = T(gb, BF16, {n, ff}), act = T(sb, BF16, {n, ff}),
+                      nw = T(wb, STRATA_DTYPE_F32, {d});
+        gate.row_stride = up.row_stride = 2 * ff;
+        up.offset = static_cast<uint64_t>(ff) * 2;
+        auto w = [&](int i) { return ws[i][next % ws[i].size()]; };
+        const double unfused = MedianSeconds([&] {
+          CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+          CHECK(api->matmul(dev, &normed, w(0), nullptr, &qkv));
+          CHECK(api->matmul(dev, &attn, w(1), nullptr, &delta));
+          CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+          CHECK(api->matmul(dev, &normed, w(2), nullptr, &gu));
+          CHECK(api->silu_mul(dev, &gate, &up, &act));
+          CHECK(api->matmul(dev, &act, w(3), nullptr, &delta));
+          ++next;
         });
-        std::printf("{\"op\":\"%s+gemv\",\"shape\":\"%s\",\"pdl\":\"%s\",\"us\":%.1f}\n",
-                    after_silu ? "silu_mul" : "rms_norm", s.name, dv == nopdl ? "off" : "on", sec * 1e6);
-        for (strata_buffer b : {xb, rb, nb, ob, wb}) api->buffer_free(dev, b);
-        for (strata_weight W : ws) api->weight_free(dev, W);
+        strata_matmul_params norm{}, add{}, silu{};
+        norm.struct_size = add.struct_size = silu.struct_size = sizeof(norm);
+        norm.prologue = STRATA_PROLOGUE_RMS_NORM;
+        norm.norm_weight = &nw;
+        norm.eps = 1e-5f;
+        norm.prologue_scratch = &normed;
+        add.accumulate = 1;
+        add.product_scratch = &delta;
+        silu.prologue = STRATA_PROLOGUE_SILU_MUL;
+        silu.up = &up;
+        silu.accumulate = 1;
+        silu.prologue_scratch = &act;
+        silu.product_scratch = &delta;
+        const double fused = MedianSeconds([&] {
+          CHECK(api->matmul_ex(dev, &h, w(0), &norm, &qkv));
+          CHECK(api->matmul_ex(dev, &attn, w(1), &add, &h));
+          CHECK(api->matmul_ex(dev, &h, w(2), &norm, &gu));
+          CHECK(api->matmul_ex(dev, &gate, w(3), &silu, &h));
+          ++next;
+        });
+        const double bytes = 2.0 * d * (qkvd + d + 2 * ff) + 2.0 * ff * d;
+        std::printf("{\"op\":\"decode_layer_products\",\"device\":\"%s\",\"tokens\":%lld,\"unfused_us\":%.1f,"
+                    "\"fused_us\":%.1f,\"fused_bw_fraction_of_4.24TBps\":%.3f}\n",
+                    c.name, (long long)n, unfused * 1e6, fused * 1e6, bytes / fused / 4.24e12);
+        for (strata_buffer b : {hb, db, nb, qb, ab, gb, sb, wb}) api->buffer_free(dev, b);
+      }
+      for (auto& v : ws) {
+        for (strata_weight W : v) api->weight_free(dev, W);
       }
     }
-    api->device_close(nopdl);
+    for (ChainDev& c : cds) api->device_close(c.dev);
   }
 
   // Elementwise ops of a layer on the default path: the fused residual add + RMSNorm (reads
@@ -248,6 +289,7 @@ int main(int argc, char** argv) {
            {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}, {1, 4096, 512}, {8, 1024, 1024}}) {
     for (Path& p : paths) {
       if (&p == &paths[2] && qlen == 1) continue;  // decode: "legacy" is "previous"
+      if (&p == &paths[3]) continue;  // a matmul-only variant
       dev = p.dev;
       const int32_t blocks_per_seq = (ctx + BS - 1) / BS;
       strata_kv_cache_desc kd{};
