@@ -177,11 +177,28 @@ __device__ __forceinline__ void StagePrologue(const GemvArgs& a, W* xs) {
   const uint4* x4 = static_cast<const uint4*>(a.x);
   uint4* xs4 = reinterpret_cast<uint4*>(xs);
   if constexpr (P == kGemvRmsNorm) {
+    // One trip to L2: x goes to shared memory as it is summed, and when the row fits in one
+    // vector per thread (k = 4096 BF16 at 512 threads) the thread's norm weights are loaded
+    // alongside and kept in registers for the second pass.
     __shared__ float partial[kFusedWarps];
+    const bool held = nvec <= static_cast<int64_t>(blockDim.x);  // uniform
+    float gh[V];
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+      const uint4 xv = __ldg(x4 + i);
+      if (held) {
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          const float4 g4 = __ldg(reinterpret_cast<const float4*>(a.norm_weight + i * V + e));
+          gh[e] = g4.x;
+          gh[e + 1] = g4.y;
+          gh[e + 2] = g4.z;
+          gh[e + 3] = g4.w;
+        }
+      }
+      xs4[i] = xv;
       float f[V];
-      Unpack(__ldg(x4 + i), f, W{});
+      Unpack(xv, f, W{});
 #pragma unroll
       for (int e = 0; e < V; ++e) ss = fmaf(f[e], f[e], ss);
     }
@@ -191,12 +208,12 @@ __device__ __forceinline__ void StagePrologue(const GemvArgs& a, W* xs) {
     float total = 0.0f;
     for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total += partial[i];
     const float inv = rsqrtf(total / static_cast<float>(a.k) + a.eps);
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {  // the same i as above: own slots
       float f[V];
-      Unpack(__ldg(x4 + i), f, W{});
+      Unpack(xs4[i], f, W{});
       W o[V];
 #pragma unroll
-      for (int e = 0; e < V; ++e) o[e] = FromF32<W>(f[e] * inv * __ldg(a.norm_weight + i * V + e));
+      for (int e = 0; e < V; ++e) o[e] = FromF32<W>(f[e] * inv * (held ? gh[e] : __ldg(a.norm_weight + i * V + e)));
       xs4[i] = *reinterpret_cast<const uint4*>(o);
     }
   } else {
@@ -361,7 +378,7 @@ bool GemvFuses(const GemvArgs& a) {
   if (!a.allow_fused || a.n != 1) return false;
   const int64_t v = a.w_dtype == STRATA_DTYPE_F32 ? 4 : 8;  // elements per 16 bytes
   if (a.k % v != 0 || !Aligned16(a.w) || !Aligned16(a.x) || FusedSmemBytes(a) > kFusedMaxSmem) return false;
-  if (a.prologue == kGemvRmsNorm) return a.norm_weight != nullptr;
+  if (a.prologue == kGemvRmsNorm) return a.norm_weight != nullptr && Aligned16(a.norm_weight);
   if (a.prologue == kGemvSiluMul) return a.up != nullptr && Aligned16(a.up);
   return a.prologue == kGemvPlain;
 }
