@@ -8,6 +8,7 @@
 #include "core/common/half.h"
 #include "core/common/status_macros.h"
 #include "core/model/decode_step_padding.h"
+#include "core/model/step_layout.h"
 
 namespace strata {
 namespace {
@@ -213,14 +214,9 @@ absl::Status LlamaModel::AllocateWorkspace() {
   STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
   STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
-  STRATA_RETURN_IF_ERROR(alloc(ids_, T * 4));
-  STRATA_RETURN_IF_ERROR(alloc(positions_, T * 4));
-  STRATA_RETURN_IF_ERROR(alloc(slots_, T * 4));
-  STRATA_RETURN_IF_ERROR(alloc(row_index_, T * 4));
   STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, T * 4));
-  STRATA_RETURN_IF_ERROR(alloc(query_start_, (S + 1) * 4));
-  STRATA_RETURN_IF_ERROR(alloc(seq_lens_, S * 4));
-  STRATA_RETURN_IF_ERROR(alloc(block_tables_, S * max_blocks_per_seq_ * 4));
+  const StepLayout most = StepLayout::For(T, S, T, max_blocks_per_seq_);
+  STRATA_RETURN_IF_ERROR(alloc(step_arrays_, most.total * 4));
   return absl::OkStatus();
 }
 
@@ -251,14 +247,20 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
                                                      config_.vocab_size));
   for (int32_t r : in.logits_rows)
     if (r < 0 || r >= static_cast<int32_t>(n)) return absl::InvalidArgumentError("logits row out of range");
-  STRATA_RETURN_IF_ERROR(device_.Upload(ids_, 0, in.token_ids.data(), n * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(positions_, 0, in.positions.data(), n * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(slots_, 0, in.slot_mapping.data(), n * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(query_start_, 0, in.query_start_loc.data(), (s + 1) * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(seq_lens_, 0, in.seq_lens.data(), s * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(block_tables_, 0, in.block_tables.data(), in.block_tables.size() * 4));
-  STRATA_RETURN_IF_ERROR(device_.Upload(row_index_, 0, in.logits_rows.data(), in.logits_rows.size() * 4));
-  return absl::OkStatus();
+  const StepLayout L = StepLayout::For(static_cast<int64_t>(n), static_cast<int64_t>(s),
+                                       static_cast<int64_t>(in.logits_rows.size()), max_blocks_per_seq_);
+  step_staging_.assign(static_cast<size_t>(L.total), 0);
+  auto put = [&](int64_t at, const std::vector<int32_t>& v) {
+    std::copy(v.begin(), v.end(), step_staging_.begin() + at);
+  };
+  put(L.ids, in.token_ids);
+  put(L.positions, in.positions);
+  put(L.slots, in.slot_mapping);
+  put(L.rows, in.logits_rows);
+  put(L.query_start, in.query_start_loc);
+  put(L.seq_lens, in.seq_lens);
+  put(L.block_tables, in.block_tables);
+  return device_.Upload(step_arrays_, 0, step_staging_.data(), step_staging_.size() * 4);
 }
 
 absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) {
@@ -386,12 +388,17 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
     max_q = std::max(max_q, in.query_start_loc[i + 1] - in.query_start_loc[i]);
     max_len = std::max(max_len, in.seq_lens[i]);
   }
-  const strata_tensor ids = ids_.View(STRATA_DTYPE_I32, {n});
-  const strata_tensor positions = positions_.View(STRATA_DTYPE_I32, {n});
-  const strata_tensor slots = slots_.View(STRATA_DTYPE_I32, {n});
-  const strata_tensor qsl = query_start_.View(STRATA_DTYPE_I32, {s + 1});
-  const strata_tensor lens = seq_lens_.View(STRATA_DTYPE_I32, {s});
-  const strata_tensor tables = block_tables_.View(STRATA_DTYPE_I32, {s, max_blocks_per_seq_});
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  const StepLayout SL = StepLayout::For(n, s, r, max_blocks_per_seq_);
+  auto arr = [&](int64_t at, std::initializer_list<int64_t> shape) {
+    return step_arrays_.View(STRATA_DTYPE_I32, shape, static_cast<uint64_t>(at) * 4);
+  };
+  const strata_tensor ids = arr(SL.ids, {n});
+  const strata_tensor positions = arr(SL.positions, {n});
+  const strata_tensor slots = arr(SL.slots, {n});
+  const strata_tensor qsl = arr(SL.query_start, {s + 1});
+  const strata_tensor lens = arr(SL.seq_lens, {s});
+  const strata_tensor tables = arr(SL.block_tables, {s, max_blocks_per_seq_});
   strata_batch_desc batch{};
   batch.struct_size = sizeof(batch);
   batch.num_tokens = static_cast<int32_t>(n);
@@ -509,8 +516,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   } else {
     STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm final"));
   }
-  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
-  const strata_tensor row_idx = row_index_.View(STRATA_DTYPE_I32, {r});
+  const strata_tensor row_idx = arr(SL.rows, {r});
   const strata_tensor rows = rows_.View(A, {r, d});
   STRATA_RETURN_IF_ERROR(check(api.gather_rows(dev, &normed, &row_idx, &rows), "gather_rows"));
   const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});

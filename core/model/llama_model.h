@@ -128,7 +128,12 @@ class LlamaModel {
 
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
-  DeviceBuffer ids_, positions_, slots_, query_start_, seq_lens_, block_tables_, row_index_, sampled_ids_;
+  // The step's arrays, packed into one buffer so that a step is one host-to-device copy
+  // (seven small copies cost the GPU ~a few us each between decode steps); the layout
+  // depends only on the step's sizes, so a recorded decode graph finds its arrays where it
+  // recorded them (StepLayout).
+  DeviceBuffer step_arrays_, sampled_ids_;
+  std::vector<int32_t> step_staging_;
 
   // Decode graphs by bucket; buckets whose recording failed run eagerly from then on.
   std::map<int32_t, DeviceGraph> graphs_;
