@@ -159,6 +159,25 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
   }
 }
 
+// Launches `kernel` with programmatic dependent launch when `overlap` (sm_90: it may start
+// while the previous kernel of the stream finishes; GemvArgs::overlap_previous).
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchMaybeOverlapping(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t smem,
+                                   bool overlap, cudaStream_t stream, Args... args) {
+  if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = overlap ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 // ---- The fused kernel (one token) ----
 
 // Two 512-thread blocks per SM: measured at Llama-3-8B shapes, one token (runs 25-27):
@@ -317,17 +336,8 @@ cudaError_t LaunchFused(const GemvArgs& a, cudaStream_t stream) {
   const int64_t sms = (a.num_sms > 0 ? a.num_sms : 1) * kFusedBlocksPerSm;
   const int64_t rows_per_warp = (a.m + sms * kFusedWarps - 1) / (sms * kFusedWarps);
   const int64_t blocks = (a.m + kFusedWarps * rows_per_warp - 1) / (kFusedWarps * rows_per_warp);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kFusedWarps * 32);
-  cfg.dynamicSmemBytes = static_cast<size_t>(FusedSmemBytes(a));
-  cfg.stream = stream;
-  cudaLaunchAttribute la[1];
-  la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  la[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = la;
-  cfg.numAttrs = a.overlap_previous ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, a, rows_per_warp);
+  return LaunchMaybeOverlapping(kernel, blocks, kFusedWarps * 32, static_cast<size_t>(FusedSmemBytes(a)),
+                                a.overlap_previous, stream, a, rows_per_warp);
 }
 
 template <typename W, typename O>
@@ -348,18 +358,8 @@ template <typename W, typename O, int N, int R, int U = 4>
 cudaError_t LaunchShape(const GemvArgs& a, bool vector, cudaStream_t stream) {
   constexpr int64_t rows_per_block = int64_t{kGemvWarps} * R;
   const int64_t blocks = (a.m + rows_per_block - 1) / rows_per_block;
-  if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kGemvWarps * 32);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = a.overlap_previous ? 1 : 0;
-  if (vector) return cudaLaunchKernelEx(&cfg, GemvKernel<W, O, N, R, U, true>, a);
-  return cudaLaunchKernelEx(&cfg, GemvKernel<W, O, N, R, U, false>, a);
+  auto kernel = vector ? GemvKernel<W, O, N, R, U, true> : GemvKernel<W, O, N, R, U, false>;
+  return LaunchMaybeOverlapping(kernel, blocks, kGemvWarps * 32, 0, a.overlap_previous, stream, a);
 }
 
 template <typename W, typename O>
