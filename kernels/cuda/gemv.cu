@@ -25,6 +25,7 @@
 // against the row kernel's 0.92-1.0 and spent more on recomputing silu per row than the
 // silu_mul kernel costs (docs/benchmarks.md, run 21).
 #include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/gemv.h"
 
 namespace strata::cuda {
@@ -157,25 +158,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvArgs a) {
       }
     }
   }
-}
-
-// Launches `kernel` with programmatic dependent launch when `overlap` (sm_90: it may start
-// while the previous kernel of the stream finishes; GemvArgs::overlap_previous).
-template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchMaybeOverlapping(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t smem,
-                                   bool overlap, cudaStream_t stream, Args... args) {
-  if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = overlap ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 // ---- The fused kernel (one token) ----
