@@ -10,6 +10,8 @@
 #   batching issue 4: continuous vs static batching, shared-prefix TTFT
 #   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
 #   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
+#   ab       batch-1 decode alternately from a base commit's build and this one, on this
+#            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
 # Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh [PHASE...]
 set -uo pipefail
@@ -109,10 +111,15 @@ phase_http() {
   BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh http
 }
 
+phase_ab() {
+  stamp "batch-1 decode, base commit vs this build, alternately"
+  BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
+}
+
 for phase in $PHASES; do
   case "$phase" in
-    tests|models|bench|ops|batching|batching8b|http) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (tests models bench ops batching batching8b http)" ;;
+    tests|models|bench|ops|batching|batching8b|http|ab) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (tests models bench ops batching batching8b http ab)" ;;
   esac
 done
 stamp "done"
