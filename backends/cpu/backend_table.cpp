@@ -301,6 +301,21 @@ strata_status OpAttention(strata_device dev, const strata_attention_params* attn
   });
 }
 
+// ABI 1.3 rope_attention: the two ops in order (a CPU op has no launch cost for fusion to
+// save), so its results are those of the separate calls bit for bit. An attention argument
+// error is reported after the rope/KV write has run.
+strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope,
+                              const strata_attention_params* attn, const strata_batch_desc* batch,
+                              const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                              strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
+  return Guarded("rope_attention", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "rope_attention"));
+    STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "rope_attention: kv"));
+    if (absl::Status st = RopeKvWrite(dev, rope, attn, batch, q, k, v, kv, layer); !st.ok()) return st;
+    return Attention(dev, attn, batch, q, kv, layer, out);
+  });
+}
+
 strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
                         const strata_tensor* out) {
   return Guarded("silu_mul", [&]() -> absl::Status {
@@ -522,6 +537,8 @@ const strata_backend_v1 kTable = {
     nullptr,
     // ABI 1.2: composed from the separate ops (bit-identical to them).
     OpMatmulEx,
+    // ABI 1.3: likewise.
+    OpRopeAttention,
 };
 
 const strata_plugin_info kInfo = {

@@ -102,6 +102,7 @@ struct OpenOptions {
   int64_t gemv_max_tokens = 1;
   int prefill_attention = 2;  // fa2
   bool use_gqa_decode = true;
+  bool fuse_rope_attention = true;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
 };
@@ -128,6 +129,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     o->prefill_attention = PrefillAttentionLevel(env);
   }
   o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
+  o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   if (options == nullptr) return Ok();
@@ -176,6 +178,11 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa or simple)");
       }
       o->use_gqa_decode = value != "simple";
+    } else if (key == "rope_attention") {
+      if (value != "fused" && value != "separate") {
+        return InvalidArgument("device_open: option rope_attention=", value, " (expected fused or separate)");
+      }
+      o->fuse_rope_attention = value == "fused";
     } else if (key == "gemm_tune" || key == "pdl") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -184,7 +191,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|simple, gemm_tune=on|off, pdl=on|off)");
+                             "decode_attention=auto|gqa|simple, rope_attention=fused|separate, gemm_tune=on|off, pdl=on|off)");
     }
   }
   return Ok();
@@ -275,6 +282,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->gemv_max_tokens = parsed.gemv_max_tokens;
     dev->prefill_attention = parsed.prefill_attention;
     dev->use_gqa_decode = parsed.use_gqa_decode;
+    dev->fuse_rope_attention = parsed.fuse_rope_attention;
     dev->tune_gemm = parsed.tune_gemm;
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
@@ -515,6 +523,15 @@ strata_status OpAttention(strata_device dev, const strata_attention_params* attn
   });
 }
 
+strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                              const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                              const strata_tensor* v, strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
+  return RunOp("rope_attention", dev, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "rope_attention: kv"));
+    return RopeAttention(d, rope, attn, batch, q, k, v, AsKv(kv), layer, out);
+  });
+}
+
 strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
                         const strata_tensor* out) {
   return RunOp("silu_mul", dev, [&](Device* d) { return SiluMul(d, gate, up, out); });
@@ -654,6 +671,7 @@ const strata_backend_v1 kTable = {
     GraphLaunch,
     GraphFree,
     OpMatmulEx,
+    OpRopeAttention,
 };
 
 const strata_plugin_info kInfo = {

@@ -34,11 +34,15 @@
 //   decode_attention=auto|gqa (default) decode batches run kernels/cuda/decode_attention_gqa.cu:
 //                      one pass over each KV head's rows for all query heads that share it
 //   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
+//   rope_attention=fused (default) rope_attention() at a decode step on the GQA decode kernel
+//                      rotates q and writes the new K/V inside that kernel (one launch)
+//   rope_attention=separate   rope_kv_write's kernel, then the attention (two launches)
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
-// STRATA_CUDA_GEMM_TUNE=on and STRATA_CUDA_PDL=off change the defaults of gemv=,
-// prefill_attention=, decode_attention=, gemm_tune= and pdl= (an explicit option wins).
+// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM_TUNE=on and STRATA_CUDA_PDL=off change
+// the defaults of gemv=, prefill_attention=, decode_attention=, rope_attention=, gemm_tune= and
+// pdl= (an explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //

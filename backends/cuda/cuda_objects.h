@@ -36,6 +36,9 @@ struct Device {
   // 0 = SIMT only (each where it supports the batch, else the next lower one).
   int prefill_attention = 2;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
+  // rope_attention=fused: decode steps run the rope/KV write inside the GQA decode kernel
+  // (separate: rope_kv_write's kernel, then the attention, as for the separate ops).
+  bool fuse_rope_attention = true;
   // gemm_tune=on: time the candidates of each matmul shape once and keep the fastest
   // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens). Off by
   // default: measured slower inside the forward pass (cuda_backend.h).

@@ -36,6 +36,10 @@ Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_att
                    const strata_tensor* v, KvCache* kv, int32_t layer);
 Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
                  const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out);
+// ABI 1.3: RopeKvWrite then Attention; fused into the decode attention kernel at decode steps.
+Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                     const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                     const strata_tensor* v, KvCache* kv, int32_t layer, const strata_tensor* out);
 Status CopyBlocks(Device* dev, KvCache* kv, const strata_block_pair* pairs, int32_t num_pairs);
 Status SwapBlocks(Device* dev, KvCache* kv, void* host, uint64_t host_bytes, const strata_block_pair* pairs,
                   int32_t num_pairs, int32_t to_host);

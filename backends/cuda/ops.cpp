@@ -591,9 +591,21 @@ Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_para
                   "sample");
 }
 
-Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
-                   const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
-                   const strata_tensor* v, KvCache* kv, int32_t layer) {
+namespace {
+
+// A validated rope_kv_write: what its kernel (or the decode attention's fused rope) needs.
+struct RopeKvPlan {
+  RopeArgs ra;
+  View qv, kview, vv;
+  int64_t n = 0;
+  int32_t num_heads = 0;
+  const int32_t* positions = nullptr;
+  const int32_t* slots = nullptr;
+};
+
+Status PrepareRopeKvWrite(const strata_rope_params* rope, const strata_attention_params* attn,
+                          const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                          const strata_tensor* v, KvCache* kv, int32_t layer, RopeKvPlan* plan) {
   const char* op = "rope_kv_write";
   STRATA_CUDA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
   STRATA_CUDA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
@@ -636,9 +648,32 @@ Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_att
   }
   const int32_t* slots = nullptr;
   STRATA_CUDA_RETURN_IF_ERROR(I32Array(batch->slot_mapping, n, "rope_kv_write: slot_mapping", &slots));
-  return Launched(LaunchRopeKvWrite(ra, qv.base, qv.stride, kview.base, kview.stride, vv.base, vv.stride, qv.dtype, n,
-                                    H, positions, slots, Layout(kv), layer, dev->err_word, dev->stream),
-                  op);
+  plan->ra = ra;
+  plan->qv = qv;
+  plan->kview = kview;
+  plan->vv = vv;
+  plan->n = n;
+  plan->num_heads = H;
+  plan->positions = positions;
+  plan->slots = slots;
+  return Ok();
+}
+
+Status LaunchRopeKv(Device* dev, const RopeKvPlan& p, KvCache* kv, int32_t layer) {
+  return Launched(LaunchRopeKvWrite(p.ra, p.qv.base, p.qv.stride, p.kview.base, p.kview.stride, p.vv.base,
+                                    p.vv.stride, p.qv.dtype, p.n, p.num_heads, p.positions, p.slots, Layout(kv),
+                                    layer, dev->err_word, dev->stream),
+                  "rope_kv_write");
+}
+
+}  // namespace
+
+Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                   const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                   const strata_tensor* v, KvCache* kv, int32_t layer) {
+  RopeKvPlan plan;
+  STRATA_CUDA_RETURN_IF_ERROR(PrepareRopeKvWrite(rope, attn, batch, q, k, v, kv, layer, &plan));
+  return LaunchRopeKv(dev, plan, kv, layer);
 }
 
 namespace {
@@ -646,7 +681,8 @@ namespace {
 // Picks the kernel for one attention launch (best first, each where it supports the
 // batch; see cuda_backend.h): decode batches -> GQA decode kernel, else split-K SIMT
 // decode; prefill batches -> FA2, else WMMA, else SIMT. Grows the workspace if needed.
-Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, const char* op) {
+Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, const char* op,
+                       const DecodeRopeArgs* fused_rope = nullptr) {
   const int32_t max_q = a.max_query_len;
   enum class Path { kGqaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
   if (max_q == 1) {
@@ -674,7 +710,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
   }
   switch (path) {
     case Path::kGqaDecode:
-      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream), op);
+      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
     case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
     case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
     case Path::kSimt: break;
@@ -684,9 +720,14 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
 
 }  // namespace
 
-Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
-                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
+namespace {
+
+// Validates an attention call and fills its kernel arguments; *empty when it has no tokens.
+Status PrepareAttention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                        const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out,
+                        AttentionArgs* args, bool* host_ok_out, bool* empty) {
   const char* op = "attention";
+  *empty = false;
   STRATA_CUDA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
   STRATA_CUDA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
   const int32_t n = batch->num_tokens, S = batch->num_seqs;
@@ -698,7 +739,10 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
     return InvalidArgument(op, ": q/out are [", qv.rows, ", ", qv.cols, "]/[", ov.rows, ", ", ov.cols,
                            "], expected [", n, ", ", int64_t{H} * D, "]");
   }
-  if (n == 0) return Ok();
+  if (n == 0) {
+    *empty = true;
+    return Ok();
+  }
   if (S <= 0) return InvalidArgument(op, ": ", n, " tokens but no sequences");
   const int32_t* qsl = nullptr;
   const int32_t* lens = nullptr;
@@ -760,6 +804,21 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
   a.block_tables = reinterpret_cast<const int32_t*>(btv.base);
   a.layer = layer;
   a.err = dev->err_word;
+  *args = a;
+  *host_ok_out = host_ok;
+  return Ok();
+}
+
+}  // namespace
+
+Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
+  const char* op = "attention";
+  AttentionArgs a;
+  bool host_ok = false, empty = false;
+  STRATA_CUDA_RETURN_IF_ERROR(PrepareAttention(dev, attn, batch, q, kv, layer, out, &a, &host_ok, &empty));
+  if (empty) return Ok();
+  const int32_t S = a.num_seqs, max_q = a.max_query_len;
   const KvLayout l = Layout(kv);
   // A mixed step (the scheduler puts running decodes first, then prefill chunks): the
   // leading one-token sequences go to the decode kernel and the rest to the prefill kernel,
@@ -782,7 +841,7 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
       p.num_seqs = S - nd;
       p.query_start_loc = a.query_start_loc + nd;
       p.seq_lens = a.seq_lens + nd;
-      p.block_tables = a.block_tables + static_cast<int64_t>(nd) * mb;
+      p.block_tables = a.block_tables + static_cast<int64_t>(nd) * a.max_blocks_per_seq;
       p.max_seq_len = 0;
       for (int32_t s = nd; s < S; ++s) p.max_seq_len = std::max(p.max_seq_len, hl[s]);
       if (dev->use_gqa_decode && DecodeGqaSupports(d, l)) {
@@ -792,6 +851,35 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
     }
   }
   return LaunchAttention(dev, a, l, op);
+}
+
+Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                     const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                     const strata_tensor* v, KvCache* kv, int32_t layer, const strata_tensor* out) {
+  // Both halves are validated before anything is launched.
+  RopeKvPlan rp;
+  STRATA_CUDA_RETURN_IF_ERROR(PrepareRopeKvWrite(rope, attn, batch, q, k, v, kv, layer, &rp));
+  AttentionArgs a;
+  bool host_ok = false, empty = false;
+  STRATA_CUDA_RETURN_IF_ERROR(PrepareAttention(dev, attn, batch, q, kv, layer, out, &a, &host_ok, &empty));
+  if (empty) return Ok();
+  const KvLayout l = Layout(kv);
+  // Pure decode steps on the GQA decode kernel take the rope/KV write fused in; anything
+  // else (prefill, mixed steps, the other kernels) runs the two ops.
+  if (dev->fuse_rope_attention && a.max_query_len == 1 && dev->use_gqa_decode && DecodeGqaSupports(a, l) &&
+      2 * rp.ra.half <= l.head_dim) {
+    DecodeRopeArgs fused;
+    fused.rope = rp.ra;
+    fused.positions = rp.positions;
+    fused.slots = rp.slots;
+    fused.k = rp.kview.base;
+    fused.k_stride = rp.kview.stride;
+    fused.v = rp.vv.base;
+    fused.v_stride = rp.vv.stride;
+    return LaunchAttention(dev, a, l, "rope_attention", &fused);
+  }
+  STRATA_CUDA_RETURN_IF_ERROR(LaunchRopeKv(dev, rp, kv, layer));
+  return Attention(dev, attn, batch, q, kv, layer, out);
 }
 
 namespace {

@@ -449,6 +449,8 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   // and down products add themselves into the residual stream h. In decode that saves three
   // kernel launches per layer, each costing about as much as a small kernel.
   const bool fused = options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
+  // ABI 1.3: rope + KV write + attention as one call (one kernel at a decode step on CUDA).
+  const bool fused_attention = options_.fused_attention && STRATA_BACKEND_HAS_ROPE_ATTENTION(&api);
   auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
                        const strata_tensor& out, const char* what) {
     return check(api.matmul_ex(dev, &x, w.handle(), &mp, &out), what);
@@ -482,9 +484,14 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
     }
-    STRATA_RETURN_IF_ERROR(check(api.rope_kv_write(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li),
-                                 "rope_kv_write"));
-    STRATA_RETURN_IF_ERROR(check(api.attention(dev, &attn, &batch, &q, kv_.handle(), li, &attn_out), "attention"));
+    if (fused_attention) {
+      STRATA_RETURN_IF_ERROR(check(
+          api.rope_attention(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li, &attn_out), "rope_attention"));
+    } else {
+      STRATA_RETURN_IF_ERROR(check(api.rope_kv_write(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li),
+                                   "rope_kv_write"));
+      STRATA_RETURN_IF_ERROR(check(api.attention(dev, &attn, &batch, &q, kv_.handle(), li, &attn_out), "attention"));
+    }
     if (fused) {
       strata_matmul_params o = params(STRATA_PROLOGUE_NONE);
       o.accumulate = 1;

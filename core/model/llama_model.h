@@ -38,6 +38,9 @@ struct ModelRuntimeOptions {
   // Use the backend's fused matmul_ex (ABI 1.2: rms_norm / silu_mul before, residual add
   // after the projection) where it has one; off issues the separate ops (tests compare).
   bool fused_matmul = true;
+  // Use the backend's rope_attention (ABI 1.3: rope + KV write + attention in one call)
+  // where it has one; off issues rope_kv_write and attention (tests compare).
+  bool fused_attention = true;
 };
 
 // How the model's decode steps ran so far.

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 2
+#define STRATA_DEVICE_ABI_MINOR 3
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -494,7 +494,25 @@ typedef struct strata_backend_v1 {
    * intermediates, which a fusing backend may keep in F32. */
   strata_status (*matmul_ex)(strata_device dev, const strata_tensor* x, strata_weight w,
                              const strata_matmul_params* params, const strata_tensor* out);
+
+  /* ---- Since ABI 1.3 (NULL when absent; the core then issues the two ops). ----
+   * rope_kv_write(rope, attn, batch, q, k, v, kv, layer) then
+   * attention(attn, batch, q, kv, layer, out), as one call: at a decode step the attention
+   * kernel can rotate the query and write the new key and value itself, so no kernel runs
+   * between the qkv projection and the attention. The result equals the two ops'; q and k
+   * may or may not be left rotated. For a fused decode step the batch's slot_mapping must
+   * give each token the slot of its sequence's last position (seq_len - 1), as a decode
+   * step's arrays do. */
+  strata_status (*rope_attention)(strata_device dev, const strata_rope_params* rope,
+                                  const strata_attention_params* attn, const strata_batch_desc* batch,
+                                  const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                                  strata_kv_cache kv, int32_t layer, const strata_tensor* out);
 } strata_backend_v1;
+
+/* True when `api` has the ABI 1.3 fused rope + attention. */
+#define STRATA_BACKEND_HAS_ROPE_ATTENTION(api)                                           \
+  ((api)->struct_size >= offsetof(strata_backend_v1, rope_attention) + sizeof(void*) &&  \
+   (api)->rope_attention != NULL)
 
 /* True when `api` has the ABI 1.2 fused matmul. */
 #define STRATA_BACKEND_HAS_MATMUL_EX(api)                                              \

@@ -21,6 +21,12 @@
 //  - At the end the lane groups of the block are merged through shared memory. With one split
 //    the block writes the output; otherwise it writes its partial (max, sum, unnormalised
 //    output) and CombineKernel merges the splits.
+//  - With DecodeRopeArgs (device ABI 1.3 rope_attention) the rope/KV write is fused in: the
+//    block computes the token's rotation angles (in double, as rope_kv_write.cu) into its
+//    stage area, rotates its query heads while loading them, and the block whose slice
+//    holds the new position rotates the token's key head and stores key and value in the
+//    cache first (a block barrier orders that store before the block's own copies; no
+//    other block reads that position). One kernel fewer per layer at decode.
 //  - Split-K for CUDA graphs: the host picks only the NUMBER of splits (from the batch, the
 //    head counts, the SM count and max_seq_len as an upper bound); each block computes its
 //    own slice from its sequence's actual length on the device, so one captured launch is
@@ -175,6 +181,26 @@ constexpr SmemLayout SmemFor(int32_t head_dim, int32_t lanes_log2) {
   return MakeSmemLayout(GROUP, KeysPerThread<GROUP, K>(), KvOctet<K>::kChunks, head_dim, lanes_log2);
 }
 
+// Element d of a RoPE-rotated row (d < 2 * half), rounded to T as rope_kv_write.cu stores it.
+template <typename T>
+__device__ __forceinline__ float RotatedElement(const T* row, int32_t d, int32_t style, int32_t half,
+                                                const float* cs, const float* sn) {
+  int32_t f, ia;
+  bool first;
+  if (style == STRATA_ROPE_INTERLEAVED) {
+    f = d >> 1;
+    ia = 2 * f;
+    first = (d & 1) == 0;
+  } else {
+    first = d < half;
+    f = first ? d : d - half;
+    ia = f;
+  }
+  const int32_t ib = style == STRATA_ROPE_INTERLEAVED ? ia + 1 : ia + half;
+  const float a = ToF32(row[ia]), b = ToF32(row[ib]);
+  return ToF32(FromF32<T>(first ? RopeFirst(a, b, cs[f], sn[f]) : RopeSecond(a, b, cs[f], sn[f])));
+}
+
 // The sequence that owns token i: the s with qsl[s] <= i < qsl[s+1] (binary search).
 __device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_seqs, int32_t i) {
   int32_t lo = 0, hi = num_seqs - 1;
@@ -185,9 +211,11 @@ __device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_se
   return lo;
 }
 
-template <typename T, typename K, int GROUP>
+// FUSE_ROPE: the rope/KV write is fused in (a template parameter, so that the plain
+// attention's kernel carries none of its code or registers).
+template <typename T, typename K, int GROUP, bool FUSE_ROPE>
 __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
-    DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws) {
+    DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws, DecodeRopeArgs rope) {
   AllowDependentLaunch();  // without splits, the o projection follows this kernel
   constexpr int KC = KvOctet<K>::kChunks;
   constexpr int U = KeysPerThread<GROUP, K>();
@@ -269,13 +297,60 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     return s_kv + ((static_cast<int32_t>(stage) * U + u) * 2 * KC + which * KC + ch) * kThreads + tid;
   };
 
+  // Fused rope: the angles of token i go to the stage area, free until the first copy.
+  const bool rotate = FUSE_ROPE && rope.rope.style != STRATA_ROPE_NONE;
+  const int32_t rot_dim = rotate ? 2 * rope.rope.half : 0;
+  float* s_cs = smem;
+  float* s_sn = smem + kMaxHeadDim / 2;
+  if (rotate) {
+    const double p = static_cast<double>(__ldg(rope.positions + i));
+    for (int32_t f = tid; f < rope.rope.half; f += kThreads) {
+      double sv, cv;
+      sincos(p * static_cast<double>(rope.rope.inv_freq[f]), &sv, &cv);
+      s_cs[f] = static_cast<float>(cv * rope.rope.factor);
+      s_sn[f] = static_cast<float>(sv * rope.rope.factor);
+    }
+    __syncthreads();
+  }
   {
     const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
                     static_cast<int64_t>(kvh) * group * D;
     for (int32_t idx = tid; idx < GROUP * QS; idx += kThreads) {
       const int32_t h = idx / QS, d = idx - h * QS;
-      s_q[idx] = (h < group && d < D) ? ToF32(qrow[static_cast<int64_t>(h) * D + d]) * plan.qmul : 0.0f;
+      float x = 0.0f;
+      if (h < group && d < D) {
+        const T* qh = qrow + static_cast<int64_t>(h) * D;
+        x = d < rot_dim ? RotatedElement(qh, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(qh[d]);
+      }
+      s_q[idx] = x * plan.qmul;
     }
+  }
+  if constexpr (FUSE_ROPE) {
+    // The block whose slice holds the new position stores this token's key and value.
+    if (kb <= pos && pos < ke) {
+      const int32_t slot = __ldg(rope.slots + i);
+      const int64_t num_slots = static_cast<int64_t>(kv.num_blocks) * kv.block_size;
+      if (slot >= num_slots) {
+        if (tid == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
+      } else if (slot >= 0) {
+        const T* krow = static_cast<const T*>(rope.k) + static_cast<int64_t>(i) * rope.k_stride +
+                        static_cast<int64_t>(kvh) * D;
+        const T* vrow = static_cast<const T*>(rope.v) + static_cast<int64_t>(i) * rope.v_stride +
+                        static_cast<int64_t>(kvh) * D;
+        K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+                static_cast<int64_t>(slot) * kv.num_kv_heads * D + static_cast<int64_t>(kvh) * D;
+        K* vd = kd + kv.layer_half_elems;
+        for (int32_t d = tid; d < D; d += kThreads) {
+          const float kx =
+              d < rot_dim ? RotatedElement(krow, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(krow[d]);
+          kd[d] = FromF32<K>(kx);
+          vd[d] = FromF32<K>(ToF32(vrow[d]));
+        }
+      }
+    }
+    // The angles are read and the new key and value stored before any copy is issued.
+    __threadfence_block();
+    __syncthreads();
   }
 
   const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
@@ -667,15 +742,15 @@ int64_t ElemSize(int32_t dtype) {
 
 template <typename T, typename K, int GROUP>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
-                        cudaStream_t stream) {
+                        const DecodeRopeArgs* rope, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
+  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true> : DecodeGqaKernel<T, K, GROUP, false>;
   // Per device and function; cheap, and legal while a stream is being captured.
-  cudaError_t err = cudaFuncSetAttribute(DecodeGqaKernel<T, K, GROUP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(plan.splits));
-  DecodeGqaKernel<T, K, GROUP><<<grid, kThreads, smem, stream>>>(a, kv, plan, ws);
+  kernel<<<grid, kThreads, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
   if (plan.splits > 1) {
     // Just enough threads for one float4 column of every split (few splits: small blocks).
     const int32_t vec = kv.head_dim / 4;
@@ -719,8 +794,13 @@ int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int
 }
 
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
-                                     int32_t num_sms, cudaStream_t stream) {
+                                     int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope) {
   if (!DecodeGqaSupports(a, kv)) return cudaErrorInvalidValue;
+  if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
+                          rope->k == nullptr || rope->v == nullptr ||
+                          (rope->rope.style != STRATA_ROPE_NONE && rope->positions == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
   if (a.num_tokens == 0) return cudaSuccess;
   const GqaPlan plan = MakePlan(a, kv, num_sms);
   if (plan.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
@@ -730,10 +810,10 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
     DispatchFloat(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
       switch (GroupTemplate(plan.group)) {
-        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, stream); break;
-        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, stream); break;
-        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, stream); break;
-        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, stream); break;
+        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
+        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
+        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
+        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
       }
     });
   });

@@ -26,10 +26,28 @@ bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv);
 // max_seq_len, sliding_window and num_sms, exactly as the launch plans its splits.
 int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
-// Enqueues the attention kernel (and, with several splits, the kernel that merges them).
-// cudaErrorInvalidValue when !DecodeGqaSupports(a, kv) or a needed workspace is null.
+// The rope/KV write of a decode step fused into the attention launch (device ABI 1.3
+// rope_attention): every block rotates its query heads as it loads them, and the block whose
+// slice holds a token's new position rotates that token's key head and stores its key and
+// value at slot_mapping before it reads them back, so no kernel runs between the qkv
+// projection and the attention. Same arithmetic and rounding as LaunchRopeKvWrite; q and k
+// are left unrotated. slot_mapping[i] must be the slot of position seq_len - 1 of token i's
+// sequence (what a decode step's arrays say).
+struct DecodeRopeArgs {
+  RopeArgs rope;                        // style STRATA_ROPE_NONE: the KV write only
+  const int32_t* positions = nullptr;   // [num_tokens]
+  const int32_t* slots = nullptr;       // [num_tokens], negative = no write
+  const void* k = nullptr;              // [num_tokens, num_kv_heads * head_dim], act dtype
+  int64_t k_stride = 0;
+  const void* v = nullptr;
+  int64_t v_stride = 0;
+};
+
+// Enqueues the attention kernel (and, with several splits, the kernel that merges them);
+// with `rope`, the rope/KV write too. cudaErrorInvalidValue when !DecodeGqaSupports(a, kv),
+// a needed workspace is null, or rope->rope.half > head_dim / 2.
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
-                                     int32_t num_sms, cudaStream_t stream);
+                                     int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope = nullptr);
 
 }  // namespace strata::cuda
 

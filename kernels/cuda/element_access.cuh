@@ -59,6 +59,16 @@ inline unsigned GridFor(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   return static_cast<unsigned>(g);
 }
 
+// One RoPE pair (a, b) rotated by an angle with cosine c and sine s (both already scaled by
+// the attention factor): (a c - b s, b c + a s). Rounded multiplies and adds, never fused,
+// so the rope/KV-write kernel and the decode attention's fused rope give identical bits.
+__device__ __forceinline__ float RopeFirst(float a, float b, float c, float s) {
+  return __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+}
+__device__ __forceinline__ float RopeSecond(float a, float b, float c, float s) {
+  return __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

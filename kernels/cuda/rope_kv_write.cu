@@ -20,8 +20,8 @@ __device__ void RotateHeads(T* row, int32_t heads, int32_t head_dim, int32_t hal
     const int32_t ia = style == STRATA_ROPE_INTERLEAVED ? 2 * f : f;
     const int32_t ib = style == STRATA_ROPE_INTERLEAVED ? 2 * f + 1 : f + half;
     const float a = ToF32(x[ia]), b = ToF32(x[ib]);
-    x[ia] = FromF32<T>(a * cs[f] - b * sn[f]);
-    x[ib] = FromF32<T>(b * cs[f] + a * sn[f]);
+    x[ia] = FromF32<T>(RopeFirst(a, b, cs[f], sn[f]));
+    x[ib] = FromF32<T>(RopeSecond(a, b, cs[f], sn[f]));
   }
 }
 

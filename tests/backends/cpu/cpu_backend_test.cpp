@@ -192,6 +192,7 @@ TEST_F(CpuBackendTest, PluginAndDeviceInfo) {
   EXPECT_STREQ(info_->name, "cpu");
   EXPECT_GE(be_->struct_size, sizeof(strata_backend_v1));
   EXPECT_TRUE(STRATA_BACKEND_HAS_MATMUL_EX(be_));  // ABI 1.2
+  EXPECT_TRUE(STRATA_BACKEND_HAS_ROPE_ATTENTION(be_));  // ABI 1.3
   EXPECT_GE(strata_cpu_backend_score(), 10);
   int32_t count = 0;
   ASSERT_EQ(be_->device_count(&count), STRATA_OK);

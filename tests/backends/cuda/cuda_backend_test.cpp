@@ -799,6 +799,93 @@ TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
   }
 }
 
+// rope_attention (ABI 1.3) against rope_kv_write then attention on the same CUDA device
+// (bit for bit: the fused decode kernel rotates and rounds exactly as the rope kernel does),
+// and against the CPU backend's two ops (tolerance). Decode batches take the fused kernel
+// (the Llama-3-8B head layout, split-K with slices that hold no key, one sequence), a mixed
+// batch the two ops; NEOX with a partial rotary_dim and interleaved; BF16 and F32 caches.
+void RunRopeAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t style, int32_t rot, int32_t kv_t) {
+  const int32_t layers = 2, layer = 1, H = c.heads, KVH = c.kv_heads, D = c.head_dim;
+  int32_t total_blocks = 0;
+  for (int32_t l : c.seq_lens) total_blocks += (l + c.block_size - 1) / c.block_size;
+  const int32_t num_blocks = total_blocks + 3;
+  const Ragged r = MakeRagged(rng, c.q_lens, c.seq_lens, c.block_size, num_blocks);
+  const int64_t n = r.num_tokens, qd = int64_t{H} * D, kd = int64_t{KVH} * D, stride = qd + 2 * kd;
+  const std::vector<float> qkv = Rounded(Random(rng, n * stride, 1.0f), P.act);
+  const std::vector<uint8_t> host =
+      Encode(Random(rng, size_t(layers) * 2 * num_blocks * c.block_size * KVH * D, 1.0f), kv_t);
+  std::vector<float> inv(rot / 2);
+  for (int32_t i = 0; i < rot / 2; ++i) inv[i] = std::pow(500000.0f, -2.0f * i / rot);
+  std::vector<strata_block_pair> pairs(num_blocks);
+  for (int32_t b = 0; b < num_blocks; ++b) pairs[b] = {b, b};
+  // run 0: CUDA rope_attention, 1: CUDA two ops, 2: CPU two ops.
+  std::vector<uint8_t> out_raw[3], cache[3];
+  std::vector<float> out[3];
+  for (int run = 0; run < 3; ++run) {
+    Dev& Dv = run < 2 ? P.cuda : P.cpu;
+    const int32_t t = run < 2 ? P.act : F32;
+    strata_kv_cache kv = Dv.Kv(layers, num_blocks, c.block_size, KVH, D, kv_t);
+    ASSERT_EQ(Dv.api()->swap_blocks(Dv.dev(), kv, const_cast<uint8_t*>(host.data()), host.size(), pairs.data(),
+                                    num_blocks, 0),
+              STRATA_OK)
+        << Dv.err();
+    BatchOn batch(Dv, r);
+    strata_buffer qb = Dv.Floats(qkv, t), fb = Dv.Floats(inv, F32), ob = Dv.Poisoned(n * qd * 4);
+    strata_tensor q = T(qb, t, {n, qd}, 0, stride), kt = T(qb, t, {n, kd}, qd * SizeOf(t), stride),
+                  v = T(qb, t, {n, kd}, (qd + kd) * SizeOf(t), stride), ft = T(fb, F32, {rot / 2}),
+                  ot = T(ob, t, {n, qd});
+    strata_rope_params rp{};
+    rp.struct_size = sizeof(rp);
+    rp.style = style;
+    rp.rotary_dim = rot;
+    rp.attention_factor = 1.0f;
+    rp.inv_freq = &ft;
+    strata_attention_params ap{};
+    ap.struct_size = sizeof(ap);
+    ap.num_heads = H;
+    ap.num_kv_heads = KVH;
+    ap.head_dim = D;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    if (run == 0) {
+      ASSERT_TRUE(STRATA_BACKEND_HAS_ROPE_ATTENTION(Dv.api()));
+      ASSERT_EQ(Dv.api()->rope_attention(Dv.dev(), &rp, &ap, &batch.desc, &q, &kt, &v, kv, layer, &ot), STRATA_OK)
+          << Dv.err();
+    } else {
+      ASSERT_EQ(Dv.api()->rope_kv_write(Dv.dev(), &rp, &ap, &batch.desc, &q, &kt, &v, kv, layer), STRATA_OK)
+          << Dv.err();
+      ASSERT_EQ(Dv.api()->attention(Dv.dev(), &ap, &batch.desc, &q, kv, layer, &ot), STRATA_OK) << Dv.err();
+    }
+    out_raw[run] = Dv.Read(ob, n * qd * SizeOf(t));
+    out[run] = Decode(out_raw[run], t);
+    cache[run].assign(host.size(), 0);
+    ASSERT_EQ(Dv.api()->swap_blocks(Dv.dev(), kv, cache[run].data(), cache[run].size(), pairs.data(), num_blocks, 1),
+              STRATA_OK)
+        << Dv.err();
+  }
+  const std::string what = std::string(c.what) + (style == STRATA_ROPE_NEOX ? " neox" : " interleaved") + " kv " +
+                           Name(kv_t);
+  EXPECT_TRUE(out_raw[0] == out_raw[1]) << "rope_attention output differs from rope_kv_write + attention: " << what;
+  EXPECT_TRUE(cache[0] == cache[1]) << "rope_attention cache differs from rope_kv_write's: " << what;
+  ExpectClose(out[0], out[2], P.tol(), "rope_attention vs CPU, " + what);
+  ExpectClose(Decode(cache[0], kv_t), Decode(cache[2], kv_t), kv_t == F32 ? P.tol() : kTolBf16,
+              "rope_attention cache vs CPU, " + what);
+}
+
+TEST_P(CudaOps, RopeAttentionEqualsRopeKvWriteThenAttention) {
+  const AttnCase cases[] = {
+      {{1, 1, 1}, {4000, 5, 70}, 32, 8, 128, 16, 0, 0.0f, "decode long + short"},
+      {{1}, {200}, 32, 8, 128, 16, 0, 0.0f, "decode batch 1"},
+      {{1, 1}, {33, 1}, 8, 2, 64, 16, 0, 0.0f, "decode short, head_dim 64"},
+      {{37, 1}, {57, 700}, 8, 2, 64, 16, 0, 0.0f, "mixed prefill + decode"},
+  };
+  for (const AttnCase& c : cases) {
+    for (int32_t kv_t : {BF16, F32}) {
+      RunRopeAttention(*pair_, rng_, c, STRATA_ROPE_NEOX, c.head_dim == 128 ? 128 : 48, kv_t);
+      RunRopeAttention(*pair_, rng_, c, STRATA_ROPE_INTERLEAVED, c.head_dim, kv_t);
+    }
+  }
+}
+
 TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
   Pair& P = *pair_;
   const int64_t rows = 24, vocab = 5003;

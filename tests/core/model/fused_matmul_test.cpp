@@ -1,6 +1,6 @@
-// The model with the backend's fused matmul_ex (ABI 1.2) against the same model issuing the
-// separate ops, on the CPU backend. The CPU composes matmul_ex from its separate ops, so the
-// two runs must agree exactly: same greedy tokens for stories260K (chunked prefill through
+// The model with the backend's fused matmul_ex (ABI 1.2) and rope_attention (ABI 1.3)
+// against the same model issuing the separate ops, on the CPU backend. The CPU composes both
+// from its separate ops, so the runs must agree exactly: same greedy tokens for stories260K (chunked prefill through
 // oneDNN, decode through the GEMV), same logits for the tiny Hugging Face models (GQA; Qwen2
 // with QKV bias and tied embeddings), also in a mixed two-sequence step.
 #include <gtest/gtest.h>
@@ -27,6 +27,15 @@ using testing_util::SharedPath;
 // The CPU table with matmul_ex counted, so the tests can tell that the fused run really took
 // the fused path and the others did not.
 std::atomic<int64_t> g_matmul_ex_calls{0};
+std::atomic<int64_t> g_rope_attention_calls{0};
+
+strata_status CountingRopeAttention(strata_device dev, const strata_rope_params* rope,
+                                    const strata_attention_params* attn, const strata_batch_desc* batch,
+                                    const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                                    strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
+  ++g_rope_attention_calls;
+  return strata_cpu_plugin_info()->backend->rope_attention(dev, rope, attn, batch, q, k, v, kv, layer, out);
+}
 
 strata_status CountingMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                                const strata_matmul_params* params, const strata_tensor* out) {
@@ -35,8 +44,8 @@ strata_status CountingMatmulEx(strata_device dev, const strata_tensor* x, strata
 }
 
 enum class Path {
-  kFused,     // fused_matmul = true on a table with matmul_ex
-  kSeparate,  // fused_matmul = false on the same table
+  kFused,     // fused_matmul / fused_attention = true on a table with matmul_ex, rope_attention
+  kSeparate,  // both false on the same table
   kOldTable,  // fused_matmul = true on a table of ABI 1.1 size (no matmul_ex)
 };
 
@@ -48,6 +57,7 @@ const strata_backend_v1* Table(Path p) {
   static const strata_backend_v1 counting = [] {
     strata_backend_v1 t = *strata_cpu_plugin_info()->backend;
     t.matmul_ex = CountingMatmulEx;
+    t.rope_attention = CountingRopeAttention;
     return t;
   }();
   // An older plugin's table ends before matmul_ex; what lies past struct_size must be
@@ -76,7 +86,9 @@ ModelRun Open(Path p, const ModelFile& file, ModelRuntimeOptions opts) {
   if (!dev.ok()) return r;
   r.dev = std::move(*dev);
   EXPECT_EQ(STRATA_BACKEND_HAS_MATMUL_EX(&r.dev->api()), p != Path::kOldTable);
+  EXPECT_EQ(STRATA_BACKEND_HAS_ROPE_ATTENTION(&r.dev->api()), p != Path::kOldTable);
   opts.fused_matmul = p != Path::kSeparate;
+  opts.fused_attention = p != Path::kSeparate;
   auto m = LlamaModel::Load(*r.dev, file, opts);
   EXPECT_TRUE(m.ok()) << m.status();
   if (m.ok()) r.model = std::move(*m);
@@ -123,6 +135,7 @@ TEST(FusedMatmul, StoriesGreedyTokensIdentical) {
     ASSERT_NE(run.model, nullptr);
     Generator gen(*run.model, nullptr);
     g_matmul_ex_calls = 0;
+    g_rope_attention_calls = 0;
     for (const auto& rec : expected) {
       GenerationRequest req;
       req.prompt_ids = rec["prompt_ids"].get<std::vector<int32_t>>();
@@ -136,8 +149,10 @@ TEST(FusedMatmul, StoriesGreedyTokensIdentical) {
     }
     if (p == Path::kFused) {
       EXPECT_GT(g_matmul_ex_calls.load(), 0);
+      EXPECT_GT(g_rope_attention_calls.load(), 0);
     } else {
       EXPECT_EQ(g_matmul_ex_calls.load(), 0);
+      EXPECT_EQ(g_rope_attention_calls.load(), 0);
     }
   }
   for (size_t pi = 1; pi < std::size(kPaths); ++pi) {
