@@ -438,6 +438,23 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
   if (accumulate) {
     STRATA_CUDA_RETURN_IF_ERROR(CheckScratch(p->product_scratch, "product_scratch", ov.dtype, ov.rows, ov.cols, &qs));
   }
+  // Scratch must not alias what the parts read or write (device.h), as on the CPU backend:
+  // the composed path would otherwise overwrite its own input.
+  struct Named {
+    const char* name;
+    const View* v;
+  };
+  std::vector<Named> scratch, others = {{"x", &xv}, {"out", &ov}};
+  if (p->prologue == STRATA_PROLOGUE_SILU_MUL) others.push_back({"up", &uv});
+  if (p->prologue != STRATA_PROLOGUE_NONE) scratch.push_back({"prologue_scratch", &ps});
+  if (accumulate) scratch.push_back({"product_scratch", &qs});
+  for (size_t i = 0; i < scratch.size(); ++i) {
+    std::vector<Named> against = others;
+    for (size_t j = 0; j < i; ++j) against.push_back(scratch[j]);
+    for (const Named& o : against) {
+      if (ViewsOverlap(*scratch[i].v, *o.v)) return InvalidArgument("matmul_ex: ", scratch[i].name, " overlaps ", o.name);
+    }
+  }
   if (xv.rows == 0) return Ok();
 
   // Decode sizes: one streaming GEMV does the prologue, the product and the residual add.

@@ -61,4 +61,17 @@ Status CheckTensor(const strata_tensor* t, const char* what, std::initializer_li
   return Ok();
 }
 
+bool ViewsOverlap(const View& a, const View& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const int64_t a_es = static_cast<int64_t>(a.elem_size), b_es = static_cast<int64_t>(b.elem_size);
+  const int64_t a_bytes = ((a.rows - 1) * a.stride + a.cols) * a_es;
+  const int64_t b_bytes = ((b.rows - 1) * b.stride + b.cols) * b_es;
+  if (!(a.base < b.base + b_bytes && b.base < a.base + a_bytes)) return false;
+  const int64_t pitch = a.stride * a_es;
+  if (pitch != b.stride * b_es || pitch <= 0) return true;
+  const int64_t col = (((b.base - a.base) % pitch) + pitch) % pitch;  // b's row start within a's row
+  const int64_t a_w = a.cols * a_es, b_w = b.cols * b_es;
+  return !(col >= a_w && col + b_w <= pitch);
+}
+
 }  // namespace strata::cuda

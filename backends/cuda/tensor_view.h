@@ -28,6 +28,11 @@ struct View {
 Status CheckTensor(const strata_tensor* t, const char* what, std::initializer_list<int32_t> dtypes,
                    View* out);
 
+// Whether two views share an element: their byte extents intersect, unless they have the
+// same row pitch and disjoint column windows (e.g. the gate and up halves of one [n, 2*ff]
+// tensor). The CPU backend's rule (backends/cpu/backend_table.cpp), on device addresses.
+bool ViewsOverlap(const View& a, const View& b);
+
 }  // namespace strata::cuda
 
 #endif  // STRATA_BACKENDS_CUDA_TENSOR_VIEW_H_

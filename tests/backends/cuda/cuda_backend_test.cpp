@@ -1068,6 +1068,17 @@ TEST_P(CudaOps, MatmulExBadParamsAreErrors) {
   mp.accumulate = 1;
   EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(D.err().find("product_scratch"), std::string::npos) << D.err();
+  // Scratch aliasing what the parts read or write (the ABI forbids it; the CPU backend
+  // reports it the same way).
+  strata_tensor delta = T(b, t, {2, 16}, 3 * 256 * 4);
+  mp.product_scratch = &out;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("product_scratch overlaps out"), std::string::npos) << D.err();
+  mp.product_scratch = &delta;
+  mp.prologue = STRATA_PROLOGUE_RMS_NORM;
+  mp.prologue_scratch = &x;
+  EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(D.err().find("prologue_scratch overlaps x"), std::string::npos) << D.err();
   mp.struct_size = 8;
   EXPECT_EQ(D.api()->matmul_ex(D.dev(), &x, W, &mp, &out), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(D.err().find("struct_size"), std::string::npos) << D.err();
