@@ -440,19 +440,23 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
   }
   // Scratch must not alias what the parts read or write (device.h), as on the CPU backend:
   // the composed path would otherwise overwrite its own input.
+  // Each scratch is checked against x, out, up and the scratch before it (no allocation:
+  // this runs on every eager decode call).
   struct Named {
     const char* name;
     const View* v;
   };
-  std::vector<Named> scratch, others = {{"x", &xv}, {"out", &ov}};
-  if (p->prologue == STRATA_PROLOGUE_SILU_MUL) others.push_back({"up", &uv});
-  if (p->prologue != STRATA_PROLOGUE_NONE) scratch.push_back({"prologue_scratch", &ps});
-  if (accumulate) scratch.push_back({"product_scratch", &qs});
-  for (size_t i = 0; i < scratch.size(); ++i) {
-    std::vector<Named> against = others;
-    for (size_t j = 0; j < i; ++j) against.push_back(scratch[j]);
-    for (const Named& o : against) {
-      if (ViewsOverlap(*scratch[i].v, *o.v)) return InvalidArgument("matmul_ex: ", scratch[i].name, " overlaps ", o.name);
+  Named all[5] = {{"x", &xv}, {"out", &ov}};
+  int n_all = 2;
+  if (p->prologue == STRATA_PROLOGUE_SILU_MUL) all[n_all++] = {"up", &uv};
+  const int first_scratch = n_all;
+  if (p->prologue != STRATA_PROLOGUE_NONE) all[n_all++] = {"prologue_scratch", &ps};
+  if (accumulate) all[n_all++] = {"product_scratch", &qs};
+  for (int i = first_scratch; i < n_all; ++i) {
+    for (int j = 0; j < i; ++j) {
+      if (ViewsOverlap(*all[i].v, *all[j].v)) {
+        return InvalidArgument("matmul_ex: ", all[i].name, " overlaps ", all[j].name);
+      }
     }
   }
   if (xv.rows == 0) return Ok();
@@ -828,13 +832,12 @@ Status PrepareAttention(Device* dev, const strata_attention_params* attn, const 
 
 }  // namespace
 
-Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
-                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
+namespace {
+
+// Launches a validated attention (PrepareAttention's arguments).
+Status LaunchPreparedAttention(Device* dev, const AttentionArgs& a, bool host_ok, const strata_batch_desc* batch,
+                               KvCache* kv) {
   const char* op = "attention";
-  AttentionArgs a;
-  bool host_ok = false, empty = false;
-  STRATA_CUDA_RETURN_IF_ERROR(PrepareAttention(dev, attn, batch, q, kv, layer, out, &a, &host_ok, &empty));
-  if (empty) return Ok();
   const int32_t S = a.num_seqs, max_q = a.max_query_len;
   const KvLayout l = Layout(kv);
   // A mixed step (the scheduler puts running decodes first, then prefill chunks): the
@@ -870,6 +873,17 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
   return LaunchAttention(dev, a, l, op);
 }
 
+}  // namespace
+
+Status Attention(Device* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                 const strata_tensor* q, KvCache* kv, int32_t layer, const strata_tensor* out) {
+  AttentionArgs a;
+  bool host_ok = false, empty = false;
+  STRATA_CUDA_RETURN_IF_ERROR(PrepareAttention(dev, attn, batch, q, kv, layer, out, &a, &host_ok, &empty));
+  if (empty) return Ok();
+  return LaunchPreparedAttention(dev, a, host_ok, batch, kv);
+}
+
 Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
                      const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                      const strata_tensor* v, KvCache* kv, int32_t layer, const strata_tensor* out) {
@@ -896,7 +910,7 @@ Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_a
     return LaunchAttention(dev, a, l, "rope_attention", &fused);
   }
   STRATA_CUDA_RETURN_IF_ERROR(LaunchRopeKv(dev, rp, kv, layer));
-  return Attention(dev, attn, batch, q, kv, layer, out);
+  return LaunchPreparedAttention(dev, a, host_ok, batch, kv);
 }
 
 namespace {

@@ -555,6 +555,26 @@ struct BatchOn {
   }
 };
 
+strata_attention_params AttnParams(int32_t heads, int32_t kv_heads, int32_t head_dim, float scale) {
+  strata_attention_params ap{};
+  ap.struct_size = sizeof(ap);
+  ap.num_heads = heads;
+  ap.num_kv_heads = kv_heads;
+  ap.head_dim = head_dim;
+  ap.scale = scale;
+  return ap;
+}
+
+strata_rope_params RopeParams(int32_t style, int32_t rotary_dim, const strata_tensor* inv_freq) {
+  strata_rope_params rp{};
+  rp.struct_size = sizeof(rp);
+  rp.style = style;
+  rp.rotary_dim = rotary_dim;
+  rp.attention_factor = 1.0f;
+  rp.inv_freq = inv_freq;
+  return rp;
+}
+
 struct AttnCase {
   std::vector<int32_t> q_lens, seq_lens;
   int32_t heads, kv_heads, head_dim, block_size;
@@ -577,12 +597,8 @@ void RunAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t kv_t) {
   const std::vector<uint8_t> host = Encode(cache, kv_t);
   std::vector<strata_block_pair> pairs(num_blocks);
   for (int32_t b = 0; b < num_blocks; ++b) pairs[b] = {b, b};
-  strata_attention_params ap{};
-  ap.struct_size = sizeof(ap);
-  ap.num_heads = c.heads;
-  ap.num_kv_heads = c.kv_heads;
-  ap.head_dim = c.head_dim;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  strata_attention_params ap =
+      AttnParams(c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   ap.sliding_window = c.window;
   ap.logit_softcap = c.softcap;
   std::vector<float> out[2];
@@ -768,18 +784,8 @@ TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
         strata_buffer qb = Dv.Floats(qkv, t), fb = Dv.Floats(inv, F32);
         strata_tensor q = T(qb, t, {n, qd}, 0, stride), kt = T(qb, t, {n, kd}, qd * SizeOf(t), stride),
                       v = T(qb, t, {n, kd}, (qd + kd) * SizeOf(t), stride), ft = T(fb, F32, {rot / 2});
-        strata_rope_params rp{};
-        rp.struct_size = sizeof(rp);
-        rp.style = style;
-        rp.rotary_dim = rot;
-        rp.attention_factor = 1.0f;
-        rp.inv_freq = &ft;
-        strata_attention_params ap{};
-        ap.struct_size = sizeof(ap);
-        ap.num_heads = H;
-        ap.num_kv_heads = KVH;
-        ap.head_dim = D;
-        ap.scale = 0.125f;
+        const strata_rope_params rp = RopeParams(style, rot, &ft);
+        const strata_attention_params ap = AttnParams(H, KVH, D, 0.125f);
         ASSERT_EQ(Dv.api()->rope_kv_write(Dv.dev(), &rp, &ap, &batch.desc, &q, &kt, &v, kv, layer), STRATA_OK)
             << Dv.err();
         q_out[k] = Dv.ReadFloats(qb, n * stride, t);
@@ -834,18 +840,8 @@ void RunRopeAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t sty
     strata_tensor q = T(qb, t, {n, qd}, 0, stride), kt = T(qb, t, {n, kd}, qd * SizeOf(t), stride),
                   v = T(qb, t, {n, kd}, (qd + kd) * SizeOf(t), stride), ft = T(fb, F32, {rot / 2}),
                   ot = T(ob, t, {n, qd});
-    strata_rope_params rp{};
-    rp.struct_size = sizeof(rp);
-    rp.style = style;
-    rp.rotary_dim = rot;
-    rp.attention_factor = 1.0f;
-    rp.inv_freq = &ft;
-    strata_attention_params ap{};
-    ap.struct_size = sizeof(ap);
-    ap.num_heads = H;
-    ap.num_kv_heads = KVH;
-    ap.head_dim = D;
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const strata_rope_params rp = RopeParams(style, rot, &ft);
+    const strata_attention_params ap = AttnParams(H, KVH, D, 1.0f / std::sqrt(static_cast<float>(D)));
     if (run == 0) {
       ASSERT_TRUE(STRATA_BACKEND_HAS_ROPE_ATTENTION(Dv.api()));
       ASSERT_EQ(Dv.api()->rope_attention(Dv.dev(), &rp, &ap, &batch.desc, &q, &kt, &v, kv, layer, &ot), STRATA_OK)
