@@ -103,6 +103,9 @@ struct OpenOptions {
   int prefill_attention = 2;  // fa2
   bool use_gqa_decode = true;
   bool fuse_rope_attention = true;
+  bool use_wgmma = true;
+  bool require_wgmma = false;  // gemm=wgmma: an error on a device that cannot run it
+  int32_t wgmma_splits = 0;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
 };
@@ -130,6 +133,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   }
   o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
   o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
+  o->use_wgmma = !EnvIs("STRATA_CUDA_GEMM", "cublas");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   if (options == nullptr) return Ok();
@@ -183,6 +187,19 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option rope_attention=", value, " (expected fused or separate)");
       }
       o->fuse_rope_attention = value == "fused";
+    } else if (key == "gemm") {
+      if (value != "auto" && value != "wgmma" && value != "cublas") {
+        return InvalidArgument("device_open: option gemm=", value, " (expected auto, wgmma or cublas)");
+      }
+      o->use_wgmma = value != "cublas";
+      o->require_wgmma = value == "wgmma";
+    } else if (key == "wgmma_splits") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > 8) {
+        return InvalidArgument("device_open: option wgmma_splits=", value, " (expected 0..8)");
+      }
+      o->wgmma_splits = static_cast<int32_t>(v);
     } else if (key == "gemm_tune" || key == "pdl") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -191,7 +208,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|simple, rope_attention=fused|separate, gemm_tune=on|off, pdl=on|off)");
+                             "decode_attention=auto|gqa|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
+                             "gemm_tune=on|off, pdl=on|off)");
     }
   }
   return Ok();
@@ -287,6 +305,12 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
     dev->use_pdl = parsed.use_pdl && prop.major >= 9;  // programmatic dependent launch: sm_90+
+    dev->use_wgmma = parsed.use_wgmma && prop.major == 9 && prop.minor == 0;  // sm_90a code only
+    if (parsed.require_wgmma && !dev->use_wgmma) {
+      return Unsupported("device_open: gemm=wgmma needs an sm_90 GPU (H100/H200); this one is sm_", prop.major,
+                         prop.minor);
+    }
+    dev->wgmma_splits = parsed.wgmma_splits;
     dev->num_sms = prop.multiProcessorCount;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");

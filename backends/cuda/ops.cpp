@@ -9,6 +9,7 @@
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/tensor_view.h"
+#include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/decode_attention_gqa.h"
@@ -332,7 +333,8 @@ GemvArgs GemvFor(const Device* dev, const View& xv, const Weight* w, const float
 // gemv_tokens tokens (device option; docs/benchmarks.md has the measurements behind it).
 bool GemvByRule(const Device* dev, int64_t n) { return n <= dev->gemv_max_tokens; }
 
-// out (+)= x * W^T + bias on validated views: the GEMV or cuBLASLt (+ a bias kernel).
+// out (+)= x * W^T + bias on validated views: the GEMV, the wgmma kernel or cuBLASLt (+ a
+// bias kernel).
 Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const View& ov, bool accumulate) {
   const int64_t n = xv.rows;
   if (n == 0) return Ok();
@@ -350,7 +352,26 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   g.k = w->cols;
   g.accumulate = accumulate;
   const bool may_time = !dev->recording;
+  // Decode batch sizes on sm_90: the TMA + wgmma kernel, bias and residual add included.
+  WgmmaGemmArgs wa;
+  wa.w = w->data;
+  wa.w_dtype = w->dtype;
+  wa.x = xv.base;
+  wa.x_dtype = xv.dtype;
+  wa.ldx = xv.stride;
+  wa.bias = b;
+  wa.out = ov.base;
+  wa.ldo = ov.stride;
+  wa.out_dtype = ov.dtype;
+  wa.m = w->rows;
+  wa.n = n;
+  wa.k = w->cols;
+  wa.accumulate = accumulate;
+  wa.overlap_previous = dev->use_pdl;
+  wa.splits = dev->wgmma_splits;
+  const bool wgmma = dev->use_wgmma && n >= 2 && WgmmaGemmSupports(wa);
   auto run_lt = [&]() -> Status {
+    if (wgmma) return Launched(LaunchWgmmaGemm(wa, dev->stream), "matmul: wgmma gemm");
     STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, may_time));
     if (b == nullptr) return Ok();
     return Launched(LaunchBiasAdd(ov.base, ov.stride, b, n, w->rows, ov.dtype, dev->stream), "matmul: bias");

@@ -10,6 +10,9 @@
 #   batching issue 4: continuous vs static batching, shared-prefix TTFT
 #   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
 #   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
+#   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt and
+#            each split-K factor); a failed test stops the run (a hung kernel would eat
+#            every later phase's time)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -111,6 +114,24 @@ phase_http() {
   BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh http
 }
 
+phase_gemm() {
+  stamp "wgmma GEMM op test"
+  if ! timeout 90 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*' 2>&1 | \
+      tee "$OUT/wgmma_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -30; then
+    stamp "wgmma test failed or hung: stopping"
+    exit 1
+  fi
+  grep -q "FAILED" "$OUT/wgmma_test.log" && { stamp "wgmma test failed: stopping"; exit 1; }
+  stamp "decode-batch GEMMs: cuBLASLt vs wgmma per split-K factor"
+  STRATA_OP_BENCH=gemm timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/gemm_bench.log" | \
+    python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{\"op\"")]
+for r in rows:
+    print("%-8s %-10s %4d %8.1f us %.3f" % (r["shape"], r["path"], r["tokens"], r["us"], r["bw_fraction_of_4.24TBps"]))
+'
+}
+
 phase_ab() {
   stamp "batch-1 decode, base commit vs this build, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
@@ -118,8 +139,8 @@ phase_ab() {
 
 for phase in $PHASES; do
   case "$phase" in
-    tests|models|bench|ops|batching|batching8b|http|ab) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (tests models bench ops batching batching8b http ab)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|ab) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (tests models bench ops gemm batching batching8b http ab)" ;;
   esac
 done
 stamp "done"

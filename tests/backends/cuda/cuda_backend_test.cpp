@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -1009,7 +1010,9 @@ TEST_P(CudaOps, MatmulExProloguesAndResidualAdd) {
             }
             ASSERT_EQ(D.api()->matmul(D.dev(), in, W, with_bias ? &bt : nullptr, accumulate ? &pt : &ot), STRATA_OK)
                 << D.err();
-            if (accumulate) ASSERT_EQ(D.api()->add(D.dev(), &ot, &pt, &ot), STRATA_OK) << D.err();
+            if (accumulate) {
+              ASSERT_EQ(D.api()->add(D.dev(), &ot, &pt, &ot), STRATA_OK) << D.err();
+            }
             want = D.ReadFloats(ob, n * m, F32);
           }
           for (Dev* D : {&P.cuda, &wide}) {
@@ -1035,6 +1038,100 @@ TEST_P(CudaOps, MatmulExProloguesAndResidualAdd) {
                         what + (D == &wide ? " (gemv_tokens=8)" : ""));
           }
         }
+      }
+    }
+  }
+}
+
+// The sm_90 decode GEMM (gemm=wgmma, kernels/cuda/gemm_wgmma.cu) against the CPU backend:
+// every token tile (16..128, and several tiles above 128 tokens), K split over 1, 3 and 8
+// blocks of a cluster and the per-shape choice, weight rows and K that are not multiples of
+// its 128 x 64 tile (and K shorter than the split count), strided x and out (rows of 130
+// elements: the epilogue's scalar stores), bias, BF16 and F32 out, and matmul_ex's residual add in its epilogue; columns past m stay untouched. Each
+// product follows an rms_norm, so with programmatic dependent launch the kernel's early
+// weight loads must not let it read x before that kernel has written it.
+TEST(CudaWgmmaGemm, TokenTilesSplitsTailsBiasAndResidualAdd) {
+  SKIP_WITHOUT_GPU();
+  std::vector<std::unique_ptr<Dev>> devs;
+  for (int splits : {0, 1, 3, 8}) {
+    const std::string opts = "activations=bf16;gemm=wgmma;wgmma_splits=" + std::to_string(splits);
+    devs.push_back(std::make_unique<Dev>(CudaPlugin().info->backend, opts.c_str()));
+    if (!devs.back()->ok() && devs.back()->err().find("needs an sm_90") != std::string::npos) {
+      GTEST_SKIP() << devs.back()->err();
+    }
+    ASSERT_TRUE(devs.back()->ok()) << devs.back()->err();
+  }
+  Dev cpu(strata_cpu_plugin_info()->backend, nullptr);
+  ASSERT_TRUE(cpu.ok()) << cpu.err();
+  std::mt19937 rng(4321);
+  struct Shape {
+    int64_t m, k;
+  };
+  for (Shape sh : {Shape{200, 520}, Shape{384, 1024}, Shape{130, 64}}) {
+    const int64_t m = sh.m, k = sh.k;
+    const std::vector<float> w = Rounded(Random(rng, m * k, 0.05f), BF16);
+    const std::vector<float> bias = Random(rng, m, 0.5f);
+    const std::vector<float> norm_w = Random(rng, k, 1.0f);
+    strata_weight Wr = cpu.Weight(w, F32, m, k);
+    std::vector<strata_weight> Wc;
+    for (auto& d : devs) Wc.push_back(d->Weight(w, BF16, m, k));
+    for (int64_t n : {2, 16, 17, 40, 64, 65, 96, 128, 129, 256}) {
+      const bool with_bias = n % 2 == 0, accumulate = n % 3 != 0;
+      const int32_t out_t = accumulate || n % 4 == 0 ? BF16 : F32;
+      const int64_t x_stride = k + (n % 2 == 1 ? 8 : 0), o_stride = m + 4;
+      const std::vector<float> x = Rounded(Random(rng, n * x_stride, 2.0f), BF16);
+      const std::vector<float> res = Rounded(Random(rng, n * o_stride, 1.0f), BF16);
+      std::vector<float> want;
+      {
+        strata_buffer xb = cpu.Floats(x, F32), nb = cpu.Floats(norm_w, F32), bb = cpu.Floats(bias, F32),
+                      sb = cpu.Poisoned(n * k * 4), pb = cpu.Poisoned(n * o_stride * 4), ob = cpu.Floats(res, F32);
+        strata_tensor xt = T(xb, F32, {n, k}, 0, x_stride), nt = T(nb, F32, {k}), bt = T(bb, F32, {m}),
+                      st = T(sb, F32, {n, k}), pt = T(pb, F32, {n, m}, 0, o_stride), ot = T(ob, F32, {n, m}, 0, o_stride);
+        ASSERT_EQ(cpu.api()->rms_norm(cpu.dev(), &xt, nullptr, &nt, 1e-5f, &st), STRATA_OK) << cpu.err();
+        ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &st, Wr, with_bias ? &bt : nullptr, accumulate ? &pt : &ot), STRATA_OK)
+            << cpu.err();
+        if (accumulate) {
+          ASSERT_EQ(cpu.api()->add(cpu.dev(), &ot, &pt, &ot), STRATA_OK) << cpu.err();
+        }
+        want = cpu.ReadFloats(ob, n * o_stride, F32);
+      }
+      for (size_t d = 0; d < devs.size(); ++d) {
+        Dev& D = *devs[d];
+        const std::string what = "wgmma gemm m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" +
+                                 std::to_string(n) + " splits option " + std::to_string(d == 0 ? 0 : d == 1 ? 1 : d == 2 ? 3 : 8) +
+                                 " bias=" + std::to_string(with_bias) + " accumulate=" + std::to_string(accumulate) +
+                                 " out " + Name(out_t);
+        // Poison (NaN) everywhere the product writes; with accumulate, the residual.
+        std::vector<uint8_t> init(static_cast<size_t>(n * o_stride * SizeOf(out_t)), 0xff);
+        if (accumulate) init = Encode(res, BF16);
+        strata_buffer xb = D.Floats(x, BF16), nb = D.Floats(norm_w, F32), bb = D.Floats(bias, F32),
+                      sb = D.Poisoned(n * k * 2), pb = D.Poisoned(n * o_stride * 2), ob = D.Bytes(init);
+        strata_tensor xt = T(xb, BF16, {n, k}, 0, x_stride), nt = T(nb, F32, {k}), bt = T(bb, F32, {m}),
+                      st = T(sb, BF16, {n, k}), pt = T(pb, BF16, {n, m}, 0, o_stride),
+                      ot = T(ob, out_t, {n, m}, 0, o_stride);
+        ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, nullptr, &nt, 1e-5f, &st), STRATA_OK) << D.err();
+        strata_matmul_params mp{};
+        mp.struct_size = sizeof(mp);
+        mp.bias = with_bias ? &bt : nullptr;
+        mp.accumulate = accumulate;
+        mp.product_scratch = &pt;
+        ASSERT_EQ(D.api()->matmul_ex(D.dev(), &st, Wc[d], &mp, &ot), STRATA_OK) << what << ": " << D.err();
+        const std::vector<float> got = D.ReadFloats(ob, n * o_stride, out_t);
+        std::vector<float> g, wv;
+        int padding_changed = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          for (int64_t c = 0; c < o_stride; ++c) {
+            const size_t i = static_cast<size_t>(r * o_stride + c);
+            if (c < m) {
+              g.push_back(got[i]);
+              wv.push_back(want[i]);
+            } else if (accumulate ? got[i] != res[i] : !std::isnan(got[i])) {
+              ++padding_changed;
+            }
+          }
+        }
+        EXPECT_EQ(padding_changed, 0) << what << ": columns past m were written";
+        ExpectClose(g, wv, kTolBf16, what);
       }
     }
   }

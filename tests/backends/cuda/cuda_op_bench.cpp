@@ -105,6 +105,68 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
+  // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (2..256 tokens) on cuBLASLt and on the
+  // sm_90 wgmma kernel with each split-K factor (0 = its per-shape choice), to set that
+  // choice from measurements.
+  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "gemm") == 0) {
+    struct Variant { std::string name, options; strata_device dev = nullptr; };
+    std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"}};
+    for (int s : {0, 1, 2, 3, 4, 6, 8}) {
+      vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_splits=" + std::to_string(s)});
+    }
+    for (Variant& v : vs) {
+      strata_device_options o{};
+      o.struct_size = sizeof(o);
+      o.options = v.options.c_str();
+      if (api->device_open(0, &o, &v.dev) != STRATA_OK) {
+        std::printf("{\"skipped\":\"%s: %s\"}\n", v.name.c_str(), api->last_error());
+        v.dev = nullptr;
+      }
+    }
+    struct Shape { const char* name; int64_t rows, cols; };
+    const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096},
+                            {"down", 4096, 14336}, {"logits", 128256, 4096}};
+    for (const Shape& s : shapes) {
+      std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
+      for (Variant& v : vs) {
+        if (v.dev == nullptr) continue;
+        dev = v.dev;
+        const int copies = std::clamp(static_cast<int>(std::ceil(128e6 / (2.0 * s.rows * s.cols))), 1, 8);
+        std::vector<strata_weight> ws(static_cast<size_t>(copies));
+        for (strata_weight& W : ws) {
+          strata_weight_desc d{};
+          d.struct_size = sizeof(d);
+          d.format = STRATA_WEIGHT_DENSE;
+          d.dtype = STRATA_DTYPE_BF16;
+          d.rows = s.rows;
+          d.cols = s.cols;
+          d.data = w.data();
+          CHECK(api->weight_create(dev, &d, &W));
+        }
+        size_t next = 0;
+        for (int64_t tokens : {8, 16, 32, 64, 128, 256}) {
+          strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
+          strata_tensor x = T(xb, STRATA_DTYPE_BF16, {tokens, s.cols}), out = T(ob, STRATA_DTYPE_BF16, {tokens, s.rows});
+          const double sec =
+              MedianSeconds([&] { CHECK(api->matmul(dev, &x, ws[next++ % ws.size()], nullptr, &out)); });
+          const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
+          std::printf("{\"op\":\"gemm\",\"path\":\"%s\",\"shape\":\"%s\",\"tokens\":%lld,\"us\":%.1f,"
+                      "\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
+                      v.name.c_str(), s.name, (long long)tokens, sec * 1e6, bytes / sec / 1e9, flops / sec / 1e12,
+                      bytes / sec / 4.24e12);
+          std::fflush(stdout);
+          api->buffer_free(dev, xb);
+          api->buffer_free(dev, ob);
+        }
+        for (strata_weight W : ws) api->weight_free(dev, W);
+      }
+    }
+    for (Variant& v : vs) {
+      if (v.dev != nullptr) api->device_close(v.dev);
+    }
+    return 0;
+  }
+
   // Devices on GPU 0: the default kernel paths (the streaming GEMV at 1 token, else
   // cuBLASLt's first heuristic choice; FA2 prefill attention, GQA decode attention), the
   // fused one-token kernel for plain products too ("fused": matmul_ex's kernel, without a

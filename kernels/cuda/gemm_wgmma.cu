@@ -1,0 +1,427 @@
+// Hopper decode GEMM: out[t, :] (+)= x[t, :] * W^T (+ bias) for 2..256 tokens (gemm_wgmma.h).
+//
+// Why this shape of kernel: at decode batch sizes the product is bound by streaming W from
+// HBM (at 128 tokens it does 128 FLOP per weight byte, under the H200's ~230), so what
+// matters is that every SM keeps many weight bytes in flight, and that the tensor cores
+// keep up with them (mma.sync cannot at 128 tokens; wgmma can).
+// - Swapped operands: W is wgmma's A (64 weight rows per warpgroup) and the tokens are its
+//   N (16..128), so a few tokens do not waste a 64-row tile.
+// - A block owns 128 weight rows (two consumer warpgroups sharing each activation tile) and
+//   one slice of K; a producer warp streams W and x tiles with TMA (128-byte swizzle, what
+//   the wgmma descriptors read) through a ring of stages guarded by mbarriers.
+// - Split-K across the blocks of one cluster: each block writes its partial tile to its own
+//   shared memory, and after a cluster barrier each block adds up its share of the tile
+//   from all of them (distributed shared memory) and writes it with the epilogue (bias,
+//   residual add, bf16 rounding). Narrow projections (o, down: 32 tiles of 128 rows) thus
+//   fill the GPU without a workspace or a reduction kernel.
+// - Programmatic dependent launch: the producer issues the first stages' weight loads
+//   before waiting for the previous kernel, which produces x.
+#include "kernels/cuda/gemm_wgmma.h"
+
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/sm90_async.cuh"
+#include "kernels/cuda/wgmma_bf16.cuh"
+#include "strata/device.h"
+
+namespace strata::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kBM = 128;  // weight rows per block: two consumer warpgroups of 64
+constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of bf16
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + one producer warp
+constexpr int kPartStride = kBM + 4;  // floats per token row of a partial tile: conflict-free writes
+constexpr int kMaxSplits = 8;         // the portable cluster size
+constexpr int kStageBudget = 96 * 1024;  // pipeline bytes per block: two blocks fit on an SM
+
+template <int BN>
+struct Tile {
+  static constexpr uint32_t kWBytes = kBM * kBK * 2;
+  static constexpr uint32_t kXBytes = BN * kBK * 2;
+  static constexpr uint32_t kStageBytes = kWBytes + kXBytes;
+  static constexpr int kStages = kStageBudget / kStageBytes < 6 ? kStageBudget / kStageBytes : 6;
+  static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
+  static constexpr uint32_t kPartBytes = BN * kPartStride * 4;
+  static_assert(kPartBytes <= kPipeBytes, "the partial tile reuses the pipeline's buffers");
+  static_assert(kStages >= 2, "a pipeline needs two stages");
+  // + the barriers + slack to align the tiles to 1024 bytes (the swizzle's period).
+  static constexpr uint32_t kSmemBytes = kPipeBytes + 2 * kStages * 8 + 1024;
+};
+
+struct Epilogue {
+  const float* bias;
+  void* out;
+  int64_t ldo;
+  int32_t m, n;
+  int32_t out_bf16;
+  int32_t accumulate;
+  int32_t vec4;  // out rows and ldo allow 4-element (8- or 16-byte) accesses
+};
+
+#if defined(STRATA_SM90A)
+__device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v) {
+  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
+  float r[4] = {v.x, v.y, v.z, v.w};
+  if (ep.bias != nullptr) {
+    for (int e = 0; e < 4; ++e) r[e] += row + e < ep.m ? ep.bias[row + e] : 0.0f;
+  }
+  if (ep.vec4 && row + 3 < ep.m) {
+    if (ep.out_bf16) {
+      uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
+      if (ep.accumulate) {
+        const uint2 old = *p;
+        const __nv_bfloat162 o0 = *reinterpret_cast<const __nv_bfloat162*>(&old.x);
+        const __nv_bfloat162 o1 = *reinterpret_cast<const __nv_bfloat162*>(&old.y);
+        r[0] += __low2float(o0);
+        r[1] += __high2float(o0);
+        r[2] += __low2float(o1);
+        r[3] += __high2float(o1);
+      }
+      const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
+      const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
+      uint2 nv;
+      nv.x = *reinterpret_cast<const uint32_t*>(&n0);
+      nv.y = *reinterpret_cast<const uint32_t*>(&n1);
+      *p = nv;
+    } else {
+      float4* p = reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base);
+      if (ep.accumulate) {
+        const float4 old = *p;
+        r[0] += old.x;
+        r[1] += old.y;
+        r[2] += old.z;
+        r[3] += old.w;
+      }
+      *p = make_float4(r[0], r[1], r[2], r[3]);
+    }
+    return;
+  }
+  for (int e = 0; e < 4 && row + e < ep.m; ++e) {
+    if (ep.out_bf16) {
+      __nv_bfloat16* p = static_cast<__nv_bfloat16*>(ep.out) + base + e;
+      *p = __float2bfloat16_rn(r[e] + (ep.accumulate ? __bfloat162float(*p) : 0.0f));
+    } else {
+      float* p = static_cast<float*>(ep.out) + base + e;
+      *p = r[e] + (ep.accumulate ? *p : 0.0f);
+    }
+  }
+}
+#endif
+
+// Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
+// y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
+template <int BN>
+__global__ void __launch_bounds__(kThreads, 2)
+    WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
+                    int32_t num_kb, Epilogue ep) {
+#if defined(STRATA_SM90A)
+  using T = Tile<BN>;
+  extern __shared__ uint8_t smem_raw[];
+  // Tiles start 1024-byte aligned in the shared window (same offset in every block, so a
+  // peer's partial tile is at the same place in its window).
+  const uint32_t raw_addr = sm90::SmemAddr(smem_raw);
+  uint8_t* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kPipeBytes);
+  uint64_t* empty = full + T::kStages;
+  auto w_tile = [&](int s) { return smem + s * T::kStageBytes; };
+  auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int splits = static_cast<int>(cluster.num_blocks());
+  const int split = static_cast<int>(cluster.block_rank());
+  const int tile_m = blockIdx.x / splits;
+  const int tile_n = blockIdx.y;
+  const int kb0 = static_cast<int>(static_cast<int64_t>(split) * num_kb / splits);
+  const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * num_kb / splits);
+  const int iters = kb1 - kb0;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T::kStages; ++s) {
+      sm90::MbarInit(&full[s], 1);
+      sm90::MbarInit(&empty[s], kConsumerWarps);
+    }
+    sm90::FenceBarrierInit();
+  }
+  __syncthreads();
+
+  float acc[BN / 2];
+  if (warp == kConsumerWarps) {
+    // Producer: one thread issues every TMA load (the others only join the epilogue, which
+    // writes out: they too wait for the previous kernel).
+    if (lane != 0) WaitForPreviousKernel();
+    if (lane == 0) {
+      sm90::PrefetchTensorMap(&tmap_w);
+      sm90::PrefetchTensorMap(&tmap_x);
+      const int pre = iters < T::kStages ? iters : T::kStages;
+      for (int i = 0; i < pre; ++i) {  // weights do not depend on the previous kernel
+        sm90::MbarArriveExpectTx(&full[i], T::kStageBytes);
+        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
+      }
+      WaitForPreviousKernel();
+      for (int i = 0; i < pre; ++i) sm90::TmaLoad2d(x_tile(i), &tmap_x, &full[i], (kb0 + i) * kBK, tile_n * BN);
+      for (int i = pre; i < iters; ++i) {
+        const int s = i % T::kStages;
+        sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
+        sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
+        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
+        sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], (kb0 + i) * kBK, tile_n * BN);
+      }
+    }
+  } else {
+    // Consumers: warpgroup wg multiplies weight rows [64 wg, 64 wg + 64) of each stage.
+    WaitForPreviousKernel();  // the epilogue reads and writes out
+    const int wg = warp / 4;
+#pragma unroll
+    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+    for (int i = 0; i < iters; ++i) {
+      const int s = i % T::kStages;
+      sm90::MbarWait(&full[s], (i / T::kStages) & 1);
+      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+      const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      sm90::WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+      }
+      sm90::WgmmaCommit();
+      sm90::WgmmaWait<0>();
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      if (lane == 0) sm90::MbarArrive(&empty[s]);
+    }
+  }
+  __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
+
+  float* part = reinterpret_cast<float*>(smem);
+  if (warp < kConsumerWarps) {
+    // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
+    // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
+    const int row0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+#pragma unroll
+    for (int r = 0; r < BN / 2; ++r) {
+      const int row = row0 + 8 * ((r % 4) / 2);
+      const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
+      part[col * kPartStride + row] = acc[r];
+    }
+  }
+  cluster.sync();  // every block's partial tile is written
+
+  // This block's share of the tile's float4 groups, summed over the cluster's blocks.
+  constexpr int kGroups = BN * (kBM / 4);
+  const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
+  for (int g = g0 + threadIdx.x; g < g1; g += kThreads) {
+    const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+    const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+    if (t >= ep.n || row >= ep.m) continue;
+    const int off = tok * kPartStride + row4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int p = 0; p < splits; ++p) {
+      const float4 q = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, p) + off);
+      v.x += q.x;
+      v.y += q.y;
+      v.z += q.z;
+      v.w += q.w;
+    }
+    StoreOut(ep, t, row, v);
+  }
+  cluster.sync();  // no block leaves while a peer may still read its shared memory
+#endif
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (the plugin links only
+// cudart and cuBLAS; the driver is there whenever a device is).
+PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in tiles of
+// box_rows x 64, swizzled 128 bytes; out-of-bounds elements read as zero.
+bool EncodeBf16Map(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Token tile width for n tokens: the narrowest instantiated wgmma N that holds them (128
+// and several token tiles above that).
+int TokenTile(int64_t n) {
+  if (n <= 16) return 16;
+  if (n <= 32) return 32;
+  if (n <= 64) return 64;
+  if (n <= 96) return 96;
+  return 128;
+}
+
+template <int BN>
+auto KernelFor() {
+  return &WgmmaGemmKernel<BN>;
+}
+
+template <typename F>
+cudaError_t WithKernel(int bn, F&& f) {
+  switch (bn) {
+    case 16: return f(KernelFor<16>(), Tile<16>::kSmemBytes);
+    case 32: return f(KernelFor<32>(), Tile<32>::kSmemBytes);
+    case 64: return f(KernelFor<64>(), Tile<64>::kSmemBytes);
+    case 96: return f(KernelFor<96>(), Tile<96>::kSmemBytes);
+    default: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
+  }
+}
+
+constexpr int kTileKinds = 5;
+int TileIndex(int bn) { return bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : 4; }
+
+// How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
+// x the size), per token tile and cluster size, measured once per process on the current
+// device. Also raises the kernel's shared-memory limit the first time.
+int ResidentBlocks(int bn, int splits) {
+  static std::atomic<int> cache[kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[TileIndex(bn)][splits];
+  int v = slot.load(std::memory_order_relaxed);
+  if (v != 0) return v;
+  WithKernel(bn, [&](auto kernel, uint32_t smem) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(splits) * 64, 1, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      clusters = 0;
+    }
+    v = clusters * splits;
+    return cudaSuccess;
+  });
+  if (v <= 0) v = -1;  // this cluster size cannot run
+  slot.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+// Split-K factor: the one that minimises (waves of blocks) x (K blocks per block + a fixed
+// cost per block for filling the pipeline and the cross-block reduction), at least two K
+// blocks per split. STRATA_CUDA_WGMMA_SPLITS=N forces N (for measurements).
+constexpr int kFixedCostKb = 4;
+
+int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
+  static const int forced = [] {
+    const char* env = std::getenv("STRATA_CUDA_WGMMA_SPLITS");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v >= 1 && v <= kMaxSplits ? v : 0;
+  }();
+  const int64_t num_kb = (k + kBK - 1) / kBK;
+  if (forced != 0) return static_cast<int>(std::min<int64_t>(forced, num_kb));
+  const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
+  int best = 1;
+  int64_t best_cost = -1;
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    if (s > 1 && num_kb < 2 * s) break;
+    const int resident = ResidentBlocks(bn, s);
+    if (resident <= 0) continue;
+    const int64_t units = tiles * s;
+    const int64_t waves = (units + resident - 1) / resident;
+    const int64_t cost = waves * ((num_kb + s - 1) / s + kFixedCostKb);
+    if (best_cost < 0 || cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
+  if (a.w_dtype != STRATA_DTYPE_BF16 || a.x_dtype != STRATA_DTYPE_BF16) return false;
+  if (a.out_dtype != STRATA_DTYPE_BF16 && a.out_dtype != STRATA_DTYPE_F32) return false;
+  if (a.n < 1 || a.n > kWgmmaMaxTokens || a.m < 1 || a.k < 1) return false;
+  if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
+  if (!Aligned16(a.w) || !Aligned16(a.x)) return false;
+  if (a.m > 0x7fffffffLL || a.k > 0x7fffffffLL) return false;
+  return EncodeFn() != nullptr;
+}
+
+int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
+  const int bn = TokenTile(a.n);
+  if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, (a.k + kBK - 1) / kBK));
+  return ChooseSplits(a.m, a.n, a.k, bn);
+}
+
+cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
+  if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
+  const int bn = TokenTile(a.n);
+  CUtensorMap tw, tx;
+  if (!EncodeBf16Map(&tw, a.w, a.m, a.k, a.k, kBM) || !EncodeBf16Map(&tx, a.x, a.n, a.k, a.ldx, bn)) {
+    return cudaErrorInvalidValue;
+  }
+  const int splits = WgmmaGemmSplits(a);
+  Epilogue ep{};
+  ep.bias = a.bias;
+  ep.out = a.out;
+  ep.ldo = a.ldo;
+  ep.m = static_cast<int32_t>(a.m);
+  ep.n = static_cast<int32_t>(a.n);
+  ep.out_bf16 = a.out_dtype == STRATA_DTYPE_BF16 ? 1 : 0;
+  ep.accumulate = a.accumulate ? 1 : 0;
+  const uintptr_t align = ep.out_bf16 ? 8 : 16;
+  ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
+  const int32_t num_kb = static_cast<int32_t>((a.k + kBK - 1) / kBK);
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
+  if (ResidentBlocks(bn, splits) <= 0) return cudaErrorInvalidConfiguration;
+  return WithKernel(bn, [&](auto kernel, uint32_t smem) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = a.overlap_previous ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, kernel, tw, tx, num_kb, ep);
+  });
+}
+
+}  // namespace strata::cuda

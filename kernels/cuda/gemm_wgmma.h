@@ -1,0 +1,44 @@
+// Host-side launcher of the Hopper decode GEMM (kernels/cuda/gemm_wgmma.cu): out[t, :] (+)=
+// x[t, :] * W^T (+ bias) for 2..kWgmmaMaxTokens tokens, bf16 in, f32 accumulation, bf16 or
+// f32 out. At these sizes a product is bound by reading W from HBM, and cuBLASLt reads it at
+// only 0.48-0.82 of bandwidth on the H200 (its tiles leave most SMs idle for the narrow
+// projections); this kernel streams W through TMA into every SM, splitting K across the
+// blocks of a thread-block cluster that add their partial sums through distributed shared
+// memory, so no workspace and no second kernel. Only for sm_90 (wgmma); the caller checks.
+#ifndef STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
+#define STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+constexpr int64_t kWgmmaMaxTokens = 256;
+
+struct WgmmaGemmArgs {
+  const void* w = nullptr;  // [m, k] row-major (leading dim k), w_dtype
+  int32_t w_dtype = 0;
+  const void* x = nullptr;  // [n, k], row stride ldx (elements), x_dtype
+  int32_t x_dtype = 0;
+  int64_t ldx = 0;
+  const float* bias = nullptr;  // [m] F32 or null
+  void* out = nullptr;          // [n, m], row stride ldo (elements), out_dtype (BF16 or F32)
+  int64_t ldo = 0;
+  int32_t out_dtype = 0;
+  int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false;        // out += product (+ bias): the residual add
+  bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
+  int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
+};
+
+// True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
+// k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules).
+bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
+// The split-K factor the launcher uses for this shape when a.splits == 0.
+int WgmmaGemmSplits(const WgmmaGemmArgs& a);
+cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
