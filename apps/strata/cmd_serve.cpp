@@ -20,6 +20,7 @@
 #include "core/common/status_macros.h"
 #include "core/engine/engine.h"
 #include "core/model/model_tokenizer.h"
+#include "core/model/model_warmup.h"
 #include "serving/openai_server.h"
 
 namespace strata::cli {
@@ -36,6 +37,7 @@ void AddServeFlags(FlagSet& f) {
   AddKvPoolFlags(f);
   f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
   f.Switch("no-prefix-cache", "disable automatic prefix caching");
+  f.Switch("no-warmup", "skip the warm-up steps at start-up (kernel loading, GEMM choices, decode graphs)");
   f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
   f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
   f.Value("shutdown-timeout", "", "30", "seconds in-flight requests get to finish after SIGINT/SIGTERM");
@@ -146,6 +148,14 @@ absl::Status Serve(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(ec.policy.policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
   ec.model_identity = m.file->source_path;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
+  if (!f.On("no-warmup")) {
+    // Before the port opens: the first requests do not pay for kernel loading, GEMM
+    // algorithm choice or decode-graph recording.
+    WarmupReport w;
+    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w));
+    std::cerr << "strata serve: warmed up in " << static_cast<int>(w.seconds * 1e3) << " ms (prefill of "
+              << w.prefill_tokens << " tokens, " << w.decode_buckets << " decode batch sizes)\n";
+  }
 
   so.served_model_name = f.Get("served-model-name");
   if (so.served_model_name.empty()) {

@@ -43,10 +43,13 @@ constexpr int kConsumerWarps = 8;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + one producer warp
 constexpr int kPartStride = kBM + 4;  // floats per token row of a partial tile: conflict-free writes
 constexpr int kMaxSplits = 8;         // the portable cluster size
-constexpr int kStageBudget = 96 * 1024;  // pipeline bytes per block: two blocks fit on an SM
-
 template <int BN>
 struct Tile {
+  // Up to 128 tokens two blocks share an SM (96 KB of pipeline each); wider token tiles
+  // need their registers (BN / 2 accumulators per thread) and get the SM to themselves,
+  // with a deeper pipeline.
+  static constexpr int kMinBlocks = BN <= 128 ? 2 : 1;
+  static constexpr uint32_t kStageBudget = kMinBlocks == 2 ? 96 * 1024 : 200 * 1024;
   static constexpr uint32_t kWBytes = kBM * kBK * 2;
   static constexpr uint32_t kXBytes = BN * kBK * 2;
   static constexpr uint32_t kStageBytes = kWBytes + kXBytes;
@@ -122,7 +125,7 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
 // y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
 template <int BN>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
                     int32_t num_kb, Epilogue ep) {
 #if defined(STRATA_SM90A)
@@ -198,11 +201,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
       }
       sm90::WgmmaCommit();
-      sm90::WgmmaWait<0>();
-#pragma unroll
-      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
-      if (lane == 0) sm90::MbarArrive(&empty[s]);
+      // Keep this stage's MMAs in flight while the previous stage's are retired and its
+      // slot handed back to the producer: the tensor cores always have queued work.
+      sm90::WgmmaWait<1>();
+      if (i > 0 && lane == 0) sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
     }
+    sm90::WgmmaWait<0>();
+#pragma unroll
+    for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
@@ -272,14 +278,13 @@ bool EncodeBf16Map(CUtensorMap* map, const void* base, int64_t rows, int64_t col
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Token tile width for n tokens: the narrowest instantiated wgmma N that holds them (128
-// and several token tiles above that).
+// Token tile width for n tokens: the narrowest instantiated wgmma N that holds them, so
+// that W is read once.
 int TokenTile(int64_t n) {
-  if (n <= 16) return 16;
-  if (n <= 32) return 32;
-  if (n <= 64) return 64;
-  if (n <= 96) return 96;
-  return 128;
+  for (int bn : {16, 32, 64, 96, 128, 192}) {
+    if (n <= bn) return bn;
+  }
+  return 256;
 }
 
 template <int BN>
@@ -294,12 +299,16 @@ cudaError_t WithKernel(int bn, F&& f) {
     case 32: return f(KernelFor<32>(), Tile<32>::kSmemBytes);
     case 64: return f(KernelFor<64>(), Tile<64>::kSmemBytes);
     case 96: return f(KernelFor<96>(), Tile<96>::kSmemBytes);
-    default: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
+    case 128: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
+    case 192: return f(KernelFor<192>(), Tile<192>::kSmemBytes);
+    default: return f(KernelFor<256>(), Tile<256>::kSmemBytes);
   }
 }
 
-constexpr int kTileKinds = 5;
-int TileIndex(int bn) { return bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : 4; }
+constexpr int kTileKinds = 7;
+int TileIndex(int bn) {
+  return bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : bn == 128 ? 4 : bn == 192 ? 5 : 6;
+}
 
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current

@@ -1,0 +1,75 @@
+#include "core/model/model_warmup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/common/status_macros.h"
+#include "core/model/decode_step_padding.h"
+
+namespace strata {
+namespace {
+
+// Dummy sequences of the given lengths as one step: positions from 0, nothing stored,
+// block 0 everywhere, the last token of each sequence as its logits row.
+StepInput DummyStep(const std::vector<int32_t>& lengths, int32_t max_blocks_per_seq) {
+  StepInput in;
+  in.query_start_loc.push_back(0);
+  for (int32_t len : lengths) {
+    for (int32_t p = 0; p < len; ++p) {
+      in.token_ids.push_back(0);
+      in.positions.push_back(p);
+      in.slot_mapping.push_back(-1);
+    }
+    in.query_start_loc.push_back(static_cast<int32_t>(in.token_ids.size()));
+    in.seq_lens.push_back(len);
+    in.block_tables.insert(in.block_tables.end(), static_cast<size_t>(max_blocks_per_seq), 0);
+    in.logits_rows.push_back(static_cast<int32_t>(in.token_ids.size()) - 1);
+  }
+  return in;
+}
+
+absl::Status RunStep(LlamaModel& model, const StepInput& in) {
+  std::vector<int32_t> ids;
+  if (model.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32)) return model.ForwardGreedy(in, &ids);
+  std::vector<float> logits;
+  return model.Forward(in, &logits);
+}
+
+}  // namespace
+
+absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report) {
+  const auto t0 = std::chrono::steady_clock::now();
+  WarmupReport r;
+  const int32_t bs = model.options().block_size;
+  const int32_t max_len = static_cast<int32_t>(
+      std::min<int64_t>(model.max_context(), static_cast<int64_t>(model.max_blocks_per_seq()) * bs));
+  const int32_t tokens = std::min(max_batch_tokens, model.options().max_batch_tokens);
+  const int32_t seqs_limit = std::min(max_seqs, model.options().max_seqs);
+  if (tokens > 0 && max_len > 0 && seqs_limit > 0) {
+    std::vector<int32_t> lengths;
+    for (int32_t left = tokens; left > 0 && static_cast<int32_t>(lengths.size()) < seqs_limit;) {
+      lengths.push_back(std::min(left, max_len));
+      left -= lengths.back();
+    }
+    STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(lengths, model.max_blocks_per_seq())));
+    for (int32_t len : lengths) r.prefill_tokens += len;
+  }
+  // One decode step per bucket (the smallest batch of each), which records its graph.
+  const int32_t max_bucket = std::min({seqs_limit, tokens, model.options().max_graph_batch});
+  int32_t last_bucket = 0;
+  for (int32_t n = 1; n <= max_bucket; ++n) {
+    const int32_t bucket = DecodeGraphBucket(n, max_bucket);
+    if (bucket == 0 || bucket == last_bucket) continue;
+    last_bucket = bucket;
+    STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(std::vector<int32_t>(static_cast<size_t>(bucket), 1),
+                                                    model.max_blocks_per_seq())));
+    ++r.decode_buckets;
+  }
+  STRATA_RETURN_IF_ERROR(model.device().Synchronize());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (report != nullptr) *report = r;
+  return absl::OkStatus();
+}
+
+}  // namespace strata
