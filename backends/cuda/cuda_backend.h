@@ -37,18 +37,19 @@
 //   rope_attention=fused (default) rope_attention() at a decode step on the GQA decode kernel
 //                      rotates q and writes the new K/V inside that kernel (one launch)
 //   rope_attention=separate   rope_kv_write's kernel, then the attention (two launches)
-//   gemm=auto          (default) on sm_90 (H100/H200), BF16 matmuls of 2..256 tokens that the
-//                      GEMV does not take run the TMA + wgmma kernel of
-//                      kernels/cuda/gemm_wgmma.cu (split-K across a block cluster, bias and
-//                      residual add in its epilogue); everything else runs cuBLASLt
-//   gemm=wgmma         the same, but device_open fails on a GPU other than sm_90
-//   gemm=cublas        cuBLASLt for every product the GEMV does not take (the previous path)
+//   gemm=auto|cublas   (default) cuBLASLt for every product the GEMV does not take
+//   gemm=wgmma         on sm_90 (H100/H200), BF16 matmuls of 2..256 tokens that the GEMV does
+//                      not take run the TMA + wgmma kernel of kernels/cuda/gemm_wgmma.cu
+//                      (split-K across a block cluster, bias and residual add in its
+//                      epilogue); device_open fails on other GPUs. Not the default: slower
+//                      than cuBLASLt in the forward pass at 128 sequences (11,316 against
+//                      12,681 output tok/s, 2026-11-30, docs/benchmarks.md)
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
-// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=cublas, STRATA_CUDA_GEMM_TUNE=on and
+// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_TUNE=on and
 // STRATA_CUDA_PDL=off change the defaults of gemv=, prefill_attention=, decode_attention=,
 // rope_attention=, gemm=, gemm_tune= and pdl= (an explicit option wins).
 // device_info() reports the activation type of the last

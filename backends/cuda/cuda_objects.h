@@ -39,9 +39,9 @@ struct Device {
   // rope_attention=fused: decode steps run the rope/KV write inside the GQA decode kernel
   // (separate: rope_kv_write's kernel, then the attention, as for the separate ops).
   bool fuse_rope_attention = true;
-  // gemm=auto on an sm_90 device: BF16 products of 2..kWgmmaMaxTokens tokens run
+  // gemm=wgmma on an sm_90 device: BF16 products of 2..kWgmmaMaxTokens tokens run
   // kernels/cuda/gemm_wgmma.cu (its code is sm_90a machine code only, so never elsewhere).
-  bool use_wgmma = true;
+  bool use_wgmma = false;
   int32_t wgmma_splits = 0;  // its split-K factor, 0 = chosen per shape
   // gemm_tune=on: time the candidates of each matmul shape once and keep the fastest
   // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens). Off by

@@ -10,6 +10,8 @@
 namespace strata {
 namespace {
 
+constexpr int32_t kCpuWarmupTokens = 64;
+
 // Dummy sequences of the given lengths as one step: positions from 0, nothing stored,
 // block 0 everywhere, the last token of each sequence as its logits row.
 StepInput DummyStep(const std::vector<int32_t>& lengths, int32_t max_blocks_per_seq) {
@@ -44,7 +46,11 @@ absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t ma
   const int32_t bs = model.options().block_size;
   const int32_t max_len = static_cast<int32_t>(
       std::min<int64_t>(model.max_context(), static_cast<int64_t>(model.max_blocks_per_seq()) * bs));
-  const int32_t tokens = std::min(max_batch_tokens, model.options().max_batch_tokens);
+  int32_t tokens = std::min(max_batch_tokens, model.options().max_batch_tokens);
+  // A CPU has no modules to load or graphs to record, and a full token budget of an 8B
+  // model would take it minutes: a short prefill covers its one-time costs (primitive
+  // creation for the prefill path).
+  if (model.device().info().kind == STRATA_DEVICE_CPU) tokens = std::min(tokens, kCpuWarmupTokens);
   const int32_t seqs_limit = std::min(max_seqs, model.options().max_seqs);
   if (tokens > 0 && max_len > 0 && seqs_limit > 0) {
     std::vector<int32_t> lengths;
@@ -55,8 +61,13 @@ absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t ma
     STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(lengths, model.max_blocks_per_seq())));
     for (int32_t len : lengths) r.prefill_tokens += len;
   }
-  // One decode step per bucket (the smallest batch of each), which records its graph.
-  const int32_t max_bucket = std::min({seqs_limit, tokens, model.options().max_graph_batch});
+  // One decode step per bucket (the smallest batch of each), which records its graph
+  // (or, in pad-only mode, exercises its padding); without graphs one step is enough.
+  const DecodeGraphMode mode = model.options().decode_graphs;
+  const bool per_bucket = mode == DecodeGraphMode::kPadOnly ||
+                          (mode == DecodeGraphMode::kOn && model.device().SupportsGraphs());
+  const int32_t max_bucket =
+      per_bucket ? std::min({seqs_limit, tokens, model.options().max_graph_batch}) : std::min(seqs_limit, 1);
   int32_t last_bucket = 0;
   for (int32_t n = 1; n <= max_bucket; ++n) {
     const int32_t bucket = DecodeGraphBucket(n, max_bucket);

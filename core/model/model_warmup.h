@@ -20,8 +20,9 @@ struct WarmupReport {
 };
 
 // Runs the warm-up steps on `model` (no other step may run concurrently): a prefill of
-// max_batch_tokens tokens, split into sequences no longer than the model's context, and a
-// decode step of each bucket of 1..max_seqs sequences. Each dummy sequence has KV slots of
+// max_batch_tokens tokens (at most 64 on a CPU device), split into sequences no longer than
+// the model's context, and a decode step of each bucket of 1..max_seqs sequences where
+// decode graphs are recorded or padded (else one decode step). Each dummy sequence has KV slots of
 // -1 (nothing is stored) and a block table of block 0, as the padding of decode graphs
 // (decode_step_padding.h); its logits are discarded.
 absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report);

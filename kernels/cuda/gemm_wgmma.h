@@ -5,6 +5,14 @@
 // projections); this kernel streams W through TMA into every SM, splitting K across the
 // blocks of a thread-block cluster that add their partial sums through distributed shared
 // memory, so no workspace and no second kernel. Only for sm_90 (wgmma); the caller checks.
+//
+// Status (H200, 2026-11-30, `STRATA_OP_BENCH=gemm cuda_op_bench`): correct (cuda_backend_test
+// CudaWgmmaGemm), but opt-in (device option gemm=wgmma): it streams W at up to 0.99 of copy
+// bandwidth where the grid is large (logits, 8-64 tokens) and matches cuBLASLt on gate_up,
+// but at 128 tokens it reads W at 0.37-0.84 against cuBLASLt's 0.49-0.92, and the Llama-3-8B
+// forward pass at 128 sequences is 11% slower with it. What it lacks: an even split of the
+// work over the SMs when tiles x splits is not a multiple of the resident blocks (stream-K),
+// and tensor-core throughput at 128+ tokens (docs/benchmarks.md).
 #ifndef STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 #define STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 

@@ -16,6 +16,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/generator.h"
 #include "core/model/model_tokenizer.h"
+#include "core/model/model_warmup.h"
 #include "nlohmann/json.hpp"
 #include "plugins/plugin_loader.h"
 
@@ -169,42 +170,58 @@ TEST(CudaGraphs, EngineWithDecodeGraphsMatchesLlama2cAndEagerRuns) {
   }
   EXPECT_EQ((*eager)->decode_graph_stats().replays, 0);
 
-  ModelRuntimeOptions o;
-  o.max_seqs = 12;
-  o.max_batch_tokens = 64;
-  o.num_blocks = 256;
-  auto model = LlamaModel::Load(*c.device, **file, o);
-  ASSERT_TRUE(model.ok()) << model.status();
-  EngineConfig ec;
-  ec.max_num_seqs = 12;
-  ec.max_batched_tokens = 64;
-  auto engine = Engine::Create(**model, tok->get(), ec);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EngineRequest r;
-    r.request_id = "case-" + std::to_string(i);
-    r.prompt_ids = cases[i].prompt;
-    r.sampling.temperature = 0;
-    r.sampling.max_new_tokens = cases[i].max_new;
-    r.sampling.ignore_eos = cases[i].ignore_eos;
-    auto h = (*engine)->Submit(r);
-    ASSERT_TRUE(h.ok()) << h.status();
-    handles.push_back(*h);
+  // The engine with decode graphs, as is and after the start-up warm-up (which records the
+  // graph of every bucket, 1, 2, 4, 8 and 12, before the first request: the run then
+  // records none and replays only).
+  for (bool warm : {false, true}) {
+    SCOPED_TRACE(warm ? "after the warm-up" : "without warm-up");
+    ModelRuntimeOptions o;
+    o.max_seqs = 12;
+    o.max_batch_tokens = 64;
+    o.num_blocks = 256;
+    auto model = LlamaModel::Load(*c.device, **file, o);
+    ASSERT_TRUE(model.ok()) << model.status();
+    if (warm) {
+      WarmupReport w;
+      ASSERT_TRUE(WarmUpModel(**model, 64, 12, &w).ok());
+      EXPECT_EQ(w.decode_buckets, 5);
+      EXPECT_EQ((*model)->decode_graph_stats().recorded, 5);
+    }
+    EngineConfig ec;
+    ec.max_num_seqs = 12;
+    ec.max_batched_tokens = 64;
+    auto engine = Engine::Create(**model, tok->get(), ec);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EngineRequest r;
+      r.request_id = "case-" + std::to_string(i);
+      r.prompt_ids = cases[i].prompt;
+      r.sampling.temperature = 0;
+      r.sampling.max_new_tokens = cases[i].max_new;
+      r.sampling.ignore_eos = cases[i].ignore_eos;
+      auto h = (*engine)->Submit(r);
+      ASSERT_TRUE(h.ok()) << h.status();
+      handles.push_back(*h);
+    }
+    for (int steps = 0; steps < 100000; ++steps) {
+      auto more = (*engine)->Step();
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ASSERT_TRUE(handles[i]->finished());
+      EXPECT_EQ(handles[i]->Wait().generated_ids, cases[i].expected) << "case " << i;
+    }
+    const DecodeGraphStats& gs = (*model)->decode_graph_stats();
+    EXPECT_TRUE(gs.failure.empty()) << gs.failure;
+    if (warm) {
+      EXPECT_EQ(gs.recorded, 5);  // nothing recorded during the run
+    } else {
+      EXPECT_GE(gs.recorded, 3);  // the batch shrank through several buckets
+    }
+    EXPECT_GT(gs.replays, 20);
   }
-  for (int steps = 0; steps < 100000; ++steps) {
-    auto more = (*engine)->Step();
-    ASSERT_TRUE(more.ok()) << more.status();
-    if (!*more) break;
-  }
-  for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_TRUE(handles[i]->finished());
-    EXPECT_EQ(handles[i]->Wait().generated_ids, cases[i].expected) << "case " << i;
-  }
-  const DecodeGraphStats& gs = (*model)->decode_graph_stats();
-  EXPECT_TRUE(gs.failure.empty()) << gs.failure;
-  EXPECT_GE(gs.recorded, 3);  // the batch shrank through several buckets
-  EXPECT_GT(gs.replays, 20);
 }
 
 }  // namespace
