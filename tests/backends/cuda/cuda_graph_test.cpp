@@ -5,7 +5,8 @@
 //  - End to end: the continuous-batching engine with decode graphs on (activations f32)
 //    reproduces llama2.c's greedy runs of stories260K, and its random prompts give the
 //    same tokens as the single-request generator with graphs off (--enforce-eager), while
-//    the decode steps really were replays of several buckets' graphs.
+//    the decode steps really were replays of several buckets' graphs; and again after the
+//    start-up warm-up, which records every bucket's graph before the first request.
 #include <gtest/gtest.h>
 
 #include <filesystem>
