@@ -154,10 +154,15 @@ absl::Status Serve(const FlagSet& f) {
     WarmupReport w;
     STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w));
     std::cerr << "strata serve: warmed up in " << static_cast<int>(w.seconds * 1e3) << " ms (prefill of "
-              << w.prefill_tokens << " tokens, " << w.decode_buckets << " decode batch sizes)\n";
+              << w.prefill_tokens << " tokens, " << w.decode_buckets << " decode steps)\n";
   }
 
   so.served_model_name = f.Get("served-model-name");
+  // A model made with --synthetic has no path: it is served as "synthetic:SHAPE" (as the
+  // benchmarks name it) rather than under an empty name.
+  if (so.served_model_name.empty() && f.Get("model").empty() && !f.Get("synthetic").empty()) {
+    so.served_model_name = "synthetic:" + f.Get("synthetic");
+  }
   if (so.served_model_name.empty()) {
     std::vector<std::string> parts = absl::StrSplit(f.Get("model"), '/', absl::SkipEmpty());
     so.served_model_name = parts.empty() ? f.Get("model") : parts.back();

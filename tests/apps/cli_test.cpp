@@ -134,6 +134,31 @@ TEST(Cli, SyntheticModelTakesATokenizerJson) {
   EXPECT_NE(s.out.find("needs --tokenizer"), std::string::npos) << s.out;
 }
 
+// `serve` warms the model up before it listens (a CPU: a 64-token prefill and one decode
+// step), and a --synthetic model is served as "synthetic:SHAPE", not under an empty name.
+TEST(Cli, ServeWarmsUpBeforeListeningAndNamesASyntheticModel) {
+  const std::string tok = std::string(STRATA_SHARED_DIR) + "/tokenizers/llama2/tokenizer.json";
+  const std::string script =
+      "LOG=$(mktemp); " + kStrata +
+      " serve --device cpu --threads 1 --synthetic llama-110m --ctx-size 64 --max-num-seqs 1 --tokenizer " + tok +
+      " --port 0 > $LOG 2>&1 & pid=$!; for i in $(seq 1 300); do grep -q listening $LOG && break; sleep 0.1; done; "
+      "kill -TERM $pid; wait $pid; echo exit=$?; cat $LOG; rm -f $LOG";
+  FILE* p = popen(("sh -c '" + script + "'").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
+  const size_t warm = out.find("warmed up in"), listening = out.find("listening on http://");
+  ASSERT_NE(warm, std::string::npos) << out;
+  ASSERT_NE(listening, std::string::npos) << out;
+  EXPECT_LT(warm, listening) << out;
+  EXPECT_NE(out.find("prefill of 64 tokens, 1 decode steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("model 'synthetic:llama-110m'"), std::string::npos) << out;
+}
+
 TEST(Cli, DevicesListsCpuAndRefusesWrongAbi) {
   const std::string bad = std::string(STRATA_TEST_PLUGIN_DIR) + "/libstrata-backend-wrongabi.so";
   Output o = RunStrata("devices --json --plugin " + bad);
