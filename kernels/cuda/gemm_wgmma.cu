@@ -37,22 +37,20 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kBK = 64;  // K per stage: one 128-byte swizzle row of bf16
+constexpr int kBM = 128;  // weight rows per block: two consumer warpgroups of 64
+constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of bf16
 constexpr int kConsumerWarps = 8;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + one producer warp
-constexpr int kMaxSplits = 8;                         // the portable cluster size
-
-// A block's tile: BM weight rows (two consumer warpgroups, each BM / 2 rows as BM / 128
-// wgmma m64 tiles) by BN tokens.
-template <int BN, int BM>
+constexpr int kPartStride = kBM + 4;  // floats per token row of a partial tile: conflict-free writes
+constexpr int kMaxSplits = 8;         // the portable cluster size
+template <int BN>
 struct Tile {
-  static constexpr int kPartStride = BM + 4;         // floats per token row of a partial tile: conflict-free writes
-  // Up to 128 tokens and 128 rows two blocks share an SM (96 KB of pipeline each); wider
-  // tiles need their registers (kMT x BN / 2 accumulators per thread) and get the SM to
-  // themselves, with a deeper pipeline.
-  static constexpr int kMinBlocks = BN <= 128 && BM == 128 ? 2 : 1;
+  // Up to 128 tokens two blocks share an SM (96 KB of pipeline each); wider token tiles
+  // need their registers (BN / 2 accumulators per thread) and get the SM to themselves,
+  // with a deeper pipeline.
+  static constexpr int kMinBlocks = BN <= 128 ? 2 : 1;
   static constexpr uint32_t kStageBudget = kMinBlocks == 2 ? 96 * 1024 : 200 * 1024;
-  static constexpr uint32_t kWBytes = BM * kBK * 2;
+  static constexpr uint32_t kWBytes = kBM * kBK * 2;
   static constexpr uint32_t kXBytes = BN * kBK * 2;
   static constexpr uint32_t kStageBytes = kWBytes + kXBytes;
   static constexpr int kStages = kStageBudget / kStageBytes < 6 ? kStageBudget / kStageBytes : 6;
@@ -126,14 +124,12 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
 // y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
-template <int BN, int BM>
-__global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
+template <int BN>
+__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
                     int32_t num_kb, Epilogue ep) {
 #if defined(STRATA_SM90A)
-  using T = Tile<BN, BM>;
-  constexpr int kMT = BM / 128;  // m64 tiles per consumer warpgroup
-  constexpr int kPartStride = T::kPartStride;
+  using T = Tile<BN>;
   extern __shared__ uint8_t smem_raw[];
   // Tiles start 1024-byte aligned in the shared window (same offset in every block, so a
   // peer's partial tile is at the same place in its window).
@@ -163,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
   }
   __syncthreads();
 
-  float acc[kMT][BN / 2];
+  float acc[BN / 2];
   if (warp == kConsumerWarps) {
     // Producer: one thread issues every TMA load (the others only join the epilogue, which
     // writes out: they too wait for the previous kernel).
@@ -174,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
       const int pre = iters < T::kStages ? iters : T::kStages;
       for (int i = 0; i < pre; ++i) {  // weights do not depend on the previous kernel
         sm90::MbarArriveExpectTx(&full[i], T::kStageBytes);
-        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * BM);
+        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
       }
       WaitForPreviousKernel();
       for (int i = 0; i < pre; ++i) sm90::TmaLoad2d(x_tile(i), &tmap_x, &full[i], (kb0 + i) * kBK, tile_n * BN);
@@ -182,38 +178,27 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
         const int s = i % T::kStages;
         sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
         sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
-        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * BM);
+        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
         sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], (kb0 + i) * kBK, tile_n * BN);
       }
     }
   } else {
-    // Consumers: warpgroup wg multiplies weight rows [BM / 2 wg, BM / 2 (wg + 1)) of each
-    // stage, as kMT tiles of 64 rows that share each token tile.
+    // Consumers: warpgroup wg multiplies weight rows [64 wg, 64 wg + 64) of each stage.
     WaitForPreviousKernel();  // the epilogue reads and writes out
     const int wg = warp / 4;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-      for (int r = 0; r < BN / 2; ++r) acc[mt][r] = 0.0f;
-    }
+    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
     for (int i = 0; i < iters; ++i) {
       const int s = i % T::kStages;
       sm90::MbarWait(&full[s], (i / T::kStages) & 1);
-      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * kMT * 64 * 128;
+      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
       const uint32_t b0 = sm90::SmemAddr(x_tile(s));
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-        for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[mt][r]);
-      }
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
       sm90::WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          WgmmaBf16<BN>(acc[mt], sm90::Sw128KMajorDesc(a0 + mt * 64 * 128 + kk * 32),
-                        sm90::Sw128KMajorDesc(b0 + kk * 32));
-        }
+        WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
       }
       sm90::WgmmaCommit();
       // Keep this stage's MMAs in flight while the previous stage's are retired and its
@@ -223,10 +208,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
     }
     sm90::WgmmaWait<0>();
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[mt][r]);
-    }
+    for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
@@ -234,25 +216,22 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, BM>::kMinBlocks)
   if (warp < kConsumerWarps) {
     // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
     // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
+    const int row0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const int row0 = (warp / 4) * (BM / 2) + mt * 64 + (warp % 4) * 16 + lane / 4;
-#pragma unroll
-      for (int r = 0; r < BN / 2; ++r) {
-        const int row = row0 + 8 * ((r % 4) / 2);
-        const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-        part[col * kPartStride + row] = acc[mt][r];
-      }
+    for (int r = 0; r < BN / 2; ++r) {
+      const int row = row0 + 8 * ((r % 4) / 2);
+      const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
+      part[col * kPartStride + row] = acc[r];
     }
   }
   cluster.sync();  // every block's partial tile is written
 
   // This block's share of the tile's float4 groups, summed over the cluster's blocks.
-  constexpr int kGroups = BN * (BM / 4);
+  constexpr int kGroups = BN * (kBM / 4);
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
   for (int g = g0 + threadIdx.x; g < g1; g += kThreads) {
-    const int tok = g / (BM / 4), row4 = (g % (BM / 4)) * 4;
-    const int t = tile_n * BN + tok, row = tile_m * BM + row4;
+    const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+    const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
     if (t >= ep.n || row >= ep.m) continue;
     const int off = tok * kPartStride + row4;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -308,65 +287,38 @@ int TokenTile(int64_t n) {
   return 256;
 }
 
-// Weight rows per block for a token tile. Every block reads its token tile from L2 once per
-// K block, so the L2-to-SM traffic is W x (1 + BN / BM): at 128 tokens and 128 rows it is
-// twice W's, which the H200's L2 cannot deliver at HBM speed (measured: 0.86 of bandwidth
-// on the logits at 128 tokens, 0.51 at 256). From 64 tokens on, blocks take 256 rows.
-// STRATA_CUDA_WGMMA_BM=128|256 forces one size (for measurements).
-int RowTile(int bn) {
-  static const int forced = [] {
-    const char* env = std::getenv("STRATA_CUDA_WGMMA_BM");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v == 128 || v == 256 ? v : 0;
-  }();
-  if (bn > 128) return 128;  // the accumulators of 256 rows would not fit the registers
-  if (forced != 0) return forced;
-  return bn >= 64 ? 256 : 128;
-}
-
-// The instantiated (BN, BM) tiles.
-constexpr int kVariants = 12;
-int VariantIndex(int bn, int bm) {
-  const int i = bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : bn == 128 ? 4 : bn == 192 ? 5 : 6;
-  return bm == 128 ? i : 7 + (i < 5 ? i : 4);
-}
-
-template <int BN, int BM, typename F>
-cudaError_t Call(F&& f) {
-  return f(&WgmmaGemmKernel<BN, BM>, Tile<BN, BM>::kSmemBytes);
+template <int BN>
+auto KernelFor() {
+  return &WgmmaGemmKernel<BN>;
 }
 
 template <typename F>
-cudaError_t WithKernel(int bn, int bm, F&& f) {
-  if (bm == 256) {
-    switch (bn) {
-      case 16: return Call<16, 256>(f);
-      case 32: return Call<32, 256>(f);
-      case 64: return Call<64, 256>(f);
-      case 96: return Call<96, 256>(f);
-      default: return Call<128, 256>(f);
-    }
-  }
+cudaError_t WithKernel(int bn, F&& f) {
   switch (bn) {
-    case 16: return Call<16, 128>(f);
-    case 32: return Call<32, 128>(f);
-    case 64: return Call<64, 128>(f);
-    case 96: return Call<96, 128>(f);
-    case 128: return Call<128, 128>(f);
-    case 192: return Call<192, 128>(f);
-    default: return Call<256, 128>(f);
+    case 16: return f(KernelFor<16>(), Tile<16>::kSmemBytes);
+    case 32: return f(KernelFor<32>(), Tile<32>::kSmemBytes);
+    case 64: return f(KernelFor<64>(), Tile<64>::kSmemBytes);
+    case 96: return f(KernelFor<96>(), Tile<96>::kSmemBytes);
+    case 128: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
+    case 192: return f(KernelFor<192>(), Tile<192>::kSmemBytes);
+    default: return f(KernelFor<256>(), Tile<256>::kSmemBytes);
   }
 }
 
+constexpr int kTileKinds = 7;
+int TileIndex(int bn) {
+  return bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : bn == 128 ? 4 : bn == 192 ? 5 : 6;
+}
+
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
-// x the size), per tile and cluster size, measured once per process on the current device.
-// Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int bn, int bm, int splits) {
-  static std::atomic<int> cache[kVariants][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[VariantIndex(bn, bm)][splits];
+// x the size), per token tile and cluster size, measured once per process on the current
+// device. Also raises the kernel's shared-memory limit the first time.
+int ResidentBlocks(int bn, int splits) {
+  static std::atomic<int> cache[kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
-  WithKernel(bn, bm, [&](auto kernel, uint32_t smem) {
+  WithKernel(bn, [&](auto kernel, uint32_t smem) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(splits) * 64, 1, 1);
@@ -397,7 +349,7 @@ int ResidentBlocks(int bn, int bm, int splits) {
 // blocks per split. STRATA_CUDA_WGMMA_SPLITS=N forces N (for measurements).
 constexpr int kFixedCostKb = 4;
 
-int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn, int bm) {
+int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
   static const int forced = [] {
     const char* env = std::getenv("STRATA_CUDA_WGMMA_SPLITS");
     const int v = env != nullptr ? std::atoi(env) : 0;
@@ -405,12 +357,12 @@ int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn, int bm) {
   }();
   const int64_t num_kb = (k + kBK - 1) / kBK;
   if (forced != 0) return static_cast<int>(std::min<int64_t>(forced, num_kb));
-  const int64_t tiles = ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
+  const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
   int best = 1;
   int64_t best_cost = -1;
   for (int s = 1; s <= kMaxSplits; ++s) {
     if (s > 1 && num_kb < 2 * s) break;
-    const int resident = ResidentBlocks(bn, bm, s);
+    const int resident = ResidentBlocks(bn, s);
     if (resident <= 0) continue;
     const int64_t units = tiles * s;
     const int64_t waves = (units + resident - 1) / resident;
@@ -438,14 +390,14 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int bn = TokenTile(a.n);
   if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, (a.k + kBK - 1) / kBK));
-  return ChooseSplits(a.m, a.n, a.k, bn, RowTile(bn));
+  return ChooseSplits(a.m, a.n, a.k, bn);
 }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
-  const int bn = TokenTile(a.n), bm = RowTile(bn);
+  const int bn = TokenTile(a.n);
   CUtensorMap tw, tx;
-  if (!EncodeBf16Map(&tw, a.w, a.m, a.k, a.k, static_cast<uint32_t>(bm)) || !EncodeBf16Map(&tx, a.x, a.n, a.k, a.ldx, bn)) {
+  if (!EncodeBf16Map(&tw, a.w, a.m, a.k, a.k, kBM) || !EncodeBf16Map(&tx, a.x, a.n, a.k, a.ldx, bn)) {
     return cudaErrorInvalidValue;
   }
   const int splits = WgmmaGemmSplits(a);
@@ -460,9 +412,9 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + kBK - 1) / kBK);
-  const int64_t tiles_m = (a.m + bm - 1) / bm, tiles_n = (a.n + bn - 1) / bn;
-  if (ResidentBlocks(bn, bm, splits) <= 0) return cudaErrorInvalidConfiguration;
-  return WithKernel(bn, bm, [&](auto kernel, uint32_t smem) {
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
+  if (ResidentBlocks(bn, splits) <= 0) return cudaErrorInvalidConfiguration;
+  return WithKernel(bn, [&](auto kernel, uint32_t smem) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
     cfg.blockDim = dim3(kThreads);
