@@ -106,6 +106,7 @@ struct OpenOptions {
   bool use_wgmma = false;  // measured slower than cuBLASLt in the forward pass (cuda_backend.h)
   bool require_wgmma = false;  // gemm=wgmma: an error on a device that cannot run it
   int32_t wgmma_splits = 0;
+  int32_t gemm_splitk = 0;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
 };
@@ -135,6 +136,10 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
   o->use_wgmma = o->require_wgmma = EnvIs("STRATA_CUDA_GEMM", "wgmma");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
+  if (const char* env = std::getenv("STRATA_CUDA_GEMM_SPLITK"); env != nullptr) {
+    const int v = std::atoi(env);
+    if (v >= 0 && v <= 16) o->gemm_splitk = v;
+  }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   if (options == nullptr) return Ok();
   std::string s(options);
@@ -199,6 +204,13 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_splits=", value, " (expected 0..8)");
       }
       o->wgmma_splits = static_cast<int32_t>(v);
+    } else if (key == "gemm_splitk") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > 16) {
+        return InvalidArgument("device_open: option gemm_splitk=", value, " (expected 0..16)");
+      }
+      o->gemm_splitk = static_cast<int32_t>(v);
     } else if (key == "gemm_tune" || key == "pdl") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -208,7 +220,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
-                             "gemm_tune=on|off, pdl=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off)");
     }
   }
   return Ok();
@@ -319,6 +331,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     STRATA_CUDA_RETURN_IF_ERROR(LtGemm::Create(dev->stream, &g));
     dev->gemm.reset(g);
     g->set_tuning(parsed.tune_gemm);
+    g->set_split_k(parsed.gemm_splitk);
     if (index < 64) g_act_dtype[index].store(act + 1);
     *out = reinterpret_cast<strata_device>(dev.release());
     RegisterHandle(*out, HandleKind::kDevice);

@@ -1,5 +1,7 @@
 #include "backends/cuda/cublaslt_gemm.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace strata::cuda {
@@ -46,6 +48,44 @@ struct Descs {
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+
+// `algo` with its K split `splits` ways (reduced in the compute type through the
+// workspace, or in place), if the algorithm supports split-K and cuBLASLt accepts the
+// configuration for these descriptors within `workspace_bytes`.
+bool WithSplitK(cublasLtHandle_t h, const Descs& d, int32_t splits, size_t workspace_bytes,
+                cublasLtMatmulAlgo_t* algo) {
+  int32_t support = 0;
+  uint32_t mask = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support, sizeof(support),
+                                        &written) != CUBLAS_STATUS_SUCCESS ||
+      support == 0) {
+    return false;
+  }
+  cublasLtMatmulAlgoCapGetAttribute(algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &mask, sizeof(mask), &written);
+  uint32_t scheme = 0;
+  if (mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) {
+    scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  } else if (mask & CUBLASLT_REDUCTION_SCHEME_INPLACE) {
+    scheme = CUBLASLT_REDUCTION_SCHEME_INPLACE;
+  } else {
+    return false;
+  }
+  cublasLtMatmulAlgo_t cand = *algo;
+  if (cublasLtMatmulAlgoConfigSetAttribute(&cand, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigSetAttribute(&cand, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) !=
+          CUBLAS_STATUS_SUCCESS) {
+    return false;
+  }
+  cublasLtMatmulHeuristicResult_t r{};
+  if (cublasLtMatmulAlgoCheck(h, d.op, d.a, d.b, d.c, d.c, &cand, &r) != CUBLAS_STATUS_SUCCESS ||
+      r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > workspace_bytes) {
+    return false;
+  }
+  *algo = cand;
+  return true;
+}
 
 }  // namespace
 
@@ -96,6 +136,7 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   // out again): it keeps the heuristic's choice, which the key below does not share with
   // the plain product because beta is part of the key.
   const bool want_timing = tuning_ && may_time && TunesTokenCount(g.n) && !g.accumulate;
+  const bool want_split = !want_timing && split_k_ > 1 && g.n <= 256 && g.m <= kSplitKMaxRows;
   auto it = algos_.find(key);
   if (it == algos_.end() || (want_timing && !it->second.timed)) {
     LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
@@ -110,13 +151,28 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
     cublasLtMatmulHeuristicResult_t results[kLtCandidates] = {};
     int found = 0;
     LT_CALL(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
-                                           want_timing ? kLtCandidates : 1, results, &found),
+                                           want_timing || want_split ? kLtCandidates : 1, results, &found),
             "algorithm heuristic");
     if (found == 0) {
       return Unsupported("matmul: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k,
                          " (W ", g.w_dtype, ", x ", g.x_dtype, ", out ", g.out_dtype, ")");
     }
     Choice choice{results[0].algo, want_timing};
+    if (want_split) {
+      int taken = -1;
+      for (int i = 0; i < found && taken < 0; ++i) {
+        cublasLtMatmulAlgo_t a = results[i].algo;
+        if (results[i].state == CUBLAS_STATUS_SUCCESS && WithSplitK(handle_, d, split_k_, workspace_bytes_, &a)) {
+          choice.algo = a;
+          taken = i;
+        }
+      }
+      if (std::getenv("STRATA_CUDA_GEMM_LOG") != nullptr) {
+        std::fprintf(stderr, "cuBLASLt m=%lld n=%lld k=%lld: split-K %d %s (candidate %d of %d)\n",
+                     static_cast<long long>(g.m), static_cast<long long>(g.n), static_cast<long long>(g.k), split_k_,
+                     taken >= 0 ? "applied" : "not supported", taken, found);
+      }
+    }
     if (want_timing && found > 1) {
       // Every candidate writes the same product into g.out (beta = 0), so timing on the
       // call's own operands is harmless; the chosen one runs again below. A candidate

@@ -44,6 +44,11 @@ class LtGemm {
   // choice, and is timed at its next call that may be.
   Status Run(const GemmArgs& a, bool may_time);
   void set_tuning(bool on) { tuning_ = on; }
+  // gemm_splitk=N: decode-batch products of the narrow projections (<= kSplitKMaxRows
+  // output features, <= 256 tokens) take the first of the heuristic's candidates that
+  // accepts K split N ways (0 or 1: the heuristic's first choice, unsplit).
+  static constexpr int64_t kSplitKMaxRows = 8192;
+  void set_split_k(int32_t n) { split_k_ = n; }
   // Which token counts get timed: the decode batch sizes (<= 256), which repeat every step
   // and are bound by reading the weights, where the heuristic's tiles do worst. Larger
   // products are compute bound, the heuristic's choice is within a few percent of the
@@ -64,6 +69,7 @@ class LtGemm {
     bool timed = false;
   };
   bool tuning_ = false;
+  int32_t split_k_ = 0;
   L2Flusher flusher_;
   std::map<Key, Choice> algos_;
 };

@@ -44,14 +44,18 @@
 //                      epilogue); device_open fails on other GPUs. Not the default: slower
 //                      than cuBLASLt in the forward pass at 128 sequences (11,316 against
 //                      12,681 output tok/s, 2026-11-30, docs/benchmarks.md)
+//   gemm_splitk=N      (default 0: off) cuBLASLt products of <= 256 tokens and <= 8192 output
+//                      features (qkv, o, down of an 8B model) take the first heuristic
+//                      candidate that accepts K split N ways (the narrow projections fill
+//                      few SMs at decode batch sizes); for measurements
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
-// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_TUNE=on and
+// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_TUNE=on and
 // STRATA_CUDA_PDL=off change the defaults of gemv=, prefill_attention=, decode_attention=,
-// rope_attention=, gemm=, gemm_tune= and pdl= (an explicit option wins).
+// rope_attention=, gemm=, gemm_splitk=, gemm_tune= and pdl= (an explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //

@@ -105,13 +105,19 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (2..256 tokens) on cuBLASLt and on the
-  // sm_90 wgmma kernel with each split-K factor (0 = its per-shape choice), to set that
-  // choice from measurements.
+  // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (2..256 tokens) on cuBLASLt (also with
+  // gemm_splitk=2, 4, 8) and on the sm_90 wgmma kernel with its per-shape split-K factor
+  // (STRATA_OP_BENCH_WGMMA_SPLITS=all: also each factor forced), to set those choices from
+  // measurements.
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "gemm") == 0) {
     struct Variant { std::string name, options; strata_device dev = nullptr; };
     std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"}};
+    for (int s : {2, 4, 8}) {
+      vs.push_back({"cublas_sk" + std::to_string(s), "activations=bf16;gemm=cublas;gemm_splitk=" + std::to_string(s)});
+    }
+    const char* all = std::getenv("STRATA_OP_BENCH_WGMMA_SPLITS");  // "all": every wgmma split factor
     for (int s : {0, 1, 2, 3, 4, 6, 8}) {
+      if (s != 0 && (all == nullptr || std::strcmp(all, "all") != 0)) continue;
       vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_splits=" + std::to_string(s)});
     }
     for (Variant& v : vs) {
