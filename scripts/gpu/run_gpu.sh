@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One reproducible GPU run: unpack the build dependencies carried in .gpu/ (made by
 # scripts/gpu/prepare.sh on the build machine), configure and build everything, then the
-# phases asked for, in the order given (default: all, in this order):
+# phases asked for, in the order given (default: all, in this order; `build` alone builds and
+# runs nothing, for commands that run their own measurements afterwards):
 #   tests    every CUDA test (op tests twice), then all ctest tests
 #   models   end-to-end model checks on the CUDA backend against llama2.c / HF references
 #   bench    the Llama-3-8B-shape figures of issue 3 (decode with and without decode graphs,
@@ -10,9 +11,9 @@
 #   batching issue 4: continuous vs static batching, shared-prefix TTFT
 #   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
 #   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
-#   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt and
-#            each split-K factor); a failed test stops the run (a hung kernel would eat
-#            every later phase's time)
+#   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt, with
+#            gemm_splitk=2/4/8, and the wgmma kernel); a failed test stops the run (a hung
+#            kernel would eat every later phase's time)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -122,7 +123,7 @@ phase_gemm() {
     exit 1
   fi
   grep -q "FAILED" "$OUT/wgmma_test.log" && { stamp "wgmma test failed: stopping"; exit 1; }
-  stamp "decode-batch GEMMs: cuBLASLt vs wgmma per split-K factor"
+  stamp "decode-batch GEMMs: cuBLASLt (split-K variants) vs wgmma"
   STRATA_OP_BENCH=gemm timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/gemm_bench.log" | \
     python3 -c '
 import json, sys
@@ -139,8 +140,9 @@ phase_ab() {
 
 for phase in $PHASES; do
   case "$phase" in
+    build) ;;
     tests|models|bench|ops|gemm|batching|batching8b|http|ab) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (tests models bench ops gemm batching batching8b http ab)" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http ab)" ;;
   esac
 done
 stamp "done"
