@@ -352,7 +352,8 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   g.k = w->cols;
   g.accumulate = accumulate;
   const bool may_time = !dev->recording;
-  // Decode batch sizes on sm_90: the TMA + wgmma kernel, bias and residual add included.
+  // gemm=wgmma on sm_90, decode batch sizes: the TMA + wgmma kernel (bias and residual add
+  // included) instead of cuBLASLt.
   WgmmaGemmArgs wa;
   wa.w = w->data;
   wa.w_dtype = w->dtype;
@@ -370,7 +371,7 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   wa.overlap_previous = dev->use_pdl;
   wa.splits = dev->wgmma_splits;
   const bool wgmma = dev->use_wgmma && n >= 2 && WgmmaGemmSupports(wa);
-  auto run_lt = [&]() -> Status {
+  auto run_gemm = [&]() -> Status {  // the wgmma kernel or cuBLASLt (+ a bias kernel)
     if (wgmma) return Launched(LaunchWgmmaGemm(wa, dev->stream), "matmul: wgmma gemm");
     STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, may_time));
     if (b == nullptr) return Ok();
@@ -378,7 +379,7 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   };
 
   const GemvArgs gv = GemvFor(dev, xv, w, b, ov, accumulate);
-  if (!dev->use_gemv || !GemvSupports(gv)) return run_lt();
+  if (!dev->use_gemv || !GemvSupports(gv)) return run_gemm();
   auto run_gemv = [&]() { return Launched(LaunchGemv(gv, dev->stream), "matmul: gemv"); };
   // Small token counts: the bandwidth-bound GEMV or cuBLASLt, whichever is faster for the
   // shape. Without tuning (gemm_tune=off), for a shape first met while a graph is being
@@ -387,14 +388,14 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   const auto key = std::make_tuple(w->rows, w->cols, n, w->dtype, ov.dtype, xv.stride, ov.stride, b != nullptr);
   auto it = dev->gemv_faster.find(key);
   if (it == dev->gemv_faster.end()) {
-    if (!dev->tune_gemm || !may_time || accumulate) return GemvByRule(dev, n) ? run_gemv() : run_lt();
+    if (!dev->tune_gemm || !may_time || accumulate) return GemvByRule(dev, n) ? run_gemv() : run_gemm();
     float gemv_us = 0.0f, lt_us = 0.0f;
-    STRATA_CUDA_RETURN_IF_ERROR(run_lt());  // tunes cuBLASLt's algorithm first
-    STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_lt, &lt_us));
+    STRATA_CUDA_RETURN_IF_ERROR(run_gemm());  // tunes cuBLASLt's algorithm first
+    STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_gemm, &lt_us));
     STRATA_CUDA_RETURN_IF_ERROR(TimeLaunchUs(dev->stream, dev->gemm->flusher(), run_gemv, &gemv_us));
     it = dev->gemv_faster.emplace(key, gemv_us <= lt_us).first;
   }
-  return it->second ? run_gemv() : run_lt();
+  return it->second ? run_gemv() : run_gemm();
 }
 
 // A scratch tensor of matmul_ex: present, of the given type and shape, packed or not.
