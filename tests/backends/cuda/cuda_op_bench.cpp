@@ -5,8 +5,9 @@
 // attention (TFLOP/s, tensor cores), each on the default ("auto"), the previous
 // ("previous": the GEMV's row kernel, gemm_tune=on, pdl=off) and the oldest ("legacy":
 // gemv=cublas, prefill_attention=simple) kernel paths, plus the GEMV up to 8 tokens; and one
-// decode layer's products unfused against matmul_ex. Weights rotate through copies so that
-// no product finds its weight in L2.
+// decode layer's products unfused against matmul_ex; and a decode step's rope + KV write +
+// attention as two ops against ABI 1.3's rope_attention. Weights rotate through copies so
+// that no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
 // line. Not a test: no assertions on time.
 #include <dlfcn.h>
@@ -412,6 +413,44 @@ int main(int argc, char** argv) {
       std::printf("{\"op\":\"attention\",\"path\":\"%s\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
                   "\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
                   p.name, batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
+      if (qlen == 1 && &p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
+        // A decode step's rope + KV write + attention: the two ops against ABI 1.3's
+        // rope_attention (on CUDA one kernel: the decode kernel rotates q and writes the new
+        // K/V itself). Llama 3 rope (NEOX, full rotary), each token at its sequence's last
+        // position; q and k rotate again on every call, which changes no cost.
+        std::vector<int32_t> pos(batch, ctx - 1), slots(batch);
+        for (int32_t s2 = 0; s2 < batch; ++s2) {
+          slots[s2] = tables[static_cast<size_t>(s2) * blocks_per_seq + (ctx - 1) / BS] * BS + (ctx - 1) % BS;
+        }
+        std::vector<float> inv(D / 2);
+        for (int32_t j = 0; j < D / 2; ++j) inv[j] = std::pow(500000.0f, -2.0f * j / D);
+        strata_buffer posb = ints(pos), slotb = ints(slots), invb = nullptr;
+        CHECK(api->buffer_alloc(dev, inv.size() * 4, &invb));
+        CHECK(api->upload(dev, invb, 0, inv.data(), inv.size() * 4));
+        strata_buffer kb = Alloc(static_cast<size_t>(tokens) * KVH * D * 2),
+                      vb = Alloc(static_cast<size_t>(tokens) * KVH * D * 2);
+        strata_tensor post = T(posb, STRATA_DTYPE_I32, {tokens}), slott = T(slotb, STRATA_DTYPE_I32, {tokens}),
+                      invt = T(invb, STRATA_DTYPE_F32, {D / 2}), k = T(kb, BF16, {tokens, KVH * D}),
+                      v = T(vb, BF16, {tokens, KVH * D});
+        bd.positions = &post;
+        bd.slot_mapping = &slott;
+        strata_rope_params rp{};
+        rp.struct_size = sizeof(rp);
+        rp.style = STRATA_ROPE_NEOX;
+        rp.rotary_dim = D;
+        rp.attention_factor = 1.0f;
+        rp.inv_freq = &invt;
+        const double two = MedianSeconds([&] {
+          CHECK(api->rope_kv_write(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0));
+          CHECK(api->attention(dev, &ap, &bd, &q, kv, 0, &out));
+        });
+        const double fused =
+            MedianSeconds([&] { CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0, &out)); });
+        std::printf("{\"op\":\"rope_attention\",\"batch\":%d,\"context\":%d,\"two_ops_us\":%.1f,"
+                    "\"fused_us\":%.1f}\n",
+                    batch, ctx, two * 1e6, fused * 1e6);
+        for (strata_buffer b2 : {posb, slotb, invb, kb, vb}) api->buffer_free(dev, b2);
+      }
       for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
       api->kv_cache_free(dev, kv);
     }
