@@ -329,6 +329,28 @@ GemvArgs GemvFor(const Device* dev, const View& xv, const Weight* w, const float
   return gv;
 }
 
+// The same product for the sm_90 wgmma kernel (kernels/cuda/gemm_wgmma.h).
+WgmmaGemmArgs WgmmaFor(const Device* dev, const View& xv, const Weight* w, const float* b, const View& ov,
+                       bool accumulate) {
+  WgmmaGemmArgs wa;
+  wa.w = w->data;
+  wa.w_dtype = w->dtype;
+  wa.x = xv.base;
+  wa.x_dtype = xv.dtype;
+  wa.ldx = xv.stride;
+  wa.bias = b;
+  wa.out = ov.base;
+  wa.ldo = ov.stride;
+  wa.out_dtype = ov.dtype;
+  wa.m = w->rows;
+  wa.n = xv.rows;
+  wa.k = w->cols;
+  wa.accumulate = accumulate;
+  wa.overlap_previous = dev->use_pdl;
+  wa.splits = dev->wgmma_splits;
+  return wa;
+}
+
 // The GEMV takes a product of n tokens by the rule of thumb (without tuning): up to
 // gemv_tokens tokens (device option; docs/benchmarks.md has the measurements behind it).
 bool GemvByRule(const Device* dev, int64_t n) { return n <= dev->gemv_max_tokens; }
@@ -354,23 +376,9 @@ Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const 
   const bool may_time = !dev->recording;
   // gemm=wgmma on sm_90, decode batch sizes: the TMA + wgmma kernel (bias and residual add
   // included) instead of cuBLASLt.
-  WgmmaGemmArgs wa;
-  wa.w = w->data;
-  wa.w_dtype = w->dtype;
-  wa.x = xv.base;
-  wa.x_dtype = xv.dtype;
-  wa.ldx = xv.stride;
-  wa.bias = b;
-  wa.out = ov.base;
-  wa.ldo = ov.stride;
-  wa.out_dtype = ov.dtype;
-  wa.m = w->rows;
-  wa.n = n;
-  wa.k = w->cols;
-  wa.accumulate = accumulate;
-  wa.overlap_previous = dev->use_pdl;
-  wa.splits = dev->wgmma_splits;
-  const bool wgmma = dev->use_wgmma && n >= 2 && WgmmaGemmSupports(wa);
+  const bool try_wgmma = dev->use_wgmma && n >= 2;
+  const WgmmaGemmArgs wa = try_wgmma ? WgmmaFor(dev, xv, w, b, ov, accumulate) : WgmmaGemmArgs{};
+  const bool wgmma = try_wgmma && WgmmaGemmSupports(wa);
   auto run_gemm = [&]() -> Status {  // the wgmma kernel or cuBLASLt (+ a bias kernel)
     if (wgmma) return Launched(LaunchWgmmaGemm(wa, dev->stream), "matmul: wgmma gemm");
     STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, may_time));

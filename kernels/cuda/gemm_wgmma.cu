@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/sm90_async.cuh"
@@ -310,6 +309,29 @@ int TileIndex(int bn) {
   return bn == 16 ? 0 : bn == 32 ? 1 : bn == 64 ? 2 : bn == 96 ? 3 : bn == 128 ? 4 : bn == 192 ? 5 : 6;
 }
 
+// A launch of kThreads-thread blocks in clusters of `splits` along x, optionally with
+// programmatic dependent launch; `attrs` holds the attributes cfg points at.
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attrs[2];
+  ClusterLaunch(dim3 grid, uint32_t smem, int splits, bool overlap_previous, cudaStream_t stream) {
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = static_cast<unsigned>(splits);
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = overlap_previous ? 2 : 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // cfg points into this object
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
@@ -320,19 +342,9 @@ int ResidentBlocks(int bn, int splits) {
   if (v != 0) return v;
   WithKernel(bn, [&](auto kernel, uint32_t smem) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(splits) * 64, 1, 1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const ClusterLaunch l(dim3(static_cast<unsigned>(splits) * 64, 1, 1), smem, splits, false, nullptr);
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg) != cudaSuccess) {
       cudaGetLastError();
       clusters = 0;
     }
@@ -346,17 +358,11 @@ int ResidentBlocks(int bn, int splits) {
 
 // Split-K factor: the one that minimises (waves of blocks) x (K blocks per block + a fixed
 // cost per block for filling the pipeline and the cross-block reduction), at least two K
-// blocks per split. STRATA_CUDA_WGMMA_SPLITS=N forces N (for measurements).
+// blocks per split (the device option wgmma_splits=N forces N instead, for measurements).
 constexpr int kFixedCostKb = 4;
 
 int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
-  static const int forced = [] {
-    const char* env = std::getenv("STRATA_CUDA_WGMMA_SPLITS");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v >= 1 && v <= kMaxSplits ? v : 0;
-  }();
   const int64_t num_kb = (k + kBK - 1) / kBK;
-  if (forced != 0) return static_cast<int>(std::min<int64_t>(forced, num_kb));
   const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
   int best = 1;
   int64_t best_cost = -1;
@@ -415,21 +421,9 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
   if (ResidentBlocks(bn, splits) <= 0) return cudaErrorInvalidConfiguration;
   return WithKernel(bn, [&](auto kernel, uint32_t smem) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = a.overlap_previous ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, kernel, tw, tx, num_kb, ep);
+    const ClusterLaunch l(dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1), smem,
+                          splits, a.overlap_previous, stream);
+    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep);
   });
 }
 

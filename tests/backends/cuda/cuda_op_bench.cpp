@@ -88,6 +88,33 @@ double MedianSeconds(const std::function<void()>& op) {
   return t[t.size() / 2];
 }
 
+// Llama-3-8B layer shapes (rows = out features, cols = in features).
+struct Shape { const char* name; int64_t rows, cols; };
+const Shape kShapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336},
+                         {"logits", 128256, 4096}};
+
+// Copies of one BF16 weight on `dev`, enough for 128 MB (at most 8): each timed call reads a
+// different copy, so no call finds its weight in L2, as in a forward pass, where each
+// projection's weights are evicted by the ~16 GB read between two uses. Runs before
+// 2026-11-30 evening timed one copy, which flattered the qkv and o projections (50 and
+// 34 MB: they fit in L2).
+std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16_t>& w) {
+  const double bytes = 2.0 * s.rows * s.cols;
+  const int copies = std::clamp(static_cast<int>(std::ceil(128e6 / bytes)), 1, 8);
+  std::vector<strata_weight> ws(static_cast<size_t>(copies));
+  for (strata_weight& W : ws) {
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = STRATA_DTYPE_BF16;
+    d.rows = s.rows;
+    d.cols = s.cols;
+    d.data = w.data();
+    CHECK(api->weight_create(dev, &d, &W));
+  }
+  return ws;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,26 +157,12 @@ int main(int argc, char** argv) {
         v.dev = nullptr;
       }
     }
-    struct Shape { const char* name; int64_t rows, cols; };
-    const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096},
-                            {"down", 4096, 14336}, {"logits", 128256, 4096}};
-    for (const Shape& s : shapes) {
+    for (const Shape& s : kShapes) {
       std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
       for (Variant& v : vs) {
         if (v.dev == nullptr) continue;
         dev = v.dev;
-        const int copies = std::clamp(static_cast<int>(std::ceil(128e6 / (2.0 * s.rows * s.cols))), 1, 8);
-        std::vector<strata_weight> ws(static_cast<size_t>(copies));
-        for (strata_weight& W : ws) {
-          strata_weight_desc d{};
-          d.struct_size = sizeof(d);
-          d.format = STRATA_WEIGHT_DENSE;
-          d.dtype = STRATA_DTYPE_BF16;
-          d.rows = s.rows;
-          d.cols = s.cols;
-          d.data = w.data();
-          CHECK(api->weight_create(dev, &d, &W));
-        }
+        const std::vector<strata_weight> ws = WeightCopies(s, w);
         size_t next = 0;
         for (int64_t tokens : {8, 16, 32, 64, 128, 256}) {
           strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
@@ -193,35 +206,12 @@ int main(int argc, char** argv) {
   }
   constexpr int32_t BF16 = STRATA_DTYPE_BF16;
 
-  // GEMMs: Llama-3-8B layer shapes (rows = out features, cols = in features).
-  struct Shape { const char* name; int64_t rows, cols; };
-  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336},
-                          {"logits", 128256, 4096}};
-  // Each timed call reads a different copy of the weight (enough copies for 128 MB), so no
-  // call finds its weight in L2, as in a forward pass, where each projection's weights are
-  // evicted by the ~16 GB read between two uses. Runs before 2026-11-30 evening timed one
-  // copy, which flattered the qkv and o projections (50 and 34 MB: they fit in L2).
-  auto make_weights = [&](const Shape& s, const std::vector<uint16_t>& w) {
-    const double bytes = 2.0 * s.rows * s.cols;
-    const int copies = std::clamp(static_cast<int>(std::ceil(128e6 / bytes)), 1, 8);
-    std::vector<strata_weight> ws(static_cast<size_t>(copies));
-    for (strata_weight& W : ws) {
-      strata_weight_desc d{};
-      d.struct_size = sizeof(d);
-      d.format = STRATA_WEIGHT_DENSE;
-      d.dtype = BF16;
-      d.rows = s.rows;
-      d.cols = s.cols;
-      d.data = w.data();
-      CHECK(api->weight_create(dev, &d, &W));
-    }
-    return ws;
-  };
-  for (const Shape& s : shapes) {
+  // GEMMs at the Llama-3-8B layer shapes, weights rotating through copies (WeightCopies).
+  for (const Shape& s : kShapes) {
     std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
     for (Path& p : paths) {
       dev = p.dev;
-      const std::vector<strata_weight> ws = make_weights(s, w);
+      const std::vector<strata_weight> ws = WeightCopies(s, w);
       size_t next = 0;
       for (int64_t tokens : {1, 2, 4, 8, 32, 128, 4096}) {
         if (&p == &paths[2] && tokens > 8) continue;  // "legacy" = "previous" there
@@ -259,12 +249,12 @@ int main(int argc, char** argv) {
     }
     std::vector<std::vector<uint16_t>> host_w;
     for (int i = 0; i < 4; ++i) {
-      host_w.push_back(RandomBf16(static_cast<size_t>(shapes[i].rows * shapes[i].cols), 0.02f));
+      host_w.push_back(RandomBf16(static_cast<size_t>(kShapes[i].rows * kShapes[i].cols), 0.02f));
     }
     for (ChainDev& c : cds) {
       dev = c.dev;
       std::vector<std::vector<strata_weight>> ws;
-      for (int i = 0; i < 4; ++i) ws.push_back(make_weights(shapes[i], host_w[i]));
+      for (int i = 0; i < 4; ++i) ws.push_back(WeightCopies(kShapes[i], host_w[i]));
       size_t next = 0;
       const int64_t d = 4096, ff = 14336, qkvd = 6144;
       for (int64_t n : {1}) {
