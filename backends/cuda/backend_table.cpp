@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_objects.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/op_profiler.h"
 #include "kernels/cuda/gemv.h"
 
 namespace strata::cuda {
@@ -109,6 +110,7 @@ struct OpenOptions {
   int32_t gemm_splitk = 0;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
+  bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
 };
 
 // prefill_attention= values, best first.
@@ -141,6 +143,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
+  o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -211,16 +214,16 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option gemm_splitk=", value, " (expected 0..16)");
       }
       o->gemm_splitk = static_cast<int32_t>(v);
-    } else if (key == "gemm_tune" || key == "pdl") {
+    } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
       }
-      (key == "pdl" ? o->use_pdl : o->tune_gemm) = value == "on";
+      (key == "pdl" ? o->use_pdl : key == "profile" ? o->profile : o->tune_gemm) = value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
   }
   return Ok();
@@ -332,6 +335,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->gemm.reset(g);
     g->set_tuning(parsed.tune_gemm);
     g->set_split_k(parsed.gemm_splitk);
+    if (parsed.profile) dev->profiler = std::make_unique<OpProfiler>(stderr);
     if (index < 64) g_act_dtype[index].store(act + 1);
     *out = reinterpret_cast<strata_device>(dev.release());
     RegisterHandle(*out, HandleKind::kDevice);
@@ -504,9 +508,60 @@ void KvCacheFree(strata_device dev, strata_kv_cache kv) {
   delete AsKv(kv);
 }
 
-// Runs one op under the device lock after the common handle checks.
+// What the op profiler files a call under (op_profiler.h): the op and its shape, and the
+// bytes it must read at least (a product's weight) for a bandwidth figure.
+struct ProfileKey {
+  std::string key;
+  double bytes = 0.0;
+};
+
+// Rows of a tensor seen as [rows, last dim] (tokens, for activations).
+int64_t RowsOf(const strata_tensor* t) {
+  if (t == nullptr || t->ndim < 1 || t->ndim > 4) return 0;
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < t->ndim; ++i) rows *= t->shape[i];
+  return rows;
+}
+
+ProfileKey ProductKey(const char* op, const char* parts, const strata_tensor* x, strata_weight w) {
+  const Weight* wt = AsWeight(w);
+  return {StrCat(op, parts, " ", wt->rows, "x", wt->cols, " n=", RowsOf(x)),
+          static_cast<double>(wt->rows) * static_cast<double>(wt->cols) * static_cast<double>(DtypeSize(wt->dtype))};
+}
+
+ProfileKey BatchKey(const char* op, const strata_batch_desc* batch) {
+  if (batch == nullptr) return {op};
+  return {StrCat(op, " tokens=", batch->num_tokens, " seqs=", batch->num_seqs)};
+}
+
+// Runs one op under the device lock after the common handle checks. With the op profiler
+// on, an op that succeeds outside graph recording is timed under key() (called only then).
+template <typename K, typename F>
+strata_status RunKeyedOp(const char* op, strata_device dev, K&& key, F&& f) {
+  return Guarded(op, [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, op));
+    Device* d = AsDevice(dev);
+    std::lock_guard<std::mutex> lock(d->mu);
+    OpProfiler* prof = d->recording ? nullptr : d->profiler.get();
+    if (prof == nullptr) return f(d);
+    prof->Begin(d->stream);
+    Status s = f(d);
+    if (s.ok() && !d->recording) {
+      ProfileKey k = key();
+      prof->End(d->stream, std::move(k.key), k.bytes);
+    }
+    return s;
+  });
+}
+
 template <typename F>
 strata_status RunOp(const char* op, strata_device dev, F&& f) {
+  return RunKeyedOp(op, dev, [op] { return ProfileKey{op}; }, std::forward<F>(f));
+}
+
+// An op that is never timed (graph recording starts or ends inside it).
+template <typename F>
+strata_status RunUntimedOp(const char* op, strata_device dev, F&& f) {
   return Guarded(op, [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, op));
     std::lock_guard<std::mutex> lock(AsDevice(dev)->mu);
@@ -515,7 +570,7 @@ strata_status RunOp(const char* op, strata_device dev, F&& f) {
 }
 
 strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_tensor* ids, const strata_tensor* out) {
-  return RunOp("embedding", dev, [&](Device* d) -> Status {
+  return RunKeyedOp("embedding", dev, [&] { return ProfileKey{StrCat("embedding n=", RowsOf(out))}; }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
     return Embedding(d, AsWeight(table), ids, out);
   });
@@ -523,12 +578,13 @@ strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_t
 
 strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_tensor* residual,
                         const strata_tensor* weight, float eps, const strata_tensor* out) {
-  return RunOp("rms_norm", dev, [&](Device* d) { return RmsNorm(d, x, residual, weight, eps, out); });
+  auto key = [&] { return ProfileKey{StrCat(residual != nullptr ? "rms_norm[+residual]" : "rms_norm", " n=", RowsOf(x))}; };
+  return RunKeyedOp("rms_norm", dev, key, [&](Device* d) { return RmsNorm(d, x, residual, weight, eps, out); });
 }
 
 strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight w, const strata_tensor* bias,
                        const strata_tensor* out) {
-  return RunOp("matmul", dev, [&](Device* d) -> Status {
+  return RunKeyedOp("matmul", dev, [&] { return ProductKey("matmul", "", x, w); }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(w, HandleKind::kWeight, "matmul: w"));
     return Matmul(d, x, AsWeight(w), bias, out);
   });
@@ -536,7 +592,13 @@ strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight 
 
 strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                          const strata_matmul_params* params, const strata_tensor* out) {
-  return RunOp("matmul_ex", dev, [&](Device* d) -> Status {
+  auto key = [&] {
+    const char* parts = params->prologue == STRATA_PROLOGUE_RMS_NORM   ? (params->accumulate ? "[rms_norm,+=]" : "[rms_norm]")
+                        : params->prologue == STRATA_PROLOGUE_SILU_MUL ? (params->accumulate ? "[silu_mul,+=]" : "[silu_mul]")
+                                                                       : (params->accumulate ? "[+=]" : "");
+    return ProductKey("matmul_ex", parts, x, w);
+  };
+  return RunKeyedOp("matmul_ex", dev, key, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(w, HandleKind::kWeight, "matmul_ex: w"));
     return MatmulEx(d, x, AsWeight(w), params, out);
   });
@@ -545,7 +607,7 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
 strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope, const strata_attention_params* attn,
                             const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                             const strata_tensor* v, strata_kv_cache kv, int32_t layer) {
-  return RunOp("rope_kv_write", dev, [&](Device* d) -> Status {
+  return RunKeyedOp("rope_kv_write", dev, [&] { return BatchKey("rope_kv_write", batch); }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "rope_kv_write: kv"));
     return RopeKvWrite(d, rope, attn, batch, q, k, v, AsKv(kv), layer);
   });
@@ -553,7 +615,7 @@ strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope, c
 
 strata_status OpAttention(strata_device dev, const strata_attention_params* attn, const strata_batch_desc* batch,
                           const strata_tensor* q, strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
-  return RunOp("attention", dev, [&](Device* d) -> Status {
+  return RunKeyedOp("attention", dev, [&] { return BatchKey("attention", batch); }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "attention: kv"));
     return Attention(d, attn, batch, q, AsKv(kv), layer, out);
   });
@@ -562,7 +624,7 @@ strata_status OpAttention(strata_device dev, const strata_attention_params* attn
 strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope, const strata_attention_params* attn,
                               const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                               const strata_tensor* v, strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
-  return RunOp("rope_attention", dev, [&](Device* d) -> Status {
+  return RunKeyedOp("rope_attention", dev, [&] { return BatchKey("rope_attention", batch); }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "rope_attention: kv"));
     return RopeAttention(d, rope, attn, batch, q, k, v, AsKv(kv), layer, out);
   });
@@ -570,25 +632,25 @@ strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope,
 
 strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
                         const strata_tensor* out) {
-  return RunOp("silu_mul", dev, [&](Device* d) { return SiluMul(d, gate, up, out); });
+  return RunKeyedOp("silu_mul", dev, [&] { return ProfileKey{StrCat("silu_mul n=", RowsOf(gate))}; }, [&](Device* d) { return SiluMul(d, gate, up, out); });
 }
 
 strata_status OpAdd(strata_device dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out) {
-  return RunOp("add", dev, [&](Device* d) { return Add(d, a, b, out); });
+  return RunKeyedOp("add", dev, [&] { return ProfileKey{StrCat("add n=", RowsOf(a))}; }, [&](Device* d) { return Add(d, a, b, out); });
 }
 
 strata_status OpGatherRows(strata_device dev, const strata_tensor* x, const strata_tensor* indices,
                            const strata_tensor* out) {
-  return RunOp("gather_rows", dev, [&](Device* d) { return GatherRows(d, x, indices, out); });
+  return RunKeyedOp("gather_rows", dev, [&] { return ProfileKey{StrCat("gather_rows n=", RowsOf(out))}; }, [&](Device* d) { return GatherRows(d, x, indices, out); });
 }
 
 strata_status OpArgmax(strata_device dev, const strata_tensor* logits, const strata_tensor* out_ids) {
-  return RunOp("argmax", dev, [&](Device* d) { return Argmax(d, logits, out_ids); });
+  return RunKeyedOp("argmax", dev, [&] { return ProfileKey{StrCat("argmax n=", RowsOf(logits))}; }, [&](Device* d) { return Argmax(d, logits, out_ids); });
 }
 
 strata_status OpSample(strata_device dev, const strata_tensor* logits, const strata_sample_params* params,
                        const strata_tensor* out_ids) {
-  return RunOp("sample", dev, [&](Device* d) { return Sample(d, logits, params, out_ids); });
+  return RunKeyedOp("sample", dev, [&] { return ProfileKey{StrCat("sample n=", RowsOf(logits))}; }, [&](Device* d) { return Sample(d, logits, params, out_ids); });
 }
 
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs, int32_t num_pairs) {
@@ -615,7 +677,7 @@ uint64_t OpKvBlockBytes(strata_device dev, strata_kv_cache kv) {
 // Graphs: stream capture of the device's one stream. Thread-local capture mode, so other
 // threads of the process (e.g. one allocating for another device) are not disturbed.
 strata_status GraphBegin(strata_device dev) {
-  return RunOp("graph_begin", dev, [&](Device* d) -> Status {
+  return RunUntimedOp("graph_begin", dev, [&](Device* d) -> Status {
     if (d->recording) return InvalidArgument("graph_begin: a graph is already being recorded on this device");
     STRATA_CUDA_CALL(cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal), "graph_begin");
     d->recording = true;
@@ -624,7 +686,7 @@ strata_status GraphBegin(strata_device dev) {
 }
 
 strata_status GraphEnd(strata_device dev, strata_graph* out) {
-  return RunOp("graph_end", dev, [&](Device* d) -> Status {
+  return RunUntimedOp("graph_end", dev, [&](Device* d) -> Status {
     if (out != nullptr) *out = nullptr;
     if (!d->recording) return InvalidArgument("graph_end: no graph is being recorded on this device");
     d->recording = false;

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/op_profiler.h"
 
 namespace strata::cuda {
 namespace {
@@ -32,6 +33,7 @@ const char* KindName(HandleKind k) {
 Device::~Device() {
   cudaSetDevice(index);
   if (stream != nullptr) cudaStreamSynchronize(stream);
+  profiler.reset();  // reports; its events belong to this device
   gemm.reset();
   if (err_word != nullptr) cudaFree(err_word);
   if (attn_ws != nullptr) cudaFree(attn_ws);

@@ -22,6 +22,7 @@
 namespace strata::cuda {
 
 class LtGemm;
+class OpProfiler;
 
 struct Device {
   int32_t index = 0;
@@ -54,6 +55,8 @@ struct Device {
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int64_t, int64_t, bool>, bool> gemv_faster;
   cudaStream_t stream = nullptr;
   std::unique_ptr<LtGemm> gemm;
+  // STRATA_CUDA_PROFILE=1: GPU time per op, reported when the device closes (op_profiler.h).
+  std::unique_ptr<OpProfiler> profiler;
   int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices
   // Growable device scratch, stream-ordered: attention partials, uploaded small arrays.
   float* attn_ws = nullptr;

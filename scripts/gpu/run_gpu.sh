@@ -14,6 +14,9 @@
 #   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt, with
 #            gemm_splitk=2/4/8, and the wgmma kernel); a failed test stops the run (a hung
 #            kernel would eat every later phase's time)
+#   profile  GPU time per op and shape (device option profile=on, backends/cuda/op_profiler.h)
+#            of the 128- and 32-sequence serving runs, eager and with decode graphs (where
+#            a replayed graph is one graph_launch: the decode step's GPU time)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -133,6 +136,22 @@ for r in rows:
 '
 }
 
+phase_profile() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  for c in ${STRATA_PROFILE_SEQS:-128 32}; do
+    for mode in eager graphs; do
+      stamp "op profile: $c concurrent sequences, 128 in / 128 out, $mode"
+      local flag=""
+      [ "$mode" = eager ] && flag="--enforce-eager"
+      STRATA_CUDA_PROFILE=1 timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 \
+        --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 $flag \
+        > "$OUT/profile_${c}_${mode}.json" 2> "$OUT/profile_${c}_${mode}.txt"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${c}_${mode}.json"
+      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${c}_${mode}.txt" | head -40
+    done
+  done
+}
+
 phase_ab() {
   stamp "batch-1 decode, base commit vs this build, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
@@ -141,8 +160,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|ab) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http ab)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|ab) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile ab)" ;;
   esac
 done
 stamp "done"

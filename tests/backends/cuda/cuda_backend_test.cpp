@@ -17,6 +17,7 @@
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1050,6 +1051,62 @@ TEST_P(CudaOps, MatmulExProloguesAndResidualAdd) {
 // elements: the epilogue's scalar stores), bias, BF16 and F32 out, and matmul_ex's residual add in its epilogue; columns past m stay untouched. Each
 // product follows an rms_norm, so with programmatic dependent launch the kernel's early
 // weight loads must not let it read x before that kernel has written it.
+// The op profiler (profile=on): every op outside graph recording is timed under its op and
+// shape, a replayed graph as one graph_launch, and the table is printed when the device
+// closes. The figures are GPU times, so only their presence and the counts are checked.
+TEST(CudaOpProfiler, ReportsEachOpAndShapeAndGraphLaunchesAtClose) {
+  SKIP_WITHOUT_GPU();
+  auto dev = std::make_unique<Dev>(CudaPlugin().info->backend, "activations=bf16;profile=on");
+  ASSERT_TRUE(dev->ok()) << dev->err();
+  Dev& D = *dev;
+  std::mt19937 rng(99);
+  const int64_t m = 136, k = 192, n = 4;
+  strata_weight W = D.Weight(Random(rng, m * k, 0.2f), BF16, m, k);
+  strata_buffer xb = D.Floats(Random(rng, n * k, 1.0f), BF16), ob = D.Alloc(n * m * 2);
+  strata_buffer wb = D.Floats(Random(rng, k, 1.0f), F32), nb = D.Alloc(n * k * 2);
+  strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m}), wt = T(wb, F32, {k}), nt = T(nb, BF16, {n, k});
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(D.api()->matmul(D.dev(), &xt, W, nullptr, &ot), STRATA_OK) << D.err();
+  ASSERT_EQ(D.api()->rms_norm(D.dev(), &xt, nullptr, &wt, 1e-5f, &nt), STRATA_OK) << D.err();
+  // Recorded ops are not timed; each replay is.
+  ASSERT_EQ(D.api()->graph_begin(D.dev()), STRATA_OK) << D.err();
+  ASSERT_EQ(D.api()->matmul(D.dev(), &xt, W, nullptr, &ot), STRATA_OK) << D.err();
+  strata_graph g = nullptr;
+  ASSERT_EQ(D.api()->graph_end(D.dev(), &g), STRATA_OK) << D.err();
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(D.api()->graph_launch(D.dev(), g), STRATA_OK) << D.err();
+  D.api()->graph_free(D.dev(), g);
+  ASSERT_EQ(D.api()->synchronize(D.dev()), STRATA_OK) << D.err();
+
+  testing::internal::CaptureStderr();
+  dev.reset();  // closes the device: the report is printed
+  const std::string report = testing::internal::GetCapturedStderr();
+  ASSERT_NE(report.find("strata cuda op profile"), std::string::npos) << report;
+  // Row: total_ms calls share median_us mean_us [GB/s] op
+  auto row = [&](const std::string& op) -> std::vector<std::string> {
+    std::istringstream lines(report);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.size() >= op.size() && line.compare(line.size() - op.size(), op.size(), op) == 0) {
+        std::istringstream cols(line);
+        std::vector<std::string> v;
+        for (std::string c; cols >> c;) v.push_back(c);
+        return v;
+      }
+    }
+    return {};
+  };
+  const std::vector<std::string> mm = row("matmul 136x192 n=4");
+  ASSERT_GE(mm.size(), 7u) << report;
+  EXPECT_EQ(mm[1], "3") << report;  // the recorded call is not counted
+  EXPECT_GT(std::stod(mm[0]), 0.0) << report;
+  EXPECT_GT(std::stod(mm[5]), 0.0) << "a matmul's row has a GB/s figure\n" << report;
+  const std::vector<std::string> rn = row("rms_norm n=4");
+  ASSERT_GE(rn.size(), 6u) << report;
+  EXPECT_EQ(rn[1], "1") << report;
+  const std::vector<std::string> gl = row("graph_launch");
+  ASSERT_GE(gl.size(), 6u) << report;
+  EXPECT_EQ(gl[1], "2") << report;
+  EXPECT_TRUE(row("graph_begin").empty() && row("graph_end").empty()) << report;
+}
+
 TEST(CudaWgmmaGemm, TokenTilesSplitsTailsBiasAndResidualAdd) {
   SKIP_WITHOUT_GPU();
   std::vector<std::unique_ptr<Dev>> devs;
