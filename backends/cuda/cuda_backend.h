@@ -34,6 +34,8 @@
 //   decode_attention=auto|gqa (default) decode batches run kernels/cuda/decode_attention_gqa.cu:
 //                      one pass over each KV head's rows for all query heads that share it
 //   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
+//   decode_kv_heads_per_block=1 (default) | 2 | 4: KV heads one block of the GQA decode kernel
+//                      serves, each with its own 128 threads (BF16 activations, BF16/F16 cache)
 //   rope_attention=fused (default) rope_attention() at a decode step on the GQA decode kernel
 //                      rotates q and writes the new K/V inside that kernel (one launch)
 //   rope_attention=separate   rope_kv_write's kernel, then the attention (two launches)
@@ -56,6 +58,7 @@
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
+// STRATA_CUDA_DECODE_KV_HEADS_PER_BLOCK=N,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_TUNE=on,
 // STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=, prefill_attention=,
 // decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_tune=, pdl= and profile= (an

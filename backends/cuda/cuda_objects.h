@@ -37,6 +37,7 @@ struct Device {
   // 0 = SIMT only (each where it supports the batch, else the next lower one).
   int prefill_attention = 2;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
+  int32_t decode_kv_heads_per_block = 1;  // ... with this many KV heads per thread block (1, 2, 4)
   // rope_attention=fused: decode steps run the rope/KV write inside the GQA decode kernel
   // (separate: rope_kv_write's kernel, then the attention, as for the separate ops).
   bool fuse_rope_attention = true;

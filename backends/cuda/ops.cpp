@@ -743,7 +743,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
   } else if (dev->prefill_attention >= 1 && TcPrefillSupports(a, l)) {
     path = Path::kWmma;
   }
-  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
+  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms, dev->decode_kv_heads_per_block)
                      : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
                                               : 0;
   if (ws > dev->attn_ws_floats) {
@@ -761,7 +761,8 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
   }
   switch (path) {
     case Path::kGqaDecode:
-      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
+      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->decode_kv_heads_per_block,
+                                                 dev->stream, fused_rope), op);
     case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
     case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
     case Path::kSimt: break;

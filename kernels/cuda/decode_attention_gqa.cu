@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
@@ -212,20 +213,27 @@ __device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_se
 }
 
 // FUSE_ROPE: the rope/KV write is fused in (a template parameter, so that the plain
-// attention's kernel carries none of its code or registers).
-template <typename T, typename K, int GROUP, bool FUSE_ROPE>
-__global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
+// attention's kernel carries none of its code or registers). HPB: KV heads per thread block.
+// Each head is served by its own 128 threads ("sub-block", with its own shared memory), as
+// if it were a block of its own; grouping the KV heads of a token in one block makes their
+// reads of the same cache rows (a position's heads are adjacent in the cache) happen
+// together, for DRAM page locality. Only the block barriers are shared: every sub-block of
+// a block serves the same token and split, so all take the same path through them.
+template <typename T, typename K, int GROUP, bool FUSE_ROPE, int HPB>
+__global__ void __launch_bounds__(kThreads * HPB, (MinBlocksPerSm<GROUP, K>() / HPB > 0 ? MinBlocksPerSm<GROUP, K>() / HPB : 1))
     DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws, DecodeRopeArgs rope) {
   AllowDependentLaunch();  // without splits, the o projection follows this kernel
   constexpr int KC = KvOctet<K>::kChunks;
   constexpr int U = KeysPerThread<GROUP, K>();
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
-  float* smem = reinterpret_cast<float*>(smem_f4);
+  const int32_t sub = HPB == 1 ? 0 : static_cast<int32_t>(threadIdx.x) / kThreads;
+  const SmemLayout lay = SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2);
+  float* smem = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem_f4) + sub * lay.total);
 
   // KV head fastest: the blocks of one token run side by side and read the interleaved rows
   // of the same cache blocks together (DRAM page locality).
-  const int32_t kvh = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
-  const int32_t tid = threadIdx.x;
+  const int32_t kvh = blockIdx.x * HPB + sub, i = blockIdx.y, split = blockIdx.z;
+  const int32_t tid = HPB == 1 ? static_cast<int32_t>(threadIdx.x) : static_cast<int32_t>(threadIdx.x) % kThreads;
   const int32_t D = kv.head_dim;
   const int32_t G = 1 << plan.lanes_log2;       // lanes per key row
   const int32_t NG = kThreads >> plan.lanes_log2;  // lane groups (keys per step and unroll slot)
@@ -236,6 +244,13 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   const int32_t H = a.num_heads;
   const int32_t splits = plan.splits;
 
+  // The fused rope's position and slot of token i are loaded with the sequence arrays below,
+  // so that the prologue waits for one round trip to global memory, not three.
+  int32_t rope_pos = 0, new_slot = -1;
+  if constexpr (FUSE_ROPE) {
+    if (rope.rope.style != STRATA_ROPE_NONE) rope_pos = __ldg(rope.positions + i);
+    new_slot = __ldg(rope.slots + i);
+  }
   // Sequence and position of token i (max_query_len == 1 gives s == i; checked cheaply).
   const int32_t* qsl = a.query_start_loc;
   int32_t s, pos;
@@ -286,7 +301,6 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     return;  // block-uniform: before any barrier
   }
 
-  const SmemLayout lay = SmemFor<GROUP, K>(D, plan.lanes_log2);
   unsigned char* smem_b = reinterpret_cast<unsigned char*>(smem);
   uint4* s_kv = reinterpret_cast<uint4*>(smem_b);
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(smem_b + lay.mask_off);
@@ -303,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   float* s_cs = smem;
   float* s_sn = smem + kMaxHeadDim / 2;
   if (rotate) {
-    const double p = static_cast<double>(__ldg(rope.positions + i));
+    const double p = static_cast<double>(rope_pos);
     for (int32_t f = tid; f < rope.rope.half; f += kThreads) {
       double sv, cv;
       sincos(p * static_cast<double>(rope.rope.inv_freq[f]), &sv, &cv);
@@ -328,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   if constexpr (FUSE_ROPE) {
     // The block whose slice holds the new position stores this token's key and value.
     if (kb <= pos && pos < ke) {
-      const int32_t slot = __ldg(rope.slots + i);
+      const int32_t slot = new_slot;
       const int64_t num_slots = static_cast<int64_t>(kv.num_blocks) * kv.block_size;
       if (slot >= num_slots) {
         if (tid == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
@@ -685,14 +699,28 @@ SmemLayout HostSmemLayout(const AttentionArgs& a, const KvLayout& kv) {
 // streaming); otherwise split at most 4 ways, only as far as it evens out the last wave. No
 // slice is planned shorter than kMinSliceKeys keys of the longest possible context
 // (max_seq_len, or the sliding window when smaller).
-int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+// KV heads per block the launch uses: the one asked for where it divides the KV heads, the
+// cache is BF16/F16, the activations BF16, and its shared memory fits; else 1.
+int32_t HeadsPerBlock(const AttentionArgs& a, const KvLayout& kv, int32_t asked) {
+  for (int32_t h : {4, 2}) {
+    if (asked >= h && kv.num_kv_heads % h == 0 && kv.dtype != STRATA_DTYPE_F32 && a.act_dtype == STRATA_DTYPE_BF16 &&
+        h * HostSmemLayout(a, kv).total <= kMaxSmemPerBlock) {
+      return h;
+    }
+  }
+  return 1;
+}
+
+int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms, int32_t heads_per_block) {
+  // Counted in sub-blocks (one KV head of one token's slice, 128 threads).
   const int64_t items = std::max<int64_t>(1, static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads);
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
-  const int64_t per_sm = std::max<int64_t>(
-      1, std::min<int64_t>(MinBlocksPerSmFor(g, ChunksOf(kv.dtype)),
-                           kSmemPerSm / (HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
-  const int64_t slots = sms * per_sm;
+  const int64_t hpb = HeadsPerBlock(a, kv, heads_per_block);
+  const int64_t blocks_per_sm = std::max<int64_t>(
+      1, std::min<int64_t>(std::max<int64_t>(1, MinBlocksPerSmFor(g, ChunksOf(kv.dtype)) / hpb),
+                           kSmemPerSm / (hpb * HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
+  const int64_t slots = sms * blocks_per_sm * hpb;
   int64_t len = std::max<int32_t>(1, a.max_seq_len);
   if (a.sliding_window > 0) len = std::min<int64_t>(len, a.sliding_window);
   const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, (len + kMinSliceKeys - 1) / kMinSliceKeys));
@@ -714,13 +742,13 @@ int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) 
   return static_cast<int32_t>(std::max<int64_t>(1, splits));
 }
 
-GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms, int32_t heads_per_block) {
   GqaPlan p;
   p.group = a.num_heads / kv.num_kv_heads;
   p.lanes_log2 = CeilLog2(kv.head_dim / 8);
   const int32_t bsl = CeilLog2(kv.block_size);
   p.bs_shift = (int64_t{1} << bsl) == kv.block_size ? bsl : -1;
-  p.splits = PlanSplits(a, kv, num_sms);
+  p.splits = PlanSplits(a, kv, num_sms, heads_per_block);
   if (a.softcap > 0.0f) {
     p.qmul = a.scale;
     p.softcap = a.softcap;
@@ -740,17 +768,17 @@ int64_t ElemSize(int32_t dtype) {
   }
 }
 
-template <typename T, typename K, int GROUP>
+template <typename T, typename K, int GROUP, int HPB>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
-  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true> : DecodeGqaKernel<T, K, GROUP, false>;
+  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total) * HPB;
+  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true, HPB> : DecodeGqaKernel<T, K, GROUP, false, HPB>;
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
+  const dim3 grid(static_cast<unsigned>(kv.num_kv_heads / HPB), static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(plan.splits));
-  kernel<<<grid, kThreads, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
+  kernel<<<grid, kThreads * HPB, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
   if (plan.splits > 1) {
     // Just enough threads for one float4 column of every split (few splits: small blocks).
     const int32_t vec = kv.head_dim / 4;
@@ -786,15 +814,17 @@ bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv) {
   return true;
 }
 
-int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms,
+                                 int32_t heads_per_block) {
   if (!DecodeGqaSupports(a, kv) || a.num_tokens <= 0) return 0;
-  const int32_t splits = PlanSplits(a, kv, num_sms);
+  const int32_t splits = PlanSplits(a, kv, num_sms, heads_per_block);
   if (splits <= 1) return 0;
   return static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * (kv.head_dim + 2);
 }
 
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
-                                     int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope) {
+                                     int32_t num_sms, int32_t heads_per_block, cudaStream_t stream,
+                                     const DecodeRopeArgs* rope) {
   if (!DecodeGqaSupports(a, kv)) return cudaErrorInvalidValue;
   if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
                           rope->k == nullptr || rope->v == nullptr ||
@@ -802,19 +832,35 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
     return cudaErrorInvalidValue;
   }
   if (a.num_tokens == 0) return cudaSuccess;
-  const GqaPlan plan = MakePlan(a, kv, num_sms);
+  const GqaPlan plan = MakePlan(a, kv, num_sms, heads_per_block);
+  const int32_t hpb = HeadsPerBlock(a, kv, heads_per_block);
   if (plan.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaErrorInvalidValue;
+  auto by_group = [&](auto launch_group) {
+    switch (GroupTemplate(plan.group)) {
+      case 1: err = launch_group(std::integral_constant<int, 1>{}); break;
+      case 2: err = launch_group(std::integral_constant<int, 2>{}); break;
+      case 4: err = launch_group(std::integral_constant<int, 4>{}); break;
+      default: err = launch_group(std::integral_constant<int, 8>{}); break;
+    }
+  };
   DispatchAct(a.act_dtype, [&](auto t) {
     using T = decltype(t);
     DispatchFloat(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
-      switch (GroupTemplate(plan.group)) {
-        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
-        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
-        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
-        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
+      // Several KV heads per block only for BF16 activations and a 16-bit cache (the serving
+      // case), so the other combinations compile one variant.
+      if constexpr (std::is_same_v<T, __nv_bfloat16> && !std::is_same_v<K, float>) {
+        if (hpb == 4) {
+          by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 4>(a, kv, plan, workspace, rope, stream); });
+          return;
+        }
+        if (hpb == 2) {
+          by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 2>(a, kv, plan, workspace, rope, stream); });
+          return;
+        }
       }
+      by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 1>(a, kv, plan, workspace, rope, stream); });
     });
   });
   return err;

@@ -262,9 +262,9 @@ std::string OptionsOf(Mode m) {
 
 // The pair of backends every op test runs on: CUDA with activations `act`, CPU in F32.
 struct Pair {
-  explicit Pair(Mode mode)
+  explicit Pair(Mode mode, const std::string& extra_options = "")
       : act(mode.act),
-        cuda(CudaPlugin().info->backend, OptionsOf(mode).c_str()),
+        cuda(CudaPlugin().info->backend, (OptionsOf(mode) + extra_options).c_str()),
         cpu(strata_cpu_plugin_info()->backend, nullptr) {}
   int32_t act;
   Dev cuda;
@@ -880,6 +880,36 @@ TEST_P(CudaOps, RopeAttentionEqualsRopeKvWriteThenAttention) {
     for (int32_t kv_t : {BF16, F32}) {
       RunRopeAttention(*pair_, rng_, c, STRATA_ROPE_NEOX, c.head_dim == 128 ? 128 : 48, kv_t);
       RunRopeAttention(*pair_, rng_, c, STRATA_ROPE_INTERLEAVED, c.head_dim, kv_t);
+    }
+  }
+}
+
+// decode_kv_heads_per_block=2/4: the GQA decode kernel with several KV heads per thread
+// block (each with its own 128 threads and shared memory, block barriers shared), plain and
+// with the rope/KV write fused, against the CPU backend: a serving-sized batch in the
+// Llama-3-8B head layout (one split), two long contexts (split-K), and head counts that
+// 4 does not divide (the launch falls back to 2) or that 2 does not divide (to 1).
+TEST(CudaGqaDecode, SeveralKvHeadsPerBlockMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(2024);
+  std::vector<int32_t> many_lens;
+  for (int i = 0; i < 40; ++i) many_lens.push_back(1 + static_cast<int32_t>(rng() % 300));
+  const AttnCase cases[] = {
+      {std::vector<int32_t>(40, 1), many_lens, 32, 8, 128, 16, 0, 0.0f, "40 decodes, Llama-3-8B heads"},
+      {{1, 1}, {4000, 1}, 32, 8, 128, 32, 0, 0.0f, "decode split-K"},
+      {{1, 1, 1}, {100, 7, 250}, 12, 6, 64, 16, 0, 0.0f, "6 KV heads"},
+      {{1, 1}, {33, 90}, 6, 3, 64, 16, 0, 0.0f, "3 KV heads"},
+  };
+  for (int hpb : {2, 4}) {
+    Pair P(Mode{BF16, kDefault}, ";decode_kv_heads_per_block=" + std::to_string(hpb));
+    ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+    ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+    for (const AttnCase& c : cases) {
+      SCOPED_TRACE("decode_kv_heads_per_block=" + std::to_string(hpb) + ": " + c.what);
+      for (int32_t kv_t : {BF16, F16}) {
+        RunAttention(P, rng, c, kv_t);
+        RunRopeAttention(P, rng, c, STRATA_ROPE_NEOX, c.head_dim, kv_t);
+      }
     }
   }
 }

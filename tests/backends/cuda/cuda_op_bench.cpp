@@ -115,6 +115,126 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
   return ws;
 }
 
+// STRATA_OP_BENCH=decode_attention: the GQA decode kernel (attention, and rope_attention with
+// the rope/KV write fused) at serving batch sizes, with 1, 2 and 4 KV heads per thread block
+// (device option decode_kv_heads_per_block), over a 4-layer cache whose layer rotates per
+// call (a layer's KV of 128 sequences x 192 tokens is 100 MB; no call finds it in L2).
+// Block tables in order or shuffled; and, as a control for DRAM locality, one KV head with
+// 4 query heads and 8x the sequences: the same work per thread block, but each block's rows
+// are contiguous instead of interleaved with the other heads' rows.
+void DecodeAttentionSweep() {
+  struct Variant { int hpb; strata_device dev = nullptr; };
+  std::vector<Variant> vs = {{1}, {2}, {4}};
+  for (Variant& v : vs) {
+    const std::string opts = "activations=bf16;decode_kv_heads_per_block=" + std::to_string(v.hpb);
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = opts.c_str();
+    CHECK(api->device_open(0, &o, &v.dev));
+  }
+  struct Config { int32_t batch, ctx, heads, kv_heads; bool shuffled; };
+  const Config configs[] = {{128, 192, 32, 8, false}, {128, 192, 32, 8, true},   {128, 1024, 32, 8, false},
+                            {32, 1024, 32, 8, false}, {1, 4096, 32, 8, false},   {1024, 192, 4, 1, false},
+                            {1024, 1024, 4, 1, false}};
+  constexpr int32_t BF16 = STRATA_DTYPE_BF16, D = 128, BS = 16, kLayers = 4;
+  for (const Config& c : configs) {
+    for (Variant& v : vs) {
+      dev = v.dev;
+      const int32_t bps = (c.ctx + BS - 1) / BS;
+      strata_kv_cache_desc kd{};
+      kd.struct_size = sizeof(kd);
+      kd.num_layers = kLayers;
+      kd.num_blocks = bps * c.batch;
+      kd.block_size = BS;
+      kd.num_kv_heads = c.kv_heads;
+      kd.head_dim = D;
+      kd.dtype = BF16;
+      strata_kv_cache kv = nullptr;
+      CHECK(api->kv_cache_create(dev, &kd, &kv));
+      std::vector<int32_t> qsl(c.batch + 1), lens(c.batch, c.ctx), pos(c.batch, c.ctx - 1), slots(c.batch);
+      std::vector<int32_t> tables(static_cast<size_t>(c.batch) * bps);
+      for (int32_t s2 = 0; s2 <= c.batch; ++s2) qsl[s2] = s2;
+      for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+      if (c.shuffled) {
+        uint64_t r = 12345;
+        for (size_t i = tables.size(); i > 1; --i) {
+          r = r * 6364136223846793005ull + 1442695040888963407ull;
+          std::swap(tables[i - 1], tables[(r >> 33) % i]);
+        }
+      }
+      for (int32_t s2 = 0; s2 < c.batch; ++s2) {
+        slots[s2] = tables[static_cast<size_t>(s2) * bps + (c.ctx - 1) / BS] * BS + (c.ctx - 1) % BS;
+      }
+      auto ints = [&](const std::vector<int32_t>& vals) {
+        strata_buffer b = nullptr;
+        CHECK(api->buffer_alloc(dev, vals.size() * 4, &b));
+        CHECK(api->upload(dev, b, 0, vals.data(), vals.size() * 4));
+        return b;
+      };
+      std::vector<float> inv(D / 2);
+      for (int32_t j = 0; j < D / 2; ++j) inv[j] = std::pow(500000.0f, -2.0f * j / D);
+      strata_buffer qslb = ints(qsl), lensb = ints(lens), tb = ints(tables), posb = ints(pos), slotb = ints(slots);
+      strata_buffer invb = nullptr;
+      CHECK(api->buffer_alloc(dev, inv.size() * 4, &invb));
+      CHECK(api->upload(dev, invb, 0, inv.data(), inv.size() * 4));
+      strata_tensor qslt = T(qslb, STRATA_DTYPE_I32, {c.batch + 1}), lenst = T(lensb, STRATA_DTYPE_I32, {c.batch}),
+                    tt = T(tb, STRATA_DTYPE_I32, {c.batch, bps}), post = T(posb, STRATA_DTYPE_I32, {c.batch}),
+                    slott = T(slotb, STRATA_DTYPE_I32, {c.batch}), invt = T(invb, STRATA_DTYPE_F32, {D / 2});
+      strata_batch_desc bd{};
+      bd.struct_size = sizeof(bd);
+      bd.num_tokens = c.batch;
+      bd.num_seqs = c.batch;
+      bd.max_query_len = 1;
+      bd.max_seq_len = c.ctx;
+      bd.max_blocks_per_seq = bps;
+      bd.positions = &post;
+      bd.slot_mapping = &slott;
+      bd.query_start_loc = &qslt;
+      bd.seq_lens = &lenst;
+      bd.block_tables = &tt;
+      bd.host_query_start_loc = qsl.data();
+      bd.host_seq_lens = lens.data();
+      strata_attention_params ap{};
+      ap.struct_size = sizeof(ap);
+      ap.num_heads = c.heads;
+      ap.num_kv_heads = c.kv_heads;
+      ap.head_dim = D;
+      ap.scale = 0.0884f;
+      strata_rope_params rp{};
+      rp.struct_size = sizeof(rp);
+      rp.style = STRATA_ROPE_NEOX;
+      rp.rotary_dim = D;
+      rp.attention_factor = 1.0f;
+      rp.inv_freq = &invt;
+      const size_t tokens = static_cast<size_t>(c.batch);
+      strata_buffer qb = Alloc(tokens * c.heads * D * 2), ob = Alloc(tokens * c.heads * D * 2, false),
+                    kb = Alloc(tokens * c.kv_heads * D * 2), vb = Alloc(tokens * c.kv_heads * D * 2);
+      strata_tensor q = T(qb, BF16, {c.batch, c.heads * D}), out = T(ob, BF16, {c.batch, c.heads * D}),
+                    k = T(kb, BF16, {c.batch, c.kv_heads * D}), vt = T(vb, BF16, {c.batch, c.kv_heads * D});
+      int32_t layer = 0;
+      const double plain = MedianSeconds([&] {
+        CHECK(api->attention(dev, &ap, &bd, &q, kv, layer, &out));
+        layer = (layer + 1) % kLayers;
+      });
+      const double fused = MedianSeconds([&] {
+        CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &vt, kv, layer, &out));
+        layer = (layer + 1) % kLayers;
+      });
+      const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * D * 2;
+      std::printf("{\"op\":\"decode_attention\",\"kv_heads_per_block\":%d,\"batch\":%d,\"context\":%d,"
+                  "\"heads\":%d,\"kv_heads\":%d,\"block_tables\":\"%s\",\"attention_us\":%.1f,"
+                  "\"rope_attention_us\":%.1f,\"kv_GBps\":%.0f,\"rope_attention_kv_GBps\":%.0f,"
+                  "\"bw_fraction_of_4.24TBps\":%.3f}\n",
+                  v.hpb, c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order", plain * 1e6,
+                  fused * 1e6, kv_bytes / plain / 1e9, kv_bytes / fused / 1e9, kv_bytes / plain / 4.24e12);
+      std::fflush(stdout);
+      for (strata_buffer b : {qslb, lensb, tb, posb, slotb, invb, qb, ob, kb, vb}) api->buffer_free(dev, b);
+      api->kv_cache_free(dev, kv);
+    }
+  }
+  for (Variant& v : vs) api->device_close(v.dev);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +257,10 @@ int main(int argc, char** argv) {
   // gemm_splitk=2, 4, 8) and on the sm_90 wgmma kernel with its per-shape split-K factor
   // (STRATA_OP_BENCH_WGMMA_SPLITS=all: also each factor forced), to set those choices from
   // measurements.
+  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "decode_attention") == 0) {
+    DecodeAttentionSweep();
+    return 0;
+  }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "gemm") == 0) {
     struct Variant { std::string name, options; strata_device dev = nullptr; };
     std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"}};
