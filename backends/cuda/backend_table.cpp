@@ -103,7 +103,7 @@ struct OpenOptions {
   int64_t gemv_max_tokens = 1;
   int prefill_attention = 2;  // fa2
   bool use_gqa_decode = true;
-  int32_t decode_kv_heads_per_block = 1;
+  int decode_mma = 1;
   bool fuse_rope_attention = true;
   bool use_wgmma = false;  // measured slower than cuBLASLt in the forward pass (cuda_backend.h)
   bool require_wgmma = false;  // gemm=wgmma: an error on a device that cannot run it
@@ -136,10 +136,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     o->prefill_attention = PrefillAttentionLevel(env);
   }
   o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
-  if (const char* env = std::getenv("STRATA_CUDA_DECODE_KV_HEADS_PER_BLOCK"); env != nullptr) {
-    const int v = std::atoi(env);
-    if (v == 1 || v == 2 || v == 4) o->decode_kv_heads_per_block = v;
-  }
+  o->decode_mma = EnvIs("STRATA_CUDA_DECODE_ATTENTION", "gqa") ? 0 : EnvIs("STRATA_CUDA_DECODE_ATTENTION", "mma") ? 2 : 1;
   o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
   o->use_wgmma = o->require_wgmma = EnvIs("STRATA_CUDA_GEMM", "wgmma");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
@@ -191,15 +188,11 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       }
       o->prefill_attention = level;
     } else if (key == "decode_attention") {
-      if (value != "auto" && value != "gqa" && value != "simple") {
-        return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa or simple)");
+      if (value != "auto" && value != "gqa" && value != "mma" && value != "simple") {
+        return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa, mma or simple)");
       }
       o->use_gqa_decode = value != "simple";
-    } else if (key == "decode_kv_heads_per_block") {
-      if (value != "1" && value != "2" && value != "4") {
-        return InvalidArgument("device_open: option decode_kv_heads_per_block=", value, " (expected 1, 2 or 4)");
-      }
-      o->decode_kv_heads_per_block = value[0] - '0';
+      o->decode_mma = value == "gqa" ? 0 : value == "mma" ? 2 : 1;
     } else if (key == "rope_attention") {
       if (value != "fused" && value != "separate") {
         return InvalidArgument("device_open: option rope_attention=", value, " (expected fused or separate)");
@@ -232,7 +225,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|simple, decode_kv_heads_per_block=1|2|4, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
+                             "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
                              "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
   }
@@ -324,7 +317,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->gemv_max_tokens = parsed.gemv_max_tokens;
     dev->prefill_attention = parsed.prefill_attention;
     dev->use_gqa_decode = parsed.use_gqa_decode;
-    dev->decode_kv_heads_per_block = parsed.decode_kv_heads_per_block;
+    dev->decode_mma = parsed.decode_mma;
     dev->fuse_rope_attention = parsed.fuse_rope_attention;
     dev->tune_gemm = parsed.tune_gemm;
     cudaDeviceProp prop{};

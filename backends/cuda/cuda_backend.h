@@ -31,13 +31,17 @@
 //                      (mma.sync, register accumulators, cp.async double buffering)
 //   prefill_attention=wmma    the same batches on the older WMMA kernel (prefill_attention_tc.cu)
 //   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the oldest path)
-//   decode_attention=auto|gqa (default) decode batches run kernels/cuda/decode_attention_gqa.cu:
-//                      one pass over each KV head's rows for all query heads that share it
+//   decode_attention=auto (default) decode batches with enough (token, KV head) pairs to fill
+//                      the GPU (>= 4 per SM) run the tensor-core kernel of
+//                      kernels/cuda/decode_attention_mma.cu (one warp per pair, BF16
+//                      activations, BF16/F16 cache, head_dim 64/128); the others the GQA kernel
+//   decode_attention=gqa      every decode batch on kernels/cuda/decode_attention_gqa.cu: one
+//                      pass over each KV head's rows for all query heads that share it
+//   decode_attention=mma      the tensor-core kernel for every decode batch it supports
 //   decode_attention=simple   the per-query-head split-K kernel of paged_attention.cu
-//   decode_kv_heads_per_block=1 (default) | 2 | 4: KV heads one block of the GQA decode kernel
-//                      serves, each with its own 128 threads (BF16 activations, BF16/F16 cache)
-//   rope_attention=fused (default) rope_attention() at a decode step on the GQA decode kernel
-//                      rotates q and writes the new K/V inside that kernel (one launch)
+//   rope_attention=fused (default) rope_attention() at a decode step on the GQA or tensor-core
+//                      decode kernel rotates q and writes the new K/V inside that kernel (one
+//                      launch)
 //   rope_attention=separate   rope_kv_write's kernel, then the attention (two launches)
 //   gemm=auto|cublas   (default) cuBLASLt for every product the GEMV does not take
 //   gemm=wgmma         on sm_90 (H100/H200), BF16 matmuls of 2..256 tokens that the GEMV does
@@ -57,8 +61,7 @@
 //                      (--enforce-eager) for per-op figures. Off by default
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
-// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=simple,
-// STRATA_CUDA_DECODE_KV_HEADS_PER_BLOCK=N,
+// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_TUNE=on,
 // STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=, prefill_attention=,
 // decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_tune=, pdl= and profile= (an

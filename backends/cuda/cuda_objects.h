@@ -37,7 +37,9 @@ struct Device {
   // 0 = SIMT only (each where it supports the batch, else the next lower one).
   int prefill_attention = 2;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
-  int32_t decode_kv_heads_per_block = 1;  // ... with this many KV heads per thread block (1, 2, 4)
+  // ... or decode_attention_mma.cu: 0 never (decode_attention=gqa), 1 where the batch fills
+  // the GPU (auto), 2 wherever it supports the batch (mma).
+  int decode_mma = 1;
   // rope_attention=fused: decode steps run the rope/KV write inside the GQA decode kernel
   // (separate: rope_kv_write's kernel, then the attention, as for the separate ops).
   bool fuse_rope_attention = true;

@@ -13,6 +13,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/decode_attention_gqa.h"
+#include "kernels/cuda/decode_attention_mma.h"
 #include "kernels/cuda/prefill_attention_fa2.h"
 #include "kernels/cuda/prefill_attention_tc.h"
 
@@ -732,18 +733,33 @@ namespace {
 // Picks the kernel for one attention launch (best first, each where it supports the
 // batch; see cuda_backend.h): decode batches -> GQA decode kernel, else split-K SIMT
 // decode; prefill batches -> FA2, else WMMA, else SIMT. Grows the workspace if needed.
+// The decode kernel for a batch of one-token queries (decode_attention= in cuda_backend.h):
+// the tensor-core kernel where the batch fills the GPU with (token, KV head) pairs, else the
+// GQA kernel, else (neither supports the batch) none: the SIMT kernel.
+enum class DecodeKernel { kNone, kGqa, kMma };
+DecodeKernel ChooseDecodeKernel(const Device* dev, const AttentionArgs& a, const KvLayout& l) {
+  if (a.max_query_len != 1 || !dev->use_gqa_decode) return DecodeKernel::kNone;
+  if (dev->decode_mma > 0 && DecodeMmaSupports(a, l) &&
+      (dev->decode_mma == 2 || DecodeMmaPreferred(a, l, dev->num_sms))) {
+    return DecodeKernel::kMma;
+  }
+  return DecodeGqaSupports(a, l) ? DecodeKernel::kGqa : DecodeKernel::kNone;
+}
+
 Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, const char* op,
                        const DecodeRopeArgs* fused_rope = nullptr) {
   const int32_t max_q = a.max_query_len;
-  enum class Path { kGqaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
+  enum class Path { kGqaDecode, kMmaDecode, kFa2, kWmma, kSimt } path = Path::kSimt;
   if (max_q == 1) {
-    if (dev->use_gqa_decode && DecodeGqaSupports(a, l)) path = Path::kGqaDecode;
+    const DecodeKernel dk = ChooseDecodeKernel(dev, a, l);
+    if (dk == DecodeKernel::kMma) path = Path::kMmaDecode;
+    if (dk == DecodeKernel::kGqa) path = Path::kGqaDecode;
   } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
     path = Path::kFa2;
   } else if (dev->prefill_attention >= 1 && TcPrefillSupports(a, l)) {
     path = Path::kWmma;
   }
-  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms, dev->decode_kv_heads_per_block)
+  const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
                      : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
                                               : 0;
   if (ws > dev->attn_ws_floats) {
@@ -761,8 +777,8 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
   }
   switch (path) {
     case Path::kGqaDecode:
-      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->decode_kv_heads_per_block,
-                                                 dev->stream, fused_rope), op);
+      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
+    case Path::kMmaDecode: return Launched(LaunchDecodeAttentionMma(a, l, dev->stream, fused_rope), op);
     case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
     case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
     case Path::kSimt: break;
@@ -895,7 +911,7 @@ Status LaunchPreparedAttention(Device* dev, const AttentionArgs& a, bool host_ok
       p.block_tables = a.block_tables + static_cast<int64_t>(nd) * a.max_blocks_per_seq;
       p.max_seq_len = 0;
       for (int32_t s = nd; s < S; ++s) p.max_seq_len = std::max(p.max_seq_len, hl[s]);
-      if (dev->use_gqa_decode && DecodeGqaSupports(d, l)) {
+      if (ChooseDecodeKernel(dev, d, l) != DecodeKernel::kNone) {
         STRATA_CUDA_RETURN_IF_ERROR(LaunchAttention(dev, d, l, op));
         return LaunchAttention(dev, p, l, op);
       }
@@ -928,7 +944,7 @@ Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_a
   const KvLayout l = Layout(kv);
   // Pure decode steps on the GQA decode kernel take the rope/KV write fused in; anything
   // else (prefill, mixed steps, the other kernels) runs the two ops.
-  if (dev->fuse_rope_attention && a.max_query_len == 1 && dev->use_gqa_decode && DecodeGqaSupports(a, l) &&
+  if (dev->fuse_rope_attention && ChooseDecodeKernel(dev, a, l) != DecodeKernel::kNone &&
       2 * rp.ra.half <= l.head_dim) {
     DecodeRopeArgs fused;
     fused.rope = rp.ra;

@@ -42,7 +42,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
@@ -182,58 +181,21 @@ constexpr SmemLayout SmemFor(int32_t head_dim, int32_t lanes_log2) {
   return MakeSmemLayout(GROUP, KeysPerThread<GROUP, K>(), KvOctet<K>::kChunks, head_dim, lanes_log2);
 }
 
-// Element d of a RoPE-rotated row (d < 2 * half), rounded to T as rope_kv_write.cu stores it.
-template <typename T>
-__device__ __forceinline__ float RotatedElement(const T* row, int32_t d, int32_t style, int32_t half,
-                                                const float* cs, const float* sn) {
-  int32_t f, ia;
-  bool first;
-  if (style == STRATA_ROPE_INTERLEAVED) {
-    f = d >> 1;
-    ia = 2 * f;
-    first = (d & 1) == 0;
-  } else {
-    first = d < half;
-    f = first ? d : d - half;
-    ia = f;
-  }
-  const int32_t ib = style == STRATA_ROPE_INTERLEAVED ? ia + 1 : ia + half;
-  const float a = ToF32(row[ia]), b = ToF32(row[ib]);
-  return ToF32(FromF32<T>(first ? RopeFirst(a, b, cs[f], sn[f]) : RopeSecond(a, b, cs[f], sn[f])));
-}
-
-// The sequence that owns token i: the s with qsl[s] <= i < qsl[s+1] (binary search).
-__device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_seqs, int32_t i) {
-  int32_t lo = 0, hi = num_seqs - 1;
-  while (lo < hi) {
-    const int32_t mid = (lo + hi + 1) >> 1;
-    if (__ldg(qsl + mid) <= i) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
 // FUSE_ROPE: the rope/KV write is fused in (a template parameter, so that the plain
-// attention's kernel carries none of its code or registers). HPB: KV heads per thread block.
-// Each head is served by its own 128 threads ("sub-block", with its own shared memory), as
-// if it were a block of its own; grouping the KV heads of a token in one block makes their
-// reads of the same cache rows (a position's heads are adjacent in the cache) happen
-// together, for DRAM page locality. Only the block barriers are shared: every sub-block of
-// a block serves the same token and split, so all take the same path through them.
-template <typename T, typename K, int GROUP, bool FUSE_ROPE, int HPB>
-__global__ void __launch_bounds__(kThreads * HPB, (MinBlocksPerSm<GROUP, K>() / HPB > 0 ? MinBlocksPerSm<GROUP, K>() / HPB : 1))
+// attention's kernel carries none of its code or registers).
+template <typename T, typename K, int GROUP, bool FUSE_ROPE>
+__global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws, DecodeRopeArgs rope) {
   AllowDependentLaunch();  // without splits, the o projection follows this kernel
   constexpr int KC = KvOctet<K>::kChunks;
   constexpr int U = KeysPerThread<GROUP, K>();
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
-  const int32_t sub = HPB == 1 ? 0 : static_cast<int32_t>(threadIdx.x) / kThreads;
-  const SmemLayout lay = SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2);
-  float* smem = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem_f4) + sub * lay.total);
+  float* smem = reinterpret_cast<float*>(smem_f4);
 
   // KV head fastest: the blocks of one token run side by side and read the interleaved rows
   // of the same cache blocks together (DRAM page locality).
-  const int32_t kvh = blockIdx.x * HPB + sub, i = blockIdx.y, split = blockIdx.z;
-  const int32_t tid = HPB == 1 ? static_cast<int32_t>(threadIdx.x) : static_cast<int32_t>(threadIdx.x) % kThreads;
+  const int32_t kvh = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
+  const int32_t tid = threadIdx.x;
   const int32_t D = kv.head_dim;
   const int32_t G = 1 << plan.lanes_log2;       // lanes per key row
   const int32_t NG = kThreads >> plan.lanes_log2;  // lane groups (keys per step and unroll slot)
@@ -301,6 +263,7 @@ __global__ void __launch_bounds__(kThreads * HPB, (MinBlocksPerSm<GROUP, K>() / 
     return;  // block-uniform: before any barrier
   }
 
+  const SmemLayout lay = SmemFor<GROUP, K>(D, plan.lanes_log2);
   unsigned char* smem_b = reinterpret_cast<unsigned char*>(smem);
   uint4* s_kv = reinterpret_cast<uint4*>(smem_b);
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(smem_b + lay.mask_off);
@@ -699,28 +662,14 @@ SmemLayout HostSmemLayout(const AttentionArgs& a, const KvLayout& kv) {
 // streaming); otherwise split at most 4 ways, only as far as it evens out the last wave. No
 // slice is planned shorter than kMinSliceKeys keys of the longest possible context
 // (max_seq_len, or the sliding window when smaller).
-// KV heads per block the launch uses: the one asked for where it divides the KV heads, the
-// cache is BF16/F16, the activations BF16, and its shared memory fits; else 1.
-int32_t HeadsPerBlock(const AttentionArgs& a, const KvLayout& kv, int32_t asked) {
-  for (int32_t h : {4, 2}) {
-    if (asked >= h && kv.num_kv_heads % h == 0 && kv.dtype != STRATA_DTYPE_F32 && a.act_dtype == STRATA_DTYPE_BF16 &&
-        h * HostSmemLayout(a, kv).total <= kMaxSmemPerBlock) {
-      return h;
-    }
-  }
-  return 1;
-}
-
-int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms, int32_t heads_per_block) {
-  // Counted in sub-blocks (one KV head of one token's slice, 128 threads).
+int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
   const int64_t items = std::max<int64_t>(1, static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads);
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
-  const int64_t hpb = HeadsPerBlock(a, kv, heads_per_block);
-  const int64_t blocks_per_sm = std::max<int64_t>(
-      1, std::min<int64_t>(std::max<int64_t>(1, MinBlocksPerSmFor(g, ChunksOf(kv.dtype)) / hpb),
-                           kSmemPerSm / (hpb * HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
-  const int64_t slots = sms * blocks_per_sm * hpb;
+  const int64_t per_sm = std::max<int64_t>(
+      1, std::min<int64_t>(MinBlocksPerSmFor(g, ChunksOf(kv.dtype)),
+                           kSmemPerSm / (HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
+  const int64_t slots = sms * per_sm;
   int64_t len = std::max<int32_t>(1, a.max_seq_len);
   if (a.sliding_window > 0) len = std::min<int64_t>(len, a.sliding_window);
   const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, (len + kMinSliceKeys - 1) / kMinSliceKeys));
@@ -742,13 +691,13 @@ int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms, 
   return static_cast<int32_t>(std::max<int64_t>(1, splits));
 }
 
-GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms, int32_t heads_per_block) {
+GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
   GqaPlan p;
   p.group = a.num_heads / kv.num_kv_heads;
   p.lanes_log2 = CeilLog2(kv.head_dim / 8);
   const int32_t bsl = CeilLog2(kv.block_size);
   p.bs_shift = (int64_t{1} << bsl) == kv.block_size ? bsl : -1;
-  p.splits = PlanSplits(a, kv, num_sms, heads_per_block);
+  p.splits = PlanSplits(a, kv, num_sms);
   if (a.softcap > 0.0f) {
     p.qmul = a.scale;
     p.softcap = a.softcap;
@@ -768,17 +717,17 @@ int64_t ElemSize(int32_t dtype) {
   }
 }
 
-template <typename T, typename K, int GROUP, int HPB>
+template <typename T, typename K, int GROUP>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total) * HPB;
-  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true, HPB> : DecodeGqaKernel<T, K, GROUP, false, HPB>;
+  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
+  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true> : DecodeGqaKernel<T, K, GROUP, false>;
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(kv.num_kv_heads / HPB), static_cast<unsigned>(a.num_tokens),
+  const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(plan.splits));
-  kernel<<<grid, kThreads * HPB, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
+  kernel<<<grid, kThreads, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
   if (plan.splits > 1) {
     // Just enough threads for one float4 column of every split (few splits: small blocks).
     const int32_t vec = kv.head_dim / 4;
@@ -814,17 +763,15 @@ bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv) {
   return true;
 }
 
-int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms,
-                                 int32_t heads_per_block) {
+int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
   if (!DecodeGqaSupports(a, kv) || a.num_tokens <= 0) return 0;
-  const int32_t splits = PlanSplits(a, kv, num_sms, heads_per_block);
+  const int32_t splits = PlanSplits(a, kv, num_sms);
   if (splits <= 1) return 0;
   return static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * (kv.head_dim + 2);
 }
 
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
-                                     int32_t num_sms, int32_t heads_per_block, cudaStream_t stream,
-                                     const DecodeRopeArgs* rope) {
+                                     int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope) {
   if (!DecodeGqaSupports(a, kv)) return cudaErrorInvalidValue;
   if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
                           rope->k == nullptr || rope->v == nullptr ||
@@ -832,35 +779,19 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
     return cudaErrorInvalidValue;
   }
   if (a.num_tokens == 0) return cudaSuccess;
-  const GqaPlan plan = MakePlan(a, kv, num_sms, heads_per_block);
-  const int32_t hpb = HeadsPerBlock(a, kv, heads_per_block);
+  const GqaPlan plan = MakePlan(a, kv, num_sms);
   if (plan.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaErrorInvalidValue;
-  auto by_group = [&](auto launch_group) {
-    switch (GroupTemplate(plan.group)) {
-      case 1: err = launch_group(std::integral_constant<int, 1>{}); break;
-      case 2: err = launch_group(std::integral_constant<int, 2>{}); break;
-      case 4: err = launch_group(std::integral_constant<int, 4>{}); break;
-      default: err = launch_group(std::integral_constant<int, 8>{}); break;
-    }
-  };
   DispatchAct(a.act_dtype, [&](auto t) {
     using T = decltype(t);
     DispatchFloat(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
-      // Several KV heads per block only for BF16 activations and a 16-bit cache (the serving
-      // case), so the other combinations compile one variant.
-      if constexpr (std::is_same_v<T, __nv_bfloat16> && !std::is_same_v<K, float>) {
-        if (hpb == 4) {
-          by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 4>(a, kv, plan, workspace, rope, stream); });
-          return;
-        }
-        if (hpb == 2) {
-          by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 2>(a, kv, plan, workspace, rope, stream); });
-          return;
-        }
+      switch (GroupTemplate(plan.group)) {
+        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
+        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
+        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
+        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
       }
-      by_group([&](auto g) { return LaunchTyped<T, K, decltype(g)::value, 1>(a, kv, plan, workspace, rope, stream); });
     });
   });
   return err;

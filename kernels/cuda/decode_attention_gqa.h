@@ -24,11 +24,7 @@ bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv);
 // Floats of workspace LaunchDecodeAttentionGqa needs for these arguments (0 when it runs
 // without split-K). Depends only on num_tokens, num_heads, num_kv_heads, head_dim,
 // max_seq_len, sliding_window and num_sms, exactly as the launch plans its splits.
-// heads_per_block: KV heads per thread block (1, 2 or 4; the launch falls back to fewer
-// where they do not divide the KV heads or the shared memory does not fit, and uses 1 for
-// F32 activations or an F32 cache). Pass the same value to the launch.
-int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms,
-                                 int32_t heads_per_block);
+int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
 // The rope/KV write of a decode step fused into the attention launch (device ABI 1.3
 // rope_attention): every block rotates its query heads as it loads them, and the block whose
@@ -51,8 +47,7 @@ struct DecodeRopeArgs {
 // with `rope`, the rope/KV write too. cudaErrorInvalidValue when !DecodeGqaSupports(a, kv),
 // a needed workspace is null, or rope->rope.half > head_dim / 2.
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
-                                     int32_t num_sms, int32_t heads_per_block, cudaStream_t stream,
-                                     const DecodeRopeArgs* rope = nullptr);
+                                     int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope = nullptr);
 
 }  // namespace strata::cuda
 

@@ -52,6 +52,16 @@ inline bool DispatchAct(int32_t dtype, F&& f) {
 // True when a pointer allows 16-byte vector loads and stores.
 inline bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// The sequence that owns token i: the s with qsl[s] <= i < qsl[s+1] (binary search).
+__device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_seqs, int32_t i) {
+  int32_t lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) >> 1;
+    if (__ldg(qsl + mid) <= i) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
 inline unsigned GridFor(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   int64_t g = (n + threads - 1) / threads;
   if (g < 1) g = 1;
@@ -67,6 +77,26 @@ __device__ __forceinline__ float RopeFirst(float a, float b, float c, float s) {
 }
 __device__ __forceinline__ float RopeSecond(float a, float b, float c, float s) {
   return __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+// Element d of a RoPE-rotated row (d < 2 * half), rounded to T as rope_kv_write.cu stores it.
+template <typename T>
+__device__ __forceinline__ float RotatedElement(const T* row, int32_t d, int32_t style, int32_t half,
+                                                const float* cs, const float* sn) {
+  int32_t f, ia;
+  bool first;
+  if (style == STRATA_ROPE_INTERLEAVED) {
+    f = d >> 1;
+    ia = 2 * f;
+    first = (d & 1) == 0;
+  } else {
+    first = d < half;
+    f = first ? d : d - half;
+    ia = f;
+  }
+  const int32_t ib = style == STRATA_ROPE_INTERLEAVED ? ia + 1 : ia + half;
+  const float a = ToF32(row[ia]), b = ToF32(row[ib]);
+  return ToF32(FromF32<T>(first ? RopeFirst(a, b, cs[f], sn[f]) : RopeSecond(a, b, cs[f], sn[f])));
 }
 
 __device__ __forceinline__ float WarpSum(float v) {

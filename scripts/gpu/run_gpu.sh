@@ -18,8 +18,8 @@
 #            of the 128- and 32-sequence serving runs, eager and with decode graphs (where
 #            a replayed graph is one graph_launch: the decode step's GPU time)
 #   attention  the decode attention tests, its op sweep (STRATA_OP_BENCH=decode_attention:
-#            1/2/4 KV heads per block, serving batch sizes) and 128 concurrent sequences
-#            with each KV-heads-per-block setting
+#            the GQA and the tensor-core decode kernels at serving batch sizes) and 128 and
+#            32 concurrent sequences with decode_attention=gqa and the default, alternately
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -158,17 +158,21 @@ phase_profile() {
 phase_attention() {
   stamp "decode attention tests"
   timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
-    --gtest_filter='CudaGqaDecode.*:*Attention*' 2>&1 | tee "$OUT/attention_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -20
+    --gtest_filter='CudaMmaDecode.*:*Attention*' 2>&1 | tee "$OUT/attention_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -20
   grep -q "FAILED" "$OUT/attention_test.log" && { stamp "attention tests failed: stopping"; exit 1; }
   stamp "decode attention sweep"
   STRATA_OP_BENCH=decode_attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/decode_attention_bench.log"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-  for hpb in ${STRATA_HPB_VALUES:-1 4 2 1 4}; do
-    stamp "128 concurrent sequences, decode_kv_heads_per_block=$hpb"
-    STRATA_CUDA_DECODE_KV_HEADS_PER_BLOCK=$hpb timeout 150 $S --num-requests 128 --prompt-len-min 128 \
-      --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 \
-      > "$OUT/serving_128_hpb$hpb.json" 2>/dev/null
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"]))' "$OUT/serving_128_hpb$hpb.json"
+  local n=0
+  for c in 128 32; do
+    for k in ${STRATA_DECODE_KERNELS:-gqa auto gqa auto}; do
+      n=$((n + 1))
+      stamp "$c concurrent sequences, decode_attention=$k"
+      STRATA_CUDA_DECODE_ATTENTION=$k timeout 150 $S --num-requests $c --prompt-len-min 128 \
+        --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 \
+        > "$OUT/serving_${c}_${k}_$n.json" 2>/dev/null
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"]))' "$OUT/serving_${c}_${k}_$n.json"
+    done
   done
 }
 

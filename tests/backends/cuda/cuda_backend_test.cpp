@@ -884,31 +884,37 @@ TEST_P(CudaOps, RopeAttentionEqualsRopeKvWriteThenAttention) {
   }
 }
 
-// decode_kv_heads_per_block=2/4: the GQA decode kernel with several KV heads per thread
-// block (each with its own 128 threads and shared memory, block barriers shared), plain and
-// with the rope/KV write fused, against the CPU backend: a serving-sized batch in the
-// Llama-3-8B head layout (one split), two long contexts (split-K), and head counts that
-// 4 does not divide (the launch falls back to 2) or that 2 does not divide (to 1).
-TEST(CudaGqaDecode, SeveralKvHeadsPerBlockMatchCpu) {
+// decode_attention=mma: the tensor-core decode kernel (one warp per token and KV head) for
+// every decode batch it supports, plain and with the rope/KV write fused (bit for bit equal
+// to rope_kv_write + attention on the same device), against the CPU backend: a serving-sized
+// batch in the Llama-3-8B head layout, a 4,000-token context in one warp, group sizes 1, 2,
+// 4 and 16, head_dim 64 and 128, sliding window, soft-capping, the decode part of a mixed
+// step, BF16 and F16 caches. (The default path picks it only for batches that fill the GPU.)
+TEST(CudaMmaDecode, MatchesCpuForEveryShapeItSupports) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(2024);
   std::vector<int32_t> many_lens;
   for (int i = 0; i < 40; ++i) many_lens.push_back(1 + static_cast<int32_t>(rng() % 300));
   const AttnCase cases[] = {
       {std::vector<int32_t>(40, 1), many_lens, 32, 8, 128, 16, 0, 0.0f, "40 decodes, Llama-3-8B heads"},
-      {{1, 1}, {4000, 1}, 32, 8, 128, 32, 0, 0.0f, "decode split-K"},
-      {{1, 1, 1}, {100, 7, 250}, 12, 6, 64, 16, 0, 0.0f, "6 KV heads"},
-      {{1, 1}, {33, 90}, 6, 3, 64, 16, 0, 0.0f, "3 KV heads"},
+      {{1, 1}, {4000, 1}, 32, 8, 128, 32, 0, 0.0f, "4000-token context"},
+      {{1, 1, 1}, {100, 7, 250}, 12, 6, 64, 16, 0, 0.0f, "group 2, head_dim 64"},
+      {{1, 1}, {33, 90}, 4, 4, 128, 16, 0, 0.0f, "group 1"},
+      {{1, 1}, {50, 300}, 32, 2, 64, 16, 0, 0.0f, "group 16"},
+      {{1, 1}, {60, 900}, 4, 2, 64, 16, 100, 0.0f, "window 100"},
+      {{1, 1}, {30, 200}, 4, 2, 64, 16, 0, 5.0f, "softcap 5"},
+      {{1, 1, 37}, {20, 333, 57}, 8, 2, 128, 16, 0, 0.0f, "decodes of a mixed step"},
   };
-  for (int hpb : {2, 4}) {
-    Pair P(Mode{BF16, kDefault}, ";decode_kv_heads_per_block=" + std::to_string(hpb));
-    ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
-    ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
-    for (const AttnCase& c : cases) {
-      SCOPED_TRACE("decode_kv_heads_per_block=" + std::to_string(hpb) + ": " + c.what);
-      for (int32_t kv_t : {BF16, F16}) {
-        RunAttention(P, rng, c, kv_t);
+  Pair P(Mode{BF16, kDefault}, ";decode_attention=mma");
+  ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+  ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    for (int32_t kv_t : {BF16, F16}) {
+      RunAttention(P, rng, c, kv_t);
+      if (c.window == 0 && c.softcap == 0.0f) {
         RunRopeAttention(P, rng, c, STRATA_ROPE_NEOX, c.head_dim, kv_t);
+        RunRopeAttention(P, rng, c, STRATA_ROPE_INTERLEAVED, c.head_dim / 2, kv_t);
       }
     }
   }

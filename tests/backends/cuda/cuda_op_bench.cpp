@@ -115,27 +115,28 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
   return ws;
 }
 
-// STRATA_OP_BENCH=decode_attention: the GQA decode kernel (attention, and rope_attention with
-// the rope/KV write fused) at serving batch sizes, with 1, 2 and 4 KV heads per thread block
-// (device option decode_kv_heads_per_block), over a 4-layer cache whose layer rotates per
+// STRATA_OP_BENCH=decode_attention: the decode kernels (attention, and rope_attention with
+// the rope/KV write fused) at serving batch sizes: the GQA kernel and the tensor-core kernel
+// (device option decode_attention=gqa|mma), over a 4-layer cache whose layer rotates per
 // call (a layer's KV of 128 sequences x 192 tokens is 100 MB; no call finds it in L2).
 // Block tables in order or shuffled; and, as a control for DRAM locality, one KV head with
-// 4 query heads and 8x the sequences: the same work per thread block, but each block's rows
-// are contiguous instead of interleaved with the other heads' rows.
+// 4 query heads and 8x the sequences: the same work per (token, KV head), but its rows are
+// contiguous instead of interleaved with the other heads' rows.
 void DecodeAttentionSweep() {
-  struct Variant { int hpb; strata_device dev = nullptr; };
-  std::vector<Variant> vs = {{1}, {2}, {4}};
+  struct Variant { const char* kernel; strata_device dev = nullptr; };
+  std::vector<Variant> vs = {{"gqa"}, {"mma"}};
   for (Variant& v : vs) {
-    const std::string opts = "activations=bf16;decode_kv_heads_per_block=" + std::to_string(v.hpb);
+    const std::string opts = std::string("activations=bf16;decode_attention=") + v.kernel;
     strata_device_options o{};
     o.struct_size = sizeof(o);
     o.options = opts.c_str();
     CHECK(api->device_open(0, &o, &v.dev));
   }
   struct Config { int32_t batch, ctx, heads, kv_heads; bool shuffled; };
-  const Config configs[] = {{128, 192, 32, 8, false}, {128, 192, 32, 8, true},   {128, 1024, 32, 8, false},
-                            {32, 1024, 32, 8, false}, {1, 4096, 32, 8, false},   {1024, 192, 4, 1, false},
-                            {1024, 1024, 4, 1, false}};
+  const Config configs[] = {{128, 192, 32, 8, false}, {128, 192, 32, 8, true},  {128, 1024, 32, 8, false},
+                            {64, 192, 32, 8, false},  {64, 1024, 32, 8, false}, {32, 192, 32, 8, false},
+                            {32, 1024, 32, 8, false}, {16, 1024, 32, 8, false}, {1, 4096, 32, 8, false},
+                            {1024, 192, 4, 1, false}};
   constexpr int32_t BF16 = STRATA_DTYPE_BF16, D = 128, BS = 16, kLayers = 4;
   for (const Config& c : configs) {
     for (Variant& v : vs) {
@@ -221,11 +222,11 @@ void DecodeAttentionSweep() {
         layer = (layer + 1) % kLayers;
       });
       const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * D * 2;
-      std::printf("{\"op\":\"decode_attention\",\"kv_heads_per_block\":%d,\"batch\":%d,\"context\":%d,"
+      std::printf("{\"op\":\"decode_attention\",\"kernel\":\"%s\",\"batch\":%d,\"context\":%d,"
                   "\"heads\":%d,\"kv_heads\":%d,\"block_tables\":\"%s\",\"attention_us\":%.1f,"
                   "\"rope_attention_us\":%.1f,\"kv_GBps\":%.0f,\"rope_attention_kv_GBps\":%.0f,"
                   "\"bw_fraction_of_4.24TBps\":%.3f}\n",
-                  v.hpb, c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order", plain * 1e6,
+                  v.kernel, c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order", plain * 1e6,
                   fused * 1e6, kv_bytes / plain / 1e9, kv_bytes / fused / 1e9, kv_bytes / plain / 4.24e12);
       std::fflush(stdout);
       for (strata_buffer b : {qslb, lensb, tb, posb, slotb, invb, qb, ob, kb, vb}) api->buffer_free(dev, b);

@@ -1,0 +1,388 @@
+// Decode attention for serving batches on tensor cores (one query token per sequence).
+//
+// Why: at 128 sequences of a Llama-3-8B shape the GQA kernel (decode_attention_gqa.cu) read
+// the KV cache at 0.44 of copy bandwidth at a 192-token context and 0.64 at 1,024 (op bench
+// and the in-pass op profile, 2026-11-30), with the same figures when each block's rows are
+// contiguous: its limit is the ~75 SIMT instructions per key (dot products over 16-lane
+// groups, their shuffle reductions, the per-lane softmax) and two waves of blocks that each
+// pay a prologue and a block merge. Here:
+//  - One warp serves one (token, KV head), with the KV head fastest so that the warps of a
+//    block read the adjacent rows of the same positions. The group's query heads (up to 16)
+//    are the rows of an m16n8k16 tile (rows past the group are zero), so a 16-key chunk is
+//    2 x D/16 mma for S = Q K^T and D/8 mma for O += P V, the FlashAttention-2 scheme of
+//    prefill_attention_fa2.cu: P stays in registers as the A operand, V is read with
+//    ldmatrix.trans.
+//  - Each warp streams its keys through its own 3-stage cp.async ring of 16-key chunks
+//    (K rows then V rows, rows padded by 16 bytes for conflict-free ldmatrix), so the warps
+//    never wait for each other: the kernel has no block barrier, no split-K and no merge.
+//    Two blocks of 4 warps fit an SM (104 KiB of shared memory each at head_dim 128), so
+//    128 sequences x 8 KV heads run in one wave on 132 SMs.
+//  - The query is staged once in the last ring slot (converted to the cache type, as the
+//    FA2 kernel does) and kept in registers as A fragments.
+//  - With DecodeRopeArgs the rope/KV write is fused in exactly as in the GQA kernel (the
+//    same angles in double, the same rounded rotation, element_access.cuh): the warp stores
+//    the token's new key and value before it issues the copy of the chunk that holds them.
+// Scores and softmax are F32, in base 2 with the scale folded into the exponent (soft-capped
+// scores are transformed first), as in the FA2 kernel.
+#include "kernels/cuda/decode_attention_mma.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // (token, KV head) pairs per block
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
+constexpr int kStages = 3;   // chunks in flight or in use per warp
+constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+// One warp's shared memory, in 2-byte elements: kStages chunks of K rows then V rows.
+template <int D>
+struct WarpSmem {
+  static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
+  static constexpr int kStage = 2 * kKeys * kLd;
+  static constexpr int kElems = kStages * kStage;
+  static constexpr size_t kBytes = size_t{kElems} * 2;
+  // The query (16 rows) and the rope angles (2 x D/2 floats) fit in one stage.
+  static_assert(16 * kLd * 2 + 4 * D <= kStage * 2, "query staging must fit one ring slot");
+};
+
+template <typename K, int D, bool FUSE_ROPE>
+__global__ void __launch_bounds__(kThreads, 2)
+    DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, DecodeRopeArgs rope) {
+  using T = __nv_bfloat16;
+  using L = WarpSmem<D>;
+  constexpr int kLd = L::kLd;
+  constexpr int kVecs = D / 8;  // 16-byte vectors per row
+  AllowDependentLaunch();       // the o projection follows this kernel
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;  // mma row group and thread in group
+  const int32_t KVH = kv.num_kv_heads;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (item >= static_cast<int64_t>(a.num_tokens) * KVH) return;  // warp-uniform; no block barrier follows
+  const int32_t i = static_cast<int32_t>(item / KVH), kvh = static_cast<int32_t>(item % KVH);
+  K* ring = reinterpret_cast<K*>(smem_raw) + static_cast<int64_t>(warp) * L::kElems;
+
+  // Token i's sequence and position, and the fused rope's position and slot: one round trip.
+  int32_t rope_pos = 0, new_slot = -1;
+  if constexpr (FUSE_ROPE) {
+    if (rope.rope.style != STRATA_ROPE_NONE) rope_pos = __ldg(rope.positions + i);
+    new_slot = __ldg(rope.slots + i);
+  }
+  const int32_t* qsl = a.query_start_loc;
+  int32_t s, pos;
+  const int32_t len_guess = __ldg(a.seq_lens + min(i, a.num_seqs - 1));
+  if (i < a.num_seqs && __ldg(qsl + i) == i && __ldg(qsl + i + 1) == i + 1) {
+    s = i;
+    pos = len_guess - 1;  // -1 for a seq_len-0 slot
+  } else {
+    s = SeqOfToken(qsl, a.num_seqs, i);
+    const int32_t q0 = __ldg(qsl + s);
+    const int32_t q_len = __ldg(qsl + s + 1) - q0;
+    pos = __ldg(a.seq_lens + s) - q_len + (i - q0);
+  }
+  const int32_t start = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+  int32_t end = pos + 1;  // exclusive
+  const int64_t cap = static_cast<int64_t>(a.max_blocks_per_seq) * kv.block_size;
+  if (end > cap) {  // seq_len beyond its block table row: never index past the row
+    if (lane == 0 && kvh == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+    end = static_cast<int32_t>(cap);
+  }
+  const int32_t len = max(0, end - start);
+  T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(kvh) * group * D;
+  if (len == 0) {  // seq_len 0 (a padding slot): zeros, as the other kernels write
+    for (int32_t idx = lane; idx < group * D; idx += 32) out[idx] = __float2bfloat16(0.0f);
+    return;
+  }
+
+  const int32_t bs = kv.block_size;
+  const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+                   static_cast<int64_t>(kvh) * D;
+  const K* vbase = kbase + kv.layer_half_elems;
+  const int64_t pos_stride = static_cast<int64_t>(KVH) * D;
+  const int64_t blk_stride = pos_stride * bs;
+  const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int32_t n_chunks = (len + kKeys - 1) / kKeys;
+
+  // Lane pair (2r, 2r+1) copies row r of a chunk: lane 2r its first half, 2r+1 its second.
+  const int copy_row = lane >> 1, copy_half = lane & 1;
+  auto block_of = [&](int32_t c) -> int32_t {
+    const int32_t p = start + c * kKeys + copy_row;
+    return c < n_chunks && p < end ? __ldg(bt + p / bs) : -1;
+  };
+  // Positions past the context, and rows whose block-table entry is out of range, are
+  // zero-filled (and masked below; a bad entry also sets kErrBlockTable).
+  auto issue = [&](int32_t c, int32_t blk, int stage) {
+    if (c >= n_chunks) return;
+    const int32_t p = start + c * kKeys + copy_row;
+    const bool in = p < end;
+    const bool valid = in && blk >= 0 && blk < kv.num_blocks;
+    if (in && !valid && copy_half == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+    const int64_t off = valid ? static_cast<int64_t>(blk) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride : 0;
+    K* kd = ring + stage * L::kStage + copy_row * kLd;
+    K* vd = kd + kKeys * kLd;
+#pragma unroll
+    for (int j = 0; j < kVecs / 2; ++j) {
+      const int e = (copy_half * (kVecs / 2) + j) * 8;
+      CpAsync16(kd + e, valid ? kbase + off + e : kbase, valid);
+      CpAsync16(vd + e, valid ? vbase + off + e : vbase, valid);
+    }
+  };
+
+  // The fused rope: angles of token i (double, as rope_kv_write.cu), in the query's slot.
+  const bool rotate = FUSE_ROPE && rope.rope.style != STRATA_ROPE_NONE;
+  const int32_t rot_dim = rotate ? 2 * rope.rope.half : 0;
+  K* qs = ring + (kStages - 1) * L::kStage;  // 16 query rows; overwritten by chunk 2 later
+  float* s_cs = reinterpret_cast<float*>(qs + 16 * kLd);
+  float* s_sn = s_cs + D / 2;
+  if (rotate) {
+    const double p = static_cast<double>(rope_pos);
+    for (int32_t f = lane; f < rope.rope.half; f += 32) {
+      double sv, cv;
+      sincos(p * static_cast<double>(rope.rope.inv_freq[f]), &sv, &cv);
+      s_cs[f] = static_cast<float>(cv * rope.rope.factor);
+      s_sn[f] = static_cast<float>(sv * rope.rope.factor);
+    }
+    __syncwarp();
+  }
+  // Stores token i's key (rotated) and value for this KV head at its slot. Only this warp
+  // reads that row, and only after the fence.
+  const bool writes_kv = FUSE_ROPE && pos >= start && pos < end;
+  auto write_new_kv = [&]() {
+    if (new_slot >= static_cast<int64_t>(kv.num_blocks) * bs) {
+      if (lane == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
+    } else if (new_slot >= 0) {
+      const T* krow = static_cast<const T*>(rope.k) + static_cast<int64_t>(i) * rope.k_stride +
+                      static_cast<int64_t>(kvh) * D;
+      const T* vrow = static_cast<const T*>(rope.v) + static_cast<int64_t>(i) * rope.v_stride +
+                      static_cast<int64_t>(kvh) * D;
+      K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+              static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
+      K* vd = kd + kv.layer_half_elems;
+      for (int32_t d = lane; d < D; d += 32) {
+        const float kx =
+            d < rot_dim ? RotatedElement(krow, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(krow[d]);
+        kd[d] = FromF32<K>(kx);
+        vd[d] = FromF32<K>(ToF32(vrow[d]));
+      }
+    }
+    __threadfence_block();
+    __syncwarp();
+  };
+  // The prologue's chunks are issued before the write unless one of them holds the new
+  // position (then the write goes first).
+  const bool write_first = writes_kv && pos < start + (kStages - 1) * kKeys;
+  if (write_first) write_new_kv();
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    issue(c, block_of(c), c);
+    CpAsyncCommit();
+  }
+  int32_t blk_next = block_of(kStages - 1);
+
+  // The query rows of the group in the cache type (rows past the group are zero), then its
+  // A fragments: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) as in the FA2 kernel.
+  {
+    const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
+                    static_cast<int64_t>(kvh) * group * D;
+    for (int32_t idx = lane; idx < 16 * kVecs; idx += 32) {
+      const int32_t r = idx / kVecs, c8 = (idx % kVecs) * 8;
+      float x[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float v = 0.0f;
+        if (r < group) {
+          const T* qh = qrow + static_cast<int64_t>(r) * D;
+          const int32_t d = c8 + e;
+          v = d < rot_dim ? RotatedElement(qh, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(qh[d]);
+        }
+        x[e] = v;
+      }
+      uint4 w;
+      w.x = PackPair<K>(x[0], x[1]);
+      w.y = PackPair<K>(x[2], x[3]);
+      w.z = PackPair<K>(x[4], x[5]);
+      w.w = PackPair<K>(x[6], x[7]);
+      *reinterpret_cast<uint4*>(qs + r * kLd + c8) = w;
+    }
+  }
+  __syncwarp();
+  uint32_t qf[D / 16][4];
+  {
+    const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) LdMatrixX4(qf[kk], qs + a_row * kLd + kk * 16 + a_col);
+  }
+  if (writes_kv && !write_first) write_new_kv();  // before the copy of the chunk that holds it
+  __syncwarp();  // every lane has read the query: its slot may be refilled
+
+  // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of
+  // O = P V (read transposed), with the lane mappings of the FA2 kernel.
+  const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+  const float cap_score = a.softcap;
+  const bool plain = cap_score <= 0.0f && a.scale > 0.0f;  // scores keep their order under the scale
+  const float mult = plain ? a.scale * kLog2e : 1.0f;
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+
+  for (int32_t c = 0; c < n_chunks; ++c) {
+    const int stage = c % kStages;
+    // Refill the slot computed in the previous iteration (the query's slot at c = 0).
+    issue(c + kStages - 1, blk_next, (c + kStages - 1) % kStages);
+    CpAsyncCommit();
+    blk_next = block_of(c + kStages);
+    CpAsyncWait<kStages - 1>();  // this lane's copies of chunk c have landed
+    __syncwarp();                // ... and every lane's
+    const K* Kt = ring + stage * L::kStage;
+    const K* Vt = Kt + kKeys * kLd;
+
+    // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1.
+    float sacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      LdMatrixX4(b, Kt + k_row * kLd + kk * 16 + k_col);
+      Mma<K>(sacc[0], qf[kk], b[0], b[1]);
+      Mma<K>(sacc[1], qf[kk], b[2], b[3]);
+    }
+    // 2. Scores in units with exp(score) = 2^(u * mult), keys past the context masked.
+    const int32_t key0 = start + c * kKeys;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = sacc[j][e];
+        if (!plain) {
+          x *= a.scale;
+          x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+        }
+        sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float mx =
+          QuadMax(fmaxf(fmaxf(sacc[0][2 * r], sacc[0][2 * r + 1]), fmaxf(sacc[1][2 * r], sacc[1][2 * r + 1])));
+      const float m_new = fmaxf(m[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
+      const float alpha = Exp2(fmaf(m[r], mult, -m_use));
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        sacc[j][2 * r] = Exp2(fmaf(sacc[j][2 * r], mult, -m_use));
+        sacc[j][2 * r + 1] = Exp2(fmaf(sacc[j][2 * r + 1], mult, -m_use));
+        sum += sacc[j][2 * r] + sacc[j][2 * r + 1];
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = m_new;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+    }
+    // 3. O += P V: the accumulators of the two 8-key tiles are the A fragment of 16 keys.
+    uint32_t pf[4];
+    pf[0] = PackPair<K>(sacc[0][0], sacc[0][1]);
+    pf[1] = PackPair<K>(sacc[0][2], sacc[0][3]);
+    pf[2] = PackPair<K>(sacc[1][0], sacc[1][1]);
+    pf[3] = PackPair<K>(sacc[1][2], sacc[1][3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      LdMatrixX4Trans(b, Vt + v_row * kLd + dp * 16 + v_col);
+      Mma<K>(o[2 * dp], pf, b[0], b[1]);
+      Mma<K>(o[2 * dp + 1], pf, b[2], b[3]);
+    }
+    __syncwarp();  // every lane is done with this slot before it is refilled
+  }
+  CpAsyncWait<0>();  // no copy may still land after the warp exits
+
+  // Normalise and write the group's rows (lane: columns 8j + 2tig, +1 of rows g, g + 8).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    const float tot = QuadSum(l[r]);
+    const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
+    if (row < group) {
+      T* dst = out + static_cast<int64_t>(row) * D + 2 * tig;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + j * 8) = __floats2bfloat162_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+      }
+    }
+  }
+}
+
+template <typename K, int D>
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const DecodeRopeArgs* rope, cudaStream_t stream) {
+  const size_t smem = kWarps * WarpSmem<D>::kBytes;
+  auto kernel = rope != nullptr ? DecodeMmaKernel<K, D, true> : DecodeMmaKernel<K, D, false>;
+  // Per device and function; cheap, and legal while a stream is being captured.
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads;
+  const unsigned blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
+  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads,
+                                             rope != nullptr ? *rope : DecodeRopeArgs{});
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
+  if (a.max_query_len != 1 || a.num_tokens < 0 || a.num_seqs <= 0) return false;
+  if (a.act_dtype != STRATA_DTYPE_BF16 || (kv.dtype != STRATA_DTYPE_BF16 && kv.dtype != STRATA_DTYPE_F16)) return false;
+  if (kv.head_dim != 64 && kv.head_dim != 128) return false;
+  if (a.q == nullptr || a.out == nullptr || a.query_start_loc == nullptr || a.seq_lens == nullptr ||
+      a.block_tables == nullptr || kv.data == nullptr) {
+    return false;
+  }
+  if (kv.num_kv_heads <= 0 || a.num_heads <= 0 || a.num_heads % kv.num_kv_heads != 0 ||
+      a.num_heads / kv.num_kv_heads > kMaxGroup) {
+    return false;
+  }
+  if (kv.block_size <= 0 || kv.num_blocks <= 0 || a.max_blocks_per_seq <= 0) return false;
+  // 16-byte copies of K/V rows, 4-byte stores of output pairs.
+  if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * 2) % 16 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
+  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads / kWarps < 0x7fffffffLL;
+}
+
+bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  const int64_t sms = num_sms > 0 ? num_sms : 132;
+  // Warps resident at once: two blocks of kWarps per SM.
+  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads >= sms * 2 * kWarps / 2;
+}
+
+cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream,
+                                     const DecodeRopeArgs* rope) {
+  if (!DecodeMmaSupports(a, kv)) return cudaErrorInvalidValue;
+  if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
+                          rope->k == nullptr || rope->v == nullptr ||
+                          (rope->rope.style != STRATA_ROPE_NONE && rope->positions == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.num_tokens == 0) return cudaSuccess;
+  const bool f16 = kv.dtype == STRATA_DTYPE_F16;
+  if (kv.head_dim == 64) {
+    return f16 ? LaunchTyped<__half, 64>(a, kv, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, rope, stream);
+  }
+  return f16 ? LaunchTyped<__half, 128>(a, kv, rope, stream) : LaunchTyped<__nv_bfloat16, 128>(a, kv, rope, stream);
+}
+
+}  // namespace strata::cuda
