@@ -32,7 +32,7 @@
 //   prefill_attention=wmma    the same batches on the older WMMA kernel (prefill_attention_tc.cu)
 //   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the oldest path)
 //   decode_attention=auto (default) decode batches with enough (token, KV head) pairs to fill
-//                      the GPU (>= 4 per SM) run the tensor-core kernel of
+//                      the GPU (>= 6 per SM) run the tensor-core kernel of
 //                      kernels/cuda/decode_attention_mma.cu (one warp per pair, BF16
 //                      activations, BF16/F16 cache, head_dim 64/128); the others the GQA kernel
 //   decode_attention=gqa      every decode batch on kernels/cuda/decode_attention_gqa.cu: one

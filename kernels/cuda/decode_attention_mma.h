@@ -23,9 +23,8 @@ namespace strata::cuda {
 // activations, a BF16 or F16 cache, head_dim 64 or 128, at most 16 query heads per KV head.
 bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv);
 
-// (token, KV head) pairs from which the default path (decode_attention=auto) prefers this
-// kernel to the GQA kernel on a GPU with num_sms SMs: where one wave of its warps is mostly
-// full, so that no pair streams a long context alone.
+// Whether the default path (decode_attention=auto) prefers this kernel to the GQA kernel on
+// a GPU with num_sms SMs: from 6 (token, KV head) pairs per SM on (one wave holds 8).
 bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
 // Enqueues the kernel (no workspace); with `rope`, the rope/KV write is fused in with the
