@@ -32,6 +32,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
@@ -46,6 +47,17 @@ constexpr int kStages = 3;   // chunks in flight or in use per warp
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The 16-bit pattern of a BF16 / F16 value, and a BF16 value from one (staging rows are
+// handled as raw words, so that the query can be rotated and converted in place).
+__device__ __forceinline__ uint16_t Bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ uint16_t Bits(__half x) { return __half_as_ushort(x); }
+template <typename X>
+__device__ __forceinline__ X FromBits(uint16_t u);
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
+  return __ushort_as_bfloat16(u);
+}
+
 // One warp's shared memory, in 2-byte elements: kStages chunks of K rows then V rows.
 template <int D>
 struct WarpSmem {
@@ -53,8 +65,8 @@ struct WarpSmem {
   static constexpr int kStage = 2 * kKeys * kLd;
   static constexpr int kElems = kStages * kStage;
   static constexpr size_t kBytes = size_t{kElems} * 2;
-  // The query (16 rows) and the rope angles (2 x D/2 floats) fit in one stage.
-  static_assert(16 * kLd * 2 + 4 * D <= kStage * 2, "query staging must fit one ring slot");
+  // The query (16 rows), the rope angles (2 x D/2 floats) and the raw key fit in one slot.
+  static_assert(16 * kLd * 2 + 4 * D + 2 * D <= kStage * 2, "query staging must fit one ring slot");
 };
 
 template <typename K, int D, bool FUSE_ROPE>
@@ -146,91 +158,137 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
 
-  // The fused rope: angles of token i (double, as rope_kv_write.cu), in the query's slot.
+  // Token i's query rows (and, fused, its key and value for this KV head) go to registers
+  // first, so that their latency overlaps the block-table loads, the first chunk copies and
+  // the rope angles. Element loads: the rows need no alignment. Rows past the group are 0.
+  const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
+                  static_cast<int64_t>(kvh) * group * D;
+  constexpr int kQPerLane = kMaxGroup * D / 32;  // the 16 staging rows, spread over the lanes
+  T qraw[kQPerLane];
+#pragma unroll
+  for (int t = 0; t < kQPerLane; ++t) {
+    const int idx = lane + 32 * t;  // row idx / D of the group's contiguous heads
+    qraw[t] = idx / D < group ? qrow[idx] : FromF32<T>(0.0f);
+  }
+  const bool writes_kv = FUSE_ROPE && pos >= start && pos < end;
+  const bool slot_ok = new_slot >= 0 && new_slot < static_cast<int64_t>(kv.num_blocks) * bs;
+  T kraw[D / 32], vraw[D / 32];
+  if (writes_kv && slot_ok) {
+    const T* krow = static_cast<const T*>(rope.k) + static_cast<int64_t>(i) * rope.k_stride +
+                    static_cast<int64_t>(kvh) * D;
+    const T* vrow = static_cast<const T*>(rope.v) + static_cast<int64_t>(i) * rope.v_stride +
+                    static_cast<int64_t>(kvh) * D;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) {
+      kraw[j] = krow[lane + 32 * j];
+      vraw[j] = vrow[lane + 32 * j];
+    }
+  }
+  // The chunk copies start now, unless one of the first chunks holds the new position: its
+  // key and value must be stored first (short contexts only).
+  const bool write_first = writes_kv && pos < start + (kStages - 1) * kKeys;
+  if (!write_first) {
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+      issue(c, block_of(c), c);
+      CpAsyncCommit();
+    }
+  }
+
+  // The fused rope: angles of token i (double, as rope_kv_write.cu), in the query's slot
+  // after its 16 staging rows, then the raw key.
   const bool rotate = FUSE_ROPE && rope.rope.style != STRATA_ROPE_NONE;
-  const int32_t rot_dim = rotate ? 2 * rope.rope.half : 0;
+  const int32_t half = rotate ? rope.rope.half : 0;
+  const int32_t rot_dim = 2 * half;
+  const bool interleaved = rope.rope.style == STRATA_ROPE_INTERLEAVED;
   K* qs = ring + (kStages - 1) * L::kStage;  // 16 query rows; overwritten by chunk 2 later
+  uint16_t* qbits = reinterpret_cast<uint16_t*>(qs);  // the rows as raw 16-bit words
   float* s_cs = reinterpret_cast<float*>(qs + 16 * kLd);
   float* s_sn = s_cs + D / 2;
+  uint16_t* s_k = reinterpret_cast<uint16_t*>(s_sn + D / 2);
   if (rotate) {
     const double p = static_cast<double>(rope_pos);
-    for (int32_t f = lane; f < rope.rope.half; f += 32) {
+    for (int32_t f = lane; f < half; f += 32) {
       double sv, cv;
       sincos(p * static_cast<double>(rope.rope.inv_freq[f]), &sv, &cv);
       s_cs[f] = static_cast<float>(cv * rope.rope.factor);
       s_sn[f] = static_cast<float>(sv * rope.rope.factor);
     }
-    __syncwarp();
   }
-  // Stores token i's key (rotated) and value for this KV head at its slot. Only this warp
-  // reads that row, and only after the fence.
-  const bool writes_kv = FUSE_ROPE && pos >= start && pos < end;
-  auto write_new_kv = [&]() {
-    if (new_slot >= static_cast<int64_t>(kv.num_blocks) * bs) {
-      if (lane == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
-    } else if (new_slot >= 0) {
-      const T* krow = static_cast<const T*>(rope.k) + static_cast<int64_t>(i) * rope.k_stride +
-                      static_cast<int64_t>(kvh) * D;
-      const T* vrow = static_cast<const T*>(rope.v) + static_cast<int64_t>(i) * rope.v_stride +
-                      static_cast<int64_t>(kvh) * D;
-      K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
-              static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
-      K* vd = kd + kv.layer_half_elems;
-      for (int32_t d = lane; d < D; d += 32) {
-        const float kx =
-            d < rot_dim ? RotatedElement(krow, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(krow[d]);
-        kd[d] = FromF32<K>(kx);
-        vd[d] = FromF32<K>(ToF32(vrow[d]));
-      }
-    }
-    __threadfence_block();
-    __syncwarp();
+#pragma unroll
+  for (int t = 0; t < kQPerLane; ++t) {
+    const int idx = lane + 32 * t;
+    qbits[(idx / D) * kLd + idx % D] = Bits(qraw[t]);
+  }
+  if (writes_kv && slot_ok) {
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) s_k[lane + 32 * j] = Bits(kraw[j]);
+  }
+  __syncwarp();
+  // Rotated pair (ia, ib) of a row with angle f, rounded to T as rope_kv_write.cu stores it:
+  // each pair is read and written by one lane, so the rotation works in place.
+  auto pair_of = [&](int32_t f, int32_t* ia, int32_t* ib) {
+    *ia = interleaved ? 2 * f : f;
+    *ib = interleaved ? *ia + 1 : f + half;
   };
-  // The prologue's chunks are issued before the write unless one of them holds the new
-  // position (then the write goes first).
-  const bool write_first = writes_kv && pos < start + (kStages - 1) * kKeys;
-  if (write_first) write_new_kv();
-#pragma unroll
-  for (int c = 0; c < kStages - 1; ++c) {
-    issue(c, block_of(c), c);
-    CpAsyncCommit();
+  const int32_t half_div = half > 0 ? half : 1;  // (no pairs without rotation)
+  for (int32_t pi = lane; pi < group * half; pi += 32) {
+    const int32_t r = pi / half_div, f = pi - r * half_div;
+    int32_t ia, ib;
+    pair_of(f, &ia, &ib);
+    uint16_t* row = qbits + r * kLd;
+    const float x = ToF32(FromBits<T>(row[ia])), y = ToF32(FromBits<T>(row[ib]));
+    row[ia] = Bits(FromF32<K>(ToF32(FromF32<T>(RopeFirst(x, y, s_cs[f], s_sn[f])))));
+    row[ib] = Bits(FromF32<K>(ToF32(FromF32<T>(RopeSecond(x, y, s_cs[f], s_sn[f])))));
   }
-  int32_t blk_next = block_of(kStages - 1);
-
-  // The query rows of the group in the cache type (rows past the group are zero), then its
-  // A fragments: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) as in the FA2 kernel.
-  {
-    const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
-                    static_cast<int64_t>(kvh) * group * D;
-    for (int32_t idx = lane; idx < 16 * kVecs; idx += 32) {
-      const int32_t r = idx / kVecs, c8 = (idx % kVecs) * 8;
-      float x[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        float v = 0.0f;
-        if (r < group) {
-          const T* qh = qrow + static_cast<int64_t>(r) * D;
-          const int32_t d = c8 + e;
-          v = d < rot_dim ? RotatedElement(qh, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(qh[d]);
-        }
-        x[e] = v;
-      }
-      uint4 w;
-      w.x = PackPair<K>(x[0], x[1]);
-      w.y = PackPair<K>(x[2], x[3]);
-      w.z = PackPair<K>(x[4], x[5]);
-      w.w = PackPair<K>(x[6], x[7]);
-      *reinterpret_cast<uint4*>(qs + r * kLd + c8) = w;
+  if constexpr (!std::is_same_v<K, T>) {  // an F16 cache: the rest of the query to F16
+    const int32_t rest = D - rot_dim;
+    for (int32_t idx = lane; idx < group * rest; idx += 32) {
+      const int32_t r = idx / rest, d = rot_dim + (idx - r * rest);
+      uint16_t& w = qbits[r * kLd + d];
+      w = Bits(FromF32<K>(ToF32(FromBits<T>(w))));
     }
   }
   __syncwarp();
+  // A fragments of the 16 rows: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) as in the
+  // FA2 kernel.
   uint32_t qf[D / 16][4];
   {
     const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) LdMatrixX4(qf[kk], qs + a_row * kLd + kk * 16 + a_col);
   }
-  if (writes_kv && !write_first) write_new_kv();  // before the copy of the chunk that holds it
+  // Token i's key (rotated) and value for this KV head at its slot. Only this warp reads
+  // that row, and only after the fence: its chunk is copied later.
+  if (writes_kv) {
+    if (!slot_ok) {
+      if (new_slot >= 0 && lane == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
+    } else {
+      K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+              static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
+      K* vd = kd + kv.layer_half_elems;
+      for (int32_t f = lane; f < half; f += 32) {
+        int32_t ia, ib;
+        pair_of(f, &ia, &ib);
+        const float x = ToF32(FromBits<T>(s_k[ia])), y = ToF32(FromBits<T>(s_k[ib]));
+        kd[ia] = FromF32<K>(ToF32(FromF32<T>(RopeFirst(x, y, s_cs[f], s_sn[f]))));
+        kd[ib] = FromF32<K>(ToF32(FromF32<T>(RopeSecond(x, y, s_cs[f], s_sn[f]))));
+      }
+      for (int32_t d = rot_dim + lane; d < D; d += 32) kd[d] = FromF32<K>(ToF32(FromBits<T>(s_k[d])));
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) vd[lane + 32 * j] = FromF32<K>(ToF32(vraw[j]));
+    }
+    __threadfence_block();
+  }
+  if (write_first) {
+    __syncwarp();
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+      issue(c, block_of(c), c);
+      CpAsyncCommit();
+    }
+  }
+  int32_t blk_next = block_of(kStages - 1);
   __syncwarp();  // every lane has read the query: its slot may be refilled
 
   // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of

@@ -164,7 +164,7 @@ phase_attention() {
   STRATA_OP_BENCH=decode_attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/decode_attention_bench.log"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local n=0
-  for c in 128 32; do
+  for c in ${STRATA_ATTENTION_SEQS:-128 32}; do
     for k in ${STRATA_DECODE_KERNELS:-gqa auto gqa auto}; do
       n=$((n + 1))
       stamp "$c concurrent sequences, decode_attention=$k"
