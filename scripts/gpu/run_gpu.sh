@@ -17,7 +17,7 @@
 #   profile  GPU time per op and shape (device option profile=on, backends/cuda/op_profiler.h)
 #            of the 128- and 32-sequence serving runs, eager and with decode graphs (where
 #            a replayed graph is one graph_launch: the decode step's GPU time)
-#   attention  the decode attention tests, its op sweep (STRATA_OP_BENCH=decode_attention:
+#   attention  the decode attention tests, the KV read ceilings (kv_read_bench), its op sweep (STRATA_OP_BENCH=decode_attention:
 #            the GQA and the tensor-core decode kernels at serving batch sizes) and 128 and
 #            32 concurrent sequences with decode_attention=gqa and the default, alternately
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
@@ -160,6 +160,12 @@ phase_attention() {
   timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
     --gtest_filter='CudaMmaDecode.*:*Attention*' 2>&1 | tee "$OUT/attention_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -20
   grep -q "FAILED" "$OUT/attention_test.log" && { stamp "attention tests failed: stopping"; exit 1; }
+  stamp "KV read ceilings per load mechanism (bench/cuda/kv_read_bench.cu)"
+  if [ -x "$BUILD/bin/kv_read_bench" ]; then
+    timeout 120 "$BUILD/bin/kv_read_bench" 128 192 128 1024 64 1024 32 1024 2>&1 | tee "$OUT/kv_read_bench.log"
+  else
+    echo "kv_read_bench not built (add it to STRATA_GPU_TARGETS)"
+  fi
   stamp "decode attention sweep"
   STRATA_OP_BENCH=decode_attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/decode_attention_bench.log"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
