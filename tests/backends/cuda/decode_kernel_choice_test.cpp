@@ -1,0 +1,86 @@
+// Which batches the tensor-core decode attention takes (kernels/cuda/decode_attention_mma.h):
+// host-side rules that need no GPU, so they run on CI. The kernel's results are checked
+// against the CPU backend on the GPU (cuda_backend_test, CudaMmaDecode).
+#include "kernels/cuda/decode_attention_mma.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "strata/device.h"
+
+namespace strata::cuda {
+namespace {
+
+void* FakeDevicePtr(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+// A Llama-3-8B decode batch: 32 query heads over 8 KV heads of 128, BF16 everywhere.
+struct Batch {
+  AttentionArgs a;
+  KvLayout kv;
+  explicit Batch(int32_t tokens) {
+    static const int32_t ints[4] = {0, 1, 2, 3};  // only addresses are looked at
+    a.q = FakeDevicePtr(0x100000);
+    a.out = FakeDevicePtr(0x200000);
+    a.q_stride = 32 * 128 + 2 * 8 * 128;
+    a.out_stride = 32 * 128;
+    a.act_dtype = STRATA_DTYPE_BF16;
+    a.num_tokens = tokens;
+    a.num_seqs = tokens;
+    a.num_heads = 32;
+    a.max_query_len = 1;
+    a.max_seq_len = 300;
+    a.max_blocks_per_seq = 19;
+    a.scale = 0.0884f;
+    a.query_start_loc = ints;
+    a.seq_lens = ints;
+    a.block_tables = ints;
+    kv.data = FakeDevicePtr(0x40000000);
+    kv.dtype = STRATA_DTYPE_BF16;
+    kv.num_blocks = 4096;
+    kv.block_size = 16;
+    kv.num_kv_heads = 8;
+    kv.head_dim = 128;
+    kv.layer_half_elems = int64_t{4096} * 16 * 8 * 128;
+  }
+};
+
+TEST(DecodeKernelChoice, TensorCoreKernelSupportsSixteenBitCachesAndSmallGroups) {
+  EXPECT_TRUE(DecodeMmaSupports(Batch(128).a, Batch(128).kv));
+  Batch f16(128);
+  f16.kv.dtype = STRATA_DTYPE_F16;
+  f16.kv.head_dim = 64;
+  EXPECT_TRUE(DecodeMmaSupports(f16.a, f16.kv));
+  Batch group16(8);
+  group16.a.num_heads = 32;
+  group16.kv.num_kv_heads = 2;
+  EXPECT_TRUE(DecodeMmaSupports(group16.a, group16.kv));
+
+  auto rejects = [](const char* what, auto change) {
+    Batch b(128);
+    change(b);
+    EXPECT_FALSE(DecodeMmaSupports(b.a, b.kv)) << what;
+  };
+  rejects("F32 activations", [](Batch& b) { b.a.act_dtype = STRATA_DTYPE_F32; });
+  rejects("F32 cache", [](Batch& b) { b.kv.dtype = STRATA_DTYPE_F32; });
+  rejects("head_dim 96", [](Batch& b) { b.kv.head_dim = 96; });
+  rejects("32 query heads per KV head", [](Batch& b) { b.kv.num_kv_heads = 1; });
+  rejects("heads not a multiple of KV heads", [](Batch& b) { b.a.num_heads = 30; });
+  rejects("a prefill query", [](Batch& b) { b.a.max_query_len = 2; });
+  rejects("a cache not 16-byte aligned", [](Batch& b) { b.kv.data = FakeDevicePtr(0x40000008); });
+  rejects("an odd output stride", [](Batch& b) { b.a.out_stride = 32 * 128 + 1; });
+  rejects("no block tables", [](Batch& b) { b.a.block_tables = nullptr; });
+}
+
+// The default path takes it from 6 (token, KV head) pairs per SM on: 128 sequences of the
+// 8B shape on 132 SMs (1,024 pairs) yes, 64 (512) no; the boundary is 792 pairs.
+TEST(DecodeKernelChoice, DefaultPathPrefersTensorCoresOnlyForBatchesThatFillTheGpu) {
+  EXPECT_TRUE(DecodeMmaPreferred(Batch(128).a, Batch(128).kv, 132));
+  EXPECT_FALSE(DecodeMmaPreferred(Batch(64).a, Batch(64).kv, 132));
+  EXPECT_TRUE(DecodeMmaPreferred(Batch(99).a, Batch(99).kv, 132));   // 792 pairs
+  EXPECT_FALSE(DecodeMmaPreferred(Batch(98).a, Batch(98).kv, 132));  // 784
+  EXPECT_TRUE(DecodeMmaPreferred(Batch(32).a, Batch(32).kv, 40));    // a smaller GPU: 256 >= 240
+}
+
+}  // namespace
+}  // namespace strata::cuda
