@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/decode_span.cuh"
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -213,27 +214,9 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     if (rope.rope.style != STRATA_ROPE_NONE) rope_pos = __ldg(rope.positions + i);
     new_slot = __ldg(rope.slots + i);
   }
-  // Sequence and position of token i (max_query_len == 1 gives s == i; checked cheaply).
-  const int32_t* qsl = a.query_start_loc;
-  int32_t s, pos;
-  const int32_t i_clamped = min(i, a.num_seqs - 1);
-  const int32_t len_guess = __ldg(a.seq_lens + i_clamped);  // loaded alongside qsl: one round trip
-  if (i < a.num_seqs && __ldg(qsl + i) == i && __ldg(qsl + i + 1) == i + 1) {
-    s = i;
-    pos = len_guess - 1;  // -1 for a seq_len-0 slot
-  } else {
-    s = SeqOfToken(qsl, a.num_seqs, i);
-    const int32_t q0 = __ldg(qsl + s);
-    const int32_t q_len = __ldg(qsl + s + 1) - q0;
-    pos = __ldg(a.seq_lens + s) - q_len + (i - q0);
-  }
-  const int32_t start = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
-  int32_t end = pos + 1;  // exclusive
-  const int64_t cap = static_cast<int64_t>(a.max_blocks_per_seq) * kv.block_size;
-  if (end > cap) {  // seq_len beyond its block table row: never index past the row
-    if (tid == 0 && split == 0 && kvh == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
-    end = static_cast<int32_t>(cap);
-  }
+  // Sequence, position and visible keys of token i.
+  const DecodeSpan span = DecodeSpanOf(a, kv.block_size, i, tid == 0 && split == 0 && kvh == 0);
+  const int32_t s = span.seq, pos = span.pos, start = span.start, end = span.end;
   const int32_t len = max(0, end - start);
   const int32_t step = NG * U;
   int32_t chunk = (len + splits - 1) / splits;

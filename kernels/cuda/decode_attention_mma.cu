@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/decode_span.cuh"
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
@@ -92,25 +93,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (rope.rope.style != STRATA_ROPE_NONE) rope_pos = __ldg(rope.positions + i);
     new_slot = __ldg(rope.slots + i);
   }
-  const int32_t* qsl = a.query_start_loc;
-  int32_t s, pos;
-  const int32_t len_guess = __ldg(a.seq_lens + min(i, a.num_seqs - 1));
-  if (i < a.num_seqs && __ldg(qsl + i) == i && __ldg(qsl + i + 1) == i + 1) {
-    s = i;
-    pos = len_guess - 1;  // -1 for a seq_len-0 slot
-  } else {
-    s = SeqOfToken(qsl, a.num_seqs, i);
-    const int32_t q0 = __ldg(qsl + s);
-    const int32_t q_len = __ldg(qsl + s + 1) - q0;
-    pos = __ldg(a.seq_lens + s) - q_len + (i - q0);
-  }
-  const int32_t start = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
-  int32_t end = pos + 1;  // exclusive
-  const int64_t cap = static_cast<int64_t>(a.max_blocks_per_seq) * kv.block_size;
-  if (end > cap) {  // seq_len beyond its block table row: never index past the row
-    if (lane == 0 && kvh == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
-    end = static_cast<int32_t>(cap);
-  }
+  const DecodeSpan span = DecodeSpanOf(a, kv.block_size, i, lane == 0 && kvh == 0);
+  const int32_t s = span.seq, pos = span.pos, start = span.start, end = span.end;
   const int32_t len = max(0, end - start);
   T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(kvh) * group * D;
   if (len == 0) {  // seq_len 0 (a padding slot): zeros, as the other kernels write

@@ -30,16 +30,6 @@ constexpr int kPrefillThreads = 128;
 constexpr int kRowThreads = kPrefillThreads / kBQ;  // 8 threads per query row
 constexpr int kPerThread = kMaxHeadDim / kRowThreads;
 
-// The sequence that owns token i: the s with qsl[s] <= i < qsl[s+1] (binary search).
-__device__ __forceinline__ int32_t SeqOfToken(const int32_t* qsl, int32_t num_seqs, int32_t i) {
-  int32_t lo = 0, hi = num_seqs - 1;
-  while (lo < hi) {
-    const int32_t mid = (lo + hi + 1) >> 1;
-    if (qsl[mid] <= i) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
 __device__ __forceinline__ float SoftCap(float s, float cap) {
   return cap > 0.0f ? cap * tanhf(s / cap) : s;
 }
