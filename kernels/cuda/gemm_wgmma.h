@@ -38,13 +38,33 @@ struct WgmmaGemmArgs {
   bool accumulate = false;        // out += product (+ bias): the residual add
   bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
   int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
+  // Stream-K instead of cluster split-K when streamk_max_parts > 0: as many persistent
+  // blocks as are resident (at most streamk_max_parts per tile) share the product's
+  // (tile, K block) steps evenly, so every SM streams W to the end whatever the tile count;
+  // the parts of a tile are added through `partials` (WgmmaStreamKPartialFloats floats) and
+  // `arrivals` (arrival_slots ints, zero before the first launch; each launch leaves them
+  // zero). Launches on one stream may share them (a launch touches them only after the
+  // previous kernel has finished).
+  int32_t streamk_max_parts = 0;
+  float* partials = nullptr;
+  int64_t partial_floats = 0;
+  int32_t* arrivals = nullptr;
+  int64_t arrival_slots = 0;
 };
+
+// Device memory the stream-K schedule needs for its partial tiles on a GPU of num_sms SMs.
+int64_t WgmmaStreamKPartialFloats(int num_sms);
+// Arrival counters to allocate: one per tile of 128 weight rows (products of <= 1M rows).
+constexpr int64_t kWgmmaStreamKArrivalSlots = 8192;
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
 // k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules).
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
+// The stream-K blocks the launcher uses for this shape; 0 = it takes the cluster split-K
+// kernel (stream-K off, or the shape does not fit the workspace).
+int WgmmaGemmStreamKBlocks(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -115,6 +115,87 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
   return ws;
 }
 
+// STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (8..256 tokens; STRATA_OP_BENCH_TOKENS=
+// "128,256" picks) on cuBLASLt and on the sm_90 wgmma kernel, with its cluster split-K per
+// shape and with its stream-K schedule (at most 2, 4 or 8 parts per tile);
+// STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced cluster split and cuBLASLt's split-K.
+// Two timings per product: "us" as the other sweeps (10 back-to-back launches from the host,
+// so launch costs count), and "graph_us": the 10 launches recorded once as a graph and
+// replayed, the GPU time a decode step's graph pays.
+void GemmSweep() {
+  struct Variant { std::string name, options; strata_device dev = nullptr; };
+  std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"},
+                             {"wgmma_cluster", "activations=bf16;gemm=wgmma;wgmma_streamk=0"}};
+  for (int p : {2, 4, 8}) {
+    vs.push_back({"wgmma_streamk" + std::to_string(p), "activations=bf16;gemm=wgmma;wgmma_streamk=" + std::to_string(p)});
+  }
+  const char* all = std::getenv("STRATA_OP_BENCH_WGMMA_SPLITS");  // "all": every split factor
+  if (all != nullptr && std::strcmp(all, "all") == 0) {
+    for (int s : {2, 4, 8}) {
+      vs.push_back({"cublas_sk" + std::to_string(s), "activations=bf16;gemm=cublas;gemm_splitk=" + std::to_string(s)});
+    }
+    for (int s : {1, 2, 3, 4, 6, 8}) {
+      vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_streamk=0;wgmma_splits=" + std::to_string(s)});
+    }
+  }
+  std::vector<int64_t> token_counts = {8, 16, 32, 64, 128, 256};
+  if (const char* env = std::getenv("STRATA_OP_BENCH_TOKENS"); env != nullptr && *env != '\0') {
+    token_counts.clear();
+    for (const char* p = env; *p != '\0';) {
+      token_counts.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
+      while (*p == ',' || *p == ' ') ++p;
+    }
+  }
+  for (Variant& v : vs) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = v.options.c_str();
+    if (api->device_open(0, &o, &v.dev) != STRATA_OK) {
+      std::printf("{\"skipped\":\"%s: %s\"}\n", v.name.c_str(), api->last_error());
+      v.dev = nullptr;
+    }
+  }
+  for (const Shape& s : kShapes) {
+    std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
+    for (Variant& v : vs) {
+      if (v.dev == nullptr) continue;
+      dev = v.dev;
+      const std::vector<strata_weight> ws = WeightCopies(s, w);
+      size_t next = 0;
+      for (int64_t tokens : token_counts) {
+        strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
+        strata_tensor x = T(xb, STRATA_DTYPE_BF16, {tokens, s.cols}), out = T(ob, STRATA_DTYPE_BF16, {tokens, s.rows});
+        auto once = [&] { CHECK(api->matmul(dev, &x, ws[next++ % ws.size()], nullptr, &out)); };
+        const double sec = MedianSeconds(once);
+        // The same 10 launches as a graph (recorded after the eager runs above, so nothing
+        // is first met while recording), replayed.
+        double graph_sec = -1.0;
+        strata_graph g = nullptr;
+        if (STRATA_BACKEND_HAS_GRAPHS(api) && api->graph_begin(dev) == STRATA_OK) {
+          for (int j = 0; j < 10; ++j) once();
+          if (api->graph_end(dev, &g) == STRATA_OK) {
+            graph_sec = MedianSeconds([&] { CHECK(api->graph_launch(dev, g)); }) / 10;
+            api->graph_free(dev, g);
+          }
+        }
+        const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
+        std::printf("{\"op\":\"gemm\",\"path\":\"%s\",\"shape\":\"%s\",\"tokens\":%lld,\"us\":%.1f,"
+                    "\"graph_us\":%.1f,\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f,"
+                    "\"graph_bw_fraction\":%.3f}\n",
+                    v.name.c_str(), s.name, (long long)tokens, sec * 1e6, graph_sec * 1e6, bytes / sec / 1e9,
+                    flops / sec / 1e12, bytes / sec / 4.24e12, graph_sec > 0 ? bytes / graph_sec / 4.24e12 : 0.0);
+        std::fflush(stdout);
+        api->buffer_free(dev, xb);
+        api->buffer_free(dev, ob);
+      }
+      for (strata_weight W : ws) api->weight_free(dev, W);
+    }
+  }
+  for (Variant& v : vs) {
+    if (v.dev != nullptr) api->device_close(v.dev);
+  }
+}
+
 // STRATA_OP_BENCH=decode_attention: the decode kernels (attention, and rope_attention with
 // the rope/KV write fused) at serving batch sizes: the GQA kernel and the tensor-core kernel
 // (device option decode_attention=gqa|mma), over a 4-layer cache whose layer rotates per
@@ -254,61 +335,12 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (2..256 tokens) on cuBLASLt (also with
-  // gemm_splitk=2, 4, 8) and on the sm_90 wgmma kernel with its per-shape split-K factor
-  // (STRATA_OP_BENCH_WGMMA_SPLITS=all: also each factor forced), to set those choices from
-  // measurements.
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "decode_attention") == 0) {
     DecodeAttentionSweep();
     return 0;
   }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "gemm") == 0) {
-    struct Variant { std::string name, options; strata_device dev = nullptr; };
-    std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"}};
-    for (int s : {2, 4, 8}) {
-      vs.push_back({"cublas_sk" + std::to_string(s), "activations=bf16;gemm=cublas;gemm_splitk=" + std::to_string(s)});
-    }
-    const char* all = std::getenv("STRATA_OP_BENCH_WGMMA_SPLITS");  // "all": every wgmma split factor
-    for (int s : {0, 1, 2, 3, 4, 6, 8}) {
-      if (s != 0 && (all == nullptr || std::strcmp(all, "all") != 0)) continue;
-      vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_splits=" + std::to_string(s)});
-    }
-    for (Variant& v : vs) {
-      strata_device_options o{};
-      o.struct_size = sizeof(o);
-      o.options = v.options.c_str();
-      if (api->device_open(0, &o, &v.dev) != STRATA_OK) {
-        std::printf("{\"skipped\":\"%s: %s\"}\n", v.name.c_str(), api->last_error());
-        v.dev = nullptr;
-      }
-    }
-    for (const Shape& s : kShapes) {
-      std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
-      for (Variant& v : vs) {
-        if (v.dev == nullptr) continue;
-        dev = v.dev;
-        const std::vector<strata_weight> ws = WeightCopies(s, w);
-        size_t next = 0;
-        for (int64_t tokens : {8, 16, 32, 64, 128, 256}) {
-          strata_buffer xb = Alloc(tokens * s.cols * 2), ob = Alloc(tokens * s.rows * 2, false);
-          strata_tensor x = T(xb, STRATA_DTYPE_BF16, {tokens, s.cols}), out = T(ob, STRATA_DTYPE_BF16, {tokens, s.rows});
-          const double sec =
-              MedianSeconds([&] { CHECK(api->matmul(dev, &x, ws[next++ % ws.size()], nullptr, &out)); });
-          const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
-          std::printf("{\"op\":\"gemm\",\"path\":\"%s\",\"shape\":\"%s\",\"tokens\":%lld,\"us\":%.1f,"
-                      "\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f}\n",
-                      v.name.c_str(), s.name, (long long)tokens, sec * 1e6, bytes / sec / 1e9, flops / sec / 1e12,
-                      bytes / sec / 4.24e12);
-          std::fflush(stdout);
-          api->buffer_free(dev, xb);
-          api->buffer_free(dev, ob);
-        }
-        for (strata_weight W : ws) api->weight_free(dev, W);
-      }
-    }
-    for (Variant& v : vs) {
-      if (v.dev != nullptr) api->device_close(v.dev);
-    }
+    GemmSweep();
     return 0;
   }
 
