@@ -18,7 +18,6 @@
 #include "backends/cuda/cuda_objects.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/op_profiler.h"
-#include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/gemv.h"
 
 namespace strata::cuda {
@@ -109,7 +108,6 @@ struct OpenOptions {
   bool use_wgmma = false;  // measured slower than cuBLASLt in the forward pass (cuda_backend.h)
   bool require_wgmma = false;  // gemm=wgmma: an error on a device that cannot run it
   int32_t wgmma_splits = 0;
-  int32_t wgmma_streamk = 0;
   int32_t gemm_splitk = 0;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
@@ -142,10 +140,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
   o->use_wgmma = o->require_wgmma = EnvIs("STRATA_CUDA_GEMM", "wgmma");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
-  if (const char* env = std::getenv("STRATA_CUDA_WGMMA_STREAMK"); env != nullptr) {
-    const int v = std::atoi(env);
-    if (v >= 0 && v <= 16) o->wgmma_streamk = v;
-  }
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_SPLITK"); env != nullptr) {
     const int v = std::atoi(env);
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
@@ -216,13 +210,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_splits=", value, " (expected 0..8)");
       }
       o->wgmma_splits = static_cast<int32_t>(v);
-    } else if (key == "wgmma_streamk") {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 0 || v > 16) {
-        return InvalidArgument("device_open: option wgmma_streamk=", value, " (expected 0..16)");
-      }
-      o->wgmma_streamk = static_cast<int32_t>(v);
     } else if (key == "gemm_splitk") {
       char* end = nullptr;
       const long v = std::strtol(value.c_str(), &end, 10);
@@ -238,7 +225,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, wgmma_streamk=0..16, "
+                             "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
                              "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
   }
@@ -342,24 +329,11 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
                          prop.minor);
     }
     dev->wgmma_splits = parsed.wgmma_splits;
-    dev->wgmma_streamk = parsed.wgmma_streamk;
     dev->num_sms = prop.multiProcessorCount;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaMemsetAsync(dev->err_word, 0, sizeof(int), dev->stream), "device_open: error word");
     STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "device_open: error word");
-    if (dev->use_wgmma) {
-      // The wgmma kernel's stream-K workspace, allocated here so that the KV pool, sized
-      // later from free memory, leaves room for it and no op allocates while recording.
-      dev->wgmma_partial_floats = WgmmaStreamKPartialFloats(dev->num_sms);
-      STRATA_CUDA_CALL(cudaMalloc(&dev->wgmma_partials, dev->wgmma_partial_floats * sizeof(float)),
-                       "device_open: wgmma stream-K partials");
-      STRATA_CUDA_CALL(cudaMalloc(&dev->wgmma_arrivals, kWgmmaStreamKArrivalSlots * sizeof(int32_t)),
-                       "device_open: wgmma stream-K arrivals");
-      STRATA_CUDA_CALL(cudaMemsetAsync(dev->wgmma_arrivals, 0, kWgmmaStreamKArrivalSlots * sizeof(int32_t), dev->stream),
-                       "device_open: wgmma stream-K arrivals");
-      STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "device_open: wgmma stream-K arrivals");
-    }
     LtGemm* g = nullptr;
     STRATA_CUDA_RETURN_IF_ERROR(LtGemm::Create(dev->stream, &g));
     dev->gemm.reset(g);

@@ -36,8 +36,6 @@ Device::~Device() {
   profiler.reset();  // reports; its events belong to this device
   gemm.reset();
   if (err_word != nullptr) cudaFree(err_word);
-  if (wgmma_partials != nullptr) cudaFree(wgmma_partials);
-  if (wgmma_arrivals != nullptr) cudaFree(wgmma_arrivals);
   if (attn_ws != nullptr) cudaFree(attn_ws);
   for (float* p : retired_attn_ws) cudaFree(p);
   if (small != nullptr) cudaFree(small);

@@ -47,12 +47,6 @@ struct Device {
   // kernels/cuda/gemm_wgmma.cu (its code is sm_90a machine code only, so never elsewhere).
   bool use_wgmma = false;
   int32_t wgmma_splits = 0;  // its split-K factor, 0 = chosen per shape
-  // wgmma_streamk=N: its stream-K schedule with at most N parts per tile (0: cluster
-  // split-K), and the workspace that schedule adds the parts through (allocated at open).
-  int32_t wgmma_streamk = 0;
-  float* wgmma_partials = nullptr;
-  int64_t wgmma_partial_floats = 0;
-  int32_t* wgmma_arrivals = nullptr;
   // gemm_tune=on: time the candidates of each matmul shape once and keep the fastest
   // (cuBLASLt algorithms; the GEMV or cuBLASLt at <= kGemvMaxTokens tokens). Off by
   // default: measured slower inside the forward pass (cuda_backend.h).

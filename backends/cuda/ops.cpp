@@ -349,11 +349,6 @@ WgmmaGemmArgs WgmmaFor(const Device* dev, const View& xv, const Weight* w, const
   wa.accumulate = accumulate;
   wa.overlap_previous = dev->use_pdl;
   wa.splits = dev->wgmma_splits;
-  wa.streamk_max_parts = dev->wgmma_streamk;
-  wa.partials = dev->wgmma_partials;
-  wa.partial_floats = dev->wgmma_partial_floats;
-  wa.arrivals = dev->wgmma_arrivals;
-  wa.arrival_slots = dev->wgmma_arrivals != nullptr ? kWgmmaStreamKArrivalSlots : 0;
   return wa;
 }
 

@@ -121,85 +121,6 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 }
 #endif
 
-// One pipeline step of a block: the weight-row tile, token tile and K block it loads.
-struct Step {
-  int tile_m, tile_n, kb;
-};
-
-#if defined(STRATA_SM90A)
-// The producer warp's lane 0: streams the block's `iters` steps (step_at(i) says which)
-// through the TMA ring. The weight tiles of the first stages are issued before waiting for
-// the previous kernel (weights do not depend on it); the activation tiles after.
-template <int BN, typename StepAt>
-__device__ __forceinline__ void ProduceStages(const CUtensorMap* tmap_w, const CUtensorMap* tmap_x, uint8_t* smem,
-                                              uint64_t* full, uint64_t* empty, int iters, StepAt step_at) {
-  using T = Tile<BN>;
-  auto w_tile = [&](int s) { return smem + s * T::kStageBytes; };
-  auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
-  sm90::PrefetchTensorMap(tmap_w);
-  sm90::PrefetchTensorMap(tmap_x);
-  const int pre = iters < T::kStages ? iters : T::kStages;
-  for (int i = 0; i < pre; ++i) {
-    const Step st = step_at(i);
-    sm90::MbarArriveExpectTx(&full[i], T::kStageBytes);
-    sm90::TmaLoad2d(w_tile(i), tmap_w, &full[i], st.kb * kBK, st.tile_m * kBM);
-  }
-  WaitForPreviousKernel();
-  for (int i = 0; i < pre; ++i) {
-    const Step st = step_at(i);
-    sm90::TmaLoad2d(x_tile(i), tmap_x, &full[i], st.kb * kBK, st.tile_n * BN);
-  }
-  for (int i = pre; i < iters; ++i) {
-    const int s = i % T::kStages;
-    const Step st = step_at(i);
-    sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
-    sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
-    sm90::TmaLoad2d(w_tile(s), tmap_w, &full[s], st.kb * kBK, st.tile_m * kBM);
-    sm90::TmaLoad2d(x_tile(s), tmap_x, &full[s], st.kb * kBK, st.tile_n * BN);
-  }
-}
-
-// The two consumer warpgroups, for one segment of a block's steps (steps i0 .. i0 + n - 1:
-// consecutive K blocks of one tile): warpgroup wg multiplies weight rows [64 wg, 64 wg + 64)
-// of each stage into acc, which starts at zero; on return every MMA is retired and every
-// stage handed back. (Zeroing acc and reading it happen outside the MMA loop, so the
-// compiler keeps the MMAs asynchronous.)
-template <int BN>
-__device__ __forceinline__ void ConsumeSegment(float* acc, uint8_t* smem, uint64_t* full, uint64_t* empty, int i0,
-                                               int n) {
-  using T = Tile<BN>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wg = warp / 4;
-#pragma unroll
-  for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
-  for (int i = i0; i < i0 + n; ++i) {
-    const int s = i % T::kStages;
-    sm90::MbarWait(&full[s], (i / T::kStages) & 1);
-    const uint32_t a0 = sm90::SmemAddr(smem + s * T::kStageBytes) + wg * 64 * 128;
-    const uint32_t b0 = sm90::SmemAddr(smem + s * T::kStageBytes + T::kWBytes);
-#pragma unroll
-    for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
-    sm90::WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
-    }
-    sm90::WgmmaCommit();
-    // Keep this stage's MMAs in flight while the previous stage's are retired and its
-    // slot handed back to the producer: the tensor cores always have queued work.
-    sm90::WgmmaWait<1>();
-    if (i > i0 && lane == 0) sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
-  }
-  sm90::WgmmaWait<0>();
-#pragma unroll
-  for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
-  if (n > 0 && lane == 0) sm90::MbarArrive(&empty[(i0 + n - 1) % T::kStages]);
-}
-
-// The 256 consumer threads only (the producer warp runs ahead meanwhile).
-__device__ __forceinline__ void ConsumerBarrier() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory"); }
-#endif
-
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
 // y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
 template <int BN>
@@ -215,6 +136,8 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   uint8_t* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kPipeBytes);
   uint64_t* empty = full + T::kStages;
+  auto w_tile = [&](int s) { return smem + s * T::kStageBytes; };
+  auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
 
   cg::cluster_group cluster = cg::this_cluster();
   const int splits = static_cast<int>(cluster.num_blocks());
@@ -241,12 +164,50 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     // writes out: they too wait for the previous kernel).
     if (lane != 0) WaitForPreviousKernel();
     if (lane == 0) {
-      ProduceStages<BN>(&tmap_w, &tmap_x, smem, full, empty, iters,
-                        [&](int i) { return Step{tile_m, tile_n, kb0 + i}; });
+      sm90::PrefetchTensorMap(&tmap_w);
+      sm90::PrefetchTensorMap(&tmap_x);
+      const int pre = iters < T::kStages ? iters : T::kStages;
+      for (int i = 0; i < pre; ++i) {  // weights do not depend on the previous kernel
+        sm90::MbarArriveExpectTx(&full[i], T::kStageBytes);
+        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
+      }
+      WaitForPreviousKernel();
+      for (int i = 0; i < pre; ++i) sm90::TmaLoad2d(x_tile(i), &tmap_x, &full[i], (kb0 + i) * kBK, tile_n * BN);
+      for (int i = pre; i < iters; ++i) {
+        const int s = i % T::kStages;
+        sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
+        sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
+        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
+        sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], (kb0 + i) * kBK, tile_n * BN);
+      }
     }
   } else {
+    // Consumers: warpgroup wg multiplies weight rows [64 wg, 64 wg + 64) of each stage.
     WaitForPreviousKernel();  // the epilogue reads and writes out
-    ConsumeSegment<BN>(acc, smem, full, empty, 0, iters);
+    const int wg = warp / 4;
+#pragma unroll
+    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+    for (int i = 0; i < iters; ++i) {
+      const int s = i % T::kStages;
+      sm90::MbarWait(&full[s], (i / T::kStages) & 1);
+      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+      const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      sm90::WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+      }
+      sm90::WgmmaCommit();
+      // Keep this stage's MMAs in flight while the previous stage's are retired and its
+      // slot handed back to the producer: the tensor cores always have queued work.
+      sm90::WgmmaWait<1>();
+      if (i > 0 && lane == 0) sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+    }
+    sm90::WgmmaWait<0>();
+#pragma unroll
+    for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
@@ -283,145 +244,6 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     StoreOut(ep, t, row, v);
   }
   cluster.sync();  // no block leaves while a peer may still read its shared memory
-#endif
-}
-
-// Stream-K schedule: the (tile, K block) steps of the whole product, tile-major, divided
-// evenly among `blocks` persistent blocks (all resident at once). A block's range starts
-// and ends anywhere, so a tile's K blocks may be spread over several consecutive blocks;
-// the first of them (which reaches the tile's first K blocks at the end of its range) adds
-// the others' partial tiles, which they left in `partials` (one slot per block: a block's
-// shared tile other than its last is always its first), in block order, so the result does
-// not depend on timing.
-struct StreamK {
-  int64_t total;  // tiles x num_kb
-  int32_t num_kb;
-  int32_t tiles_m;
-  int32_t blocks;
-  float* partials;    // [blocks][BN / 8][256 consumer threads] float4
-  int32_t* arrivals;  // per tile: contributors that have left their partial (reset to 0 by the finisher)
-};
-
-#if defined(STRATA_SM90A)
-// The block whose range holds step `it`: the largest g with floor(g * total / blocks) <= it.
-__device__ __forceinline__ int StreamKBlockOf(const StreamK& sk, int64_t it) {
-  return static_cast<int>(((it + 1) * sk.blocks - 1) / sk.total);
-}
-
-__device__ __forceinline__ void StoreOne(const Epilogue& ep, int32_t t, int32_t row, float v) {
-  const int64_t i = static_cast<int64_t>(t) * ep.ldo + row;
-  if (ep.bias != nullptr) v += ep.bias[row];
-  if (ep.out_bf16) {
-    __nv_bfloat16* p = static_cast<__nv_bfloat16*>(ep.out) + i;
-    *p = __float2bfloat16_rn(v + (ep.accumulate ? __bfloat162float(*p) : 0.0f));
-  } else {
-    float* p = static_cast<float*>(ep.out) + i;
-    *p = v + (ep.accumulate ? *p : 0.0f);
-  }
-}
-#endif
-
-template <int BN>
-__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
-    WgmmaGemmStreamKKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
-                           StreamK sk, Epilogue ep) {
-#if defined(STRATA_SM90A)
-  using T = Tile<BN>;
-  extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw_addr = sm90::SmemAddr(smem_raw);
-  uint8_t* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kPipeBytes);
-  uint64_t* empty = full + T::kStages;
-
-  const int g = blockIdx.x;
-  const int64_t begin = static_cast<int64_t>(g) * sk.total / sk.blocks;
-  const int64_t end = static_cast<int64_t>(g + 1) * sk.total / sk.blocks;
-  const int iters = static_cast<int>(end - begin);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  auto step_at = [&](int i) {
-    const int64_t it = begin + i;
-    const int tile = static_cast<int>(it / sk.num_kb);
-    return Step{tile % sk.tiles_m, tile / sk.tiles_m, static_cast<int>(it % sk.num_kb)};
-  };
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < T::kStages; ++s) {
-      sm90::MbarInit(&full[s], 1);
-      sm90::MbarInit(&empty[s], kConsumerWarps);
-    }
-    sm90::FenceBarrierInit();
-  }
-  __syncthreads();
-
-  if (warp == kConsumerWarps) {
-    if (lane == 0) ProduceStages<BN>(&tmap_w, &tmap_x, smem, full, empty, iters, step_at);
-    return;  // the producer warp takes no part in the epilogues
-  }
-  WaitForPreviousKernel();  // the epilogues read and write out, partials and arrivals
-  const int tid = threadIdx.x;  // 0..255
-  float acc[BN / 2];
-  // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
-  // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
-  const int row0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
-  auto partial_of = [&](int block) {
-    return reinterpret_cast<float4*>(sk.partials) + static_cast<int64_t>(block) * (BN / 8) * (kConsumerWarps * 32) + tid;
-  };
-  // After the segment ending with step i: the tile's result, or its part.
-  auto on_segment_end = [&](int i) {
-    const int64_t it = begin + i;
-    const int tile = static_cast<int>(it / sk.num_kb);
-    const int64_t tile_begin = static_cast<int64_t>(tile) * sk.num_kb;
-    const int first = StreamKBlockOf(sk, tile_begin);
-    const int last = StreamKBlockOf(sk, tile_begin + sk.num_kb - 1);
-    if (g != first) {
-      // A later part of the tile: leave it for the tile's first block. Coalesced: float4 j
-      // of every thread side by side.
-      float4* p = partial_of(g);
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        __stcg(p + j * (kConsumerWarps * 32), make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
-      }
-      __threadfence();
-      ConsumerBarrier();
-      if (tid == 0) atomicAdd(&sk.arrivals[tile], 1);
-      return;
-    }
-    if (last != first) {
-      // The tile's first K blocks, done last: wait for the later parts and add them in order.
-      if (tid == 0) {
-        const int want = last - first;
-        volatile int* a = &sk.arrivals[tile];
-        while (*a < want) __nanosleep(64);
-        __threadfence();
-        *a = 0;  // ready for the next launch
-      }
-      ConsumerBarrier();
-      for (int b = first + 1; b <= last; ++b) {
-        const float4* p = partial_of(b);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const float4 q = __ldcg(p + j * (kConsumerWarps * 32));
-          acc[4 * j] += q.x;
-          acc[4 * j + 1] += q.y;
-          acc[4 * j + 2] += q.z;
-          acc[4 * j + 3] += q.w;
-        }
-      }
-    }
-    const int tile_m = tile % sk.tiles_m, tile_n = tile / sk.tiles_m;
-#pragma unroll
-    for (int r = 0; r < BN / 2; ++r) {
-      const int row = tile_m * kBM + row0 + 8 * ((r % 4) / 2);
-      const int t = tile_n * BN + 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-      if (t < ep.n && row < ep.m) StoreOne(ep, t, row, acc[r]);
-    }
-  };
-  for (int i = 0; i < iters;) {
-    const int n = static_cast<int>(std::min<int64_t>(iters - i, sk.num_kb - step_at(i).kb));
-    ConsumeSegment<BN>(acc, smem, full, empty, i, n);
-    on_segment_end(i + n - 1);
-    i += n;
-  }
 #endif
 }
 
@@ -479,24 +301,6 @@ cudaError_t WithKernel(int bn, F&& f) {
     case 128: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
     case 192: return f(KernelFor<192>(), Tile<192>::kSmemBytes);
     default: return f(KernelFor<256>(), Tile<256>::kSmemBytes);
-  }
-}
-
-template <int BN>
-auto StreamKKernelFor() {
-  return &WgmmaGemmStreamKKernel<BN>;
-}
-
-template <typename F>
-cudaError_t WithStreamKKernel(int bn, F&& f) {
-  switch (bn) {
-    case 16: return f(StreamKKernelFor<16>(), Tile<16>::kSmemBytes);
-    case 32: return f(StreamKKernelFor<32>(), Tile<32>::kSmemBytes);
-    case 64: return f(StreamKKernelFor<64>(), Tile<64>::kSmemBytes);
-    case 96: return f(StreamKKernelFor<96>(), Tile<96>::kSmemBytes);
-    case 128: return f(StreamKKernelFor<128>(), Tile<128>::kSmemBytes);
-    case 192: return f(StreamKKernelFor<192>(), Tile<192>::kSmemBytes);
-    default: return f(StreamKKernelFor<256>(), Tile<256>::kSmemBytes);
   }
 }
 
@@ -577,39 +381,7 @@ int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
   return best;
 }
 
-// Blocks of the stream-K kernel resident at once on the current device (all of its blocks
-// must be: a tile's first block waits for the others), per token tile, measured once.
-int StreamKResidentBlocks(int bn) {
-  static std::atomic<int> cache[kTileKinds] = {};
-  std::atomic<int>& slot = cache[TileIndex(bn)];
-  int v = slot.load(std::memory_order_relaxed);
-  if (v != 0) return v;
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
-  WithStreamKKernel(bn, [&](auto kernel, uint32_t smem) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {
-      cudaGetLastError();
-      per_sm = 0;
-    }
-    return cudaSuccess;
-  });
-  v = per_sm * sms;
-  if (v <= 0) v = -1;
-  slot.store(v, std::memory_order_relaxed);
-  return v;
-}
-
-// A stream-K block should stream at least a few stages, or the fill of its pipeline and its
-// share of the reduction outweigh its work.
-constexpr int64_t kMinStreamKSteps = 4;
-
 }  // namespace
-
-int64_t WgmmaStreamKPartialFloats(int num_sms) { return static_cast<int64_t>(num_sms) * 2 * kBM * 128; }
 
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
   if (a.w_dtype != STRATA_DTYPE_BF16 || a.x_dtype != STRATA_DTYPE_BF16) return false;
@@ -627,20 +399,6 @@ int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   return ChooseSplits(a.m, a.n, a.k, bn);
 }
 
-int WgmmaGemmStreamKBlocks(const WgmmaGemmArgs& a) {
-  if (a.streamk_max_parts <= 0 || a.partials == nullptr || a.arrivals == nullptr) return 0;
-  const int bn = TokenTile(a.n);
-  const int64_t num_kb = (a.k + kBK - 1) / kBK;
-  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + bn - 1) / bn);
-  if (tiles > a.arrival_slots) return 0;
-  const int resident = StreamKResidentBlocks(bn);
-  if (resident <= 0) return 0;
-  int64_t blocks = std::min<int64_t>(resident, tiles * a.streamk_max_parts);
-  blocks = std::min<int64_t>(blocks, std::max<int64_t>(1, tiles * num_kb / kMinStreamKSteps));
-  blocks = std::min<int64_t>(blocks, a.partial_floats / (static_cast<int64_t>(bn) * kBM));
-  return static_cast<int>(std::max<int64_t>(blocks, 0));
-}
-
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
   const int bn = TokenTile(a.n);
@@ -648,6 +406,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!EncodeBf16Map(&tw, a.w, a.m, a.k, a.k, kBM) || !EncodeBf16Map(&tx, a.x, a.n, a.k, a.ldx, bn)) {
     return cudaErrorInvalidValue;
   }
+  const int splits = WgmmaGemmSplits(a);
   Epilogue ep{};
   ep.bias = a.bias;
   ep.out = a.out;
@@ -660,20 +419,6 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + kBK - 1) / kBK);
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
-  if (const int blocks = WgmmaGemmStreamKBlocks(a); blocks > 0) {
-    StreamK sk{};
-    sk.total = tiles_m * tiles_n * num_kb;
-    sk.num_kb = num_kb;
-    sk.tiles_m = static_cast<int32_t>(tiles_m);
-    sk.blocks = blocks;
-    sk.partials = a.partials;
-    sk.arrivals = a.arrivals;
-    return WithStreamKKernel(bn, [&](auto kernel, uint32_t smem) {
-      const ClusterLaunch l(dim3(static_cast<unsigned>(blocks)), smem, 1, a.overlap_previous, stream);
-      return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, sk, ep);
-    });
-  }
-  const int splits = WgmmaGemmSplits(a);
   if (ResidentBlocks(bn, splits) <= 0) return cudaErrorInvalidConfiguration;
   return WithKernel(bn, [&](auto kernel, uint32_t smem) {
     const ClusterLaunch l(dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1), smem,

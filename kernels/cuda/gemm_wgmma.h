@@ -10,9 +10,13 @@
 // CudaWgmmaGemm), but opt-in (device option gemm=wgmma): it streams W at up to 0.99 of copy
 // bandwidth where the grid is large (logits, 8-64 tokens) and matches cuBLASLt on gate_up,
 // but at 128 tokens it reads W at 0.37-0.84 against cuBLASLt's 0.49-0.92, and the Llama-3-8B
-// forward pass at 128 sequences is 11% slower with it. What it lacks: an even split of the
-// work over the SMs when tiles x splits is not a multiple of the resident blocks (stream-K),
-// and tensor-core throughput at 128+ tokens (docs/benchmarks.md).
+// forward pass at 128 sequences is 11% slower with it. What it lacks: tensor-core
+// throughput at 128+ tokens (docs/benchmarks.md). A stream-K schedule (persistent blocks
+// sharing the (tile, K block) steps evenly, parts added from an f32 workspace by each tile's
+// first block; commit 37f5b24) was correct but slower on every shape, the more so the more
+// tokens (run 55, 128 tokens: qkv 35 us against 23 with cluster split-K and 16 with
+// cuBLASLt): a tile's part is a 64 KB f32 tile at 128 tokens, and the block that adds them
+// reads them through its one SM, at the end of the kernel.
 #ifndef STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 #define STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 
@@ -38,33 +42,13 @@ struct WgmmaGemmArgs {
   bool accumulate = false;        // out += product (+ bias): the residual add
   bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
   int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
-  // Stream-K instead of cluster split-K when streamk_max_parts > 0: as many persistent
-  // blocks as are resident (at most streamk_max_parts per tile) share the product's
-  // (tile, K block) steps evenly, so every SM streams W to the end whatever the tile count;
-  // the parts of a tile are added through `partials` (WgmmaStreamKPartialFloats floats) and
-  // `arrivals` (arrival_slots ints, zero before the first launch; each launch leaves them
-  // zero). Launches on one stream may share them (a launch touches them only after the
-  // previous kernel has finished).
-  int32_t streamk_max_parts = 0;
-  float* partials = nullptr;
-  int64_t partial_floats = 0;
-  int32_t* arrivals = nullptr;
-  int64_t arrival_slots = 0;
 };
-
-// Device memory the stream-K schedule needs for its partial tiles on a GPU of num_sms SMs.
-int64_t WgmmaStreamKPartialFloats(int num_sms);
-// Arrival counters to allocate: one per tile of 128 weight rows (products of <= 1M rows).
-constexpr int64_t kWgmmaStreamKArrivalSlots = 8192;
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
 // k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules).
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
-// The stream-K blocks the launcher uses for this shape; 0 = it takes the cluster split-K
-// kernel (stream-K off, or the shape does not fit the workspace).
-int WgmmaGemmStreamKBlocks(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -12,7 +12,7 @@
 #   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
 #   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
 #   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt and the
-#            wgmma kernel with cluster split-K and stream-K; eager and graph-replayed), then
+#            wgmma kernel; eager and graph-replayed), then
 #            serving at 128 sequences with each GEMM path alternately (STRATA_GEMM_VARIANTS);
 #            a failed test stops the run (a hung kernel would eat every later phase's time)
 #   profile  GPU time per op and shape (device option profile=on, backends/cuda/op_profiler.h)
@@ -130,7 +130,7 @@ phase_gemm() {
     exit 1
   fi
   grep -q "FAILED" "$OUT/wgmma_test.log" && { stamp "wgmma test failed: stopping"; exit 1; }
-  stamp "decode-batch GEMMs: cuBLASLt vs wgmma (cluster split-K, stream-K)"
+  stamp "decode-batch GEMMs: cuBLASLt vs wgmma"
   STRATA_OP_BENCH=gemm STRATA_OP_BENCH_TOKENS="${STRATA_GEMM_TOKENS:-32,64,128,256}" timeout 240 \
     "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/gemm_bench.log" | \
     python3 -c '
@@ -141,20 +141,14 @@ for r in rows:
     print("%-8s %-15s %4d %10.1f  %.3f %9.1f  %.3f" % (r["shape"], r["path"], r["tokens"], r["us"],
           r["bw_fraction_of_4.24TBps"], r["graph_us"], r["graph_bw_fraction"]))
 '
-  # Serving with each GEMM path, alternately on this machine (cublas = the default;
-  # streamkN = gemm=wgmma with stream-K, at most N parts per tile; cluster = its split-K).
+  # Serving with each GEMM path, alternately on this machine (cublas = the default).
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local n=0
   for c in ${STRATA_GEMM_SEQS:-128}; do
-    for v in ${STRATA_GEMM_VARIANTS:-cublas streamk4 cublas streamk4}; do
+    for v in ${STRATA_GEMM_VARIANTS:-cublas wgmma cublas wgmma}; do
       n=$((n + 1))
-      local envs="STRATA_CUDA_GEMM=cublas"
-      case "$v" in
-        streamk*) envs="STRATA_CUDA_GEMM=wgmma STRATA_CUDA_WGMMA_STREAMK=${v#streamk}" ;;
-        cluster) envs="STRATA_CUDA_GEMM=wgmma STRATA_CUDA_WGMMA_STREAMK=0" ;;
-      esac
       stamp "$c concurrent sequences, GEMMs: $v"
-      env $envs timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+      STRATA_CUDA_GEMM=$v timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
         --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 > "$OUT/gemm_serving_${c}_${v}_$n.json" 2>/dev/null
       python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"]))' "$OUT/gemm_serving_${c}_${v}_$n.json"
     done

@@ -116,26 +116,23 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
 }
 
 // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (8..256 tokens; STRATA_OP_BENCH_TOKENS=
-// "128,256" picks) on cuBLASLt and on the sm_90 wgmma kernel, with its cluster split-K per
-// shape and with its stream-K schedule (at most 2, 4 or 8 parts per tile);
-// STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced cluster split and cuBLASLt's split-K.
+// "128,256" picks) on cuBLASLt and on the sm_90 wgmma kernel with its per-shape split-K;
+// STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced split and cuBLASLt's split-K.
 // Two timings per product: "us" as the other sweeps (10 back-to-back launches from the host,
 // so launch costs count), and "graph_us": the 10 launches recorded once as a graph and
-// replayed, the GPU time a decode step's graph pays.
+// replayed, the GPU time a decode step's graph pays (cuBLASLt at 128 tokens: 0.62-0.80 of
+// bandwidth eager, 0.62-0.83 replayed; run 55).
 void GemmSweep() {
   struct Variant { std::string name, options; strata_device dev = nullptr; };
   std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"},
-                             {"wgmma_cluster", "activations=bf16;gemm=wgmma;wgmma_streamk=0"}};
-  for (int p : {2, 4, 8}) {
-    vs.push_back({"wgmma_streamk" + std::to_string(p), "activations=bf16;gemm=wgmma;wgmma_streamk=" + std::to_string(p)});
-  }
+                             {"wgmma", "activations=bf16;gemm=wgmma"}};
   const char* all = std::getenv("STRATA_OP_BENCH_WGMMA_SPLITS");  // "all": every split factor
   if (all != nullptr && std::strcmp(all, "all") == 0) {
     for (int s : {2, 4, 8}) {
       vs.push_back({"cublas_sk" + std::to_string(s), "activations=bf16;gemm=cublas;gemm_splitk=" + std::to_string(s)});
     }
     for (int s : {1, 2, 3, 4, 6, 8}) {
-      vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_streamk=0;wgmma_splits=" + std::to_string(s)});
+      vs.push_back({"wgmma_s" + std::to_string(s), "activations=bf16;gemm=wgmma;wgmma_splits=" + std::to_string(s)});
     }
   }
   std::vector<int64_t> token_counts = {8, 16, 32, 64, 128, 256};
