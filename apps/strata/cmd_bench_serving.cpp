@@ -164,6 +164,7 @@ absl::Status BenchServing(const FlagSet& f) {
     STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &warmup));
   }
   const DecodeGraphStats graphs_before = m.model->decode_graph_stats();
+  const ModelCallTimes calls_before = m.model->call_times();
 
   std::vector<std::shared_ptr<RequestHandle>> handles;
   handles.reserve(items.size());
@@ -202,6 +203,15 @@ absl::Status BenchServing(const FlagSet& f) {
   gs.replays -= graphs_before.replays;
   gs.recorded -= graphs_before.recorded;
   gs.eager -= graphs_before.eager;
+  // The model calls' host time by part, per call of the timed run (what the device waits
+  // for between steps: the upload, the launch; the readback includes the device's time).
+  const ModelCallTimes& ct = m.model->call_times();
+  const double calls = static_cast<double>(std::max<int64_t>(1, ct.calls - calls_before.calls));
+  const nlohmann::json call_parts{
+      {"upload_ms", 1e3 * (ct.upload_s - calls_before.upload_s) / calls},
+      {"enqueue_ms", 1e3 * (ct.enqueue_s - calls_before.enqueue_s) / calls},
+      {"readback_ms", 1e3 * (ct.readback_s - calls_before.readback_s) / calls},
+      {"uploaded_kb", (ct.uploaded_bytes - calls_before.uploaded_bytes) / 1024.0 / calls}};
   nlohmann::json out{
       {"mode", "serving"},
       {"model", f.Get("synthetic").empty() ? f.Get("model") : "synthetic:" + f.Get("synthetic")},
@@ -229,6 +239,7 @@ absl::Status BenchServing(const FlagSet& f) {
       {"forward_ms_per_step", mt.num_steps > 0 ? 1e3 * mt.forward_seconds / static_cast<double>(mt.num_steps) : 0.0},
       {"host_ms_per_step",
        mt.num_steps > 0 ? 1e3 * (mt.step_seconds - mt.forward_seconds) / static_cast<double>(mt.num_steps) : 0.0},
+      {"model_call_per_step", call_parts},
       {"kv_blocks_total", mt.kv_blocks_total},
       {"peak_kv_blocks_used", mt.kv_blocks_used_peak},
       {"kv_used_over_allocated_at_peak", mt.kv_token_utilization_at_peak},

@@ -332,6 +332,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->num_sms = prop.multiProcessorCount;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
+    STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");
+    *dev->err_word_host = 0;
+    STRATA_CUDA_CALL(cudaHostAlloc(&dev->download_pinned, kPinnedDownloadBytes, cudaHostAllocDefault),
+                     "device_open: download buffer");
     STRATA_CUDA_CALL(cudaMemsetAsync(dev->err_word, 0, sizeof(int), dev->stream), "device_open: error word");
     STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "device_open: error word");
     LtGemm* g = nullptr;
@@ -395,6 +399,7 @@ strata_status Synchronize(strata_device dev) {
   return Guarded("synchronize", [&]() -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "synchronize"));
     STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "synchronize"));
+    std::lock_guard<std::mutex> lock(AsDevice(dev)->readback_mu);
     return SyncAndCheck(AsDevice(dev), "synchronize");
   });
 }
@@ -463,10 +468,19 @@ strata_status Download(strata_device dev, void* dst, strata_buffer src, uint64_t
     STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "download"));
     STRATA_CUDA_RETURN_IF_ERROR(CheckRange(src, src_offset, bytes, dst, "download"));
     Device* d = AsDevice(dev);
+    const char* from = static_cast<const char*>(AsBuffer(src)->data) + src_offset;
+    std::lock_guard<std::mutex> lock(d->readback_mu);
+    if (bytes > 0 && bytes <= kPinnedDownloadBytes) {
+      // Small downloads (a step's sampled ids) land in pinned memory asynchronously, so the
+      // one wait of SyncAndCheck covers the step, the copy and the error check; a copy to
+      // pageable memory would be a second wait.
+      STRATA_CUDA_CALL(cudaMemcpyAsync(d->download_pinned, from, bytes, cudaMemcpyDeviceToHost, d->stream), "download");
+      STRATA_CUDA_RETURN_IF_ERROR(SyncAndCheck(d, "download"));
+      std::memcpy(dst, d->download_pinned, bytes);
+      return Ok();
+    }
     if (bytes > 0) {
-      STRATA_CUDA_CALL(cudaMemcpyAsync(dst, static_cast<const char*>(AsBuffer(src)->data) + src_offset, bytes,
-                                       cudaMemcpyDeviceToHost, d->stream),
-                       "download");
+      STRATA_CUDA_CALL(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyDeviceToHost, d->stream), "download");
     }
     return SyncAndCheck(d, "download");
   });

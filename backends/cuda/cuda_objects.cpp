@@ -36,6 +36,8 @@ Device::~Device() {
   profiler.reset();  // reports; its events belong to this device
   gemm.reset();
   if (err_word != nullptr) cudaFree(err_word);
+  if (err_word_host != nullptr) cudaFreeHost(err_word_host);
+  if (download_pinned != nullptr) cudaFreeHost(download_pinned);
   if (attn_ws != nullptr) cudaFree(attn_ws);
   for (float* p : retired_attn_ws) cudaFree(p);
   if (small != nullptr) cudaFree(small);

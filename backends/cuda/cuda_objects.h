@@ -24,6 +24,9 @@ namespace strata::cuda {
 class LtGemm;
 class OpProfiler;
 
+// Downloads up to this size go through pinned memory (Device::download_pinned).
+constexpr uint64_t kPinnedDownloadBytes = 64 * 1024;
+
 struct Device {
   int32_t index = 0;
   int32_t act_dtype = STRATA_DTYPE_BF16;  // activations and stored weights
@@ -61,6 +64,8 @@ struct Device {
   // STRATA_CUDA_PROFILE=1: GPU time per op, reported when the device closes (op_profiler.h).
   std::unique_ptr<OpProfiler> profiler;
   int* err_word = nullptr;  // device int: kErr* bits set by kernels on bad device indices
+  int* err_word_host = nullptr;  // pinned host int it is read back into
+  void* download_pinned = nullptr;  // kPinnedDownloadBytes of pinned memory for small downloads
   // Growable device scratch, stream-ordered: attention partials, uploaded small arrays.
   float* attn_ws = nullptr;
   int64_t attn_ws_floats = 0;
@@ -74,6 +79,9 @@ struct Device {
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;
   std::mutex mu;  // ops of one device may come from several threads
+  // Guards err_word_host and download_pinned (synchronize and download; not mu, so that
+  // a thread waiting for the device does not hold up others enqueueing ops).
+  std::mutex readback_mu;
   ~Device();
 };
 

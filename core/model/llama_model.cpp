@@ -1,17 +1,24 @@
 #include "core/model/llama_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/half.h"
 #include "core/common/status_macros.h"
+#include "core/model/changed_ranges.h"
 #include "core/model/decode_step_padding.h"
 #include "core/model/step_layout.h"
 
 namespace strata {
 namespace {
+
+double HostSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 strata_dtype ToDeviceDType(TensorDType t) {
   switch (t) {
@@ -249,9 +256,14 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
     if (r < 0 || r >= static_cast<int32_t>(n)) return absl::InvalidArgumentError("logits row out of range");
   const StepLayout L = StepLayout::For(static_cast<int64_t>(n), static_cast<int64_t>(s),
                                        static_cast<int64_t>(in.logits_rows.size()), max_blocks_per_seq_);
-  step_staging_.assign(static_cast<size_t>(L.total), 0);
+  // Every element is written below (regions, then the zero padding up to the next
+  // region), so the buffer is not cleared first: at 128 sequences it is 256 KB, and each
+  // pass over it delays the step.
+  step_staging_.resize(static_cast<size_t>(L.total));
   auto put = [&](int64_t at, const std::vector<int32_t>& v) {
     std::copy(v.begin(), v.end(), step_staging_.begin() + at);
+    const int64_t end = at + static_cast<int64_t>(v.size());
+    std::fill(step_staging_.begin() + end, step_staging_.begin() + std::min<int64_t>(L.total, (end + 3) / 4 * 4), 0);
   };
   put(L.ids, in.token_ids);
   put(L.positions, in.positions);
@@ -260,7 +272,33 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
   put(L.query_start, in.query_start_loc);
   put(L.seq_lens, in.seq_lens);
   put(L.block_tables, in.block_tables);
-  return device_.Upload(step_arrays_, 0, step_staging_.data(), step_staging_.size() * 4);
+  return UploadChangedStepArrays({static_cast<int64_t>(n), static_cast<int64_t>(s),
+                                  static_cast<int64_t>(in.logits_rows.size())});
+}
+
+absl::Status LlamaModel::UploadChangedStepArrays(const std::array<int64_t, 3>& shape) {
+  // Between two decode steps of one batch the ids, positions, slots and lengths change,
+  // but a sequence's block-table row changes once per block_size tokens, and the tables
+  // are nearly all of the bytes (128 sequences x 512 blocks at an 8K context: 256 KB, a
+  // pageable copy the next step waits for). So when the layout is the one the device
+  // holds, only the 1 KB chunks that differ are sent, as a few merged ranges.
+  constexpr size_t kChunk = 256;    // int32 elements
+  constexpr size_t kMergeGap = 16;  // chunks
+  const size_t total = step_staging_.size();
+  std::vector<std::pair<size_t, size_t>> ranges;
+  if (step_on_device_.size() == total && step_on_device_shape_ == shape) {
+    ranges = ChangedRanges(step_staging_, step_on_device_, kChunk, kMergeGap);
+  } else {
+    ranges.emplace_back(0, total);
+  }
+  step_on_device_.clear();  // unknown until every range has landed
+  for (const auto& [begin, end] : ranges) {
+    STRATA_RETURN_IF_ERROR(device_.Upload(step_arrays_, begin * 4, step_staging_.data() + begin, (end - begin) * 4));
+    call_times_.uploaded_bytes += static_cast<int64_t>((end - begin) * 4);
+  }
+  std::swap(step_staging_, step_on_device_);
+  step_on_device_shape_ = shape;
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) {
@@ -274,19 +312,25 @@ absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   logits->resize(static_cast<size_t>(r * config_.vocab_size));
-  return device_.Download(logits->data(), logits_, 0, logits->size() * 4);
+  const double t = HostSeconds();
+  absl::Status st = device_.Download(logits->data(), logits_, 0, logits->size() * 4);
+  call_times_.readback_s += HostSeconds() - t;
+  return st;
 }
 
 absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids) {
   if (!device_.Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no argmax"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
+  const double t = HostSeconds();
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {r});
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().argmax(device_.handle(), &logits, &ids), "argmax"));
   token_ids->resize(static_cast<size_t>(r));
-  return device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(r) * 4);
+  absl::Status st = device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(r) * 4);
+  call_times_.readback_s += HostSeconds() - t;
+  return st;
 }
 
 absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRows& rows,
@@ -299,6 +343,7 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
     return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
                                                    " rows, the step has ", r, " logits rows"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
+  const double t = HostSeconds();
   const int64_t n = static_cast<int64_t>(r);
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
@@ -312,18 +357,26 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
   p.step = rows.step.data();
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().sample(device_.handle(), &logits, &p, &ids), "sample"));
   token_ids->resize(r);
-  return device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(n) * 4);
+  absl::Status st = device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(n) * 4);
+  call_times_.readback_s += HostSeconds() - t;
+  return st;
 }
 
 absl::Status LlamaModel::RunToLogits(const StepInput& in) {
+  ++call_times_.calls;
   if (options_.decode_graphs != DecodeGraphMode::kOff) {
     bool handled = false;
     STRATA_RETURN_IF_ERROR(RunDecodeGraph(in, &handled));
     if (handled) return absl::OkStatus();
   }
+  const double t0 = HostSeconds();
   STRATA_RETURN_IF_ERROR(UploadStep(in));
+  const double t1 = HostSeconds();
+  call_times_.upload_s += t1 - t0;
   ++graph_stats_.eager;
-  return EnqueueOps(in, /*graph_form=*/false);
+  absl::Status st = EnqueueOps(in, /*graph_form=*/false);
+  call_times_.enqueue_s += HostSeconds() - t1;
+  return st;
 }
 
 absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
@@ -335,13 +388,21 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
       std::min({options_.max_graph_batch, options_.max_seqs, options_.max_batch_tokens});
   const int32_t bucket = DecodeGraphBucket(in.num_seqs(), max_bucket);
   if (bucket == 0 || eager_buckets_.contains(bucket)) return absl::OkStatus();
-  const StepInput padded = PadDecodeStep(in, bucket, max_blocks_per_seq_);
+  const double t0 = HostSeconds();
+  // A step that fills its bucket is uploaded as it is (no copy of its block tables).
+  StepInput padded_copy;
+  if (bucket != in.num_seqs()) padded_copy = PadDecodeStep(in, bucket, max_blocks_per_seq_);
+  const StepInput& padded = bucket != in.num_seqs() ? padded_copy : in;
   STRATA_RETURN_IF_ERROR(UploadStep(padded));
+  const double t1 = HostSeconds();
+  call_times_.upload_s += t1 - t0;
   *handled = true;
   ++graph_stats_.padded;
   if (auto it = graphs_.find(bucket); it != graphs_.end()) {
     ++graph_stats_.replays;
-    return device_.LaunchGraph(it->second);
+    absl::Status st = device_.LaunchGraph(it->second);
+    call_times_.enqueue_s += HostSeconds() - t1;
+    return st;
   }
   // First step of this bucket: run it op by op in graph form (which also lets the backend
   // size its workspaces for these shapes), then record the same calls for later steps.

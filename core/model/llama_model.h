@@ -3,6 +3,7 @@
 // each with its own positions and block table into the paged KV cache.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -52,6 +53,17 @@ struct DecodeGraphStats {
   std::string failure;   // why the last failed recording failed (its bucket then runs eagerly)
 };
 
+// Host time of the model calls, by part (seconds, summed over calls): building and
+// uploading the step's arrays, issuing its work (a graph launch or the ops), and waiting
+// for what comes back (the sampled ids or the logits: this includes the device's time).
+// `uploaded_bytes` counts what the step uploads actually copied (UploadStep sends only what
+// differs from the previous step's arrays).
+struct ModelCallTimes {
+  int64_t calls = 0;
+  double upload_s = 0, enqueue_s = 0, readback_s = 0;
+  int64_t uploaded_bytes = 0;
+};
+
 // Per-row parameters of sampling on the device (strata_sample_params), one entry per
 // logits row.
 struct DeviceSampleRows {
@@ -91,6 +103,7 @@ class LlamaModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t kv_cache_bytes() const { return kv_cache_bytes_; }
   const DecodeGraphStats& decode_graph_stats() const { return graph_stats_; }
+  const ModelCallTimes& call_times() const { return call_times_; }
   Device& device() { return device_; }
 
  private:
@@ -104,6 +117,9 @@ class LlamaModel {
   absl::Status UploadWeights(const ModelFile& file);
   absl::Status AllocateWorkspace();
   absl::Status UploadStep(const StepInput& in);
+  // Sends step_staging_ (laid out for `shape`: tokens, sequences, logits rows) to
+  // step_arrays_: only the parts that differ from what the device holds.
+  absl::Status UploadChangedStepArrays(const std::array<int64_t, 3>& shape);
   // Everything up to the logits of in.logits_rows, left in logits_ on the device: through a
   // decode graph where one applies, else op by op.
   absl::Status RunToLogits(const StepInput& in);
@@ -137,6 +153,11 @@ class LlamaModel {
   // recorded them (StepLayout).
   DeviceBuffer step_arrays_, sampled_ids_;
   std::vector<int32_t> step_staging_;
+  // What step_arrays_ holds (the last uploaded arrays) and the sizes (tokens, sequences,
+  // logits rows) that fixed their layout; empty when unknown (e.g. after a failed upload).
+  std::vector<int32_t> step_on_device_;
+  std::array<int64_t, 3> step_on_device_shape_{};
+  ModelCallTimes call_times_;
 
   // Decode graphs by bucket; buckets whose recording failed run eagerly from then on.
   std::map<int32_t, DeviceGraph> graphs_;

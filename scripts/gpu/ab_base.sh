@@ -8,7 +8,9 @@
 # STRATA_AB_VARIANTS (space-separated VAR=value settings) adds runs of the head build with
 # each setting in its environment, e.g. STRATA_AB_VARIANTS="STRATA_CUDA_PDL=gemv" (several
 # settings of one run joined by commas: "A=1,B=2").
-# Prints one JSON line per run ({"build":"base"|"head"|"head VAR=value", ...}).
+# STRATA_AB_ARGS replaces the benchmark (the arguments after `strata`; several separated by
+# ";", each run in every round), e.g. the 128-sequence serving run.
+# Prints one JSON line per run ({"build":"base"|"head"|"head VAR=value", "args":N, ...}).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -23,16 +25,20 @@ cmake -S "$BASE_SRC" -B "$BASE_SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -D
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DCMAKE_CUDA_ARCHITECTURES="${STRATA_CUDA_ARCHS:-90a-real}" >/dev/null 2>&1
 cmake --build "$BASE_SRC/build" -j16 --target strata strata-backend-cuda >/dev/null 2>&1 ||
   { echo "ab: base build failed"; exit 1; }
-ARGS="bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128 -r 3"
+DEFAULT_ARGS="bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128 -r 3"
+IFS=';' read -r -a ARG_SETS <<< "${STRATA_AB_ARGS:-$DEFAULT_ARGS}"
 for r in $(seq 1 "$ROUNDS"); do
-  res=$(timeout 150 "$BASE_SRC/build/bin/strata" $ARGS | tail -1)
-  echo "{\"build\":\"base\",\"round\":$r,\"result\":$res}" | tee -a "$OUT/ab_base.jsonl"
-  for v in head ${STRATA_AB_VARIANTS:-}; do
-    if [ "$v" = head ]; then
-      res=$(timeout 150 "$BUILD/bin/strata" $ARGS | tail -1)
-    else
-      res=$(env ${v//,/ } timeout 150 "$BUILD/bin/strata" $ARGS | tail -1)
-    fi
-    echo "{\"build\":\"$v\",\"round\":$r,\"result\":$res}" | tee -a "$OUT/ab_base.jsonl"
+  for a in "${!ARG_SETS[@]}"; do
+    ARGS="${ARG_SETS[$a]}"
+    res=$(timeout 150 "$BASE_SRC/build/bin/strata" $ARGS 2>/dev/null | tail -1)
+    echo "{\"build\":\"base\",\"args\":$a,\"round\":$r,\"result\":$res}" | tee -a "$OUT/ab_base.jsonl"
+    for v in head ${STRATA_AB_VARIANTS:-}; do
+      if [ "$v" = head ]; then
+        res=$(timeout 150 "$BUILD/bin/strata" $ARGS 2>/dev/null | tail -1)
+      else
+        res=$(env ${v//,/ } timeout 150 "$BUILD/bin/strata" $ARGS 2>/dev/null | tail -1)
+      fi
+      echo "{\"build\":\"$v\",\"args\":$a,\"round\":$r,\"result\":$res}" | tee -a "$OUT/ab_base.jsonl"
+    done
   done
 done

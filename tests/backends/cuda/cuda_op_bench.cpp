@@ -193,6 +193,124 @@ void GemmSweep() {
   }
 }
 
+// Times f as a graph: `reps` calls recorded once, the graph replayed; seconds per call (-1
+// when the backend has no graphs).
+double GraphSecondsPerCall(const std::function<void()>& f, int reps) {
+  if (!STRATA_BACKEND_HAS_GRAPHS(api) || api->graph_begin(dev) != STRATA_OK) return -1.0;
+  for (int j = 0; j < reps; ++j) f();
+  strata_graph g = nullptr;
+  if (api->graph_end(dev, &g) != STRATA_OK) return -1.0;
+  const double sec = MedianSeconds([&] { CHECK(api->graph_launch(dev, g)); }) / reps;
+  api->graph_free(dev, g);
+  return sec;
+}
+
+// One decode layer's products with what sits between them (attention left out), for n
+// tokens: unfused (rms_norm + qkv, o, rms_norm with residual + gate_up, silu_mul + down: 8
+// kernels) against matmul_ex (at one token the norms, silu_mul and the residual adds run
+// inside the 4 streaming GEMVs; at more tokens matmul_ex runs the parts), with
+// programmatic dependent launch on and off. Also, as graphs (the decode step's case: no
+// host launch cost), the 4 products alone and the elementwise kernels alone, so that what
+// the kernels between the products and their boundaries cost shows. Weight copies rotate
+// as above, so every product reads its weights from HBM. STRATA_OP_BENCH=layer: only this,
+// at 1, 32 and 128 tokens.
+void DecodeLayerChain(const std::vector<int64_t>& token_counts) {
+  constexpr int32_t BF16 = STRATA_DTYPE_BF16;
+  struct ChainDev { const char* name; const char* options; strata_device dev; };
+  ChainDev cds[] = {{"pdl_on", "activations=bf16", nullptr}, {"pdl_off", "activations=bf16;pdl=off", nullptr}};
+  for (ChainDev& c : cds) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = c.options;
+    CHECK(api->device_open(0, &o, &c.dev));
+  }
+  std::vector<std::vector<uint16_t>> host_w;
+  for (int i = 0; i < 4; ++i) {
+    host_w.push_back(RandomBf16(static_cast<size_t>(kShapes[i].rows * kShapes[i].cols), 0.02f));
+  }
+  for (ChainDev& c : cds) {
+    dev = c.dev;
+    std::vector<std::vector<strata_weight>> ws;
+    for (int i = 0; i < 4; ++i) ws.push_back(WeightCopies(kShapes[i], host_w[i]));
+    size_t next = 0;
+    const int64_t d = 4096, ff = 14336, qkvd = 6144;
+    for (int64_t n : token_counts) {
+      strata_buffer hb = Alloc(n * d * 2), db = Alloc(n * d * 2), nb = Alloc(n * d * 2, false),
+                    qb = Alloc(n * qkvd * 2, false), ab = Alloc(n * d * 2), gb = Alloc(n * 2 * ff * 2, false),
+                    sb = Alloc(n * ff * 2, false), wb = nullptr;
+      CHECK(api->buffer_alloc(dev, d * 4, &wb));
+      std::vector<float> ones(static_cast<size_t>(d), 1.0f);
+      CHECK(api->upload(dev, wb, 0, ones.data(), ones.size() * 4));
+      strata_tensor h = T(hb, BF16, {n, d}), delta = T(db, BF16, {n, d}), normed = T(nb, BF16, {n, d}),
+                    qkv = T(qb, BF16, {n, qkvd}), attn = T(ab, BF16, {n, d}), gu = T(gb, BF16, {n, 2 * ff}),
+                    gate = T(gb, BF16, {n, ff}), up = T(gb, BF16, {n, ff}), act = T(sb, BF16, {n, ff}),
+                    nw = T(wb, STRATA_DTYPE_F32, {d});
+      gate.row_stride = up.row_stride = 2 * ff;
+      up.offset = static_cast<uint64_t>(ff) * 2;
+      auto w = [&](int i) { return ws[i][next % ws[i].size()]; };
+      auto unfused_layer = [&] {
+        CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+        CHECK(api->matmul(dev, &normed, w(0), nullptr, &qkv));
+        CHECK(api->matmul(dev, &attn, w(1), nullptr, &delta));
+        CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+        CHECK(api->matmul(dev, &normed, w(2), nullptr, &gu));
+        CHECK(api->silu_mul(dev, &gate, &up, &act));
+        CHECK(api->matmul(dev, &act, w(3), nullptr, &delta));
+        ++next;
+      };
+      strata_matmul_params norm{}, add{}, silu{};
+      norm.struct_size = add.struct_size = silu.struct_size = sizeof(norm);
+      norm.prologue = STRATA_PROLOGUE_RMS_NORM;
+      norm.norm_weight = &nw;
+      norm.eps = 1e-5f;
+      norm.prologue_scratch = &normed;
+      add.accumulate = 1;
+      add.product_scratch = &delta;
+      silu.prologue = STRATA_PROLOGUE_SILU_MUL;
+      silu.up = &up;
+      silu.accumulate = 1;
+      silu.prologue_scratch = &act;
+      silu.product_scratch = &delta;
+      auto fused_layer = [&] {
+        CHECK(api->matmul_ex(dev, &h, w(0), &norm, &qkv));
+        CHECK(api->matmul_ex(dev, &attn, w(1), &add, &h));
+        CHECK(api->matmul_ex(dev, &h, w(2), &norm, &gu));
+        CHECK(api->matmul_ex(dev, &gate, w(3), &silu, &h));
+        ++next;
+      };
+      auto products_only = [&] {
+        CHECK(api->matmul(dev, &normed, w(0), nullptr, &qkv));
+        CHECK(api->matmul(dev, &attn, w(1), nullptr, &delta));
+        CHECK(api->matmul(dev, &normed, w(2), nullptr, &gu));
+        CHECK(api->matmul(dev, &act, w(3), nullptr, &delta));
+        ++next;
+      };
+      auto elementwise_only = [&] {
+        CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+        CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
+        CHECK(api->silu_mul(dev, &gate, &up, &act));
+      };
+      const double unfused = MedianSeconds(unfused_layer);
+      const double fused = MedianSeconds(fused_layer);
+      const double fused_graph = GraphSecondsPerCall(fused_layer, 8);
+      const double products_graph = GraphSecondsPerCall(products_only, 8);
+      const double elementwise_graph = GraphSecondsPerCall(elementwise_only, 8);
+      const double bytes = 2.0 * d * (qkvd + d + 2 * ff) + 2.0 * ff * d;
+      std::printf("{\"op\":\"decode_layer_products\",\"device\":\"%s\",\"tokens\":%lld,\"unfused_us\":%.1f,"
+                  "\"fused_us\":%.1f,\"fused_bw_fraction_of_4.24TBps\":%.3f,\"fused_graph_us\":%.1f,"
+                  "\"products_only_graph_us\":%.1f,\"elementwise_only_graph_us\":%.1f}\n",
+                  c.name, (long long)n, unfused * 1e6, fused * 1e6, bytes / fused / 4.24e12, fused_graph * 1e6,
+                  products_graph * 1e6, elementwise_graph * 1e6);
+      std::fflush(stdout);
+      for (strata_buffer b : {hb, db, nb, qb, ab, gb, sb, wb}) api->buffer_free(dev, b);
+    }
+    for (auto& v : ws) {
+      for (strata_weight W : v) api->weight_free(dev, W);
+    }
+  }
+  for (ChainDev& c : cds) api->device_close(c.dev);
+}
+
 // STRATA_OP_BENCH=decode_attention: the decode kernels (attention, and rope_attention with
 // the rope/KV write fused) at serving batch sizes: the GQA kernel and the tensor-core kernel
 // (device option decode_attention=gqa|mma), over a 4-layer cache whose layer rotates per
@@ -340,6 +458,10 @@ int main(int argc, char** argv) {
     GemmSweep();
     return 0;
   }
+  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "layer") == 0) {
+    DecodeLayerChain({1, 32, 128});
+    return 0;
+  }
 
   // Devices on GPU 0: the default kernel paths (the streaming GEMV at 1 token, else
   // cuBLASLt's first heuristic choice; FA2 prefill attention, GQA decode attention), the
@@ -387,86 +509,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  // One decode layer's products with what sits between them (attention left out), at one
-  // token: unfused (rms_norm + qkv, o, rms_norm with residual + gate_up, silu_mul +
-  // down: 8 kernels) against matmul_ex (the norms, silu_mul and the residual adds inside
-  // the 4 streaming GEMVs), with programmatic dependent launch on and off. Weight copies
-  // rotate as above, so every product reads its weights from HBM.
-  {
-    struct ChainDev { const char* name; const char* options; strata_device dev; };
-    ChainDev cds[] = {{"pdl_on", "activations=bf16", nullptr}, {"pdl_off", "activations=bf16;pdl=off", nullptr}};
-    for (ChainDev& c : cds) {
-      strata_device_options o{};
-      o.struct_size = sizeof(o);
-      o.options = c.options;
-      CHECK(api->device_open(0, &o, &c.dev));
-    }
-    std::vector<std::vector<uint16_t>> host_w;
-    for (int i = 0; i < 4; ++i) {
-      host_w.push_back(RandomBf16(static_cast<size_t>(kShapes[i].rows * kShapes[i].cols), 0.02f));
-    }
-    for (ChainDev& c : cds) {
-      dev = c.dev;
-      std::vector<std::vector<strata_weight>> ws;
-      for (int i = 0; i < 4; ++i) ws.push_back(WeightCopies(kShapes[i], host_w[i]));
-      size_t next = 0;
-      const int64_t d = 4096, ff = 14336, qkvd = 6144;
-      for (int64_t n : {1}) {
-        strata_buffer hb = Alloc(n * d * 2), db = Alloc(n * d * 2), nb = Alloc(n * d * 2, false),
-                      qb = Alloc(n * qkvd * 2, false), ab = Alloc(n * d * 2), gb = Alloc(n * 2 * ff * 2, false),
-                      sb = Alloc(n * ff * 2, false), wb = nullptr;
-        CHECK(api->buffer_alloc(dev, d * 4, &wb));
-        std::vector<float> ones(static_cast<size_t>(d), 1.0f);
-        CHECK(api->upload(dev, wb, 0, ones.data(), ones.size() * 4));
-        strata_tensor h = T(hb, BF16, {n, d}), delta = T(db, BF16, {n, d}), normed = T(nb, BF16, {n, d}),
-                      qkv = T(qb, BF16, {n, qkvd}), attn = T(ab, BF16, {n, d}), gu = T(gb, BF16, {n, 2 * ff}),
-                      gate = T(gb, BF16, {n, ff}), up = T(gb, BF16, {n, ff}), act = T(sb, BF16, {n, ff}),
-                      nw = T(wb, STRATA_DTYPE_F32, {d});
-        gate.row_stride = up.row_stride = 2 * ff;
-        up.offset = static_cast<uint64_t>(ff) * 2;
-        auto w = [&](int i) { return ws[i][next % ws[i].size()]; };
-        const double unfused = MedianSeconds([&] {
-          CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
-          CHECK(api->matmul(dev, &normed, w(0), nullptr, &qkv));
-          CHECK(api->matmul(dev, &attn, w(1), nullptr, &delta));
-          CHECK(api->rms_norm(dev, &delta, &h, &nw, 1e-5f, &normed));
-          CHECK(api->matmul(dev, &normed, w(2), nullptr, &gu));
-          CHECK(api->silu_mul(dev, &gate, &up, &act));
-          CHECK(api->matmul(dev, &act, w(3), nullptr, &delta));
-          ++next;
-        });
-        strata_matmul_params norm{}, add{}, silu{};
-        norm.struct_size = add.struct_size = silu.struct_size = sizeof(norm);
-        norm.prologue = STRATA_PROLOGUE_RMS_NORM;
-        norm.norm_weight = &nw;
-        norm.eps = 1e-5f;
-        norm.prologue_scratch = &normed;
-        add.accumulate = 1;
-        add.product_scratch = &delta;
-        silu.prologue = STRATA_PROLOGUE_SILU_MUL;
-        silu.up = &up;
-        silu.accumulate = 1;
-        silu.prologue_scratch = &act;
-        silu.product_scratch = &delta;
-        const double fused = MedianSeconds([&] {
-          CHECK(api->matmul_ex(dev, &h, w(0), &norm, &qkv));
-          CHECK(api->matmul_ex(dev, &attn, w(1), &add, &h));
-          CHECK(api->matmul_ex(dev, &h, w(2), &norm, &gu));
-          CHECK(api->matmul_ex(dev, &gate, w(3), &silu, &h));
-          ++next;
-        });
-        const double bytes = 2.0 * d * (qkvd + d + 2 * ff) + 2.0 * ff * d;
-        std::printf("{\"op\":\"decode_layer_products\",\"device\":\"%s\",\"tokens\":%lld,\"unfused_us\":%.1f,"
-                    "\"fused_us\":%.1f,\"fused_bw_fraction_of_4.24TBps\":%.3f}\n",
-                    c.name, (long long)n, unfused * 1e6, fused * 1e6, bytes / fused / 4.24e12);
-        for (strata_buffer b : {hb, db, nb, qb, ab, gb, sb, wb}) api->buffer_free(dev, b);
-      }
-      for (auto& v : ws) {
-        for (strata_weight W : v) api->weight_free(dev, W);
-      }
-    }
-    for (ChainDev& c : cds) api->device_close(c.dev);
-  }
+  DecodeLayerChain({1});
 
   // Elementwise ops of a layer on the default path: the fused residual add + RMSNorm (reads
   // x and the residual, writes both: 4 x 8 KB per token) and silu_mul on the halves of the
