@@ -109,6 +109,7 @@ struct OpenOptions {
   bool require_wgmma = false;  // gemm=wgmma: an error on a device that cannot run it
   int32_t wgmma_splits = 0;
   int32_t gemm_splitk = 0;
+  int32_t gemm_candidate = -1;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
@@ -140,6 +141,10 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   o->fuse_rope_attention = !EnvIs("STRATA_CUDA_ROPE_ATTENTION", "separate");
   o->use_wgmma = o->require_wgmma = EnvIs("STRATA_CUDA_GEMM", "wgmma");
   o->tune_gemm = EnvIs("STRATA_CUDA_GEMM_TUNE", "on");
+  if (const char* env = std::getenv("STRATA_CUDA_GEMM_CANDIDATE"); env != nullptr) {
+    const int v = std::atoi(env);
+    if (v >= -1 && v < LtGemm::kLtCandidates) o->gemm_candidate = v;
+  }
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_SPLITK"); env != nullptr) {
     const int v = std::atoi(env);
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
@@ -210,6 +215,14 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_splits=", value, " (expected 0..8)");
       }
       o->wgmma_splits = static_cast<int32_t>(v);
+    } else if (key == "gemm_candidate") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < -1 || v >= LtGemm::kLtCandidates) {
+        return InvalidArgument("device_open: option gemm_candidate=", value, " (expected -1..",
+                               LtGemm::kLtCandidates - 1, ")");
+      }
+      o->gemm_candidate = static_cast<int32_t>(v);
     } else if (key == "gemm_splitk") {
       char* end = nullptr;
       const long v = std::strtol(value.c_str(), &end, 10);
@@ -225,7 +238,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
-                             "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, "
+                             "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
   }
@@ -343,6 +356,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->gemm.reset(g);
     g->set_tuning(parsed.tune_gemm);
     g->set_split_k(parsed.gemm_splitk);
+    g->set_candidate(parsed.gemm_candidate);
     if (parsed.profile) dev->profiler = std::make_unique<OpProfiler>(stderr);
     if (index < 64) g_act_dtype[index].store(act + 1);
     *out = reinterpret_cast<strata_device>(dev.release());

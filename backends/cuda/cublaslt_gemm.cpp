@@ -1,5 +1,6 @@
 #include "backends/cuda/cublaslt_gemm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -137,6 +138,7 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   // the plain product because beta is part of the key.
   const bool want_timing = tuning_ && may_time && TunesTokenCount(g.n) && !g.accumulate;
   const bool want_split = !want_timing && split_k_ > 1 && g.n <= 256 && g.m <= kSplitKMaxRows;
+  const bool want_candidate = !want_timing && !want_split && candidate_ >= 0 && g.n <= 256;
   auto it = algos_.find(key);
   if (it == algos_.end() || (want_timing && !it->second.timed)) {
     LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
@@ -151,13 +153,35 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
     cublasLtMatmulHeuristicResult_t results[kLtCandidates] = {};
     int found = 0;
     LT_CALL(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
-                                           want_timing || want_split ? kLtCandidates : 1, results, &found),
+                                           want_timing || want_split || want_candidate ? kLtCandidates : 1, results,
+                                           &found),
             "algorithm heuristic");
     if (found == 0) {
       return Unsupported("matmul: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k,
                          " (W ", g.w_dtype, ", x ", g.x_dtype, ", out ", g.out_dtype, ")");
     }
     Choice choice{results[0].algo, want_timing};
+    if (want_candidate) {
+      int i = std::min(candidate_, found - 1);
+      while (i > 0 && results[i].state != CUBLAS_STATUS_SUCCESS) --i;
+      choice.algo = results[i].algo;
+      if (std::getenv("STRATA_CUDA_GEMM_LOG") != nullptr) {
+        int32_t tile = -1, stages = -1, splits = -1, cluster = -1;
+        size_t written = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages),
+                                             &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                             &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                             sizeof(cluster), &written);
+        std::fprintf(stderr,
+                     "cuBLASLt m=%lld n=%lld k=%lld: candidate %d of %d (tile id %d, stages id %d, split-K %d, "
+                     "cluster shape id %d, workspace %zu)\n",
+                     static_cast<long long>(g.m), static_cast<long long>(g.n), static_cast<long long>(g.k), i, found,
+                     tile, stages, splits, cluster, results[i].workspaceSize);
+      }
+    }
     if (want_split) {
       int taken = -1;
       for (int i = 0; i < found && taken < 0; ++i) {

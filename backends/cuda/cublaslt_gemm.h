@@ -49,6 +49,10 @@ class LtGemm {
   // accepts K split N ways (0 or 1: the heuristic's first choice, unsplit).
   static constexpr int64_t kSplitKMaxRows = 8192;
   void set_split_k(int32_t n) { split_k_ = n; }
+  // gemm_candidate=N (measurements only): decode-batch products (<= 256 tokens) take the
+  // heuristic's N-th candidate (0 = its first choice; the last one found when it returns
+  // fewer), untimed. -1 (default): off.
+  void set_candidate(int32_t n) { candidate_ = n; }
   // Which token counts get timed: the decode batch sizes (<= 256), which repeat every step
   // and are bound by reading the weights, where the heuristic's tiles do worst. Larger
   // products are compute bound, the heuristic's choice is within a few percent of the
@@ -70,6 +74,7 @@ class LtGemm {
   };
   bool tuning_ = false;
   int32_t split_k_ = 0;
+  int32_t candidate_ = -1;
   L2Flusher flusher_;
   std::map<Key, Choice> algos_;
 };

@@ -56,15 +56,18 @@
 //                      few SMs at decode batch sizes); for measurements
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
+//   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
+//                      (0..7; -1 = off, default: its first choice, or the tuned one): for
+//                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)
 //   profile=on         GPU time of every op (by op and shape) between CUDA events, printed
 //                      to stderr when the device closes (op_profiler.h); run eager
 //                      (--enforce-eager) for per-op figures. Off by default
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
-// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_TUNE=on,
+// STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_CANDIDATE=N, STRATA_CUDA_GEMM_TUNE=on,
 // STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=, prefill_attention=,
-// decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_tune=, pdl= and profile= (an
+// decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=, pdl= and profile= (an
 // explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.

@@ -117,7 +117,8 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
 
 // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (8..256 tokens; STRATA_OP_BENCH_TOKENS=
 // "128,256" picks) on cuBLASLt and on the sm_90 wgmma kernel with its per-shape split-K;
-// STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced split and cuBLASLt's split-K.
+// STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced split and cuBLASLt's split-K;
+// STRATA_OP_BENCH_GEMM_CANDIDATES=N cuBLASLt's first N heuristic candidates, each forced.
 // Two timings per product: "us" as the other sweeps (10 back-to-back launches from the host,
 // so launch costs count), and "graph_us": the 10 launches recorded once as a graph and
 // replayed, the GPU time a decode step's graph pays (cuBLASLt at 128 tokens: 0.62-0.80 of
@@ -126,6 +127,12 @@ void GemmSweep() {
   struct Variant { std::string name, options; strata_device dev = nullptr; };
   std::vector<Variant> vs = {{"cublas", "activations=bf16;gemm=cublas"},
                              {"wgmma", "activations=bf16;gemm=wgmma"}};
+  // STRATA_OP_BENCH_GEMM_CANDIDATES=N: also cuBLASLt's heuristic candidates 0..N-1 forced.
+  if (const char* c = std::getenv("STRATA_OP_BENCH_GEMM_CANDIDATES"); c != nullptr) {
+    for (int i = 0; i < std::atoi(c) && i < 8; ++i) {
+      vs.push_back({"cublas_c" + std::to_string(i), "activations=bf16;gemm=cublas;gemm_candidate=" + std::to_string(i)});
+    }
+  }
   const char* all = std::getenv("STRATA_OP_BENCH_WGMMA_SPLITS");  // "all": every split factor
   if (all != nullptr && std::strcmp(all, "all") == 0) {
     for (int s : {2, 4, 8}) {
