@@ -1,6 +1,5 @@
 #include "apps/strata/runtime.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -106,9 +105,6 @@ absl::StatusOr<ModelRuntime> LoadModel(
     STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
   }
   if (flags.On("enforce-eager")) o.decode_graphs = DecodeGraphMode::kOff;
-  // STRATA_DECODE_GRAPH_PARTS=N: decode graphs in N parts (ModelRuntimeOptions).
-  if (const char* env = std::getenv("STRATA_DECODE_GRAPH_PARTS"); env != nullptr && std::atoi(env) > 0)
-    o.decode_graph_parts = std::atoi(env);
   if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
   rt.file->DropTensorData();

@@ -400,11 +400,7 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   ++graph_stats_.padded;
   if (auto it = graphs_.find(bucket); it != graphs_.end()) {
     ++graph_stats_.replays;
-    absl::Status st;
-    for (const DeviceGraph& part : it->second) {
-      st = device_.LaunchGraph(part);
-      if (!st.ok()) break;
-    }
+    absl::Status st = device_.LaunchGraph(it->second);
     call_times_.enqueue_s += HostSeconds() - t1;
     return st;
   }
@@ -414,32 +410,26 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   ++graph_stats_.eager;
   STRATA_RETURN_IF_ERROR(EnqueueOps(padded, /*graph_form=*/true));
   if (!record) return absl::OkStatus();
-  const int32_t parts =
-      std::clamp<int32_t>(options_.decode_graph_parts, 1, std::max<int32_t>(1, static_cast<int32_t>(layers_.size())));
-  std::vector<DeviceGraph> recorded;
-  for (int32_t part = 0; part < parts; ++part) {
-    if (absl::Status begin = device_.BeginGraph(); !begin.ok()) {
-      // Not fatal either: this step's logits are computed; the bucket stays op by op.
-      eager_buckets_.insert(bucket);
-      graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", begin.message());
-      return absl::OkStatus();
-    }
-    const absl::Status ops = EnqueueOps(padded, /*graph_form=*/true, part, parts);
-    absl::StatusOr<DeviceGraph> g = device_.EndGraph();
-    if (!ops.ok() || !g.ok()) {
-      // Not fatal: this bucket runs op by op from now on.
-      eager_buckets_.insert(bucket);
-      graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", (!ops.ok() ? ops : g.status()).message());
-      return absl::OkStatus();
-    }
-    recorded.push_back(*std::move(g));
+  if (absl::Status begin = device_.BeginGraph(); !begin.ok()) {
+    // Not fatal either: this step's logits are computed; the bucket stays op by op.
+    eager_buckets_.insert(bucket);
+    graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", begin.message());
+    return absl::OkStatus();
   }
-  graphs_.emplace(bucket, std::move(recorded));
+  const absl::Status ops = EnqueueOps(padded, /*graph_form=*/true);
+  absl::StatusOr<DeviceGraph> g = device_.EndGraph();
+  if (!ops.ok() || !g.ok()) {
+    // Not fatal: this bucket runs op by op from now on.
+    eager_buckets_.insert(bucket);
+    graph_stats_.failure = absl::StrCat("bucket ", bucket, ": ", (!ops.ok() ? ops : g.status()).message());
+    return absl::OkStatus();
+  }
+  graphs_.emplace(bucket, *std::move(g));
   ++graph_stats_.recorded;
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form, int32_t part, int32_t parts) {
+absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_backend_v1& api = device_.api();
   strata_device dev = device_.handle();
   const int64_t n = static_cast<int64_t>(in.token_ids.size());
@@ -514,10 +504,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form, int32_
   const strata_tensor act = act_.View(A, {n, ff});
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
-  const size_t num_layers = layers_.size();
-  const size_t first_layer = num_layers * static_cast<size_t>(part) / static_cast<size_t>(parts);
-  const size_t end_layer = num_layers * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
-  if (part == 0) STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+  STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
   // With the backend's fused matmul (ABI 1.2) a layer is four products around attention:
   // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
   // and down products add themselves into the residual stream h. In decode that saves three
@@ -535,7 +522,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form, int32_
     mp.prologue = prologue;
     return mp;
   };
-  for (size_t l = first_layer; l < end_layer; ++l) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     const int32_t li = static_cast<int32_t>(l);
     const strata_tensor an = L.attn_norm.View(STRATA_DTYPE_F32, {d});
@@ -591,7 +578,6 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form, int32_
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
     }
   }
-  if (part != parts - 1) return absl::OkStatus();
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
   if (fused) {  // h already holds the last layer's output
     STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &h, nullptr, &fnw, eps, &normed), "rms_norm final"));

@@ -36,11 +36,6 @@ struct ModelRuntimeOptions {
   strata_dtype kv_dtype = STRATA_DTYPE_COUNT;  // COUNT = the activation dtype
   DecodeGraphMode decode_graphs = DecodeGraphMode::kOn;
   int32_t max_graph_batch = 256;  // largest decode bucket (also capped by max_seqs)
-  // Decode graphs per bucket, each a run of consecutive layers (the first with the
-  // embedding, the last with the logits), launched one after the other: the device starts
-  // on the first while the host is still launching the others (a whole 8B step's launch
-  // took 0.13-0.16 ms of host time on the H200, 2026-11-30).
-  int32_t decode_graph_parts = 1;
   // Use the backend's fused matmul_ex (ABI 1.2: rms_norm / silu_mul before, residual add
   // after the projection) where it has one; off issues the separate ops (tests compare).
   bool fused_matmul = true;
@@ -133,9 +128,8 @@ class LlamaModel {
   absl::Status RunDecodeGraph(const StepInput& in, bool* handled);
   // Enqueues the ops of the uploaded step `in`. graph_form: launch maxima are bounds that
   // hold for every step of the bucket (max context) and no host copies are passed, so the
-  // same calls can be recorded and replayed. part of parts: only that share of the layers
-  // (part 0 also the embedding, the last part also the final norm and the logits).
-  absl::Status EnqueueOps(const StepInput& in, bool graph_form, int32_t part = 0, int32_t parts = 1);
+  // same calls can be recorded and replayed.
+  absl::Status EnqueueOps(const StepInput& in, bool graph_form);
 
   Device& device_;
   ModelConfig config_;
@@ -166,7 +160,7 @@ class LlamaModel {
   ModelCallTimes call_times_;
 
   // Decode graphs by bucket; buckets whose recording failed run eagerly from then on.
-  std::map<int32_t, std::vector<DeviceGraph>> graphs_;  // the parts, in launch order
+  std::map<int32_t, DeviceGraph> graphs_;
   std::set<int32_t> eager_buckets_;
   DecodeGraphStats graph_stats_;
 };

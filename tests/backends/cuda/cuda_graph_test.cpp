@@ -173,18 +173,10 @@ TEST(CudaGraphs, EngineWithDecodeGraphsMatchesLlama2cAndEagerRuns) {
 
   // The engine with decode graphs, as is and after the start-up warm-up (which records the
   // graph of every bucket, 1, 2, 4, 8 and 12, before the first request: the run then
-  // records none and replays only), and with each bucket's graph in 3 parts of layers
-  // launched in turn (decode_graph_parts).
-  struct Setup {
-    bool warm;
-    int32_t parts;
-  };
-  for (Setup setup : {Setup{false, 1}, Setup{true, 1}, Setup{true, 3}}) {
-    const bool warm = setup.warm;
-    SCOPED_TRACE(std::string(warm ? "after the warm-up" : "without warm-up") + ", graphs in " +
-                 std::to_string(setup.parts) + " part(s)");
+  // records none and replays only).
+  for (bool warm : {false, true}) {
+    SCOPED_TRACE(warm ? "after the warm-up" : "without warm-up");
     ModelRuntimeOptions o;
-    o.decode_graph_parts = setup.parts;
     o.max_seqs = 12;
     o.max_batch_tokens = 64;
     o.num_blocks = 256;
