@@ -42,10 +42,15 @@ constexpr int kRowThreads = kThreads / kBK;  // threads that gather one key row
 // feeds two mma; Q is re-read per key tile since registers are short; measured 255 vs 214
 // TFLOP/s on H200 for a 4096-token causal prompt), one for head_dim 64 (Q stays in
 // registers, two blocks per SM; measured the faster there).
+// Prompts of at most kShortQueryLen tokens (serving batches of short prompts) take one
+// m-tile per warp at head_dim 128 too: a 256-row tile would leave half its rows empty and,
+// at 139 KB of shared memory, one block per SM paying each block's Q load and key tiles in
+// series (64 prompts x 128 tokens took ~0.37 ms per layer, 2026-11-30, run 56).
 template <int D>
 constexpr int kMtFor = D == 128 ? 2 : 1;
-template <int D>
-constexpr int kBQFor = 16 * kMtFor<D> * kWarps;  // query rows per block
+constexpr int32_t kShortQueryLen = 128;
+template <int D, int MT>
+constexpr int kBQFor = 16 * MT * kWarps;  // query rows per block
 constexpr int kMinBQ = 16 * kWarps;
 static_assert(kThreads % kBK == 0, "the K/V gather splits each key row of a tile over whole threads");
 
@@ -53,11 +58,11 @@ static_assert(kThreads % kBK == 0, "the K/V gather splits each key row of a tile
 // 55,296): Q tile (also the output staging area at the end), then K[2] and V[2] tiles.
 // Rows are padded by 8 elements (16 bytes), so
 // the 8 row addresses of one ldmatrix 8x8 matrix fall on 8 distinct 16-byte bank groups.
-template <int D>
+template <int D, int MT>
 struct Smem {
   static constexpr int kLd = D + 8;
   static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kBQFor<D> * kLd;
+  static constexpr int kK = kQ + kBQFor<D, MT> * kLd;
   static constexpr int kV = kK + kStages * kBK * kLd;
   static constexpr int kElems = kV + kStages * kBK * kLd;
   static constexpr size_t kBytes = size_t{kElems} * 2;
@@ -70,13 +75,13 @@ __device__ __forceinline__ int64_t KvRow(const KvLayout& kv, int32_t blk, int32_
 
 // Activations are BF16. K: cache element type (BF16 or F16), also the MMA input type.
 // Small heads use few registers: two blocks per SM.
-template <typename K, int D>
+template <typename K, int D, int MT>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     Fa2PrefillKernel(AttentionArgs a, KvLayout kv, int32_t tiles_per_seq) {
   using T = __nv_bfloat16;
-  using L = Smem<D>;
-  constexpr int kMt = kMtFor<D>;
-  constexpr int kBQ = kBQFor<D>;
+  using L = Smem<D, MT>;
+  constexpr int kMt = MT;
+  constexpr int kBQ = kBQFor<D, MT>;
   constexpr int kLd = L::kLd;
   constexpr int kChunks = D / 8;  // 16-byte vectors per row
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -394,16 +399,25 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   }
 }
 
-template <typename K, int D>
-cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
-  const size_t smem = Smem<D>::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(Fa2PrefillKernel<K, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+template <typename K, int D, int MT>
+cudaError_t LaunchTiled(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
+  const size_t smem = Smem<D, MT>::kBytes;
+  cudaError_t e = cudaFuncSetAttribute(Fa2PrefillKernel<K, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const int32_t tiles = (a.max_query_len + kBQFor<D> - 1) / kBQFor<D>;
+  constexpr int kBQ = kBQFor<D, MT>;
+  const int32_t tiles = (a.max_query_len + kBQ - 1) / kBQ;
   const dim3 grid(static_cast<unsigned>(static_cast<int64_t>(a.num_seqs) * a.num_heads), static_cast<unsigned>(tiles));
-  Fa2PrefillKernel<K, D><<<grid, kThreads, smem, stream>>>(a, kv, tiles);
+  Fa2PrefillKernel<K, D, MT><<<grid, kThreads, smem, stream>>>(a, kv, tiles);
   return cudaGetLastError();
+}
+
+template <typename K, int D>
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
+  if constexpr (kMtFor<D> > 1) {
+    if (a.max_query_len <= kShortQueryLen) return LaunchTiled<K, D, 1>(a, kv, stream);
+  }
+  return LaunchTiled<K, D, kMtFor<D>>(a, kv, stream);
 }
 
 }  // namespace

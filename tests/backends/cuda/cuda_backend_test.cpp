@@ -630,6 +630,10 @@ TEST_P(CudaOps, AttentionRaggedPrefillAndDecodeGqa) {
     // splits such a step between its decode and prefill kernels.
     RunAttention(*pair_, rng_,
                  {{1, 1, 1, 300, 7, 1}, {40, 900, 1, 300, 2000, 77}, 8, 2, 128, 16, 0, 0.0f, "decodes first"}, kv_t);
+    // Short prompts only (<= 128 query tokens): head_dim 128 takes the 128-row tiles.
+    RunAttention(*pair_, rng_,
+                 {{100, 128, 3, 1, 128}, {100, 900, 50, 700, 128}, 8, 2, 128, 16, 0, 0.0f, "short prompts, head_dim 128"},
+                 kv_t);
   }
   RunAttention(*pair_, rng_, {{40, 1}, {40, 300}, 4, 4, 128, 16, 0, 0.0f, "head_dim 128"}, BF16);
 }
