@@ -9,7 +9,8 @@
 // attention as two ops against ABI 1.3's rope_attention. Weights rotate through copies so
 // that no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
-// line. Not a test: no assertions on time.
+// line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|
+// attention runs one part only (see each).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -488,9 +490,13 @@ int main(int argc, char** argv) {
     CHECK(api->device_open(0, &o, &p.dev));
   }
   constexpr int32_t BF16 = STRATA_DTYPE_BF16;
+  // STRATA_OP_BENCH=attention: only the attention cases below (prefill and decode, each
+  // path, and rope_kv_write / rope_attention up to 128-token queries).
+  const char* only = std::getenv("STRATA_OP_BENCH");
+  const bool attention_only = only != nullptr && std::strcmp(only, "attention") == 0;
 
   // GEMMs at the Llama-3-8B layer shapes, weights rotating through copies (WeightCopies).
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : attention_only ? std::span<const Shape>() : std::span<const Shape>(kShapes)) {
     std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(s.rows * s.cols), 0.02f);
     for (Path& p : paths) {
       dev = p.dev;
@@ -516,13 +522,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  DecodeLayerChain({1});
+  if (!attention_only) DecodeLayerChain({1});
 
   // Elementwise ops of a layer on the default path: the fused residual add + RMSNorm (reads
   // x and the residual, writes both: 4 x 8 KB per token) and silu_mul on the halves of the
   // gate/up output (reads 2 x 28 KB, writes 28 KB per token); bytes over time as GB/s.
   dev = paths[0].dev;
-  for (int64_t tokens : {1, 128, 4096}) {
+  for (int64_t tokens : attention_only ? std::vector<int64_t>{} : std::vector<int64_t>{1, 128, 4096}) {
     const int64_t d = 4096, ff = 14336;
     strata_buffer xb = Alloc(tokens * d * 2), rb = Alloc(tokens * d * 2), ob = Alloc(tokens * d * 2, false);
     strata_buffer wb = nullptr;
@@ -546,10 +552,12 @@ int main(int argc, char** argv) {
 
   // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
   // (batch, context, query_len): decode, a 4096-token prompt, a 512-token chunk after 3584
-  // cached tokens, 8 prompts of 1024.
+  // cached tokens, 8 prompts of 1024, 64 prompts of 128 (the first prefill step of the
+  // 128-sequence serving run).
   const int32_t H = 32, KVH = 8, D = 128, BS = 16;
   for (auto [batch, ctx, qlen] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
-           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}, {1, 4096, 512}, {8, 1024, 1024}}) {
+           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}, {1, 4096, 512}, {8, 1024, 1024},
+           {64, 128, 128}}) {
     for (Path& p : paths) {
       if (&p == &paths[2] && qlen == 1) continue;  // decode: "legacy" is "previous"
       if (&p == &paths[3]) continue;  // a matmul-only variant
@@ -607,14 +615,20 @@ int main(int argc, char** argv) {
       std::printf("{\"op\":\"attention\",\"path\":\"%s\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
                   "\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
                   p.name, batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
-      if (qlen == 1 && &p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
-        // A decode step's rope + KV write + attention: the two ops against ABI 1.3's
-        // rope_attention (on CUDA one kernel: the decode kernel rotates q and writes the new
-        // K/V itself). Llama 3 rope (NEOX, full rotary), each token at its sequence's last
-        // position; q and k rotate again on every call, which changes no cost.
-        std::vector<int32_t> pos(batch, ctx - 1), slots(batch);
+      if (qlen <= 128 && &p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
+        // A step's rope + KV write + attention: rope_kv_write alone, the two ops, and ABI
+        // 1.3's rope_attention (on CUDA one kernel at a decode step: the decode kernel
+        // rotates q and writes the new K/V itself). Llama 3 rope (NEOX, full rotary), each
+        // sequence's tokens at its last positions; q and k rotate again on every call, which
+        // changes no cost.
+        std::vector<int32_t> pos(static_cast<size_t>(tokens)), slots(static_cast<size_t>(tokens));
         for (int32_t s2 = 0; s2 < batch; ++s2) {
-          slots[s2] = tables[static_cast<size_t>(s2) * blocks_per_seq + (ctx - 1) / BS] * BS + (ctx - 1) % BS;
+          for (int32_t j = 0; j < qlen; ++j) {
+            const int32_t at = ctx - qlen + j;
+            pos[static_cast<size_t>(s2) * qlen + j] = at;
+            slots[static_cast<size_t>(s2) * qlen + j] =
+                tables[static_cast<size_t>(s2) * blocks_per_seq + at / BS] * BS + at % BS;
+          }
         }
         std::vector<float> inv(D / 2);
         for (int32_t j = 0; j < D / 2; ++j) inv[j] = std::pow(500000.0f, -2.0f * j / D);
@@ -634,15 +648,16 @@ int main(int argc, char** argv) {
         rp.rotary_dim = D;
         rp.attention_factor = 1.0f;
         rp.inv_freq = &invt;
+        const double rope_only = MedianSeconds([&] { CHECK(api->rope_kv_write(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0)); });
         const double two = MedianSeconds([&] {
           CHECK(api->rope_kv_write(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0));
           CHECK(api->attention(dev, &ap, &bd, &q, kv, 0, &out));
         });
         const double fused =
             MedianSeconds([&] { CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0, &out)); });
-        std::printf("{\"op\":\"rope_attention\",\"batch\":%d,\"context\":%d,\"two_ops_us\":%.1f,"
-                    "\"fused_us\":%.1f}\n",
-                    batch, ctx, two * 1e6, fused * 1e6);
+        std::printf("{\"op\":\"rope_attention\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
+                    "\"rope_kv_write_us\":%.1f,\"two_ops_us\":%.1f,\"fused_us\":%.1f}\n",
+                    batch, ctx, qlen, rope_only * 1e6, two * 1e6, fused * 1e6);
         for (strata_buffer b2 : {posb, slotb, invb, kb, vb}) api->buffer_free(dev, b2);
       }
       for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
