@@ -19,7 +19,8 @@
 #            of the 128- and 32-sequence serving runs, eager and with decode graphs (where
 #            a replayed graph is one graph_launch: the decode step's GPU time)
 #   attention  the decode attention tests, the KV read ceilings (kv_read_bench), its op sweep (STRATA_OP_BENCH=decode_attention:
-#            the GQA and the tensor-core decode kernels at serving batch sizes) and 128 and
+#            the GQA and the tensor-core decode kernels at serving batch sizes), the attention
+#            cases of STRATA_OP_BENCH=attention (default path; prefill 64 x 128 included) and 128 and
 #            32 concurrent sequences with decode_attention=gqa and the default, alternately
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
@@ -184,6 +185,9 @@ phase_attention() {
   fi
   stamp "decode attention sweep"
   STRATA_OP_BENCH=decode_attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/decode_attention_bench.log"
+  stamp "attention cases: prefill (1 x 4096, a 512-token chunk, 8 x 1024, 64 x 128) and decode, per path; rope_kv_write / rope_attention"
+  STRATA_OP_BENCH=attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | grep -E '"op":"(attention|rope_attention)"' | \
+    grep -E '"path":"auto"|rope_attention' | tee "$OUT/attention_cases.log"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local n=0
   for c in ${STRATA_ATTENTION_SEQS:-128 32}; do
