@@ -1311,6 +1311,9 @@ TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
   o.options = "gemv_tokens=9";
   EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(D.err()).find("gemv_tokens=9"), std::string::npos) << D.err();
+  o.options = "gemm_candidate=8";
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("gemm_candidate=8"), std::string::npos) << D.err();
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, CudaOps,
