@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/strata/runtime.h"
+#include "core/common/monotonic_seconds.h"
 #include "core/common/status_macros.h"
 #include "core/engine/engine.h"
 #include "core/engine/kv_sizing.h"
@@ -96,10 +97,6 @@ absl::StatusOr<std::vector<WorkItem>> SyntheticWorkload(const FlagSet& f, int64_
   return items;
 }
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 nlohmann::json Percentiles(const LatencyHistogram& h) {
   return {{"p50", h.Percentile(0.5) * 1e3}, {"p90", h.Percentile(0.9) * 1e3}, {"p99", h.Percentile(0.99) * 1e3},
           {"mean", h.count() ? h.sum() / static_cast<double>(h.count()) * 1e3 : 0.0}};
@@ -168,10 +165,10 @@ absl::Status BenchServing(const FlagSet& f) {
 
   std::vector<std::shared_ptr<RequestHandle>> handles;
   handles.reserve(items.size());
-  const double t0 = Seconds();
+  const double t0 = MonotonicSeconds();
   size_t next = 0;
   while (true) {
-    const double now = Seconds() - t0;
+    const double now = MonotonicSeconds() - t0;
     for (; next < items.size() && items[next].arrival_time <= now; ++next) {
       EngineRequest r;
       r.prompt_ids = items[next].prompt_ids;
@@ -187,10 +184,10 @@ absl::Status BenchServing(const FlagSet& f) {
     if (!ran) {
       if (next >= items.size()) break;
       std::this_thread::sleep_for(std::chrono::duration<double>(
-          std::max(0.0, items[next].arrival_time - (Seconds() - t0))));
+          std::max(0.0, items[next].arrival_time - (MonotonicSeconds() - t0))));
     }
   }
-  const double elapsed = Seconds() - t0;
+  const double elapsed = MonotonicSeconds() - t0;
   int64_t output_tokens = 0, prompt_tokens = 0;
   for (auto& h : handles) {
     const RequestOutput o = h->Wait();

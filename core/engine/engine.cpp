@@ -1,10 +1,10 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/monotonic_seconds.h"
 #include "core/common/status_macros.h"
 #include "core/engine/generator.h"
 #include "core/engine/step_builder.h"
@@ -12,14 +12,6 @@
 #include "core/sampling/stop_checker.h"
 
 namespace strata {
-namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // Everything the engine keeps per request besides the scheduler's view of it.
 struct Engine::LiveRequest {
   Sequence seq;
@@ -120,7 +112,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest requ
   r->ignore_eos = request.sampling.ignore_eos;
   r->want_logprobs = request.return_logprobs || request.sampling.logprobs > 0;
   r->budget = budget;
-  r->submit_time = Now();
+  r->submit_time = MonotonicSeconds();
 
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = std::move(request.request_id);
@@ -247,7 +239,7 @@ void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error
     }
   }
   if (r.seq.status != SequenceStatus::kFinished) scheduler_->FinishSequence(&r.seq).IgnoreError();
-  const double now = Now();
+  const double now = MonotonicSeconds();
   const int64_t n = static_cast<int64_t>(r.seq.generated_ids().size());
   const double ttft = r.first_token_time >= 0 ? r.first_token_time - r.submit_time : -1;
   const double tpot = n >= 2 ? (r.last_token_time - r.first_token_time) / static_cast<double>(n - 1) : -1;
@@ -275,7 +267,7 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedT
     FinishRequest(r, kFinishError, "sampling failed: the logits row has no finite value", std::move(ev));
     return;
   }
-  const double now = Now();
+  const double now = MonotonicSeconds();
   if (r.first_token_time < 0) r.first_token_time = now;
   if (!r.ignore_eos && std::binary_search(stop_tokens_.begin(), stop_tokens_.end(), tok)) {
     FinishRequest(r, kFinishEos, "", std::move(ev));
@@ -305,7 +297,7 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedT
 }
 
 absl::StatusOr<bool> Engine::StepLocked() {
-  const double step_start = Now();
+  const double step_start = MonotonicSeconds();
   TakeInbox();
   STRATA_ASSIGN_OR_RETURN(SchedulerOutput out, scheduler_->Schedule());
   if (out.empty()) {
@@ -352,7 +344,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
-  const double forward_start = Now();
+  const double forward_start = MonotonicSeconds();
   if (in.ok()) {
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
@@ -360,7 +352,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
   } else {
     st = in.status();
   }
-  const double forward_seconds = Now() - forward_start;
+  const double forward_seconds = MonotonicSeconds() - forward_start;
   if (!st.ok()) {
     for (const ScheduledSequence& sc : out.scheduled) {
       auto it = live_.find(sc.seq->id);
@@ -402,7 +394,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.forward_seconds += forward_seconds;
-    metrics_.step_seconds += Now() - step_start;
+    metrics_.step_seconds += MonotonicSeconds() - step_start;
   }
   PublishMetrics(&out);
   return true;

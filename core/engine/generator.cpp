@@ -1,21 +1,15 @@
 #include "core/engine/generator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/monotonic_seconds.h"
 #include "core/common/status_macros.h"
 #include "core/sampling/sampler.h"
 #include "core/sampling/stop_checker.h"
 
 namespace strata {
-namespace {
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 Generator::Generator(LlamaModel& model, const Tokenizer* tokenizer)
     : model_(model), tokenizer_(tokenizer) {}
 
@@ -82,7 +76,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   };
 
   // Prefill in chunks of at most max_batch_tokens.
-  const double t0 = Now();
+  const double t0 = MonotonicSeconds();
   std::vector<float> logits;
   // Plain greedy decoding takes the argmax on the device: one id per step comes back
   // instead of the whole logits row (the same first-maximum rule as the host sampler).
@@ -97,12 +91,12 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
     argmax_ids.clear();
     STRATA_RETURN_IF_ERROR(RunChunk(part, static_cast<int32_t>(start), &logits, greedy_here ? &argmax_ids : nullptr));
   }
-  res.prefill_seconds = Now() - t0;
+  res.prefill_seconds = MonotonicSeconds() - t0;
   if (req.want_prompt_logits) res.prompt_logits = logits;
 
   // The last generated token is never fed back, so the context bounds tokens at ctx + 1.
   const int64_t budget = std::min<int64_t>(req.sampling.max_new_tokens, ctx - prompt_len + 1);
-  const double t1 = Now();
+  const double t1 = MonotonicSeconds();
   res.stop_reason = "length";
   while (static_cast<int64_t>(res.generated_ids.size()) < budget) {
     const int32_t tok = !argmax_ids.empty() ? argmax_ids[0] : sampler.Sample(logits, req.prompt_ids, res.generated_ids);
@@ -132,7 +126,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
     if (r.stopped) res.stop_reason = "stop_string";
     else emit(stops.Flush());
   }
-  res.decode_seconds = Now() - t1;
+  res.decode_seconds = MonotonicSeconds() - t1;
   return res;
 }
 

@@ -1,13 +1,13 @@
 #include "core/model/llama_model.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/half.h"
+#include "core/common/monotonic_seconds.h"
 #include "core/common/status_macros.h"
 #include "core/model/changed_ranges.h"
 #include "core/model/decode_step_padding.h"
@@ -15,10 +15,6 @@
 
 namespace strata {
 namespace {
-
-double HostSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 strata_dtype ToDeviceDType(TensorDType t) {
   switch (t) {
@@ -312,25 +308,20 @@ absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   logits->resize(static_cast<size_t>(r * config_.vocab_size));
-  const double t = HostSeconds();
-  absl::Status st = device_.Download(logits->data(), logits_, 0, logits->size() * 4);
-  call_times_.readback_s += HostSeconds() - t;
-  return st;
+  return ReadBack(logits->data(), logits_, logits->size() * 4, MonotonicSeconds());
 }
 
 absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids) {
   if (!device_.Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no argmax"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
-  const double t = HostSeconds();
+  const double t = MonotonicSeconds();
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {r});
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().argmax(device_.handle(), &logits, &ids), "argmax"));
   token_ids->resize(static_cast<size_t>(r));
-  absl::Status st = device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(r) * 4);
-  call_times_.readback_s += HostSeconds() - t;
-  return st;
+  return ReadBack(token_ids->data(), sampled_ids_, static_cast<uint64_t>(r) * 4, t);
 }
 
 absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRows& rows,
@@ -343,7 +334,7 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
     return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
                                                    " rows, the step has ", r, " logits rows"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
-  const double t = HostSeconds();
+  const double t = MonotonicSeconds();
   const int64_t n = static_cast<int64_t>(r);
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
@@ -357,8 +348,12 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
   p.step = rows.step.data();
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().sample(device_.handle(), &logits, &p, &ids), "sample"));
   token_ids->resize(r);
-  absl::Status st = device_.Download(token_ids->data(), sampled_ids_, 0, static_cast<uint64_t>(n) * 4);
-  call_times_.readback_s += HostSeconds() - t;
+  return ReadBack(token_ids->data(), sampled_ids_, static_cast<uint64_t>(n) * 4, t);
+}
+
+absl::Status LlamaModel::ReadBack(void* dst, const DeviceBuffer& src, uint64_t bytes, double since) {
+  absl::Status st = device_.Download(dst, src, 0, bytes);
+  call_times_.readback_s += MonotonicSeconds() - since;
   return st;
 }
 
@@ -369,13 +364,13 @@ absl::Status LlamaModel::RunToLogits(const StepInput& in) {
     STRATA_RETURN_IF_ERROR(RunDecodeGraph(in, &handled));
     if (handled) return absl::OkStatus();
   }
-  const double t0 = HostSeconds();
+  const double t0 = MonotonicSeconds();
   STRATA_RETURN_IF_ERROR(UploadStep(in));
-  const double t1 = HostSeconds();
+  const double t1 = MonotonicSeconds();
   call_times_.upload_s += t1 - t0;
   ++graph_stats_.eager;
   absl::Status st = EnqueueOps(in, /*graph_form=*/false);
-  call_times_.enqueue_s += HostSeconds() - t1;
+  call_times_.enqueue_s += MonotonicSeconds() - t1;
   return st;
 }
 
@@ -388,20 +383,20 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
       std::min({options_.max_graph_batch, options_.max_seqs, options_.max_batch_tokens});
   const int32_t bucket = DecodeGraphBucket(in.num_seqs(), max_bucket);
   if (bucket == 0 || eager_buckets_.contains(bucket)) return absl::OkStatus();
-  const double t0 = HostSeconds();
+  const double t0 = MonotonicSeconds();
   // A step that fills its bucket is uploaded as it is (no copy of its block tables).
   StepInput padded_copy;
   if (bucket != in.num_seqs()) padded_copy = PadDecodeStep(in, bucket, max_blocks_per_seq_);
   const StepInput& padded = bucket != in.num_seqs() ? padded_copy : in;
   STRATA_RETURN_IF_ERROR(UploadStep(padded));
-  const double t1 = HostSeconds();
+  const double t1 = MonotonicSeconds();
   call_times_.upload_s += t1 - t0;
   *handled = true;
   ++graph_stats_.padded;
   if (auto it = graphs_.find(bucket); it != graphs_.end()) {
     ++graph_stats_.replays;
     absl::Status st = device_.LaunchGraph(it->second);
-    call_times_.enqueue_s += HostSeconds() - t1;
+    call_times_.enqueue_s += MonotonicSeconds() - t1;
     return st;
   }
   // First step of this bucket: run it op by op in graph form (which also lets the backend

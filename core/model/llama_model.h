@@ -123,6 +123,9 @@ class LlamaModel {
   // Everything up to the logits of in.logits_rows, left in logits_ on the device: through a
   // decode graph where one applies, else op by op.
   absl::Status RunToLogits(const StepInput& in);
+  // Downloads `bytes` of `src` (from offset 0) into dst; the host time since `since` (the
+  // sampling op's enqueue, or now) counts as readback in call_times_.
+  absl::Status ReadBack(void* dst, const DeviceBuffer& src, uint64_t bytes, double since);
   // Pads a graphable decode step to its bucket, uploads it and replays (or, the first time,
   // runs and records) the bucket's graph. False in *handled when the step must run eagerly.
   absl::Status RunDecodeGraph(const StepInput& in, bool* handled);

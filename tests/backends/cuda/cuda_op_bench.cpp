@@ -117,6 +117,18 @@ std::vector<strata_weight> WeightCopies(const Shape& s, const std::vector<uint16
   return ws;
 }
 
+// Times f as a graph: `reps` calls recorded once, the graph replayed; seconds per call (-1
+// when the backend has no graphs).
+double GraphSecondsPerCall(const std::function<void()>& f, int reps) {
+  if (!STRATA_BACKEND_HAS_GRAPHS(api) || api->graph_begin(dev) != STRATA_OK) return -1.0;
+  for (int j = 0; j < reps; ++j) f();
+  strata_graph g = nullptr;
+  if (api->graph_end(dev, &g) != STRATA_OK) return -1.0;
+  const double sec = MedianSeconds([&] { CHECK(api->graph_launch(dev, g)); }) / reps;
+  api->graph_free(dev, g);
+  return sec;
+}
+
 // STRATA_OP_BENCH=gemm: only the decode-batch GEMMs (8..256 tokens; STRATA_OP_BENCH_TOKENS=
 // "128,256" picks) on cuBLASLt and on the sm_90 wgmma kernel with its per-shape split-K;
 // STRATA_OP_BENCH_WGMMA_SPLITS=all adds each forced split and cuBLASLt's split-K;
@@ -175,15 +187,7 @@ void GemmSweep() {
         const double sec = MedianSeconds(once);
         // The same 10 launches as a graph (recorded after the eager runs above, so nothing
         // is first met while recording), replayed.
-        double graph_sec = -1.0;
-        strata_graph g = nullptr;
-        if (STRATA_BACKEND_HAS_GRAPHS(api) && api->graph_begin(dev) == STRATA_OK) {
-          for (int j = 0; j < 10; ++j) once();
-          if (api->graph_end(dev, &g) == STRATA_OK) {
-            graph_sec = MedianSeconds([&] { CHECK(api->graph_launch(dev, g)); }) / 10;
-            api->graph_free(dev, g);
-          }
-        }
+        const double graph_sec = GraphSecondsPerCall(once, 10);
         const double bytes = 2.0 * s.rows * s.cols, flops = 2.0 * tokens * s.rows * s.cols;
         std::printf("{\"op\":\"gemm\",\"path\":\"%s\",\"shape\":\"%s\",\"tokens\":%lld,\"us\":%.1f,"
                     "\"graph_us\":%.1f,\"weight_GBps\":%.0f,\"TFLOPs\":%.1f,\"bw_fraction_of_4.24TBps\":%.3f,"
@@ -200,18 +204,6 @@ void GemmSweep() {
   for (Variant& v : vs) {
     if (v.dev != nullptr) api->device_close(v.dev);
   }
-}
-
-// Times f as a graph: `reps` calls recorded once, the graph replayed; seconds per call (-1
-// when the backend has no graphs).
-double GraphSecondsPerCall(const std::function<void()>& f, int reps) {
-  if (!STRATA_BACKEND_HAS_GRAPHS(api) || api->graph_begin(dev) != STRATA_OK) return -1.0;
-  for (int j = 0; j < reps; ++j) f();
-  strata_graph g = nullptr;
-  if (api->graph_end(dev, &g) != STRATA_OK) return -1.0;
-  const double sec = MedianSeconds([&] { CHECK(api->graph_launch(dev, g)); }) / reps;
-  api->graph_free(dev, g);
-  return sec;
 }
 
 // One decode layer's products with what sits between them (attention left out), for n
