@@ -119,6 +119,8 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("scheduling-policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end); as in serve");
   AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
+  f.Switch("no-async-scheduling",
+           "serving: finish each step before scheduling the next (default: overlap them where the backend can; as in serve)");
   f.Switch("no-warmup", "serving: skip the warm-up steps before the timed run (as in serve)");
 }
 
@@ -152,6 +154,7 @@ absl::Status BenchServing(const FlagSet& f) {
   ec.max_batched_tokens = static_cast<int32_t>(max_tokens);
   ec.policy.policy = policy;
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
+  if (f.On("no-async-scheduling")) ec.async_scheduling = AsyncScheduling::kOff;
   ec.max_waiting = static_cast<int32_t>(std::max<size_t>(items.size(), 1));
   ec.model_identity = f.Get("model");
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
@@ -232,6 +235,8 @@ absl::Status BenchServing(const FlagSet& f) {
       {"prefill_tokens_computed", mt.num_prefill_tokens},
       {"preemptions", mt.num_preemptions},
       {"steps", mt.num_steps},
+      {"async_scheduling", ec.async_scheduling != AsyncScheduling::kOff},
+      {"overlapped_steps", mt.num_overlapped_steps},
       // Per step: the model call, and the step thread's other work (device idle then).
       {"forward_ms_per_step", mt.num_steps > 0 ? 1e3 * mt.forward_seconds / static_cast<double>(mt.num_steps) : 0.0},
       {"host_ms_per_step",

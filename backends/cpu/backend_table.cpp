@@ -259,7 +259,57 @@ strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_t
   return Guarded("embedding", [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "embedding"));
     STRATA_CHECK_OK(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
-    return Embedding(dev, table, ids, out);
+    return Embedding(dev, table, ids, nullptr, out);
+  });
+}
+
+strata_status OpEmbeddingFeedback(strata_device dev, strata_weight table, const strata_tensor* ids,
+                                  const strata_tensor* feedback, const strata_tensor* out) {
+  return Guarded("embedding_feedback", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "embedding_feedback"));
+    STRATA_CHECK_OK(CheckHandle(table, HandleKind::kWeight, "embedding_feedback: table"));
+    if (feedback == nullptr) return absl::InvalidArgumentError("embedding_feedback: null feedback");
+    return Embedding(dev, table, ids, feedback, out);
+  });
+}
+
+// ABI 1.4 readbacks. Ops have already run when they return, so the copy is taken now.
+strata_status ReadbackStart(strata_device dev, strata_buffer src, uint64_t src_offset, uint64_t bytes,
+                            strata_readback* out) {
+  return Guarded("readback_start", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "readback_start"));
+    if (out == nullptr) return absl::InvalidArgumentError("readback_start: null out");
+    if (bytes > STRATA_READBACK_MAX_BYTES) {
+      return absl::InvalidArgumentError(absl::StrCat("readback_start: ", bytes, " bytes, at most ",
+                                                     STRATA_READBACK_MAX_BYTES));
+    }
+    if (dev->pending_readbacks >= STRATA_MAX_PENDING_READBACKS) {
+      return absl::InvalidArgumentError(absl::StrCat("readback_start: ", dev->pending_readbacks,
+                                                     " readbacks are pending already (the most)"));
+    }
+    static char dummy = 0;
+    STRATA_CHECK_OK(CheckRange(src, src_offset, bytes, &dummy, "readback_start"));
+    auto rb = std::make_unique<strata_readback_s>();
+    rb->dev = dev;
+    rb->bytes.resize(bytes);
+    if (bytes > 0) std::memcpy(rb->bytes.data(), static_cast<const char*>(src->data) + src_offset, bytes);
+    ++dev->pending_readbacks;
+    *out = rb.release();
+    RegisterHandle(*out, HandleKind::kReadback);
+    return absl::OkStatus();
+  });
+}
+
+strata_status ReadbackFinish(strata_device dev, strata_readback readback, void* dst) {
+  return Guarded("readback_finish", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "readback_finish"));
+    STRATA_CHECK_OK(CheckHandle(readback, HandleKind::kReadback, "readback_finish"));
+    if (readback->dev != dev) return absl::InvalidArgumentError("readback_finish: the ticket is another device's");
+    UnregisterHandle(readback);
+    std::unique_ptr<strata_readback_s> rb(readback);
+    --dev->pending_readbacks;
+    if (dst != nullptr && !rb->bytes.empty()) std::memcpy(dst, rb->bytes.data(), rb->bytes.size());
+    return absl::OkStatus();
   });
 }
 
@@ -539,6 +589,10 @@ const strata_backend_v1 kTable = {
     OpMatmulEx,
     // ABI 1.3: likewise.
     OpRopeAttention,
+    // ABI 1.4: overlapped steps.
+    OpEmbeddingFeedback,
+    ReadbackStart,
+    ReadbackFinish,
 };
 
 const strata_plugin_info kInfo = {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <mutex>
 
 #include "absl/status/status.h"
@@ -16,8 +17,16 @@ class DnnlMatmul;
 
 struct strata_device_s {
   int32_t num_threads = 1;  // used by every OpenMP region and by oneDNN
+  int32_t pending_readbacks = 0;  // tickets of readback_start not yet finished
   std::unique_ptr<strata::cpu::DnnlMatmul> dnnl;
   ~strata_device_s();
+};
+
+// A readback (ABI 1.4): ops run when they are called here, so the bytes are copied at
+// readback_start and handed over at readback_finish.
+struct strata_readback_s {
+  strata_device_s* dev = nullptr;
+  std::vector<char> bytes;
 };
 
 struct strata_buffer_s {
@@ -56,7 +65,7 @@ struct strata_kv_cache_s {
 
 namespace strata::cpu {
 
-enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache };
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kReadback };
 
 // Live handles; Lookup fails with INVALID_ARGUMENT naming `what` for unknown pointers.
 void RegisterHandle(const void* handle, HandleKind kind);

@@ -17,8 +17,9 @@ inline constexpr int64_t kGemvMaxTokens = 4;
 
 absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out);
 
+// ids[i] < 0 reads feedback[-ids[i] - 1] (ABI 1.4 embedding_feedback; feedback may be null).
 absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
-                       const strata_tensor* out);
+                       const strata_tensor* feedback, const strata_tensor* out);
 absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w,
                     const strata_tensor* bias, const strata_tensor* out);
 absl::Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor* residual,

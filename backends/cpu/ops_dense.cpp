@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -94,7 +95,7 @@ absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out)
 }
 
 absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
-                       const strata_tensor* out) {
+                       const strata_tensor* feedback, const strata_tensor* out) {
   auto ids_v = CheckTensor(ids, "embedding: ids", {STRATA_DTYPE_I32});
   if (!ids_v.ok()) return ids_v.status();
   auto out_v = CheckTensor(out, "embedding: out", {STRATA_DTYPE_F32});
@@ -106,7 +107,27 @@ absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strat
                                                    out_v->cols, "], expected [", n, ", ",
                                                    table->cols, "]"));
   }
-  const int32_t* id = ids_v->Row<int32_t>(0);
+  const int32_t* given = ids_v->Row<int32_t>(0);
+  std::vector<int32_t> resolved;
+  const int32_t* id = given;
+  if (feedback != nullptr) {
+    auto fb_v = CheckTensor(feedback, "embedding: feedback", {STRATA_DTYPE_I32});
+    if (!fb_v.ok()) return fb_v.status();
+    if (!fb_v->packed()) return absl::InvalidArgumentError("embedding: feedback must be packed");
+    const int64_t m = fb_v->numel();
+    const int32_t* fb = fb_v->Row<int32_t>(0);
+    resolved.assign(given, given + n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (given[i] >= 0) continue;
+      const int64_t r = -static_cast<int64_t>(given[i]) - 1;
+      if (r >= m) {
+        return absl::InvalidArgumentError(absl::StrCat("embedding: ids[", i, "] = ", given[i], " reads feedback row ",
+                                                        r, " of ", m));
+      }
+      resolved[i] = fb[r];
+    }
+    id = resolved.data();
+  }
   for (int64_t i = 0; i < n; ++i) {
     if (id[i] < 0 || id[i] >= table->rows) {
       return absl::InvalidArgumentError(absl::StrCat("embedding: ids[", i, "] = ", id[i],

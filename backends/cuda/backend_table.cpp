@@ -287,7 +287,7 @@ strata_status DeviceInfo(int32_t index, strata_device_info* info) {
     }
     cudaSetDevice(prev);
     d.capabilities = STRATA_CAP_FUSED_ROPE_KV_WRITE | STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING |
-                     STRATA_CAP_GRAPHS;
+                     STRATA_CAP_GRAPHS | STRATA_CAP_ASYNC_OPS;
     if (prop.major >= 8) d.capabilities |= STRATA_CAP_BF16_MATH;
     d.compute_units = prop.multiProcessorCount;
     d.preferred_activation_dtype = ActDtypeOf(index);
@@ -468,10 +468,75 @@ strata_status Upload(strata_device dev, strata_buffer dst, uint64_t dst_offset, 
     STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "upload"));
     STRATA_CUDA_RETURN_IF_ERROR(CheckRange(dst, dst_offset, bytes, src, "upload"));
     if (bytes == 0) return Ok();
-    // Stream-ordered after earlier ops; a pageable source is staged before this returns.
-    STRATA_CUDA_CALL(cudaMemcpyAsync(static_cast<char*>(AsBuffer(dst)->data) + dst_offset, src, bytes,
-                                     cudaMemcpyHostToDevice, AsDevice(dev)->stream),
-                     "upload");
+    Device* d = AsDevice(dev);
+    void* to = static_cast<char*>(AsBuffer(dst)->data) + dst_offset;
+    return StagedUpload(d, to, src, bytes, "upload");
+  });
+}
+
+// ABI 1.4 readbacks: the copy and the error word's copy land in the slot's pinned memory
+// behind the queued ops; finishing waits for the slot's event only, not the whole stream.
+strata_status ReadbackStart(strata_device dev, strata_buffer src, uint64_t src_offset, uint64_t bytes,
+                            strata_readback* out) {
+  return Guarded("readback_start", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "readback_start"));
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "readback_start"));
+    if (out == nullptr) return InvalidArgument("readback_start: null out");
+    if (bytes > STRATA_READBACK_MAX_BYTES) {
+      return InvalidArgument("readback_start: ", bytes, " bytes, at most ", STRATA_READBACK_MAX_BYTES);
+    }
+    static char dummy = 0;
+    STRATA_CUDA_RETURN_IF_ERROR(CheckRange(src, src_offset, bytes, &dummy, "readback_start"));
+    Device* d = AsDevice(dev);
+    std::lock_guard<std::mutex> lock(d->readback_mu);
+    ReadbackSlot* slot = nullptr;
+    for (ReadbackSlot& r : d->readbacks)
+      if (!r.busy) {
+        slot = &r;
+        break;
+      }
+    if (slot == nullptr) {
+      return InvalidArgument("readback_start: ", STRATA_MAX_PENDING_READBACKS, " readbacks are pending already (the most)");
+    }
+    if (slot->pinned == nullptr) {
+      STRATA_CUDA_CALL(cudaHostAlloc(&slot->pinned, STRATA_READBACK_MAX_BYTES, cudaHostAllocDefault), "readback_start");
+      STRATA_CUDA_CALL(cudaHostAlloc(reinterpret_cast<void**>(&slot->err), sizeof(int), cudaHostAllocDefault),
+                       "readback_start");
+      STRATA_CUDA_CALL(cudaEventCreateWithFlags(&slot->done, cudaEventDisableTiming), "readback_start");
+    }
+    if (bytes > 0) {
+      STRATA_CUDA_CALL(cudaMemcpyAsync(slot->pinned, static_cast<const char*>(AsBuffer(src)->data) + src_offset, bytes,
+                                       cudaMemcpyDeviceToHost, d->stream),
+                       "readback_start");
+    }
+    STRATA_CUDA_CALL(cudaMemcpyAsync(slot->err, d->err_word, sizeof(int), cudaMemcpyDeviceToHost, d->stream),
+                     "readback_start");
+    STRATA_CUDA_CALL(cudaEventRecord(slot->done, d->stream), "readback_start");
+    slot->bytes = bytes;
+    slot->busy = true;
+    *out = reinterpret_cast<strata_readback>(slot);
+    RegisterHandle(*out, HandleKind::kReadback);
+    return Ok();
+  });
+}
+
+strata_status ReadbackFinish(strata_device dev, strata_readback readback, void* dst) {
+  return Guarded("readback_finish", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "readback_finish"));
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(readback, HandleKind::kReadback, "readback_finish"));
+    Device* d = AsDevice(dev);
+    ReadbackSlot* slot = reinterpret_cast<ReadbackSlot*>(readback);
+    if (slot < d->readbacks.data() || slot >= d->readbacks.data() + d->readbacks.size()) {
+      return InvalidArgument("readback_finish: the ticket is another device's");
+    }
+    UnregisterHandle(readback);
+    const cudaError_t waited = cudaEventSynchronize(slot->done);
+    std::lock_guard<std::mutex> lock(d->readback_mu);
+    slot->busy = false;
+    STRATA_CUDA_CALL(waited, "readback_finish");
+    const int word = *slot->err;
+    if (word != 0) return SyncAndCheck(d, "readback_finish");  // names the bad indices, clears the word
+    if (dst != nullptr && slot->bytes > 0) std::memcpy(dst, slot->pinned, slot->bytes);
     return Ok();
   });
 }
@@ -604,7 +669,16 @@ strata_status RunUntimedOp(const char* op, strata_device dev, F&& f) {
 strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_tensor* ids, const strata_tensor* out) {
   return RunKeyedOp("embedding", dev, [&] { return ProfileKey{StrCat("embedding n=", RowsOf(out))}; }, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
-    return Embedding(d, AsWeight(table), ids, out);
+    return Embedding(d, AsWeight(table), ids, nullptr, out);
+  });
+}
+
+strata_status OpEmbeddingFeedback(strata_device dev, strata_weight table, const strata_tensor* ids,
+                                  const strata_tensor* feedback, const strata_tensor* out) {
+  return RunKeyedOp("embedding", dev, [&] { return ProfileKey{StrCat("embedding n=", RowsOf(out))}; }, [&](Device* d) -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(table, HandleKind::kWeight, "embedding_feedback: table"));
+    if (feedback == nullptr) return InvalidArgument("embedding_feedback: null feedback");
+    return Embedding(d, AsWeight(table), ids, feedback, out);
   });
 }
 
@@ -802,6 +876,9 @@ const strata_backend_v1 kTable = {
     GraphFree,
     OpMatmulEx,
     OpRopeAttention,
+    OpEmbeddingFeedback,
+    ReadbackStart,
+    ReadbackFinish,
 };
 
 const strata_plugin_info kInfo = {

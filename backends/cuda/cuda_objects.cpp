@@ -24,6 +24,7 @@ const char* KindName(HandleKind k) {
     case HandleKind::kWeight: return "weight";
     case HandleKind::kKvCache: return "KV cache";
     case HandleKind::kGraph: return "graph";
+    case HandleKind::kReadback: return "readback";
   }
   return "handle";
 }
@@ -38,6 +39,15 @@ Device::~Device() {
   if (err_word != nullptr) cudaFree(err_word);
   if (err_word_host != nullptr) cudaFreeHost(err_word_host);
   if (download_pinned != nullptr) cudaFreeHost(download_pinned);
+  for (ReadbackSlot& r : readbacks) {
+    if (r.pinned != nullptr) cudaFreeHost(r.pinned);
+    if (r.err != nullptr) cudaFreeHost(r.err);
+    if (r.done != nullptr) cudaEventDestroy(r.done);
+  }
+  for (UploadSlot& u : upload_slots) {
+    if (u.pinned != nullptr) cudaFreeHost(u.pinned);
+    if (u.done != nullptr) cudaEventDestroy(u.done);
+  }
   if (attn_ws != nullptr) cudaFree(attn_ws);
   for (float* p : retired_attn_ws) cudaFree(p);
   if (small != nullptr) cudaFree(small);

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,27 @@ class OpProfiler;
 
 // Downloads up to this size go through pinned memory (Device::download_pinned).
 constexpr uint64_t kPinnedDownloadBytes = 64 * 1024;
+
+// An ABI 1.4 readback: a pinned landing area, the error word's copy taken behind it, and
+// the event that marks both done.
+struct ReadbackSlot {
+  void* pinned = nullptr;  // STRATA_READBACK_MAX_BYTES
+  int* err = nullptr;      // pinned
+  cudaEvent_t done = nullptr;
+  uint64_t bytes = 0;
+  bool busy = false;
+};
+
+// Small uploads are staged through pinned memory: a copy from pageable memory may wait for
+// the stream (the driver stages it), which would stall the host behind the step in flight
+// when the next step's arrays are uploaded while it runs (overlapped steps).
+constexpr int kUploadSlots = 16;
+constexpr uint64_t kUploadSlotBytes = 512 * 1024;
+struct UploadSlot {
+  void* pinned = nullptr;
+  cudaEvent_t done = nullptr;  // the slot's last copy has left it
+  bool used = false;
+};
 
 struct Device {
   int32_t index = 0;
@@ -79,9 +101,14 @@ struct Device {
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;
   std::mutex mu;  // ops of one device may come from several threads
-  // Guards err_word_host and download_pinned (synchronize and download; not mu, so that
-  // a thread waiting for the device does not hold up others enqueueing ops).
+  // Guards err_word_host, download_pinned and readbacks (synchronize, download and the
+  // readbacks; not mu, so that a thread waiting for the device does not hold up others
+  // enqueueing ops).
   std::mutex readback_mu;
+  std::array<ReadbackSlot, STRATA_MAX_PENDING_READBACKS> readbacks;
+  std::mutex upload_mu;  // guards upload_slots and next_upload_slot
+  std::array<UploadSlot, kUploadSlots> upload_slots;
+  int next_upload_slot = 0;
   ~Device();
 };
 
@@ -115,7 +142,7 @@ struct Graph {
   ~Graph();
 };
 
-enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kGraph };
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kGraph, kReadback };
 
 void RegisterHandle(const void* handle, HandleKind kind);
 void UnregisterHandle(const void* handle);

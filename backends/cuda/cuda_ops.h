@@ -16,7 +16,9 @@ namespace strata::cuda {
 Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out);
 Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** out);
 
-Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* out);
+// feedback may be null (ABI 1.4 embedding_feedback: ids -(r + 1) read feedback[r]).
+Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* feedback,
+                 const strata_tensor* out);
 Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tensor* bias,
               const strata_tensor* out);
 // out (+)= prologue(x) * W^T + bias (ABI 1.2 matmul_ex): one GEMV at decode sizes, else
@@ -47,6 +49,9 @@ uint64_t KvBlockBytes(const KvCache* kv);
 
 // Waits for the device's queue and reports kernel-detected bad indices (then clears them).
 Status SyncAndCheck(Device* dev, const char* what);
+// Copies `bytes` of host memory to device address `to`, behind the queued ops, without
+// waiting for them (small copies go through a pinned staging slot; see UploadSlot).
+Status StagedUpload(Device* dev, void* to, const void* src, uint64_t bytes, const char* op);
 
 }  // namespace strata::cuda
 

@@ -63,7 +63,7 @@ Status UploadSmall(Device* dev, const void* src, uint64_t bytes, void** dst, con
     STRATA_CUDA_CALL(cudaMalloc(&dev->small, want), op);
     dev->small_bytes = want;
   }
-  STRATA_CUDA_CALL(cudaMemcpyAsync(dev->small, src, bytes, cudaMemcpyHostToDevice, dev->stream), op);
+  STRATA_CUDA_RETURN_IF_ERROR(StagedUpload(dev, dev->small, src, bytes, op));
   *dst = dev->small;
   return Ok();
 }
@@ -123,6 +123,30 @@ Status I32Array(const strata_tensor* t, int64_t n, const char* what, const int32
 }
 
 }  // namespace
+
+Status StagedUpload(Device* dev, void* to, const void* src, uint64_t bytes, const char* op) {
+  if (bytes == 0) return Ok();
+  if (bytes > kUploadSlotBytes) {
+    // Stream-ordered after earlier ops; a pageable source is staged by the driver.
+    STRATA_CUDA_CALL(cudaMemcpyAsync(to, src, bytes, cudaMemcpyHostToDevice, dev->stream), op);
+    return Ok();
+  }
+  // Through the next pinned slot, so that this returns without waiting for the stream
+  // (see UploadSlot); the slot's previous copy must have left it first.
+  std::lock_guard<std::mutex> lock(dev->upload_mu);
+  UploadSlot& slot = dev->upload_slots[dev->next_upload_slot];
+  dev->next_upload_slot = (dev->next_upload_slot + 1) % kUploadSlots;
+  if (slot.pinned == nullptr) {
+    STRATA_CUDA_CALL(cudaHostAlloc(&slot.pinned, kUploadSlotBytes, cudaHostAllocDefault), op);
+    STRATA_CUDA_CALL(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), op);
+  }
+  if (slot.used) STRATA_CUDA_CALL(cudaEventSynchronize(slot.done), op);
+  std::memcpy(slot.pinned, src, bytes);
+  STRATA_CUDA_CALL(cudaMemcpyAsync(to, slot.pinned, bytes, cudaMemcpyHostToDevice, dev->stream), op);
+  STRATA_CUDA_CALL(cudaEventRecord(slot.done, dev->stream), op);
+  slot.used = true;
+  return Ok();
+}
 
 Status SyncAndCheck(Device* dev, const char* what) {
   // The error word is copied behind everything queued, into pinned memory, so one wait
@@ -265,8 +289,17 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
   return Ok();
 }
 
-Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* out) {
+Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* feedback,
+                 const strata_tensor* out) {
   ASSIGN_VIEW(iv, ids, "embedding: ids", kI32);
+  const int32_t* fb = nullptr;
+  int64_t fb_n = 0;
+  if (feedback != nullptr) {
+    ASSIGN_VIEW(fv, feedback, "embedding: feedback", kI32);
+    if (!fv.packed()) return InvalidArgument("embedding: feedback must be packed");
+    fb = reinterpret_cast<const int32_t*>(fv.base);
+    fb_n = fv.numel();
+  }
   ASSIGN_VIEW(ov, out, "embedding: out", kF32, kBF16);
   if (!iv.packed()) return InvalidArgument("embedding: ids must be packed");
   const int64_t n = iv.numel();
@@ -274,8 +307,8 @@ Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const str
     return InvalidArgument("embedding: out is [", ov.rows, ", ", ov.cols, "], expected [", n, ", ", table->cols, "]");
   }
   return Launched(LaunchEmbedding(table->data, table->dtype, table->rows, table->cols,
-                                  reinterpret_cast<const int32_t*>(iv.base), n, ov.base, ov.dtype, ov.stride,
-                                  dev->err_word, dev->stream),
+                                  reinterpret_cast<const int32_t*>(iv.base), fb, fb_n, n, ov.base, ov.dtype,
+                                  ov.stride, dev->err_word, dev->stream),
                   "embedding");
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 
 namespace strata {
 
@@ -61,6 +62,22 @@ DeviceGraph& DeviceGraph::operator=(DeviceGraph&& o) noexcept {
 void DeviceGraph::Reset() {
   if (g_ != nullptr) dev_->api().graph_free(dev_->handle(), g_);
   g_ = nullptr;
+}
+
+DeviceReadback& DeviceReadback::operator=(DeviceReadback&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = std::exchange(o.dev_, nullptr);
+    rb_ = std::exchange(o.rb_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceReadback::Reset() {
+  if (rb_ != nullptr) dev_->api().readback_finish(dev_->handle(), rb_, nullptr);
+  rb_ = nullptr;
+  bytes_ = 0;
 }
 
 DeviceKvCache& DeviceKvCache::operator=(DeviceKvCache&& o) noexcept {
@@ -190,6 +207,24 @@ absl::StatusOr<DeviceGraph> Device::EndGraph() {
 absl::Status Device::LaunchGraph(const DeviceGraph& g) {
   if (g.handle() == nullptr) return absl::InvalidArgumentError("launching an empty graph");
   return Check(api_->graph_launch(dev_, g.handle()), "graph_launch");
+}
+
+bool Device::SupportsOverlappedSteps() const { return STRATA_BACKEND_HAS_OVERLAPPED_STEPS(api_); }
+
+absl::StatusOr<DeviceReadback> Device::StartReadback(const DeviceBuffer& src, uint64_t offset, uint64_t bytes) {
+  if (!SupportsOverlappedSteps())
+    return absl::UnimplementedError(absl::StrCat(backend_name_, " backend has no readback_start (ABI 1.4)"));
+  strata_readback rb = nullptr;
+  STRATA_RETURN_IF_ERROR(Check(api_->readback_start(dev_, src.handle(), offset, bytes, &rb), "readback_start"));
+  if (rb == nullptr) return absl::InternalError("readback_start returned no ticket");
+  return DeviceReadback(this, rb, bytes);
+}
+
+absl::Status Device::FinishReadback(DeviceReadback& readback, void* dst) {
+  if (!readback.pending()) return absl::FailedPreconditionError("finishing a readback that is not pending");
+  const strata_readback rb = std::exchange(readback.rb_, nullptr);
+  readback.bytes_ = 0;
+  return Check(api_->readback_finish(dev_, rb, dst), "readback_finish");
 }
 
 }  // namespace strata

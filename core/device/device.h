@@ -96,6 +96,28 @@ class DeviceGraph {
   strata_graph g_ = nullptr;
 };
 
+// A download under way (ABI 1.4 readback_start): Device::FinishReadback waits for it and
+// takes the bytes; dropped unfinished, it is waited for and its bytes discarded. Move-only.
+class DeviceReadback {
+ public:
+  DeviceReadback() = default;
+  DeviceReadback(Device* dev, strata_readback rb, uint64_t bytes) : dev_(dev), rb_(rb), bytes_(bytes) {}
+  DeviceReadback(DeviceReadback&& o) noexcept { *this = std::move(o); }
+  DeviceReadback& operator=(DeviceReadback&& o) noexcept;
+  DeviceReadback(const DeviceReadback&) = delete;
+  DeviceReadback& operator=(const DeviceReadback&) = delete;
+  ~DeviceReadback() { Reset(); }
+  void Reset();
+  bool pending() const { return rb_ != nullptr; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class Device;
+  Device* dev_ = nullptr;
+  strata_readback rb_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
 class Device {
  public:
   // Opens device `index` of a backend table (from a loaded plugin).
@@ -130,6 +152,14 @@ class Device {
   // Ends the recording begun by BeginGraph (also when an op failed in between).
   absl::StatusOr<DeviceGraph> EndGraph();
   absl::Status LaunchGraph(const DeviceGraph& g);
+
+  // Overlapped steps (ABI 1.4): embedding_feedback, readback_start and readback_finish.
+  bool SupportsOverlappedSteps() const;
+  // Enqueues a download of `bytes` of `src` behind the queued ops and returns at once.
+  absl::StatusOr<DeviceReadback> StartReadback(const DeviceBuffer& src, uint64_t offset, uint64_t bytes);
+  // Waits for the download and copies its bytes to dst (which holds readback.bytes());
+  // the ticket is released either way.
+  absl::Status FinishReadback(DeviceReadback& readback, void* dst);
 
  private:
   Device() = default;

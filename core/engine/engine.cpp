@@ -22,6 +22,7 @@ struct Engine::LiveRequest {
   bool ignore_eos = false;
   bool want_logprobs = false;  // return_logprobs or sampling.logprobs > 0
   int64_t budget = 0;  // generated tokens allowed (max_new_tokens, bounded by the context)
+  uint64_t serial = 0;  // set when the step thread takes it in
   double submit_time = 0;
   double first_token_time = -1;
   double last_token_time = -1;
@@ -46,6 +47,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(LlamaModel& model, const 
   std::unique_ptr<Engine> e(new Engine(model, tokenizer, std::move(config)));
   e->max_context_ = model.max_context();
   e->stop_tokens_ = Generator(model, tokenizer).StopTokens();
+  // On a backend whose ops run inside the call (the CPU), launching a step runs it, so
+  // overlap would only hand out each token one step later.
+  const bool async_ops = (model.device().info().capabilities & STRATA_CAP_ASYNC_OPS) != 0;
+  e->overlap_steps_ = model.SupportsOverlappedSteps() &&
+                      (e->config_.async_scheduling == AsyncScheduling::kOn ||
+                       (e->config_.async_scheduling == AsyncScheduling::kAuto && async_ops));
   KvCacheConfig kc;
   kc.num_blocks = mo.num_blocks;
   kc.block_size = mo.block_size;
@@ -65,6 +72,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(LlamaModel& model, const 
 Engine::~Engine() {
   Stop();
   std::lock_guard<std::mutex> g(step_mu_);
+  in_flight_.reset();  // waits for a launched step; its tokens are dropped
   TakeInbox();
   std::vector<LiveRequest*> rest;
   for (auto& [id, r] : live_) rest.push_back(r.get());
@@ -211,6 +219,7 @@ void Engine::TakeInbox() {
   }
   for (auto& r : inbox) {
     LiveRequest* raw = r.get();
+    raw->serial = ++next_serial_;
     const std::string id = raw->seq.id;
     live_[id] = std::move(r);
     if (absl::Status s = scheduler_->AddSequence(&raw->seq); !s.ok())
@@ -228,6 +237,9 @@ void Engine::TakeInbox() {
 }
 
 void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event) {
+  // Tokens a launched step is still sampling are not the request's any more.
+  r.seq.token_ids.resize(r.seq.token_ids.size() - static_cast<size_t>(r.seq.num_placeholder_tokens));
+  r.seq.num_placeholder_tokens = 0;
   std::string why = reason;
   if (r.detok && !r.stops->stopped()) {
     StopChecker::Result res = r.stops->Feed(r.detok->Flush());
@@ -260,7 +272,7 @@ void Engine::FinishRequest(LiveRequest& r, const char* reason, std::string error
   live_.erase(id);  // destroys r
 }
 
-void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedTokenLogprob* logprob) {
+void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, int64_t index, GeneratedTokenLogprob* logprob) {
   StreamEvent ev;
   ev.step = step;
   if (tok < 0) {
@@ -274,7 +286,13 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedT
     return;
   }
   r.last_token_time = now;
-  r.seq.token_ids.push_back(tok);
+  if (index < r.seq.num_tokens()) {
+    // The oldest placeholder: the next step has already computed with this token.
+    r.seq.token_ids[static_cast<size_t>(index)] = tok;
+    --r.seq.num_placeholder_tokens;
+  } else {
+    r.seq.token_ids.push_back(tok);
+  }
   ev.token_ids.push_back(tok);
   if (logprob != nullptr) ev.logprobs.push_back(std::move(*logprob));
   {
@@ -289,11 +307,40 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedT
       return;
     }
   }
-  if (static_cast<int64_t>(r.seq.generated_ids().size()) >= r.budget) {
+  if (index + 1 - r.seq.num_prompt_tokens >= r.budget) {
     FinishRequest(r, kFinishLength, "", std::move(ev));
     return;
   }
   r.handle->Push(std::move(ev));
+}
+
+Engine::LiveRequest* Engine::FindLive(const SampledRow& row) {
+  auto it = live_.find(row.id);
+  return it != live_.end() && it->second->serial == row.serial ? it->second.get() : nullptr;
+}
+
+absl::Status Engine::FinishInFlight() {
+  if (!in_flight_) return absl::OkStatus();
+  InFlightStep step = std::move(*in_flight_);
+  in_flight_.reset();
+  const double wait_start = MonotonicSeconds();
+  absl::Status st = model_.FinishSample(step.pending, &in_flight_ids_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.forward_seconds += MonotonicSeconds() - wait_start;
+  }
+  for (size_t i = 0; i < step.rows.size(); ++i) {
+    // Requests that ended meanwhile (aborted, or stopped by the previous step's token)
+    // are gone; their row is dropped.
+    LiveRequest* r = FindLive(step.rows[i]);
+    if (r == nullptr) continue;
+    if (!st.ok()) {
+      FinishRequest(*r, kFinishError, std::string(st.message()), {});
+      continue;
+    }
+    ProcessSample(*r, in_flight_ids_[i], step.step, step.rows[i].index);
+  }
+  return st;
 }
 
 absl::StatusOr<bool> Engine::StepLocked() {
@@ -301,8 +348,16 @@ absl::StatusOr<bool> Engine::StepLocked() {
   TakeInbox();
   STRATA_ASSIGN_OR_RETURN(SchedulerOutput out, scheduler_->Schedule());
   if (out.empty()) {
+    // Nothing new can run before the launched step's tokens are in.
+    const bool finished_one = in_flight_.has_value();
+    absl::Status st = FinishInFlight();
+    if (finished_one) {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.step_seconds += MonotonicSeconds() - step_start;
+    }
     PublishMetrics(nullptr);
-    return false;
+    if (!st.ok()) return st;
+    return finished_one;
   }
   {
     // KV use is highest right after scheduling, before this step's requests finish.
@@ -329,12 +384,19 @@ absl::StatusOr<bool> Engine::StepLocked() {
   bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
   bool all_argmax = true;
   device_rows_ = DeviceSampleRows{};
+  // Per logits row: the request (null where it is gone) and its identity, which outlives
+  // it (applying a launched step's tokens may end requests of this step).
+  std::vector<LiveRequest*> sampled;
+  std::vector<SampledRow> sampled_rows;
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
-    const Sampler* smp = it != live_.end() ? it->second->sampler.get() : nullptr;
+    LiveRequest* r = it != live_.end() ? it->second.get() : nullptr;
+    sampled.push_back(r);
+    sampled_rows.push_back(SampledRow{sc.seq->id, r != nullptr ? r->serial : 0, 0});
+    const Sampler* smp = r != nullptr ? r->sampler.get() : nullptr;
     // A request that wants logprobs needs its logits row even when greedy.
-    if (smp != nullptr && (!smp->IsDeviceSamplable() || it->second->want_logprobs)) on_device = false;
+    if (smp != nullptr && (!smp->IsDeviceSamplable() || r->want_logprobs)) on_device = false;
     if (smp != nullptr && !smp->IsPlainArgmax()) all_argmax = false;
     device_rows_.temperature.push_back(smp != nullptr ? smp->DeviceTemperature() : 0.0f);
     device_rows_.top_k.push_back(smp != nullptr ? smp->params().top_k : 0);
@@ -344,7 +406,61 @@ absl::StatusOr<bool> Engine::StepLocked() {
     device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
+  // Identities, not Sequence pointers: applying a launched step's tokens may end (and
+  // destroy) requests scheduled in this step.
+  std::vector<SampledRow> scheduled_rows;
+  for (const ScheduledSequence& sc : out.scheduled) {
+    auto it = live_.find(sc.seq->id);
+    if (it != live_.end()) scheduled_rows.push_back(SampledRow{sc.seq->id, it->second->serial, 0});
+  }
+  auto fail_step = [&](const absl::Status& error) {
+    for (const SampledRow& row : scheduled_rows)
+      if (LiveRequest* r = FindLive(row)) FinishRequest(*r, kFinishError, std::string(error.message()), {});
+    PublishMetrics(&out);
+  };
   const double forward_start = MonotonicSeconds();
+  if (in.ok() && on_device && overlap_steps_ &&
+      model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()))) {
+    // Overlapped: launch this step, then apply the previous one's tokens while it runs.
+    absl::StatusOr<PendingSample> launched =
+        all_argmax ? model_.LaunchGreedy(*in) : model_.LaunchSample(*in, device_rows_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.forward_seconds += MonotonicSeconds() - forward_start;
+    }
+    if (!launched.ok()) {
+      FinishInFlight().IgnoreError();  // its requests are served (or failed) on their own
+      fail_step(launched.status());
+      return launched.status();
+    }
+    InFlightStep next;
+    next.step = out.step;
+    next.pending = *std::move(launched);
+    for (size_t row = 0; row < sampled.size(); ++row) {
+      LiveRequest* r = sampled[row];
+      if (r == nullptr) continue;
+      r->sampler->SkipDraw();  // the device used this request's (seed, step)
+      const int64_t index = r->seq.num_tokens();
+      next.rows.push_back(SampledRow{r->seq.id, r->serial, index});
+      // The next step computes this token's KV before its id is back: a placeholder names
+      // it to the device. Not for a request's last token (max_tokens), never fed back.
+      if (index + 1 - r->seq.num_prompt_tokens < r->budget) {
+        r->seq.token_ids.push_back(-static_cast<int32_t>(row) - 1);
+        ++r->seq.num_placeholder_tokens;
+      }
+    }
+    const bool overlapped = in_flight_.has_value();
+    const absl::Status previous = FinishInFlight();
+    in_flight_ = std::move(next);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.step_seconds += MonotonicSeconds() - step_start;
+      if (overlapped) ++metrics_.num_overlapped_steps;
+    }
+    PublishMetrics(&out);
+    if (!previous.ok()) return previous;
+    return true;
+  }
   if (in.ok()) {
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
@@ -353,43 +469,39 @@ absl::StatusOr<bool> Engine::StepLocked() {
     st = in.status();
   }
   const double forward_seconds = MonotonicSeconds() - forward_start;
+  // A launched step's tokens come before this step's (host sampling reads them).
+  const absl::Status previous = FinishInFlight();
   if (!st.ok()) {
-    for (const ScheduledSequence& sc : out.scheduled) {
-      auto it = live_.find(sc.seq->id);
-      if (it != live_.end()) FinishRequest(*it->second, kFinishError, std::string(st.message()), {});
-    }
-    PublishMetrics(&out);
+    fail_step(st);
     return st;
   }
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  size_t row = 0;
-  for (const ScheduledSequence& sc : out.scheduled) {
-    if (!sc.samples) continue;
-    auto it = live_.find(sc.seq->id);
-    if (it != live_.end()) {
-      LiveRequest& r = *it->second;
-      if (on_device) {
-        r.sampler->SkipDraw();  // the device used this request's (seed, step)
-        ProcessSample(r, greedy_ids_[row], out.step);
-      } else {
-        const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
-        if (r.want_logprobs) {
-          absl::StatusOr<SampleResult> res =
-              r.sampler->SampleWithLogprobs(logits, r.seq.prompt_ids(), r.seq.generated_ids());
-          if (res.ok()) {
-            GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
-            ProcessSample(r, res->token, out.step, &lp);
-          } else {
-            StreamEvent ev;
-            ev.step = out.step;
-            FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
-          }
+  for (size_t row = 0; row < sampled_rows.size(); ++row) {
+    // Gone if the launched step's token ended it.
+    LiveRequest* found = FindLive(sampled_rows[row]);
+    if (found == nullptr) continue;
+    LiveRequest& r = *found;
+    const int64_t index = r.seq.num_tokens();
+    if (on_device) {
+      r.sampler->SkipDraw();  // the device used this request's (seed, step)
+      ProcessSample(r, greedy_ids_[row], out.step, index);
+    } else {
+      const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
+      if (r.want_logprobs) {
+        absl::StatusOr<SampleResult> res =
+            r.sampler->SampleWithLogprobs(logits, r.seq.prompt_ids(), r.seq.generated_ids());
+        if (res.ok()) {
+          GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
+          ProcessSample(r, res->token, out.step, index, &lp);
         } else {
-          ProcessSample(r, r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids()), out.step);
+          StreamEvent ev;
+          ev.step = out.step;
+          FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
         }
+      } else {
+        ProcessSample(r, r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids()), out.step, index);
       }
     }
-    ++row;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -397,6 +509,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     metrics_.step_seconds += MonotonicSeconds() - step_start;
   }
   PublishMetrics(&out);
+  if (!previous.ok()) return previous;
   return true;
 }
 
@@ -417,7 +530,7 @@ void Engine::PublishMetrics(const SchedulerOutput* out) {
     m.num_prefill_tokens += out->num_prefill_tokens;
     m.num_decode_tokens += out->num_decode_tokens;
   }
-  has_work_ = scheduler_->has_work();
+  has_work_ = scheduler_->has_work() || in_flight_.has_value();
 }
 
 }  // namespace strata

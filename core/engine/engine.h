@@ -13,6 +13,16 @@
 // Generator::StopTokens, stop strings, max tokens, the context) and stream the tokens and
 // text. Finished requests free their blocks in that same step.
 //
+// Overlapped ("asynchronous") scheduling, as vLLM's --async-scheduling: where the backend
+// can feed sampled ids back on the device (ABI 1.4), runs ops asynchronously, and every
+// sampled row of the step is sampled there, a step is launched and the engine returns to schedule and launch the next
+// one before the first one's tokens are back, so the device does not idle while the host
+// schedules. The next step names each token still being sampled by a placeholder
+// (Sequence::num_placeholder_tokens); the tokens are applied one Step() later, in order.
+// A request that ends on a token it cannot foresee (EOS, a stop string) has one more token
+// computed and dropped; requests ending at their max_tokens are foreseen. Outputs are the
+// same as without overlap.
+//
 // Without Start(), the caller drives the engine with Step() (tests and the offline
 // benchmark do, for reproducible step counts).
 #pragma once
@@ -22,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -41,6 +52,13 @@
 
 namespace strata {
 
+// When the engine overlaps steps (above).
+enum class AsyncScheduling {
+  kAuto,  // where the backend has the ABI 1.4 entries and runs ops asynchronously (a GPU)
+  kOn,    // wherever the backend has the entries (on a CPU it only delays tokens: tests)
+  kOff,   // --no-async-scheduling
+};
+
 struct EngineConfig {
   // Must not exceed the model's ModelRuntimeOptions max_seqs / max_batch_tokens.
   int32_t max_num_seqs = 16;
@@ -52,6 +70,7 @@ struct EngineConfig {
   int32_t max_waiting = 4096;
   // Mixed into every prefix-cache hash (e.g. the model path).
   std::string model_identity;
+  AsyncScheduling async_scheduling = AsyncScheduling::kAuto;
 };
 
 class Engine {
@@ -82,8 +101,8 @@ class Engine {
   void Stop();
 
   // One step in the caller's thread (only while the loop is not started). Returns false
-  // when there was nothing to run. An error of the forward pass ends the step's requests
-  // with "error" and is returned.
+  // when there was nothing to run (and no launched step left to finish). An error of the
+  // forward pass ends the step's requests with "error" and is returned.
   absl::StatusOr<bool> Step();
 
   // Submitted requests that have not ended.
@@ -97,15 +116,31 @@ class Engine {
 
  private:
   struct LiveRequest;
+  // A sampled row of a launched step: whose token it is (the serial tells a request from a
+  // later one with the same id) and where in its token_ids the token goes.
+  struct SampledRow {
+    std::string id;
+    uint64_t serial = 0;
+    int64_t index = 0;
+  };
+  // A step launched with overlap whose tokens are not applied yet.
+  struct InFlightStep {
+    int64_t step = 0;
+    std::vector<SampledRow> rows;
+    PendingSample pending;
+  };
 
   Engine(LlamaModel& model, const Tokenizer* tokenizer, EngineConfig config);
   absl::StatusOr<bool> StepLocked();  // the step itself (step thread)
   void TakeInbox();
   void FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event);
-  // Applies the sampled token `tok` (or -1: sampling failed) to the request; `logprob`
-  // (may be null) is streamed with it.
-  void ProcessSample(LiveRequest& r, int32_t tok, int64_t step, GeneratedTokenLogprob* logprob = nullptr);
-  void FailAll(const absl::Status& status);
+  // Applies the sampled token `tok` (or -1: sampling failed) to the request, at
+  // token_ids[index] (a placeholder, or the end); `logprob` (may be null) is streamed with it.
+  void ProcessSample(LiveRequest& r, int32_t tok, int64_t step, int64_t index,
+                     GeneratedTokenLogprob* logprob = nullptr);
+  // Waits for the launched step (if any) and applies its tokens.
+  absl::Status FinishInFlight();
+  LiveRequest* FindLive(const SampledRow& row);
   void Loop();
   void PublishMetrics(const SchedulerOutput* out);
 
@@ -123,6 +158,10 @@ class Engine {
   std::vector<int32_t> greedy_ids_;  // per sampled row, when the device chose the tokens
   DeviceSampleRows device_rows_;     // the rows' sampling parameters for the device
   std::mutex step_mu_;  // one Step() at a time
+  std::optional<InFlightStep> in_flight_;
+  std::vector<int32_t> in_flight_ids_;
+  uint64_t next_serial_ = 0;
+  bool overlap_steps_ = false;  // from config_.async_scheduling and the device
 
   // Shared with submitters.
   mutable std::mutex mu_;

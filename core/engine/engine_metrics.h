@@ -31,6 +31,7 @@ struct EngineMetrics {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;             // steps that ran a forward pass
   int64_t num_prefill_steps = 0;     // of those, steps with prompt tokens (never a decode graph)
+  int64_t num_overlapped_steps = 0;  // of those, launched before the previous step's tokens were in
   int64_t num_prefill_tokens = 0;    // prompt (and recompute) tokens computed
   int64_t num_decode_tokens = 0;     // decode tokens computed
   int64_t num_generated_tokens = 0;  // tokens streamed to clients
@@ -42,7 +43,9 @@ struct EngineMetrics {
   // model call (building and uploading its inputs, the device work, waiting for the sampled
   // tokens) and the rest of the step (scheduling, KV bookkeeping, step building, sampling on
   // the host, stop checks, detokenizing, handing events to the streams). While the host does
-  // the rest, the device is idle, so this is what overlapping host and device would save.
+  // the rest, the device is idle unless the step was overlapped (num_overlapped_steps):
+  // then the device runs the launched step meanwhile, and the model call's time includes
+  // the wait for the previous step's tokens.
   double step_seconds = 0;
   double forward_seconds = 0;
 

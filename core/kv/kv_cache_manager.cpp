@@ -84,6 +84,10 @@ absl::Status KvCacheManager::AdmitRequest(const KvRequest& request, int64_t num_
         "' brings computed blocks but prefix caching is off"));
   }
   const int64_t total = num_computed + num_new_tokens;
+  if (request.num_placeholder_tokens != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache: request '", Key(request.request_id),
+                                                   "' is admitted with tokens not sampled yet"));
+  }
   if (total > static_cast<int64_t>(request.token_ids.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache: request '", Key(request.request_id), "' asks for slots up to token ", total,
@@ -144,10 +148,12 @@ absl::Status KvCacheManager::AdmitRequest(const KvRequest& request, int64_t num_
 absl::Status KvCacheManager::GrowRequest(RequestState& state, const KvRequest& request,
                                          int64_t num_new_tokens) {
   const int64_t total = state.num_tokens + num_new_tokens;
-  if (total > static_cast<int64_t>(request.token_ids.size())) {
+  if (request.num_placeholder_tokens < 0 ||
+      total > static_cast<int64_t>(request.token_ids.size()) + request.num_placeholder_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache: request '", Key(request.request_id), "' asks for slots up to token ", total,
-        " but has only ", request.token_ids.size(), " tokens"));
+        " but has only ", request.token_ids.size(), " tokens and ", request.num_placeholder_tokens,
+        " placeholders"));
   }
   if (num_new_tokens == 0) return absl::OkStatus();
 
@@ -186,7 +192,9 @@ void KvCacheManager::CacheFullBlocks(RequestState& state, std::span<const int32_
       !prefix_cache_.IsCurrent(state.cache_salt, state.ns.generation)) {
     return;
   }
-  const size_t full_blocks = static_cast<size_t>(state.num_tokens / block_size());
+  // Only blocks whose tokens are all known: a placeholder's id is still being sampled.
+  const size_t full_blocks =
+      static_cast<size_t>(std::min<int64_t>(state.num_tokens, static_cast<int64_t>(token_ids.size())) / block_size());
   const size_t before = state.block_hashes.size();
   prefix_cache_.ExtendBlockHashes(token_ids, block_size(), state.cache_salt,
                                   state.ns.generation, full_blocks, state.block_hashes);

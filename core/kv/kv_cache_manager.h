@@ -51,10 +51,15 @@ struct KvCacheConfig {
 // What the KV manager needs to know of a request; the caller owns the data.
 struct KvRequest {
   std::string_view request_id;
-  // Every token known so far: the prompt, then the generated tokens. Must cover every
-  // slot allocated (the tokens being computed this step included).
+  // Every token known so far: the prompt, then the generated tokens. Together with the
+  // placeholders below, must cover every slot allocated (the tokens being computed this
+  // step included).
   std::span<const int32_t> token_ids;
   std::string_view cache_salt;
+  // Tokens after token_ids that a step still in flight is sampling (overlapped steps): a
+  // running request may get slots for them, but a block holding one is hashed and cached
+  // only once its tokens are known (a later AllocateSlots). Admission needs none.
+  int64_t num_placeholder_tokens = 0;
 };
 
 // A prefix-cache hit: the first block_ids.size() full blocks of a request, already

@@ -244,10 +244,16 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " has ", q, " new tokens and context ",
                                                      in.seq_lens[i], " (limit ", options_.max_context, ")"));
   }
-  for (int32_t id : in.token_ids)
+  const bool feedback = SupportsOverlappedSteps();
+  for (int32_t id : in.token_ids) {
+    if (id < 0 && feedback && -static_cast<int64_t>(id) - 1 < feedback_rows_) continue;  // sampled on the device
     if (id < 0 || id >= config_.vocab_size)
-      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary of ",
-                                                     config_.vocab_size));
+      return absl::InvalidArgumentError(
+          id < 0 ? absl::StrCat("token id ", id, " names sampled row ", -static_cast<int64_t>(id) - 1,
+                                " of the previous step, which sampled ", feedback_rows_, " rows",
+                                feedback ? "" : " (this backend cannot feed sampled ids back)")
+                 : absl::StrCat("token id ", id, " outside the vocabulary of ", config_.vocab_size));
+  }
   for (int32_t r : in.logits_rows)
     if (r < 0 || r >= static_cast<int32_t>(n)) return absl::InvalidArgumentError("logits row out of range");
   const StepLayout L = StepLayout::For(static_cast<int64_t>(n), static_cast<int64_t>(s),
@@ -311,21 +317,71 @@ absl::Status LlamaModel::Forward(const StepInput& in, std::vector<float>* logits
   return ReadBack(logits->data(), logits_, logits->size() * 4, MonotonicSeconds());
 }
 
-absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids) {
+absl::Status LlamaModel::EnqueueGreedy(const StepInput& in) {
   if (!device_.Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no argmax"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
-  const double t = MonotonicSeconds();
   const int64_t r = static_cast<int64_t>(in.logits_rows.size());
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {r});
+  feedback_rows_ = 0;  // unknown if the op fails
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().argmax(device_.handle(), &logits, &ids), "argmax"));
-  token_ids->resize(static_cast<size_t>(r));
-  return ReadBack(token_ids->data(), sampled_ids_, static_cast<uint64_t>(r) * 4, t);
+  feedback_rows_ = r;
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>* token_ids) {
+  STRATA_RETURN_IF_ERROR(EnqueueGreedy(in));
+  token_ids->resize(in.logits_rows.size());
+  return ReadBack(token_ids->data(), sampled_ids_, token_ids->size() * 4, MonotonicSeconds());
 }
 
 absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRows& rows,
                                        std::vector<int32_t>* token_ids) {
+  STRATA_RETURN_IF_ERROR(EnqueueSample(in, rows));
+  token_ids->resize(in.logits_rows.size());
+  return ReadBack(token_ids->data(), sampled_ids_, token_ids->size() * 4, MonotonicSeconds());
+}
+
+bool LlamaModel::SupportsOverlappedSteps() const { return device_.SupportsOverlappedSteps(); }
+
+bool LlamaModel::CanLaunchSampled(int64_t rows) const {
+  return SupportsOverlappedSteps() && rows > 0 && static_cast<uint64_t>(rows) * 4 <= STRATA_READBACK_MAX_BYTES;
+}
+
+absl::StatusOr<PendingSample> LlamaModel::StartSampleReadback(int64_t rows) {
+  if (!CanLaunchSampled(rows))
+    return absl::InvalidArgumentError(absl::StrCat("cannot launch a step of ", rows, " sampled rows without waiting (",
+                                                   device_.backend_name(), " backend)"));
+  PendingSample p;
+  p.rows = rows;
+  STRATA_ASSIGN_OR_RETURN(p.readback, device_.StartReadback(sampled_ids_, 0, static_cast<uint64_t>(rows) * 4));
+  return p;
+}
+
+absl::StatusOr<PendingSample> LlamaModel::LaunchGreedy(const StepInput& in) {
+  if (!CanLaunchSampled(static_cast<int64_t>(in.logits_rows.size())))
+    return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));  // the error
+  STRATA_RETURN_IF_ERROR(EnqueueGreedy(in));
+  return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));
+}
+
+absl::StatusOr<PendingSample> LlamaModel::LaunchSample(const StepInput& in, const DeviceSampleRows& rows) {
+  if (!CanLaunchSampled(static_cast<int64_t>(in.logits_rows.size())))
+    return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));  // the error
+  STRATA_RETURN_IF_ERROR(EnqueueSample(in, rows));
+  return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));
+}
+
+absl::Status LlamaModel::FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids) {
+  const double t = MonotonicSeconds();
+  token_ids->resize(static_cast<size_t>(pending.rows));
+  absl::Status st = device_.FinishReadback(pending.readback, token_ids->data());
+  call_times_.readback_s += MonotonicSeconds() - t;
+  return st;
+}
+
+absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRows& rows) {
   if (!device_.Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no sampler"));
   const size_t r = in.logits_rows.size();
@@ -334,7 +390,6 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
     return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
                                                    " rows, the step has ", r, " logits rows"));
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
-  const double t = MonotonicSeconds();
   const int64_t n = static_cast<int64_t>(r);
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
@@ -346,9 +401,10 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
   p.min_p = rows.min_p.data();
   p.seed = rows.seed.data();
   p.step = rows.step.data();
+  feedback_rows_ = 0;  // unknown if the op fails
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().sample(device_.handle(), &logits, &p, &ids), "sample"));
-  token_ids->resize(r);
-  return ReadBack(token_ids->data(), sampled_ids_, static_cast<uint64_t>(n) * 4, t);
+  feedback_rows_ = n;
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::ReadBack(void* dst, const DeviceBuffer& src, uint64_t bytes, double since) {
@@ -499,7 +555,14 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_tensor act = act_.View(A, {n, ff});
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
-  STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+  if (SupportsOverlappedSteps()) {
+    // Ids < 0 are tokens the previous step sampled on the device (overlapped steps).
+    const strata_tensor feedback = sampled_ids_.View(STRATA_DTYPE_I32, {options_.max_batch_tokens});
+    STRATA_RETURN_IF_ERROR(
+        check(api.embedding_feedback(dev, embedding_.handle(), &ids, &feedback, &h), "embedding"));
+  } else {
+    STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+  }
   // With the backend's fused matmul (ABI 1.2) a layer is four products around attention:
   // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
   // and down products add themselves into the residual stream h. In decode that saves three

@@ -75,6 +75,13 @@ struct DeviceSampleRows {
   std::vector<uint64_t> step;
 };
 
+// A step launched with LaunchGreedy / LaunchSample whose sampled ids are still on their way
+// to the host; FinishSample waits for them. Dropped unfinished, the ids are discarded.
+struct PendingSample {
+  DeviceReadback readback;
+  int64_t rows = 0;
+};
+
 class LlamaModel {
  public:
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(Device& device, const ModelFile& file,
@@ -91,6 +98,19 @@ class LlamaModel {
   // Runs the step and samples each logits row on the device with `rows` (the device ABI's
   // sample(): the same draws as the host Sampler), so only the ids cross to the host.
   absl::Status ForwardSample(const StepInput& in, const DeviceSampleRows& rows, std::vector<int32_t>* token_ids);
+
+  // Overlapped steps (device ABI 1.4): the step's work and the copy of its sampled ids
+  // are enqueued and these return at once, so the caller can build and launch the next
+  // step while this one runs. That next step may then name this step's sampled tokens
+  // before the host has them: a token id -(r + 1) is the id sampled for logits row r of the
+  // latest sampling step (LaunchX or ForwardGreedy / ForwardSample), read on the device.
+  bool SupportsOverlappedSteps() const;
+  // Whether a step with `rows` sampled rows can be launched this way.
+  bool CanLaunchSampled(int64_t rows) const;
+  absl::StatusOr<PendingSample> LaunchGreedy(const StepInput& in);
+  absl::StatusOr<PendingSample> LaunchSample(const StepInput& in, const DeviceSampleRows& rows);
+  // Waits for the launched step's ids (one per logits row).
+  absl::Status FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids);
 
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
@@ -126,6 +146,11 @@ class LlamaModel {
   // Downloads `bytes` of `src` (from offset 0) into dst; the host time since `since` (the
   // sampling op's enqueue, or now) counts as readback in call_times_.
   absl::Status ReadBack(void* dst, const DeviceBuffer& src, uint64_t bytes, double since);
+  // The step through its argmax / sampling into sampled_ids_ (rows = its logits rows).
+  absl::Status EnqueueGreedy(const StepInput& in);
+  absl::Status EnqueueSample(const StepInput& in, const DeviceSampleRows& rows);
+  // Enqueues the download of the latest step's sampled ids.
+  absl::StatusOr<PendingSample> StartSampleReadback(int64_t rows);
   // Pads a graphable decode step to its bucket, uploads it and replays (or, the first time,
   // runs and records) the bucket's graph. False in *handled when the step must run eagerly.
   absl::Status RunDecodeGraph(const StepInput& in, bool* handled);
@@ -155,6 +180,9 @@ class LlamaModel {
   // depends only on the step's sizes, so a recorded decode graph finds its arrays where it
   // recorded them (StepLayout).
   DeviceBuffer step_arrays_, sampled_ids_;
+  // Rows the latest sampling op wrote into sampled_ids_: a step's token id -(r + 1) needs
+  // r below it (overlapped steps).
+  int64_t feedback_rows_ = 0;
   std::vector<int32_t> step_staging_;
   // What step_arrays_ holds (the last uploaded arrays) and the sizes (tokens, sequences,
   // logits rows) that fixed their layout; empty when unknown (e.g. after a failed upload).

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig con
 }
 
 KvRequest Scheduler::KvRequestOf(const Sequence& seq) const {
-  return KvRequest{seq.id, seq.token_ids, seq.cache_salt};
+  return KvRequest{seq.id, seq.known_token_ids(), seq.cache_salt, seq.num_placeholder_tokens};
 }
 
 absl::Status Scheduler::AddSequence(Sequence* seq) {
@@ -130,6 +130,11 @@ absl::Status Scheduler::AdmitWaiting(SchedulerOutput& out, int32_t& budget) {
       continue;
     }
     if (budget <= 0 || running_.size() >= static_cast<size_t>(config_.max_num_seqs)) break;
+    if (seq->num_placeholder_tokens > 0) {
+      // Preempted with a token still being sampled: it is admitted once that token is known.
+      still_waiting.push_back(seq);
+      continue;
+    }
     const KvRequest req = KvRequestOf(*seq);
     const ComputedBlocks computed = kv_.GetComputedBlocks(req);
     const int64_t n =

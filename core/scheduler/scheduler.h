@@ -9,7 +9,8 @@
 //   3. then waiting requests in the policy's order (scheduling_policy.h): each takes its
 //      cached prefix blocks (their prefill is skipped) and a first chunk. Admission stops
 //      at the first request that does not fit (budget, sequence limit or free blocks), and
-//      in a step that had to preempt.
+//      in a step that had to preempt. A preempted request whose last token is still being
+//      sampled (a placeholder, overlapped steps) waits until it is known.
 // When a running request cannot get a slot, the policy's victim (the newest request, or
 // the least urgent one) gives back all of its blocks and returns to waiting with its
 // tokens kept: it is recomputed later, mostly from its cached prefix blocks

@@ -16,8 +16,15 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 struct Sequence {
   std::string id;
   // The prompt, then every generated token. The last one may not have KV yet: it is
-  // the token the next decode step computes.
+  // the token the next decode step computes. With overlapped steps the last one or two
+  // may be placeholders (see num_placeholder_tokens).
   std::vector<int32_t> token_ids;
+  // Trailing entries of token_ids that a step still in flight is sampling on the device:
+  // each holds -(r + 1), r its logits row in that step, which is how the next step names
+  // it to the device before the host knows it (LlamaModel::LaunchGreedy). The engine
+  // replaces them when their step finishes. The scheduler may schedule a placeholder (its
+  // KV slot), but never admits a waiting sequence that has one.
+  int64_t num_placeholder_tokens = 0;
   int64_t num_prompt_tokens = 0;
   // Tokens whose KV is computed (or scheduled in the step being built). Reset to 0 on
   // preemption: the KV is recomputed later (cached prefix blocks make that cheap).
@@ -40,6 +47,10 @@ struct Sequence {
   // Still working through the prompt (or a recompute after preemption) rather than
   // decoding one token a step.
   bool in_prefill() const { return num_uncomputed_tokens() > 1 || num_computed_tokens < num_prompt_tokens; }
+  // The tokens whose ids the host knows.
+  std::span<const int32_t> known_token_ids() const {
+    return std::span<const int32_t>(token_ids).first(static_cast<size_t>(num_tokens() - num_placeholder_tokens));
+  }
   std::span<const int32_t> prompt_ids() const {
     return std::span<const int32_t>(token_ids).first(static_cast<size_t>(num_prompt_tokens));
   }

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 3
+#define STRATA_DEVICE_ABI_MINOR 4
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -140,6 +140,7 @@ typedef struct strata_buffer_s* strata_buffer;     /* a range of device memory  
 typedef struct strata_weight_s* strata_weight;     /* a prepared weight matrix / table  */
 typedef struct strata_kv_cache_s* strata_kv_cache; /* the paged KV cache of all layers  */
 typedef struct strata_graph_s* strata_graph;       /* a recorded sequence of ops (1.1)   */
+typedef struct strata_readback_s* strata_readback; /* a download under way (1.4)          */
 
 /*
  * A view of device memory: `ndim` dims, row-major. The last dim is contiguous; `row_stride`
@@ -195,6 +196,9 @@ typedef enum strata_device_kind {
 #define STRATA_CAP_GRAPHS (1u << 4) /* records and replays decode steps                 */
 #define STRATA_CAP_INT8_MATMUL (1u << 5)
 #define STRATA_CAP_BF16_MATH (1u << 6)
+/* Ops are queued and run after the call returns (a GPU stream): the host is free while
+ * they run, which is when overlapped steps (ABI 1.4) pay off. */
+#define STRATA_CAP_ASYNC_OPS (1u << 7)
 
 typedef struct strata_device_info {
   uint32_t struct_size;
@@ -507,7 +511,39 @@ typedef struct strata_backend_v1 {
                                   const strata_attention_params* attn, const strata_batch_desc* batch,
                                   const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
                                   strata_kv_cache kv, int32_t layer, const strata_tensor* out);
+
+  /* ---- Since ABI 1.4 (NULL when absent; the core then finishes each step before it ----
+   * schedules the next). Overlapped steps: the core schedules, builds and enqueues step
+   * N + 1 while step N still runs, so the device does not idle while the host decides what
+   * comes next. Two pieces make that possible:
+   *
+   * embedding_feedback() is embedding() where an id < 0 stands for a token the previous
+   * step sampled on the device and the host has not seen yet: ids[i] = -(r + 1) reads
+   * feedback[r] (feedback I32 [m], usually the previous step's sampled ids). An r >= m is
+   * an out-of-range device index (reported like an embedding id outside the table).
+   *
+   * readback_start() enqueues a copy of `bytes` of `src` (at most
+   * STRATA_READBACK_MAX_BYTES) behind every op queued so far and returns at once;
+   * readback_finish() waits for that copy, reports errors of the ops before it as
+   * synchronize() does, copies the bytes to `dst` (NULL: drop them) and releases the
+   * ticket, also when it fails. At most STRATA_MAX_PENDING_READBACKS tickets per device
+   * may be pending; readback_start fails with INVALID_ARGUMENT beyond that, and while
+   * recording a graph. */
+  strata_status (*embedding_feedback)(strata_device dev, strata_weight table, const strata_tensor* ids,
+                                      const strata_tensor* feedback, const strata_tensor* out);
+  strata_status (*readback_start)(strata_device dev, strata_buffer src, uint64_t src_offset, uint64_t bytes,
+                                  strata_readback* out);
+  strata_status (*readback_finish)(strata_device dev, strata_readback readback, void* dst);
 } strata_backend_v1;
+
+#define STRATA_READBACK_MAX_BYTES (64u * 1024u)
+#define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.4 overlapped-step entries. */
+#define STRATA_BACKEND_HAS_OVERLAPPED_STEPS(api)                                          \
+  ((api)->struct_size >= offsetof(strata_backend_v1, readback_finish) + sizeof(void*) &&  \
+   (api)->embedding_feedback != NULL && (api)->readback_start != NULL &&                 \
+   (api)->readback_finish != NULL)
 
 /* True when `api` has the ABI 1.3 fused rope + attention. */
 #define STRATA_BACKEND_HAS_ROPE_ATTENTION(api)                                           \

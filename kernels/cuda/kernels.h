@@ -26,10 +26,11 @@ enum DeviceErrorBits : int {
 cudaError_t LaunchConvert(const void* src, int32_t src_dtype, void* dst, int32_t dst_dtype,
                           int64_t n, cudaStream_t stream);
 
-// out[i, :] = table[ids[i], :] converted to out_dtype.
+// out[i, :] = table[ids[i], :] converted to out_dtype; with feedback (may be null), an id
+// -(r + 1) reads feedback[r] (r < feedback_n, else it is an out-of-range id).
 cudaError_t LaunchEmbedding(const void* table, int32_t table_dtype, int64_t vocab, int64_t dim,
-                            const int32_t* ids, int64_t n, void* out, int32_t out_dtype,
-                            int64_t out_stride, int* err, cudaStream_t stream);
+                            const int32_t* ids, const int32_t* feedback, int64_t feedback_n, int64_t n,
+                            void* out, int32_t out_dtype, int64_t out_stride, int* err, cudaStream_t stream);
 
 // With residual: residual += x; out = rmsnorm(residual) * w. x, residual, out share `dtype`.
 cudaError_t LaunchRmsNorm(const void* x, int64_t x_stride, void* residual, int64_t res_stride,

@@ -193,6 +193,7 @@ TEST_F(CpuBackendTest, PluginAndDeviceInfo) {
   EXPECT_GE(be_->struct_size, sizeof(strata_backend_v1));
   EXPECT_TRUE(STRATA_BACKEND_HAS_MATMUL_EX(be_));  // ABI 1.2
   EXPECT_TRUE(STRATA_BACKEND_HAS_ROPE_ATTENTION(be_));  // ABI 1.3
+  EXPECT_TRUE(STRATA_BACKEND_HAS_OVERLAPPED_STEPS(be_));  // ABI 1.4
   EXPECT_GE(strata_cpu_backend_score(), 10);
   int32_t count = 0;
   ASSERT_EQ(be_->device_count(&count), STRATA_OK);
@@ -329,8 +330,61 @@ TEST_P(DtypeTest, EmbeddingGathersAndConverts) {
   }
 }
 
+// ABI 1.4: ids -(r + 1) read the previous step's sampled ids from `feedback`.
+TEST_P(DtypeTest, EmbeddingFeedbackReadsSampledIds) {
+  const int32_t dtype = GetParam();
+  const int64_t vocab = 50, d = 19;
+  std::vector<double> exact;
+  const auto bytes = Encode(RandomVec(vocab * d, 4), dtype, &exact);
+  strata_weight table = Weight(bytes, dtype, vocab, d);
+  strata_tensor feedback = I32({31, 4, 17});
+  const std::vector<int32_t> ids = {5, -1, -3, 0, -2};
+  const std::vector<int32_t> resolved = {5, 31, 17, 0, 4};
+  strata_tensor it = I32(ids);
+  strata_tensor ot = OutF32({5, d});
+  ASSERT_EQ(be_->embedding_feedback(dev_, table, &it, &feedback, &ot), STRATA_OK) << be_->last_error();
+  const auto got = Read<float>(ot.buffer, 5 * d);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t c = 0; c < d; ++c) ASSERT_EQ(got[i * d + c], exact[resolved[i] * d + c]) << i << "," << c;
+  }
+  // Row 3 of a 3-row feedback, and a plain negative id without feedback, are errors.
+  strata_tensor bad = I32({2, -4});
+  strata_tensor o2 = OutF32({2, d});
+  EXPECT_EQ(be_->embedding_feedback(dev_, table, &bad, &feedback, &o2), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("feedback row 3 of 3"), std::string::npos) << be_->last_error();
+  EXPECT_EQ(be_->embedding(dev_, table, &bad, &o2), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->embedding_feedback(dev_, table, &it, nullptr, &ot), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, DtypeTest,
                          ::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16));
+
+// ABI 1.4 readbacks: the bytes as they were when the readback started, at most
+// STRATA_MAX_PENDING_READBACKS pending, each ticket finished once.
+TEST_F(CpuBackendTest, ReadbacksHandOverTheBytesOfTheirStart) {
+  strata_tensor t = I32({10, 20, 30, 40});
+  std::vector<strata_readback> tickets;
+  for (int i = 0; i < STRATA_MAX_PENDING_READBACKS; ++i) {
+    strata_readback rb = nullptr;
+    ASSERT_EQ(be_->readback_start(dev_, t.buffer, 4, 8, &rb), STRATA_OK) << be_->last_error();
+    tickets.push_back(rb);
+    const int32_t later[] = {11 + i, 21 + i, 31 + i, 41 + i};
+    ASSERT_EQ(be_->upload(dev_, t.buffer, 0, later, sizeof(later)), STRATA_OK);
+  }
+  strata_readback extra = nullptr;
+  EXPECT_EQ(be_->readback_start(dev_, t.buffer, 0, 4, &extra), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("pending"), std::string::npos) << be_->last_error();
+  for (int i = 0; i < STRATA_MAX_PENDING_READBACKS; ++i) {
+    int32_t got[2] = {0, 0};
+    ASSERT_EQ(be_->readback_finish(dev_, tickets[i], i == 1 ? nullptr : got), STRATA_OK) << be_->last_error();
+    if (i == 1) continue;  // dropped
+    EXPECT_EQ(got[0], i == 0 ? 20 : 20 + i) << i;
+    EXPECT_EQ(got[1], i == 0 ? 30 : 30 + i) << i;
+  }
+  EXPECT_EQ(be_->readback_finish(dev_, tickets[0], nullptr), STRATA_ERROR_INVALID_ARGUMENT);  // finished
+  strata_readback too_big = nullptr;
+  EXPECT_EQ(be_->readback_start(dev_, t.buffer, 12, 8, &too_big), STRATA_ERROR_INVALID_ARGUMENT);  // past the end
+}
 
 // ------------------------------------------------------------------------------------------
 TEST_F(CpuBackendTest, RmsNormPlainAndFusedResidual) {

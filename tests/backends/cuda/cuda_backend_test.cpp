@@ -471,6 +471,76 @@ TEST_P(CudaOps, EmbeddingSiluMulAddGatherRows) {
   ExpectClose(gat[0], gat[1], 0.0, "gather_rows (exact copy)");
 }
 
+// ABI 1.4: embedding_feedback reads ids -(r + 1) from the feedback rows (against the CPU
+// backend); readbacks hand over the bytes as of their start, behind queued ops, at most
+// STRATA_MAX_PENDING_READBACKS at a time; a feedback row out of range is reported at the
+// next readback_finish, like a bad embedding id.
+TEST_P(CudaOps, EmbeddingFeedbackAndReadbacks) {
+  Pair& P = *pair_;
+  const int64_t vocab = 97, d = 72;
+  const std::vector<float> table = Rounded(Random(rng_, vocab * d), P.act);
+  const std::vector<int32_t> ids = {5, -1, -3, 0, -2, 96};
+  const std::vector<int32_t> feedback = {31, 4, 17};
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<float> emb[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    ASSERT_TRUE(STRATA_BACKEND_HAS_OVERLAPPED_STEPS(D.api()));
+    const int32_t t = k == 0 ? P.act : F32;
+    strata_weight W = D.Weight(table, F32, vocab, d);
+    strata_buffer ib = D.Ints(ids), fb = D.Ints(feedback), eb = D.Poisoned(n * d * 4);
+    strata_tensor it = T(ib, I32, {n}), ft = T(fb, I32, {3}), et = T(eb, t, {n, d});
+    ASSERT_EQ(D.api()->embedding_feedback(D.dev(), W, &it, &ft, &et), STRATA_OK) << D.err();
+    emb[k] = D.ReadFloats(eb, n * d, t);
+  }
+  ExpectClose(emb[0], emb[1], P.tol(), "embedding_feedback");
+  const std::vector<int32_t> direct = {5, 31, 17, 0, 4, 96};
+  std::vector<float> plain;
+  {
+    Dev& D = P.cpu;
+    strata_weight W = D.Weight(table, F32, vocab, d);
+    strata_buffer ib = D.Ints(direct), eb = D.Poisoned(n * d * 4);
+    strata_tensor it = T(ib, I32, {n}), et = T(eb, F32, {n, d});
+    ASSERT_EQ(D.api()->embedding(D.dev(), W, &it, &et), STRATA_OK) << D.err();
+    plain = D.ReadFloats(eb, n * d, F32);
+  }
+  ExpectClose(emb[0], plain, P.tol(), "embedding_feedback vs the resolved ids");
+
+  Dev& C = P.cuda;
+  const strata_backend_v1* api = C.api();
+  strata_buffer buf = C.Ints({10, 20, 30, 40});
+  std::vector<strata_readback> tickets;
+  for (int i = 0; i < STRATA_MAX_PENDING_READBACKS; ++i) {
+    strata_readback rb = nullptr;
+    ASSERT_EQ(api->readback_start(C.dev(), buf, 4, 8, &rb), STRATA_OK) << C.err();
+    tickets.push_back(rb);
+    const int32_t later[] = {11 + i, 21 + i, 31 + i, 41 + i};
+    ASSERT_EQ(api->upload(C.dev(), buf, 0, later, sizeof(later)), STRATA_OK) << C.err();
+  }
+  strata_readback extra = nullptr;
+  EXPECT_EQ(api->readback_start(C.dev(), buf, 0, 4, &extra), STRATA_ERROR_INVALID_ARGUMENT);
+  for (int i = 0; i < STRATA_MAX_PENDING_READBACKS; ++i) {
+    int32_t got[2] = {0, 0};
+    ASSERT_EQ(api->readback_finish(C.dev(), tickets[i], i == 1 ? nullptr : got), STRATA_OK) << C.err();
+    if (i == 1) continue;
+    EXPECT_EQ(got[0], i == 0 ? 20 : 20 + i) << i;
+    EXPECT_EQ(got[1], i == 0 ? 30 : 30 + i) << i;
+  }
+  EXPECT_EQ(api->readback_finish(C.dev(), tickets[0], nullptr), STRATA_ERROR_INVALID_ARGUMENT);  // finished
+  // An out-of-range feedback row: zeros written, reported at the next readback.
+  strata_weight W = C.Weight(table, F32, vocab, d);
+  strata_buffer ib = C.Ints({-4}), fb = C.Ints(feedback), eb = C.Poisoned(d * 4);
+  strata_tensor it = T(ib, I32, {1}), ft = T(fb, I32, {3}), et = T(eb, P.act, {1, d});
+  ASSERT_EQ(api->embedding_feedback(C.dev(), W, &it, &ft, &et), STRATA_OK) << C.err();
+  strata_readback rb = nullptr;
+  ASSERT_EQ(api->readback_start(C.dev(), buf, 0, 4, &rb), STRATA_OK) << C.err();
+  int32_t word = 0;
+  EXPECT_EQ(api->readback_finish(C.dev(), rb, &word), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(C.err()).find("embedding ids"), std::string::npos) << C.err();
+  ASSERT_EQ(api->synchronize(C.dev()), STRATA_OK) << C.err();  // reported once, then clear
+}
+
 // silu_mul on the halves of one gate/up buffer: widths whose rows are 16-byte vectors take
 // the vector kernel, others (70) the element loop; many rows (a prefill) and one (decode).
 TEST_P(CudaOps, SiluMulVectorAndElementPaths) {

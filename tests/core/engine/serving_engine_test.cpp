@@ -138,7 +138,7 @@ std::vector<RequestOutput> RunAll(Engine& engine, const std::vector<Case>& cases
 }
 
 void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preemption,
-                     DecodeGraphMode graphs = DecodeGraphMode::kOn) {
+                     DecodeGraphMode graphs = DecodeGraphMode::kOn, bool async_scheduling = true) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
   Loaded ref = LoadModel(path, 64, 1, 0);
@@ -152,6 +152,7 @@ void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preempti
   c.max_num_seqs = 6;
   c.max_batched_tokens = 64;
   c.enable_prefix_caching = prefix_cache;
+  c.async_scheduling = async_scheduling ? AsyncScheduling::kOn : AsyncScheduling::kOff;
   auto engine = Engine::Create(*l.model, l.tok.get(), c);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const std::vector<RequestOutput> outs = RunAll(**engine, cases);
@@ -173,12 +174,19 @@ void CheckMixedBatch(bool prefix_cache, int32_t num_blocks, bool expect_preempti
   EXPECT_LT(m.num_prefill_steps, m.num_steps);
   EXPECT_GT(m.forward_seconds, 0.0);
   EXPECT_GE(m.step_seconds, m.forward_seconds);
+  // The CPU backend has the ABI 1.4 entries, so forced on, steps overlap.
+  if (async_scheduling) EXPECT_GT(m.num_overlapped_steps, m.num_steps / 2);
+  else EXPECT_EQ(m.num_overlapped_steps, 0);
 }
 
 TEST(ServingEngine, MixedBatchMatchesAloneWithPrefixCache) { CheckMixedBatch(true, 512, false); }
 TEST(ServingEngine, MixedBatchMatchesAloneWithoutPrefixCache) { CheckMixedBatch(false, 512, false); }
 TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemption) { CheckMixedBatch(true, 20, true); }
 TEST(ServingEngine, MixedBatchMatchesAloneUnderPreemptionNoCache) { CheckMixedBatch(false, 20, true); }
+// Each step finished before the next is scheduled (--no-async-scheduling).
+TEST(ServingEngine, MixedBatchMatchesAloneWithoutOverlappedSteps) {
+  CheckMixedBatch(true, 20, true, DecodeGraphMode::kOn, /*async_scheduling=*/false);
+}
 // Decode steps padded to the graph buckets (1, 2, 4, 6 here) and run in graph form: the
 // padding sequences must change no real sequence's tokens. Recording and replaying need a
 // backend with graphs: the CUDA tests cover them.
@@ -219,6 +227,7 @@ TEST_P(HfTinyServing, MixedBatchMatchesAlone) {
   EngineConfig c;
   c.max_num_seqs = 4;
   c.max_batched_tokens = 32;
+  c.async_scheduling = AsyncScheduling::kOn;
   auto engine = Engine::Create(*l.model, l.tok.get(), c);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const std::vector<RequestOutput> outs = RunAll(**engine, cases);
@@ -276,11 +285,16 @@ TEST(ServingEngine, AbortMidDecodeFreesBlocksInThatStep) {
   EXPECT_EQ((*engine)->Metrics().num_requests_aborted, 1);
 }
 
-TEST(ServingEngine, LongPromptDoesNotStallDecodes) {
+// With steps overlapped (forced on: the CPU backend's default is off, see below) and not.
+class LongPrompt : public ::testing::TestWithParam<AsyncScheduling> {};
+
+TEST_P(LongPrompt, DoesNotStallDecodes) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   Loaded l = LoadModel(path, 64, 4, 256);
   REQUIRE_MODEL(l, path);
-  auto engine = Engine::Create(*l.model, l.tok.get(), EngineConfig{4, 64});
+  EngineConfig config{4, 64};
+  config.async_scheduling = GetParam();
+  auto engine = Engine::Create(*l.model, l.tok.get(), config);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::vector<std::shared_ptr<RequestHandle>> decoders;
   for (int i = 0; i < 3; ++i) {
@@ -312,7 +326,16 @@ TEST(ServingEngine, LongPromptDoesNotStallDecodes) {
     for (size_t i = 1; i < o.token_steps.size(); ++i)
       EXPECT_EQ(o.token_steps[i] - o.token_steps[i - 1], 1) << "token " << i;
   }
+  // kAuto overlaps only where ops run asynchronously; CPU ops run inside the call, where
+  // overlap would only hand each token out one step later.
+  const EngineMetrics m = (*engine)->Metrics();
+  if (GetParam() == AsyncScheduling::kOn) EXPECT_GT(m.num_overlapped_steps, 0);
+  else EXPECT_EQ(m.num_overlapped_steps, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(ServingEngine, LongPrompt,
+                         ::testing::Values(AsyncScheduling::kAuto, AsyncScheduling::kOn),
+                         [](const auto& info) { return info.param == AsyncScheduling::kOn ? "Overlapped" : "AutoOnCpu"; });
 
 TEST(ServingEngine, SharedPrefixIsComputedOnce) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
@@ -640,6 +663,90 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       EXPECT_EQ(handles[i]->Wait().generated_ids, expected[i]) << "request " << i;
     }
   }
+}
+
+// Overlapped steps against steps finished one at a time, on requests that end where the
+// engine cannot foresee it (EOS, stop strings), seeded device sampling, a request whose
+// logprobs force host sampling for the steps it is in (so overlapped and waiting steps
+// alternate), a KV pool small enough to preempt, and an abort: every request's tokens and
+// finish reason are the same, no block is lost at any step, and the pool is empty at the
+// end.
+TEST(ServingEngine, OverlappedStepsGiveTheSameTokensAndFinishes) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  struct Result {
+    std::vector<int32_t> ids;
+    std::string reason;
+  };
+  auto run = [&](bool async_scheduling, EngineMetrics* metrics) {
+    std::map<std::string, Result> results;
+    Loaded l = LoadModel(path, 64, 8, 20);
+    EXPECT_NE(l.model, nullptr);
+    if (l.model == nullptr) return results;
+    EngineConfig c;
+    c.max_num_seqs = 8;
+    c.max_batched_tokens = 64;
+    c.async_scheduling = async_scheduling ? AsyncScheduling::kOn : AsyncScheduling::kOff;
+    auto engine = Engine::Create(*l.model, l.tok.get(), c);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return results;
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    std::mt19937 rng(21);
+    for (int i = 0; i < 10; ++i) {
+      EngineRequest r;
+      r.request_id = "r" + std::to_string(i);
+      r.prompt_ids = {1};
+      for (int j = 0; j < 4 + static_cast<int>(rng() % 40); ++j) r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % 509));
+      r.sampling.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+      r.sampling.seed = 500 + static_cast<uint64_t>(i);
+      r.sampling.max_new_tokens = 30 + static_cast<int>(rng() % 150);
+      if (i % 4 == 1) r.sampling.stop = {"."};
+      if (i % 5 == 0) r.sampling.ignore_eos = true;  // long runs: preemption, and r0 to abort
+      if (i == 7) {
+        r.return_logprobs = true;  // host sampling for the steps it is in
+        r.sampling.max_new_tokens = 25;
+      }
+      auto h = (*engine)->Submit(r);
+      EXPECT_TRUE(h.ok()) << h.status();
+      if (h.ok()) handles.push_back(*h);
+    }
+    for (int steps = 0; steps < 20000; ++steps) {
+      if (steps == 12) EXPECT_TRUE((*engine)->Abort("r0"));
+      auto more = (*engine)->Step();
+      EXPECT_TRUE(more.ok()) << more.status();
+      EXPECT_TRUE((*engine)->kv_cache().CheckInvariants().ok()) << (*engine)->kv_cache().CheckInvariants();
+      if (!more.ok() || !*more) break;
+    }
+    for (auto& h : handles) {
+      EXPECT_TRUE(h->finished()) << h->request_id();
+      if (!h->finished()) continue;
+      RequestOutput o = h->Wait();
+      results[h->request_id()] = Result{o.generated_ids, o.finish_reason};
+    }
+    EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
+    *metrics = (*engine)->Metrics();
+    return results;
+  };
+  EngineMetrics waited, overlapped;
+  const std::map<std::string, Result> expected = run(false, &waited);
+  const std::map<std::string, Result> got = run(true, &overlapped);
+  ASSERT_EQ(got.size(), expected.size());
+  std::map<std::string, int> reasons;
+  for (const auto& [id, want] : expected) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(got.contains(id));
+    EXPECT_EQ(got.at(id).ids, want.ids);
+    EXPECT_EQ(got.at(id).reason, want.reason);
+    ++reasons[want.reason];
+  }
+  // The workload ends requests every way the overlap has to handle.
+  EXPECT_GT(reasons["eos"] + reasons["stop_string"], 0);
+  EXPECT_GT(reasons["length"], 0);
+  EXPECT_EQ(reasons["aborted"], 1);
+  EXPECT_GT(waited.num_preemptions, 0);
+  EXPECT_EQ(waited.num_overlapped_steps, 0);
+  EXPECT_GT(overlapped.num_overlapped_steps, 0);
+  EXPECT_LT(overlapped.num_overlapped_steps, overlapped.num_steps);  // not while logprobs are wanted
 }
 
 }  // namespace

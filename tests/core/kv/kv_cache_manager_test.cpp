@@ -52,6 +52,34 @@ TEST(KvCacheManagerTest, GrowsOneBlockAtATime) {
   EXPECT_EQ(m->Free("a").code(), absl::StatusCode::kNotFound);
 }
 
+// Overlapped steps: a running request gets a slot for a token still being sampled (a
+// placeholder), but the block that token fills is cached only once the token is known,
+// and a request is never admitted with placeholders.
+TEST(KvCacheManagerTest, PlaceholderSlotsAreCachedOnceTheirTokensAreKnown) {
+  auto m = MakeManager(8, 4);
+  std::vector<int32_t> tokens = Iota(3, 10);
+  ASSERT_TRUE(m->AllocateSlots({"a", tokens, ""}, 3).ok());
+  // Token 3 is being sampled: its slot completes block 0, which must not be hashed yet.
+  ASSERT_TRUE(m->AllocateSlots({"a", tokens, "", /*num_placeholder_tokens=*/1}, 1).ok());
+  EXPECT_EQ(m->NumTokens("a"), 4);
+  EXPECT_EQ(m->GetBlockTable("a")->num_blocks(), 1);
+  std::vector<int32_t> full = tokens;
+  full.push_back(77);
+  full.push_back(78);
+  EXPECT_THAT(m->GetComputedBlocks({"b", full, ""}).block_ids, IsEmpty());
+  // No more slots than known tokens plus placeholders.
+  EXPECT_EQ(m->AllocateSlots({"a", tokens, "", 1}, 1).code(), absl::StatusCode::kInvalidArgument);
+  // The token is known (77) and the next one (78) is scheduled: now block 0 is cached.
+  tokens.push_back(77);
+  ASSERT_TRUE(m->AllocateSlots({"a", tokens, "", 1}, 1).ok());
+  EXPECT_EQ(m->GetBlockTable("a")->num_blocks(), 2);
+  EXPECT_THAT(m->GetComputedBlocks({"b", full, ""}).block_ids, ElementsAre(m->GetBlockTable("a")->blocks()[0]));
+  EXPECT_TRUE(m->CheckInvariants().ok()) << m->CheckInvariants();
+  // Admission needs every token known.
+  EXPECT_EQ(m->AllocateSlots({"c", Iota(4, 200), "", 1}, 5).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(m->HasRequest("c"));
+}
+
 TEST(KvCacheManagerTest, NotEnoughBlocksChangesNothing) {
   auto m = MakeManager(3, 4);
   std::vector<int32_t> a = Iota(8), b = Iota(8, 100);

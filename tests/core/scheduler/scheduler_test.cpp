@@ -160,6 +160,51 @@ TEST_F(SchedulerTest, PreemptsNewestWhenBlocksRunOut) {
   EXPECT_EQ(kv_->pool().num_free_blocks(), 6);
 }
 
+// Overlapped steps: a decode whose token is still being sampled (a placeholder) is
+// scheduled like any decode; preempted in that state, the request waits until the engine
+// has the token, and is then recomputed from known tokens only.
+TEST_F(SchedulerTest, PlaceholderDecodesAndPreemptedPlaceholdersWait) {
+  Init(4, 4, SchedulerConfig{4, 64, {}}, /*prefix=*/false);
+  FakeRequest* a = Add("a", 7, 100);
+  FakeRequest* b = Add("b", 7, 100, 0, 50);
+  auto schedule = [&]() {
+    auto out = sched_->Schedule();
+    EXPECT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(kv_->CheckInvariants().ok()) << kv_->CheckInvariants();
+    return *std::move(out);
+  };
+  SchedulerOutput first = schedule();  // both prompts: 2 + 2 blocks, the pool is full
+  ASSERT_EQ(first.scheduled.size(), 2u);
+  for (FakeRequest* r : {a, b}) {  // the step is in flight: placeholders for its tokens
+    r->seq.token_ids.push_back(-1);
+    r->seq.num_placeholder_tokens = 1;
+  }
+  // Position 7 fits in the second blocks: both placeholders are scheduled.
+  SchedulerOutput second = schedule();
+  ASSERT_EQ(second.scheduled.size(), 2u);
+  EXPECT_TRUE(second.preempted.empty());
+  for (FakeRequest* r : {a, b}) {  // the first step's tokens arrive; new placeholders
+    r->seq.token_ids[7] = 5;
+    r->seq.token_ids.push_back(-2);
+  }
+  // Position 8 needs a third block each: a's preempts b (the newest), which holds a
+  // placeholder and so stays waiting even after a finishes and frees its blocks.
+  SchedulerOutput third = schedule();
+  ASSERT_EQ(third.preempted.size(), 1u);
+  EXPECT_EQ(third.preempted[0], &b->seq);
+  ASSERT_TRUE(sched_->FinishSequence(&a->seq).ok());
+  SchedulerOutput fourth = schedule();
+  EXPECT_TRUE(fourth.scheduled.empty());
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  b->seq.token_ids[8] = 5;  // its token arrives: now it is admitted, all 9 tokens recomputed
+  b->seq.num_placeholder_tokens = 0;
+  SchedulerOutput fifth = schedule();
+  ASSERT_EQ(fifth.scheduled.size(), 1u);
+  EXPECT_EQ(fifth.scheduled[0].num_tokens, 9);
+  EXPECT_TRUE(sched_->FinishSequence(&b->seq).ok());
+  EXPECT_EQ(kv_->pool().num_free_blocks(), 4);
+}
+
 TEST_F(SchedulerTest, RequestOutgrowingThePoolPreemptsItself) {
   // The only running request is its own victim: it gives its blocks back and waits (the
   // engine refuses such requests at submission).
