@@ -36,7 +36,7 @@ absl::Status Bench(const FlagSet& f) {
                                                       m.model->max_context()));
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(m.file->config.vocab_size - 1));
-  Generator gen(*m.model, nullptr);
+  Generator gen(*m.model, nullptr, AsyncSchedulingFrom(f));
   std::vector<double> prefill, decode;
   for (int64_t r = 0; r < reps + 1; ++r) {  // the first run warms caches and is dropped
     GenerationRequest req;

@@ -119,8 +119,6 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("scheduling-policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end); as in serve");
   AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
-  f.Switch("no-async-scheduling",
-           "serving: finish each step before scheduling the next (default: overlap them where the backend can; as in serve)");
   f.Switch("no-warmup", "serving: skip the warm-up steps before the timed run (as in serve)");
 }
 
@@ -154,7 +152,7 @@ absl::Status BenchServing(const FlagSet& f) {
   ec.max_batched_tokens = static_cast<int32_t>(max_tokens);
   ec.policy.policy = policy;
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
-  if (f.On("no-async-scheduling")) ec.async_scheduling = AsyncScheduling::kOff;
+  ec.async_scheduling = AsyncSchedulingFrom(f);
   ec.max_waiting = static_cast<int32_t>(std::max<size_t>(items.size(), 1));
   ec.model_identity = f.Get("model");
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));

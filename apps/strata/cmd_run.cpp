@@ -67,7 +67,7 @@ absl::Status Run(const FlagSet& f) {
     req.prompt_ids = m.tokenizer->Encode(f.Get("prompt"), /*add_special=*/true);
   }
   const bool json = f.On("json");
-  Generator gen(*m.model, m.tokenizer.get());
+  Generator gen(*m.model, m.tokenizer.get(), AsyncSchedulingFrom(f));
   if (!json && has_text) std::cout << f.Get("prompt") << std::flush;
   auto on_text = [&](std::string_view piece) {
     if (!json) std::cout << piece << std::flush;

@@ -37,8 +37,6 @@ void AddServeFlags(FlagSet& f) {
   AddKvPoolFlags(f);
   f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
   f.Switch("no-prefix-cache", "disable automatic prefix caching");
-  f.Switch("no-async-scheduling",
-           "finish each step before scheduling the next (default: schedule the next step while the device runs this one, where the backend can)");
   f.Switch("no-warmup", "skip the warm-up steps at start-up (kernel loading, GEMM choices, decode graphs)");
   f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
   f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
@@ -147,7 +145,7 @@ absl::Status Serve(const FlagSet& f) {
   ec.max_batched_tokens = m.model->options().max_batch_tokens;
   ec.max_waiting = static_cast<int32_t>(max_waiting);
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
-  if (f.On("no-async-scheduling")) ec.async_scheduling = AsyncScheduling::kOff;
+  ec.async_scheduling = AsyncSchedulingFrom(f);
   STRATA_ASSIGN_OR_RETURN(ec.policy.policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
   ec.model_identity = m.file->source_path;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));

@@ -31,6 +31,12 @@ void AddModelFlags(FlagSet& f) {
   f.Value("block-size", "", "16", "tokens per KV-cache block");
   f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16");
   f.Switch("enforce-eager", "issue every op of every step; no recorded decode graphs (CUDA graphs)");
+  f.Switch("no-async-scheduling",
+           "finish each step before scheduling the next (default: on a GPU, launch the next step while this one runs)");
+}
+
+AsyncScheduling AsyncSchedulingFrom(const FlagSet& flags) {
+  return flags.On("no-async-scheduling") ? AsyncScheduling::kOff : AsyncScheduling::kAuto;
 }
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {

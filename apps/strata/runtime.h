@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/engine/async_scheduling.h"
 #include "absl/status/statusor.h"
 #include "apps/strata/flag_set.h"
 #include "core/device/device.h"
@@ -17,6 +18,8 @@ namespace strata::cli {
 
 void AddDeviceFlags(FlagSet& flags);
 void AddModelFlags(FlagSet& flags);
+// --no-async-scheduling (one of the model flags).
+AsyncScheduling AsyncSchedulingFrom(const FlagSet& flags);
 
 struct DeviceRuntime {
   std::unique_ptr<PluginRegistry> registry;

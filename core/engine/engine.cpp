@@ -47,12 +47,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(LlamaModel& model, const 
   std::unique_ptr<Engine> e(new Engine(model, tokenizer, std::move(config)));
   e->max_context_ = model.max_context();
   e->stop_tokens_ = Generator(model, tokenizer).StopTokens();
-  // On a backend whose ops run inside the call (the CPU), launching a step runs it, so
-  // overlap would only hand out each token one step later.
-  const bool async_ops = (model.device().info().capabilities & STRATA_CAP_ASYNC_OPS) != 0;
-  e->overlap_steps_ = model.SupportsOverlappedSteps() &&
-                      (e->config_.async_scheduling == AsyncScheduling::kOn ||
-                       (e->config_.async_scheduling == AsyncScheduling::kAuto && async_ops));
+  e->overlap_steps_ = OverlapsSteps(e->config_.async_scheduling, model.SupportsOverlappedSteps(), model.device());
   KvCacheConfig kc;
   kc.num_blocks = mo.num_blocks;
   kc.block_size = mo.block_size;

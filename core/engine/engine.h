@@ -42,6 +42,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/engine/async_scheduling.h"
 #include "core/engine/engine_metrics.h"
 #include "core/engine/request.h"
 #include "core/engine/request_handle.h"
@@ -51,13 +52,6 @@
 #include "core/tokenizer/tokenizer.h"
 
 namespace strata {
-
-// When the engine overlaps steps (above).
-enum class AsyncScheduling {
-  kAuto,  // where the backend has the ABI 1.4 entries and runs ops asynchronously (a GPU)
-  kOn,    // wherever the backend has the entries (on a CPU it only delays tokens: tests)
-  kOff,   // --no-async-scheduling
-};
 
 struct EngineConfig {
   // Must not exceed the model's ModelRuntimeOptions max_seqs / max_batch_tokens.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/monotonic_seconds.h"
@@ -10,8 +11,8 @@
 #include "core/sampling/stop_checker.h"
 
 namespace strata {
-Generator::Generator(LlamaModel& model, const Tokenizer* tokenizer)
-    : model_(model), tokenizer_(tokenizer) {}
+Generator::Generator(LlamaModel& model, const Tokenizer* tokenizer, AsyncScheduling async_scheduling)
+    : model_(model), tokenizer_(tokenizer), async_scheduling_(async_scheduling) {}
 
 std::vector<int32_t> Generator::StopTokens() const {
   std::vector<int32_t> stop = model_.config().eos_token_ids;
@@ -27,8 +28,7 @@ std::vector<int32_t> Generator::StopTokens() const {
 }
 
 // One sequence, `tokens` at positions start_pos.., block table = identity.
-absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos,
-                                 std::vector<float>* logits, std::vector<int32_t>* argmax_ids) {
+StepInput Generator::ChunkStep(const std::vector<int32_t>& tokens, int32_t start_pos) const {
   const int32_t n = static_cast<int32_t>(tokens.size());
   StepInput in;
   in.token_ids = tokens;
@@ -43,6 +43,12 @@ absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t sta
   in.block_tables.resize(model_.max_blocks_per_seq());
   for (int32_t b = 0; b < model_.max_blocks_per_seq(); ++b) in.block_tables[b] = b;
   in.logits_rows = {n - 1};
+  return in;
+}
+
+absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos,
+                                 std::vector<float>* logits, std::vector<int32_t>* argmax_ids) {
+  const StepInput in = ChunkStep(tokens, start_pos);
   return argmax_ids != nullptr ? model_.ForwardGreedy(in, argmax_ids) : model_.Forward(in, logits);
 }
 
@@ -98,12 +104,11 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   const int64_t budget = std::min<int64_t>(req.sampling.max_new_tokens, ctx - prompt_len + 1);
   const double t1 = MonotonicSeconds();
   res.stop_reason = "length";
-  while (static_cast<int64_t>(res.generated_ids.size()) < budget) {
-    const int32_t tok = !argmax_ids.empty() ? argmax_ids[0] : sampler.Sample(logits, req.prompt_ids, res.generated_ids);
-    if (tok < 0) return absl::InternalError("sampling failed: the logits row has no finite value");
+  // Takes a generated token; false when the request ends with it (or before it).
+  auto accept = [&](int32_t tok) {
     if (std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end()) {
       res.stop_reason = "eos";
-      break;
+      return false;
     }
     res.generated_ids.push_back(tok);
     if (detok) {
@@ -111,14 +116,40 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
       emit(r.text);
       if (r.stopped) {
         res.stop_reason = "stop_string";
-        break;
+        return false;
       }
     }
-    if (static_cast<int64_t>(res.generated_ids.size()) >= budget) break;
-    const int32_t pos = static_cast<int32_t>(prompt_len + res.generated_ids.size() - 1);
-    argmax_ids.clear();
-    STRATA_RETURN_IF_ERROR(RunChunk({tok}, pos, &logits, device_argmax ? &argmax_ids : nullptr));
-    ++res.decode_steps;
+    return static_cast<int64_t>(res.generated_ids.size()) < budget;
+  };
+  // Position of the last accepted token (the input of the next decode step).
+  auto last_pos = [&] { return static_cast<int32_t>(prompt_len + res.generated_ids.size() - 1); };
+  const bool overlap = device_argmax && !argmax_ids.empty() && budget > 0 &&
+                       OverlapsSteps(async_scheduling_, model_.CanLaunchSampled(1), model_.device());
+  if (overlap) {
+    // Step k + 1 is launched with token k still on the device: its id is -1, row 0 of the
+    // step that samples it. The step after a stop token or string is computed and dropped.
+    if (accept(argmax_ids[0])) {
+      STRATA_ASSIGN_OR_RETURN(PendingSample pending, model_.LaunchGreedy(ChunkStep({argmax_ids[0]}, last_pos())));
+      while (true) {
+        std::optional<PendingSample> next;
+        if (static_cast<int64_t>(res.generated_ids.size()) + 1 < budget) {
+          STRATA_ASSIGN_OR_RETURN(next, model_.LaunchGreedy(ChunkStep({-1}, last_pos() + 1)));
+        }
+        STRATA_RETURN_IF_ERROR(model_.FinishSample(pending, &argmax_ids));
+        ++res.decode_steps;
+        if (!accept(argmax_ids[0])) break;
+        pending = *std::move(next);  // launched: the budget allows another token
+      }
+    }
+  } else {
+    while (static_cast<int64_t>(res.generated_ids.size()) < budget) {
+      const int32_t tok = !argmax_ids.empty() ? argmax_ids[0] : sampler.Sample(logits, req.prompt_ids, res.generated_ids);
+      if (tok < 0) return absl::InternalError("sampling failed: the logits row has no finite value");
+      if (!accept(tok)) break;
+      argmax_ids.clear();
+      STRATA_RETURN_IF_ERROR(RunChunk({tok}, last_pos(), &logits, device_argmax ? &argmax_ids : nullptr));
+      ++res.decode_steps;
+    }
   }
   if (detok && !stops.stopped()) {
     StopChecker::Result r = stops.Feed(detok->Flush());

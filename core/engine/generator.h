@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/engine/async_scheduling.h"
 #include "core/model/llama_model.h"
 #include "core/sampling/sampling_params.h"
 #include "core/tokenizer/tokenizer.h"
@@ -35,8 +36,12 @@ struct GenerationResult {
 
 class Generator {
  public:
-  // `tokenizer` may be null (then no text and no stop strings).
-  Generator(LlamaModel& model, const Tokenizer* tokenizer);
+  // `tokenizer` may be null (then no text and no stop strings). Greedy decoding with the
+  // argmax on the device overlaps its steps as async_scheduling says: the next step is
+  // launched before the current one's token is back (one extra step is computed and
+  // dropped when a stop token or string ends the request).
+  Generator(LlamaModel& model, const Tokenizer* tokenizer,
+            AsyncScheduling async_scheduling = AsyncScheduling::kAuto);
 
   // Tokens that end generation: the model's EOS ids and BOS (a generated BOS starts a new
   // document; llama2.c stops there too), unless sampling.ignore_eos.
@@ -51,9 +56,12 @@ class Generator {
   // back instead of the logits.
   absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits,
                         std::vector<int32_t>* argmax_ids = nullptr);
+  // The step of `tokens` at positions start_pos.. of the one sequence.
+  StepInput ChunkStep(const std::vector<int32_t>& tokens, int32_t start_pos) const;
 
   LlamaModel& model_;
   const Tokenizer* tokenizer_;
+  AsyncScheduling async_scheduling_;
 };
 
 }  // namespace strata
