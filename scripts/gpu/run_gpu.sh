@@ -22,6 +22,8 @@
 #            the GQA and the tensor-core decode kernels at serving batch sizes), the attention
 #            cases of STRATA_OP_BENCH=attention (default path; prefill 64 x 128 included) and 128 and
 #            32 concurrent sequences with decode_attention=gqa and the default, alternately
+#   async    overlapped scheduling on and off alternately (scripts/gpu/async_ab.sh; 128 and 32
+#            sequences, batch-1 decode; STRATA_ASYNC_ROUNDS rounds, default 2)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -101,6 +103,12 @@ phase_bench() {
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 --enforce-eager | tee "$OUT/bench_8b_decode_eager.json"
   stamp "batch-1 decode without programmatic dependent launch (STRATA_CUDA_PDL=off)"
   STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode_nopdl.json"
+}
+
+phase_async() {
+  stamp "overlapped scheduling on / off, alternately"
+  BUILD="$BUILD" OUT="$OUT" timeout 560 bash scripts/gpu/async_ab.sh "${STRATA_ASYNC_ROUNDS:-2}"
+  python3 scripts/gpu/summarize_async.py "$OUT/async_ab.jsonl"
 }
 
 phase_ops() {
@@ -210,8 +218,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|ab) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention ab)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|ab|async) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention ab async)" ;;
   esac
 done
 stamp "done"
