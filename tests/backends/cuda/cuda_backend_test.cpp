@@ -839,11 +839,14 @@ TEST_P(CudaOps, AttentionLongPrefillChunksTensorCores) {
   RunAttention(*pair_, rng_, {{16, 2}, {16, 50}, 4, 2, 64, 16, 0, 0.0f, "query of exactly 16"}, BF16);
 }
 
+// Rotary halves that split into 8-element chunks take the chunked kernel (NEOX 48, 64;
+// interleaved 64), others the element kernel (NEOX 44, interleaved 42).
 TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
   Pair& P = *pair_;
   for (int32_t style : {STRATA_ROPE_NEOX, STRATA_ROPE_INTERLEAVED}) {
+    for (int32_t rot : style == STRATA_ROPE_NEOX ? std::vector<int32_t>{48, 64, 44} : std::vector<int32_t>{64, 42})
     for (int32_t kv_t : {BF16, F32}) {
-      const int32_t H = 6, KVH = 2, D = 64, bs = 8, layers = 2, layer = 1, rot = style == STRATA_ROPE_NEOX ? 48 : 64;
+      const int32_t H = 6, KVH = 2, D = 64, bs = 8, layers = 2, layer = 1;
       const Ragged r = MakeRagged(rng_, {11, 1}, {11, 30}, bs, 12);
       const int64_t n = r.num_tokens, qd = int64_t{H} * D, kd = int64_t{KVH} * D, stride = qd + 2 * kd;
       const std::vector<float> qkv = Rounded(Random(rng_, n * stride, 1.0f), P.act);
@@ -873,7 +876,8 @@ TEST_P(CudaOps, RopeKvWriteBothStylesPartialRotary) {
                   STRATA_OK)
             << Dv.err();
       }
-      const std::string what = std::string(style == STRATA_ROPE_NEOX ? "neox" : "interleaved") + " kv " + Name(kv_t);
+      const std::string what = std::string(style == STRATA_ROPE_NEOX ? "neox" : "interleaved") + " rotary_dim " +
+                               std::to_string(rot) + " kv " + Name(kv_t);
       ExpectClose(q_out[0], q_out[1], P.tol(), "rope q/k in place, " + what);
       ExpectClose(Decode(cache[0], kv_t), Decode(cache[1], kv_t), kv_t == F32 ? P.tol() : kTolBf16,
                   "KV cache content, " + what);

@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
   }
   constexpr int32_t BF16 = STRATA_DTYPE_BF16;
   // STRATA_OP_BENCH=attention: only the attention cases below (prefill and decode, each
-  // path, and rope_kv_write / rope_attention up to 128-token queries).
+  // path, and rope_kv_write / rope_attention on the default path).
   const char* only = std::getenv("STRATA_OP_BENCH");
   const bool attention_only = only != nullptr && std::strcmp(only, "attention") == 0;
 
@@ -607,7 +607,7 @@ int main(int argc, char** argv) {
       std::printf("{\"op\":\"attention\",\"path\":\"%s\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
                   "\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
                   p.name, batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
-      if (qlen <= 128 && &p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
+      if (&p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
         // A step's rope + KV write + attention: rope_kv_write alone, the two ops, and ABI
         // 1.3's rope_attention (on CUDA one kernel at a decode step: the decode kernel
         // rotates q and writes the new K/V itself). Llama 3 rope (NEOX, full rotary), each
