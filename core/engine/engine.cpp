@@ -442,6 +442,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
       if (index + 1 - r->seq.num_prompt_tokens < r->budget) {
         r->seq.token_ids.push_back(-static_cast<int32_t>(row) - 1);
         ++r->seq.num_placeholder_tokens;
+      } else {
+        // Its last token: it leaves the batch now (its slot and blocks; the step in flight
+        // writes them before anyone who gets them next), so a waiting request joins in the
+        // next step, as without overlap. The token is applied when the step finishes.
+        scheduler_->FinishSequence(&r->seq).IgnoreError();
       }
     }
     const bool overlapped = in_flight_.has_value();

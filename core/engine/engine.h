@@ -20,8 +20,9 @@
 // schedules. The next step names each token still being sampled by a placeholder
 // (Sequence::num_placeholder_tokens); the tokens are applied one Step() later, in order.
 // A request that ends on a token it cannot foresee (EOS, a stop string) has one more token
-// computed and dropped; requests ending at their max_tokens are foreseen. Outputs are the
-// same as without overlap.
+// computed and dropped, and leaves the batch one step late; one ending at its max_tokens is
+// foreseen and leaves in the step that samples its last token, as without overlap. Outputs
+// are the same as without overlap.
 //
 // Without Start(), the caller drives the engine with Step() (tests and the offline
 // benchmark do, for reproducible step counts).

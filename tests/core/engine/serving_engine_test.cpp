@@ -749,5 +749,43 @@ TEST(ServingEngine, OverlappedStepsGiveTheSameTokensAndFinishes) {
   EXPECT_LT(overlapped.num_overlapped_steps, overlapped.num_steps);  // not while logprobs are wanted
 }
 
+// Requests that end at their max_tokens leave the batch in the step that samples their last
+// token, with or without overlap, so waiting requests join at the same steps: the same
+// tokens in the same number of steps.
+TEST(ServingEngine, OverlappedStepsAdmitAsEarlyAsWaitingOnes) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  auto run = [&](AsyncScheduling mode, std::vector<std::vector<int32_t>>* ids) {
+    Loaded l = LoadModel(path, 64, 3, 64);
+    EXPECT_NE(l.model, nullptr);
+    if (l.model == nullptr) return EngineMetrics{};
+    EngineConfig c;
+    c.max_num_seqs = 3;
+    c.max_batched_tokens = 64;
+    c.async_scheduling = mode;
+    auto engine = Engine::Create(*l.model, l.tok.get(), c);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int i = 0; i < 7; ++i) {
+      EngineRequest r;
+      r.prompt_ids = {1, 300 + static_cast<int32_t>(i), 40, 7};
+      r.sampling.temperature = 0;
+      r.sampling.ignore_eos = true;
+      r.sampling.max_new_tokens = 5 + 7 * i % 23;
+      handles.push_back(*(*engine)->Submit(r));
+    }
+    while (*(*engine)->Step()) {
+    }
+    for (auto& h : handles) ids->push_back(h->Wait().generated_ids);
+    return (*engine)->Metrics();
+  };
+  std::vector<std::vector<int32_t>> waited_ids, overlapped_ids;
+  const EngineMetrics waited = run(AsyncScheduling::kOff, &waited_ids);
+  const EngineMetrics overlapped = run(AsyncScheduling::kOn, &overlapped_ids);
+  EXPECT_EQ(overlapped_ids, waited_ids);
+  EXPECT_EQ(overlapped.num_steps, waited.num_steps);
+  EXPECT_GT(overlapped.num_overlapped_steps, 0);
+}
+
 }  // namespace
 }  // namespace strata
