@@ -581,11 +581,6 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
   }
 }
 
-}  // namespace
-}  // namespace strata
-
-namespace strata {
-namespace {
 
 // Seeded sampling is the same wherever it happens: in a batch whose rows the device samples
 // (the backend's sample() op) and alone through the single-request generator, whose host
