@@ -782,5 +782,85 @@ TEST(ServingEngine, OverlappedStepsAdmitAsEarlyAsWaitingOnes) {
   EXPECT_GT(overlapped.num_overlapped_steps, 0);
 }
 
+// A randomized workload, overlapped and not: 60 requests of random prompt and output
+// lengths, greedy and seeded, some with stop strings or EOS allowed, arriving over time, a
+// KV pool small enough to preempt, and random aborts. After every step the KV invariants
+// hold; at the end the pool is empty; every request that was not aborted has the same
+// tokens and finish reason both ways (aborts land at a step, and overlap applies tokens
+// one step later, so aborted requests may differ by their last tokens).
+TEST(ServingEngine, RandomWorkloadOverlappedMatchesWaited) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  struct Result {
+    std::vector<int32_t> ids;
+    std::string reason;
+  };
+  int64_t preemptions[2] = {0, 0};
+  auto run = [&](AsyncScheduling mode) {
+    std::map<int, Result> results;
+    Loaded l = LoadModel(path, 48, 6, 20);
+    EXPECT_NE(l.model, nullptr);
+    if (l.model == nullptr) return results;
+    EngineConfig c;
+    c.max_num_seqs = 6;
+    c.max_batched_tokens = 48;
+    c.async_scheduling = mode;
+    auto engine = Engine::Create(*l.model, l.tok.get(), c);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return results;
+    std::mt19937 rng(77);  // the same draws in both runs
+    std::map<int, std::shared_ptr<RequestHandle>> handles;
+    int submitted = 0;
+    for (int step = 0; step < 20000; ++step) {
+      if (submitted < 60 && rng() % 2 == 0) {
+        EngineRequest r;
+        r.request_id = "q" + std::to_string(submitted);
+        r.prompt_ids = {1};
+        for (int j = 0; j < 1 + static_cast<int>(rng() % 90); ++j) r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % 509));
+        r.sampling.temperature = rng() % 2 == 0 ? 0.0f : 0.8f;
+        r.sampling.seed = rng();
+        r.sampling.max_new_tokens = 1 + static_cast<int>(rng() % 120);
+        r.sampling.ignore_eos = rng() % 2 == 0;
+        if (rng() % 5 == 0) r.sampling.stop = {"the"};
+        auto h = (*engine)->Submit(r);
+        EXPECT_TRUE(h.ok()) << h.status();
+        if (h.ok()) handles[submitted] = *h;
+        ++submitted;
+      }
+      if (submitted > 0 && rng() % 40 == 0) (*engine)->Abort("q" + std::to_string(rng() % submitted));
+      auto more = (*engine)->Step();
+      EXPECT_TRUE(more.ok()) << more.status();
+      EXPECT_TRUE((*engine)->kv_cache().CheckInvariants().ok()) << (*engine)->kv_cache().CheckInvariants();
+      if (!more.ok() || (!*more && submitted == 60)) break;
+    }
+    for (auto& [i, h] : handles) {
+      EXPECT_TRUE(h->finished()) << h->request_id();
+      if (!h->finished()) continue;
+      RequestOutput o = h->Wait();
+      results[i] = Result{o.generated_ids, o.finish_reason};
+    }
+    EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
+    EXPECT_EQ((*engine)->num_live_requests(), 0);
+    preemptions[mode == AsyncScheduling::kOn] = (*engine)->Metrics().num_preemptions;
+    return results;
+  };
+  const std::map<int, Result> waited = run(AsyncScheduling::kOff);
+  const std::map<int, Result> overlapped = run(AsyncScheduling::kOn);
+  ASSERT_EQ(waited.size(), 60u);
+  ASSERT_EQ(overlapped.size(), 60u);
+  int compared = 0;
+  for (const auto& [i, want] : waited) {
+    const Result& got = overlapped.at(i);
+    if (want.reason == "aborted" || got.reason == "aborted") continue;
+    SCOPED_TRACE("request q" + std::to_string(i));
+    EXPECT_EQ(got.ids, want.ids);
+    EXPECT_EQ(got.reason, want.reason);
+    ++compared;
+  }
+  EXPECT_GT(compared, 40);
+  EXPECT_GT(preemptions[0], 0);  // the pool is small enough
+  EXPECT_GT(preemptions[1], 0);
+}
+
 }  // namespace
 }  // namespace strata
