@@ -349,10 +349,13 @@ bool LlamaModel::CanLaunchSampled(int64_t rows) const {
   return SupportsOverlappedSteps() && rows > 0 && static_cast<uint64_t>(rows) * 4 <= STRATA_READBACK_MAX_BYTES;
 }
 
+absl::Status LlamaModel::CheckLaunchable(int64_t rows) const {
+  if (CanLaunchSampled(rows)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("cannot launch a step of ", rows, " sampled rows without waiting (",
+                                                 device_.backend_name(), " backend)"));
+}
+
 absl::StatusOr<PendingSample> LlamaModel::StartSampleReadback(int64_t rows) {
-  if (!CanLaunchSampled(rows))
-    return absl::InvalidArgumentError(absl::StrCat("cannot launch a step of ", rows, " sampled rows without waiting (",
-                                                   device_.backend_name(), " backend)"));
   PendingSample p;
   p.rows = rows;
   STRATA_ASSIGN_OR_RETURN(p.readback, device_.StartReadback(sampled_ids_, 0, static_cast<uint64_t>(rows) * 4));
@@ -360,15 +363,13 @@ absl::StatusOr<PendingSample> LlamaModel::StartSampleReadback(int64_t rows) {
 }
 
 absl::StatusOr<PendingSample> LlamaModel::LaunchGreedy(const StepInput& in) {
-  if (!CanLaunchSampled(static_cast<int64_t>(in.logits_rows.size())))
-    return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));  // the error
+  STRATA_RETURN_IF_ERROR(CheckLaunchable(static_cast<int64_t>(in.logits_rows.size())));
   STRATA_RETURN_IF_ERROR(EnqueueGreedy(in));
   return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));
 }
 
 absl::StatusOr<PendingSample> LlamaModel::LaunchSample(const StepInput& in, const DeviceSampleRows& rows) {
-  if (!CanLaunchSampled(static_cast<int64_t>(in.logits_rows.size())))
-    return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));  // the error
+  STRATA_RETURN_IF_ERROR(CheckLaunchable(static_cast<int64_t>(in.logits_rows.size())));
   STRATA_RETURN_IF_ERROR(EnqueueSample(in, rows));
   return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));
 }

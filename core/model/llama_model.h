@@ -149,6 +149,8 @@ class LlamaModel {
   // The step through its argmax / sampling into sampled_ids_ (rows = its logits rows).
   absl::Status EnqueueGreedy(const StepInput& in);
   absl::Status EnqueueSample(const StepInput& in, const DeviceSampleRows& rows);
+  // InvalidArgument unless CanLaunchSampled(rows).
+  absl::Status CheckLaunchable(int64_t rows) const;
   // Enqueues the download of the latest step's sampled ids.
   absl::StatusOr<PendingSample> StartSampleReadback(int64_t rows);
   // Pads a graphable decode step to its bucket, uploads it and replays (or, the first time,

@@ -282,5 +282,76 @@ INSTANTIATE_TEST_SUITE_P(Models, FusedMatmulHfTiny, ::testing::Values("llama-gqa
                            return n;
                          });
 
+// ---- Overlapped steps (ABI 1.4): a step may name the previous step's sampled ids. ----
+
+// One sequence's tokens at positions start.. (block table = identity).
+StepInput OneSequenceStep(const std::vector<int32_t>& tokens, int32_t start, int32_t blocks_per_seq) {
+  StepInput in;
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  in.token_ids = tokens;
+  for (int32_t i = 0; i < n; ++i) {
+    in.positions.push_back(start + i);
+    in.slot_mapping.push_back(start + i);
+  }
+  in.query_start_loc = {0, n};
+  in.seq_lens = {start + n};
+  for (int32_t b = 0; b < blocks_per_seq; ++b) in.block_tables.push_back(b);
+  in.logits_rows = {n - 1};
+  return in;
+}
+
+// Launched steps whose second names the first's token as -1 sample what waiting steps with
+// the real token sample; a row the previous step did not sample, and any such id on a table
+// without the 1.4 entries, are clear errors.
+TEST(OverlappedSteps, FeedbackIdsMatchRealIdsAndBadOnesAreErrors) {
+  const std::string path = SharedPath("models/stories260K/stories260K.gguf");
+  STRATA_REQUIRE_SHARED(path);
+  auto file = LoadModelFile(path, "");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ModelRuntimeOptions opts;
+  opts.max_seqs = 1;
+  opts.max_batch_tokens = 16;
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 300};
+  const int32_t p = static_cast<int32_t>(prompt.size());
+
+  ModelRun waited = Open(Path::kFused, **file, opts);
+  ASSERT_NE(waited.model, nullptr);
+  const int32_t bps = waited.model->max_blocks_per_seq();
+  std::vector<int32_t> ids;
+  ASSERT_TRUE(waited.model->ForwardGreedy(OneSequenceStep(prompt, 0, bps), &ids).ok());
+  const int32_t t0 = ids[0];
+  ASSERT_TRUE(waited.model->ForwardGreedy(OneSequenceStep({t0}, p, bps), &ids).ok());
+  const int32_t t1 = ids[0];
+
+  ModelRun launched = Open(Path::kFused, **file, opts);
+  ASSERT_NE(launched.model, nullptr);
+  ASSERT_TRUE(launched.model->SupportsOverlappedSteps());
+  auto first = launched.model->LaunchGreedy(OneSequenceStep(prompt, 0, bps));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = launched.model->LaunchGreedy(OneSequenceStep({-1}, p, bps));  // t0, still "on the device"
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(launched.model->FinishSample(*first, &ids).ok());
+  EXPECT_EQ(ids[0], t0);
+  ASSERT_TRUE(launched.model->FinishSample(*second, &ids).ok());
+  EXPECT_EQ(ids[0], t1);
+  // The previous step sampled one row: -2 names a second.
+  std::vector<float> logits;
+  const absl::Status bad = launched.model->Forward(OneSequenceStep({-2}, p + 1, bps), &logits);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("names sampled row 1 of the previous step, which sampled 1 rows"), std::string::npos)
+      << bad;
+
+  // A table of ABI 1.1 size has no feedback: negative ids and launches are refused.
+  ModelRun old = Open(Path::kOldTable, **file, opts);
+  ASSERT_NE(old.model, nullptr);
+  EXPECT_FALSE(old.model->SupportsOverlappedSteps());
+  ASSERT_TRUE(old.model->ForwardGreedy(OneSequenceStep(prompt, 0, bps), &ids).ok());
+  const absl::Status no_feedback = old.model->Forward(OneSequenceStep({-1}, p, bps), &logits);
+  EXPECT_EQ(no_feedback.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_feedback.message().find("cannot feed sampled ids back"), std::string::npos) << no_feedback;
+  auto refused = old.model->LaunchGreedy(OneSequenceStep({t0}, p, bps));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace strata
