@@ -379,15 +379,13 @@ absl::StatusOr<bool> Engine::StepLocked() {
   bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
   bool all_argmax = true;
   device_rows_ = DeviceSampleRows{};
-  // Per logits row: the request (null where it is gone) and its identity, which outlives
-  // it (applying a launched step's tokens may end requests of this step).
-  std::vector<LiveRequest*> sampled;
+  // Per logits row: the request's identity, which outlives it (applying a launched step's
+  // tokens may end requests of this step).
   std::vector<SampledRow> sampled_rows;
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
     LiveRequest* r = it != live_.end() ? it->second.get() : nullptr;
-    sampled.push_back(r);
     sampled_rows.push_back(SampledRow{sc.seq->id, r != nullptr ? r->serial : 0, 0});
     const Sampler* smp = r != nullptr ? r->sampler.get() : nullptr;
     // A request that wants logprobs needs its logits row even when greedy.
@@ -431,8 +429,8 @@ absl::StatusOr<bool> Engine::StepLocked() {
     InFlightStep next;
     next.step = out.step;
     next.pending = *std::move(launched);
-    for (size_t row = 0; row < sampled.size(); ++row) {
-      LiveRequest* r = sampled[row];
+    for (size_t row = 0; row < sampled_rows.size(); ++row) {
+      LiveRequest* r = FindLive(sampled_rows[row]);
       if (r == nullptr) continue;
       r->sampler->SkipDraw();  // the device used this request's (seed, step)
       const int64_t index = r->seq.num_tokens();
