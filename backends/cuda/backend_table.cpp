@@ -101,7 +101,8 @@ struct OpenOptions {
   bool gemv_fused = true;
   bool gemv_fused_plain = false;
   int64_t gemv_max_tokens = 1;
-  int prefill_attention = 2;  // fa2
+  int prefill_attention = 3;  // auto: on sm_90 wgmma where FA2's grid would not fill the GPU, else fa2
+  bool require_prefill_wgmma = false;  // prefill_attention=wgmma: an error on a device that cannot run it
   bool use_gqa_decode = true;
   int decode_mma = 1;
   bool fuse_rope_attention = true;
@@ -117,7 +118,9 @@ struct OpenOptions {
 
 // prefill_attention= values, best first.
 int PrefillAttentionLevel(const std::string& v) {
-  if (v == "auto" || v == "fa2") return 2;
+  if (v == "wgmma") return 4;
+  if (v == "auto") return 3;
+  if (v == "fa2") return 2;
   if (v == "wmma") return 1;
   if (v == "simple") return 0;
   return -1;
@@ -135,6 +138,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   }
   if (const char* env = std::getenv("STRATA_CUDA_PREFILL_ATTENTION"); env != nullptr && PrefillAttentionLevel(env) >= 0) {
     o->prefill_attention = PrefillAttentionLevel(env);
+    o->require_prefill_wgmma = std::strcmp(env, "wgmma") == 0;
   }
   o->use_gqa_decode = !EnvIs("STRATA_CUDA_DECODE_ATTENTION", "simple");
   o->decode_mma = EnvIs("STRATA_CUDA_DECODE_ATTENTION", "gqa") ? 0 : EnvIs("STRATA_CUDA_DECODE_ATTENTION", "mma") ? 2 : 1;
@@ -189,9 +193,10 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       const int level = PrefillAttentionLevel(value);
       if (level < 0) {
         return InvalidArgument("device_open: option prefill_attention=", value,
-                               " (expected auto, fa2, wmma or simple)");
+                               " (expected auto, wgmma, fa2, wmma or simple)");
       }
       o->prefill_attention = level;
+      o->require_prefill_wgmma = value == "wgmma";
     } else if (key == "decode_attention") {
       if (value != "auto" && value != "gqa" && value != "mma" && value != "simple") {
         return InvalidArgument("device_open: option decode_attention=", value, " (expected auto, gqa, mma or simple)");
@@ -237,7 +242,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       (key == "pdl" ? o->use_pdl : key == "profile" ? o->profile : o->tune_gemm) = value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
-                             "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|fa2|wmma|simple, "
+                             "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
@@ -342,6 +347,14 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
                          prop.minor);
     }
     dev->wgmma_splits = parsed.wgmma_splits;
+    const bool sm90a = prop.major == 9 && prop.minor == 0;  // the wgmma kernels are sm_90a code only
+    if (parsed.prefill_attention >= 3 && !sm90a) {
+      if (parsed.require_prefill_wgmma) {
+        return Unsupported("device_open: prefill_attention=wgmma needs an sm_90 GPU (H100/H200); this one is sm_",
+                           prop.major, prop.minor);
+      }
+      dev->prefill_attention = 2;
+    }
     dev->num_sms = prop.multiProcessorCount;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");

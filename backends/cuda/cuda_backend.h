@@ -25,10 +25,17 @@
 //                      scripts/gpu/ab_matmul_paths.sh), for reasons not yet understood
 //   pdl=on             (default, sm_90+) the GEMV starts with programmatic dependent launch
 //   pdl=off            every kernel waits for the previous one to finish before it starts
-//   prefill_attention=auto|fa2 (default) batches with a query of >= 16 tokens, BF16
-//                      activations, a BF16/F16 cache and head_dim 64 or 128 run the
-//                      FlashAttention-2-style kernel of kernels/cuda/prefill_attention_fa2.cu
-//                      (mma.sync, register accumulators, cp.async double buffering)
+//   prefill_attention=auto (default) batches with a query of >= 16 tokens, BF16
+//                      activations and head_dim 64 or 128 run the FlashAttention-2-style
+//                      kernel below, except on an sm_90 GPU with a BF16 cache where its grid
+//                      would not fill the GPU (< 2 blocks per SM: e.g. a 512-token chunk):
+//                      there the Hopper kernel of kernels/cuda/prefill_attention_wgmma.cu
+//                      (warpgroup MMAs, TMA loads, FA3-style overlap of softmax and P V)
+//   prefill_attention=wgmma   the Hopper kernel for every batch it supports; an error when
+//                      opening a device that is not sm_90
+//   prefill_attention=fa2     those batches (BF16/F16 cache) on the FlashAttention-2-style
+//                      kernel of kernels/cuda/prefill_attention_fa2.cu (mma.sync, register
+//                      accumulators, cp.async double buffering)
 //   prefill_attention=wmma    the same batches on the older WMMA kernel (prefill_attention_tc.cu)
 //   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the oldest path)
 //   decode_attention=auto (default) decode batches with enough (token, KV head) pairs to fill
@@ -64,7 +71,7 @@
 //                      (--enforce-eager) for per-op figures. Off by default
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
-// STRATA_CUDA_PREFILL_ATTENTION=fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
+// STRATA_CUDA_PREFILL_ATTENTION=wgmma|fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_CANDIDATE=N, STRATA_CUDA_GEMM_TUNE=on,
 // STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=, prefill_attention=,
 // decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=, pdl= and profile= (an

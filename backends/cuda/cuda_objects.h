@@ -58,9 +58,11 @@ struct Device {
   bool gemv_fused = true;        // its fused kernel for matmul_ex at one token (gemv=rows: never)
   bool gemv_fused_plain = false;  // ... and for plain one-token products (gemv=fused)
   int64_t gemv_max_tokens = 1;  // the GEMV's share without tuning: products of <= this many tokens
-  // Prefill attention: 2 = FlashAttention-2-style mma.sync kernel, 1 = the WMMA kernel,
-  // 0 = SIMT only (each where it supports the batch, else the next lower one).
-  int prefill_attention = 2;
+  // Prefill attention: 4 = the Hopper wgmma kernel (sm_90 only), 3 = auto (the wgmma kernel
+  // where FA2's grid would not fill the GPU, else FA2), 2 = FlashAttention-2-style mma.sync
+  // kernel, 1 = the WMMA kernel, 0 = SIMT only (each where it supports the batch, else the
+  // next lower one).
+  int prefill_attention = 3;
   bool use_gqa_decode = true;  // decode attention through kernels/cuda/decode_attention_gqa.cu
   // ... or decode_attention_mma.cu: 0 never (decode_attention=gqa), 1 where the batch fills
   // the GPU (auto), 2 wherever it supports the batch (mma).

@@ -28,6 +28,7 @@
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/sm90_async.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma_bf16.cuh"
 #include "strata/device.h"
 
@@ -247,26 +248,10 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
 #endif
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (the plugin links only
-// cudart and cuBLAS; the driver is there whenever a device is).
-PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 // A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in tiles of
 // box_rows x 64, swizzled 128 bytes; out-of-bounds elements read as zero.
 bool EncodeBf16Map(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
@@ -390,7 +375,7 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
   if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
   if (!Aligned16(a.w) || !Aligned16(a.x)) return false;
   if (a.m > 0x7fffffffLL || a.k > 0x7fffffffLL) return false;
-  return EncodeFn() != nullptr;
+  return TensorMapEncoder() != nullptr;
 }
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {

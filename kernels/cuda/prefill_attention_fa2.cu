@@ -422,6 +422,11 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t
 
 }  // namespace
 
+int64_t Fa2PrefillBlocks(const AttentionArgs& a, const KvLayout& kv) {
+  const int bq = kv.head_dim == 128 && a.max_query_len > kShortQueryLen ? kBQFor<128, 2> : kMinBQ;
+  return static_cast<int64_t>(a.num_seqs) * a.num_heads * ((a.max_query_len + bq - 1) / bq);
+}
+
 bool Fa2PrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
   return a.act_dtype == STRATA_DTYPE_BF16 && (kv.dtype == STRATA_DTYPE_BF16 || kv.dtype == STRATA_DTYPE_F16) &&
          (kv.head_dim == 64 || kv.head_dim == 128) && a.num_heads > 0 && kv.num_kv_heads > 0 &&

@@ -58,6 +58,15 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uin
       "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddr(bar)), "r"(c0), "r"(c1)
       : "memory");
 }
+// The same for a 3-D tile at (c0 = innermost, c1, c2).
+__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1,
+                                          int32_t c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
+          "r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
 __device__ __forceinline__ void PrefetchTensorMap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -68,11 +77,21 @@ template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
+// Orders this thread's ordinary shared-memory writes (st.shared, cp.async once waited for)
+// before later reads of the same bytes by the async proxy (wgmma operands, TMA stores).
+__device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Barrier `id` (1..15; 0 is __syncthreads) over `threads` threads, e.g. one warpgroup.
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 #endif
 
 // Keeps the compiler from moving reads or writes of a wgmma accumulator across the
 // asynchronous MMA's fences (the registers change behind its back).
 __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// The same for a register operand (A from registers): it stays live, unchanged, up to here,
+// so the compiler cannot reuse it while an MMA still reads it.
+__device__ __forceinline__ void FenceOperand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Shared-memory matrix descriptor of a K-major bf16 tile stored as TMA writes it with
 // 128-byte swizzling: rows of 64 elements (128 bytes), 8-row groups 1024 bytes apart, the
@@ -84,6 +103,20 @@ __device__ __forceinline__ uint64_t Sw128KMajorDesc(uint32_t addr) {
   d |= static_cast<uint64_t>(1) << 16;                // leading byte offset: unused when swizzled
   d |= static_cast<uint64_t>(1024 >> 4) << 32;        // stride byte offset: 8 rows x 128 B
   d |= static_cast<uint64_t>(1) << 62;                // layout: 128-byte swizzle
+  return d;
+}
+
+// Descriptor of an MN-major bf16 tile (wgmma's B with imm-trans-b 1) stored with the same
+// 128-byte swizzle: each 128-byte row holds 64 consecutive N elements of one K index, 8
+// consecutive K rows make a 1024-byte atom (the stride byte offset, K direction), and the
+// next 64 N elements start `mn_group_bytes` further on (the leading byte offset). `addr`
+// (1024-byte aligned) may be advanced by whole atoms, 2048 bytes per 16-element K step.
+__device__ __forceinline__ uint64_t Sw128MnMajorDesc(uint32_t addr, uint32_t mn_group_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>((mn_group_bytes & 0x3FFFF) >> 4) << 16;  // leading byte offset
+  d |= static_cast<uint64_t>(1024 >> 4) << 32;                          // stride byte offset
+  d |= static_cast<uint64_t>(1) << 62;
   return d;
 }
 

@@ -24,6 +24,10 @@
 #            32 concurrent sequences with decode_attention=gqa and the default, alternately
 #   async    overlapped scheduling on and off alternately (scripts/gpu/async_ab.sh; 128 and 32
 #            sequences, batch-1 decode; STRATA_ASYNC_ROUNDS rounds, default 2)
+#   prefill  the prefill attention kernels: their tests (a failure stops the run), the
+#            attention op cases with prefill_attention=wgmma and =fa2, then the 4096-token
+#            prefill and 128 concurrent sequences with each, alternately (STRATA_PREFILL_ROUNDS
+#            rounds, default 2)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -210,6 +214,34 @@ phase_attention() {
   done
 }
 
+phase_prefill() {
+  stamp "prefill attention tests"
+  timeout 300 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+    --gtest_filter='CudaPrefillAttention.*:*Attention*' 2>&1 | tee "$OUT/prefill_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  grep -qE "FAILED|Failure" "$OUT/prefill_test.log" && { stamp "prefill attention tests failed: stopping"; exit 1; }
+  for k in wgmma fa2; do
+    stamp "attention op cases, prefill_attention=$k"
+    STRATA_CUDA_PREFILL_ATTENTION=$k STRATA_OP_BENCH=attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | \
+      grep -E '"op":"(attention|rope_attention)"' | grep -E '"path":"auto"' | grep -v '"query_len":1,' | \
+      tee "$OUT/attention_cases_$k.log"
+  done
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  for r in $(seq "${STRATA_PREFILL_ROUNDS:-2}"); do
+    for k in wgmma fa2; do
+      stamp "round $r, prefill_attention=$k: 4096-token prefill; 128 sequences"
+      STRATA_CUDA_PREFILL_ATTENTION=$k timeout 120 $S --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 \
+        > "$OUT/prefill_${k}_$r.json"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("prefill tok/s", r.get("prefill_tokens_per_s", r))' \
+        "$OUT/prefill_${k}_$r.json"
+      STRATA_CUDA_PREFILL_ATTENTION=$k timeout 150 $S --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 \
+        --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 > "$OUT/serving128_${k}_$r.json"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("128 seqs output tok/s %.0f" % r["output_tokens_per_s"])' \
+        "$OUT/serving128_${k}_$r.json"
+    done
+  done
+}
+
 phase_ab() {
   stamp "batch-1 decode, base commit vs this build, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
@@ -218,8 +250,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|ab|async) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention ab async)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ab|async) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ab async)" ;;
   esac
 done
 stamp "done"

@@ -653,6 +653,10 @@ struct AttnCase {
   int32_t window = 0;
   float softcap = 0.0f;
   const char* what;
+  // Queries uniform in [-q_range, q_range]. With 1 and a long context every row attends
+  // almost evenly to all keys, its output shrinks like 1 / sqrt(context) while the BF16
+  // rounding of the probabilities does not, so long cases use peakier (more realistic) rows.
+  float q_range = 1.0f;
 };
 
 // Fills both caches with the same random content, then runs attention on both.
@@ -663,7 +667,7 @@ void RunAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t kv_t) {
   const int32_t num_blocks = total_blocks + 5;
   const Ragged r = MakeRagged(rng, c.q_lens, c.seq_lens, c.block_size, num_blocks);
   const int64_t n = r.num_tokens, qd = int64_t{c.heads} * c.head_dim;
-  const std::vector<float> q = Rounded(Random(rng, n * qd, 1.0f), P.act);
+  const std::vector<float> q = Rounded(Random(rng, n * qd, c.q_range), P.act);
   const std::vector<float> cache = Random(rng, size_t(layers) * 2 * num_blocks * c.block_size * c.kv_heads * c.head_dim, 1.0f);
   // Host layout of swap_blocks: per block [layer][K, V][block_size][kv_heads][head_dim].
   const std::vector<uint8_t> host = Encode(cache, kv_t);
@@ -837,6 +841,68 @@ TEST_P(CudaOps, AttentionLongPrefillChunksTensorCores) {
   RunAttention(*pair_, rng_, {{129, 1}, {150, 400}, 4, 2, 128, 16, 24, 0.0f, "prefill window 24"}, BF16);
   RunAttention(*pair_, rng_, {{130, 1}, {130, 200}, 4, 2, 128, 16, 0, 5.0f, "prefill softcap 5"}, BF16);
   RunAttention(*pair_, rng_, {{16, 2}, {16, 50}, 4, 2, 64, 16, 0, 0.0f, "query of exactly 16"}, BF16);
+}
+
+// The prefill kernels forced one at a time on the same batches: the Hopper wgmma kernel
+// (128-row query tiles, 128-key tiles loaded by TMA one cache block per box, two
+// warpgroups of 64 rows) and FA2 (the default path picks between them by grid size).
+// Queries and contexts straddle every tile edge (a warpgroup's 64 rows, the block's 128,
+// the 128-key tile), prompts continue cached prefixes of unaligned lengths, block sizes do
+// not divide the key tile, windows are shorter and longer than a tile, and one 2,048-token
+// prompt has the Llama-3 head layout (32 query heads on 8 KV heads, head_dim 128).
+TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
+  SKIP_WITHOUT_GPU();
+  for (const char* kernel : {"wgmma", "fa2"}) {
+    SCOPED_TRACE(kernel);
+    Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=") + kernel);
+    if (!P.cuda.ok() && P.cuda.err().find("needs an sm_90") != std::string::npos) {
+      std::printf("[  SKIPPED ] prefill_attention=%s: %s\n", kernel, P.cuda.err().c_str());
+      continue;
+    }
+    ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+    ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+    std::mt19937 rng(2024);
+    for (int32_t d : {64, 128}) {
+      const std::string dn = " d" + std::to_string(d);
+      RunAttention(P, rng, {{64, 65, 127, 128, 129, 16}, {64, 65, 127, 128, 129, 16}, 8, 2, d, 16, 0, 0.0f,
+                            "fresh prompts at tile edges"}, BF16);
+      RunAttention(P, rng, {{300, 1, 17, 255}, {357, 700, 17, 1000}, 8, 2, d, 16, 0, 0.0f, "after cached prefixes"},
+                   BF16);
+      RunAttention(P, rng, {{257, 40}, {300, 40}, 4, 1, d, 7, 0, 0.0f, "block size 7"}, BF16);
+      RunAttention(P, rng, {{200, 33}, {700, 33}, 4, 4, d, 32, 0, 0.0f, "block size 32, no GQA"}, BF16);
+      RunAttention(P, rng, {{300, 1}, {340, 900}, 4, 2, d, 16, 100, 0.0f, "window 100"}, BF16);
+      RunAttention(P, rng, {{260, 20}, {300, 20}, 4, 2, d, 16, 200, 0.0f, "window 200"}, BF16);
+      RunAttention(P, rng, {{129, 1}, {150, 400}, 4, 2, d, 16, 24, 0.0f, "window 24"}, BF16);
+      RunAttention(P, rng, {{130, 16}, {130, 200}, 4, 2, d, 16, 0, 5.0f, "softcap 5"}, BF16);
+    }
+    RunAttention(P, rng, {{2048}, {2048}, 32, 8, 128, 16, 0, 0.0f, "2048-token prompt, 32 on 8 heads", 4.0f}, BF16);
+  }
+}
+
+// A block-table entry outside the cache is reported at synchronize() by each prefill
+// kernel, and the device works on afterwards.
+TEST(CudaPrefillAttention, BadBlockTableIsAnError) {
+  SKIP_WITHOUT_GPU();
+  for (const char* kernel : {"wgmma", "fa2", "wmma", "simple"}) {
+    SCOPED_TRACE(kernel);
+    Dev D(CudaPlugin().info->backend, (std::string("activations=bf16;prefill_attention=") + kernel).c_str());
+    if (!D.ok() && D.err().find("needs an sm_90") != std::string::npos) continue;
+    ASSERT_TRUE(D.ok()) << D.err();
+    std::mt19937 rng(5);
+    const int32_t heads = 4, kv_heads = 2, d = 128, bs = 16, nb = 20;
+    Ragged r = MakeRagged(rng, {200}, {200}, bs, nb);
+    r.tables[3] = nb + 7;  // keys 48..63 point past the cache
+    strata_kv_cache kv = D.Kv(1, nb, bs, kv_heads, d, BF16);
+    BatchOn batch(D, r);
+    const int64_t n = r.num_tokens, qd = int64_t{heads} * d;
+    strata_buffer qb = D.Floats(Random(rng, n * qd, 1.0f), BF16), ob = D.Alloc(n * qd * 2);
+    strata_tensor qt = T(qb, BF16, {n, qd}), ot = T(ob, BF16, {n, qd});
+    strata_attention_params ap = AttnParams(heads, kv_heads, d, 0.088f);
+    ASSERT_EQ(D.api()->attention(D.dev(), &ap, &batch.desc, &qt, kv, 0, &ot), STRATA_OK) << D.err();
+    EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(D.err()).find("block_tables entries outside the KV cache"), std::string::npos) << D.err();
+    EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_OK);
+  }
 }
 
 // Rotary halves that split into 8-element chunks take the chunked kernel (NEOX 48, 64;

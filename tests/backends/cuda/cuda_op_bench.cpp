@@ -465,13 +465,14 @@ int main(int argc, char** argv) {
   }
 
   // Devices on GPU 0: the default kernel paths (the streaming GEMV at 1 token, else
-  // cuBLASLt's first heuristic choice; FA2 prefill attention, GQA decode attention), the
+  // cuBLASLt's first heuristic choice; the wgmma prefill attention on sm_90, else FA2, or the
+  // kernel STRATA_CUDA_PREFILL_ATTENTION names; GQA decode attention), the
   // fused one-token kernel for plain products too ("fused": matmul_ex's kernel, without a
   // prologue), the previous paths (the row kernel only) with the opt-in
   // matmul tuning (gemm_tune=on; WMMA prefill, per-head split-K decode) and the oldest
   // (cuBLASLt everywhere, SIMT attention).
   struct Path { const char* name; const char* options; strata_device dev; };
-  Path paths[] = {{"auto", "activations=bf16;gemv=auto;prefill_attention=auto;decode_attention=auto", nullptr},
+  Path paths[] = {{"auto", "activations=bf16;gemv=auto;decode_attention=auto", nullptr},
                   {"previous", "activations=bf16;gemv=rows;gemm_tune=on;pdl=off;prefill_attention=wmma;decode_attention=simple", nullptr},
                   {"legacy", "activations=bf16;gemv=cublas;gemm_tune=off;pdl=off;prefill_attention=simple;decode_attention=simple", nullptr},
                   {"fused", "activations=bf16;gemv=fused", nullptr}};

@@ -1,0 +1,444 @@
+// Prefill attention on Hopper warpgroup MMAs (wgmma, sm_90a), in the FlashAttention-3
+// manner, over the paged KV cache for a ragged batch: causal, GQA, sliding window and
+// logit soft-capping, with the semantics of prefill_attention_fa2.cu (whose mma.sync tiles
+// top out near 260 TFLOP/s on the H200: warp-level MMAs issue at a fraction of the rate of
+// warpgroup ones).
+//
+// Grid (sequence x head, query tile; heaviest tiles first), 2 warpgroups. A block owns 128
+// query rows, warpgroup w rows [64 w, 64 w + 64). Key tiles of 128 positions come through
+// TMA, one box per (KV-cache block, 64 head dims) straight from the paged cache (the block
+// table gives each box's block), into shared memory with the 128-byte swizzle that wgmma
+// reads, three stages deep, handed over through transaction-counting mbarriers. One thread
+// issues the boxes (a few dozen instructions per tile), so the warps spend no issue slots
+// copying and never meet at a block-wide barrier. (A separate producer warp would not fit:
+// a ninth warp leaves 168 registers per thread, and the consumers need ~200.) Per key
+// tile, each warpgroup computes
+//   S = Q K^T   wgmma m64n128k16, Q and K from shared memory (both K-major),
+//   softmax     online, on the accumulators in registers (as in FA2: a quad of lanes shares a
+//               row; base-2 exponentials with the scale folded in; masks only where a tile
+//               crosses the diagonal, a window edge or the end of the context),
+//   O += P V    wgmma m64n{head_dim}k16 with P from registers (the S accumulator of two
+//               adjacent 8-key chunks is the A fragment of 16 keys) and V from shared
+//               memory read N-major (V's rows are keys, its columns the head dims: the same
+//               bytes as K's tile, so both load the same way).
+// The next tile's S = Q K^T is issued before this tile's P V, so the tensor cores work on
+// P V while the warpgroup computes the next softmax (FA3's intra-warpgroup overlap).
+// Keys past the context are masked; boxes of blocks past it, or whose block-table entry is
+// out of range (kErrBlockTable), are loaded from outside the tensor and so read as zero.
+// Whole cache blocks are loaded: their slots past the context hold zeros (the cache is
+// cleared when created) or another sequence's finite keys, masked all the same.
+//
+// Status (H200, 2026-12-01, runs 71-78, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
+// 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests), but at 4,096 tokens slower
+// than FA2 (610 vs 535 us, 226 vs 257 TFLOP/s); faster where FA2's 256-row tiles leave SMs
+// idle (a 512-token chunk after 3,584 cached tokens: 147 vs 245 us) and for 64 prompts of 128
+// (166 vs 181 us), which is where the default path uses it. What bounds it is the arrival of
+// the K/V tiles, not their loading: a variant that stopped loading after the first tiles ran
+// the 4,096-token case in 357 us (385 TFLOP/s), yet issuing the loads from one thread (TMA,
+// this version) instead of all (cp.async, 581 us) did not help, and sharing each tile across
+// the 4 query heads of a KV head by cluster multicast (4x less L2 traffic) made it slower
+// (cluster of 2: 681 us, of 4: 773). Not yet understood; the next step is a profile (ncu is on
+// the GPU machine) of stall reasons and L2 traffic.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
+#include "kernels/cuda/prefill_attention_fa2.h"
+#include "kernels/cuda/prefill_attention_wgmma.h"
+#include "kernels/cuda/sm90_async.cuh"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/wgmma_bf16.cuh"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kWarpGroups = 2;
+constexpr int kThreads = 128 * kWarpGroups;
+constexpr int kBQ = 64 * kWarpGroups;  // query rows per block
+constexpr int kBK = 128;               // key positions per tile: S is m64n128 per warpgroup
+constexpr int kStages = 3;             // K/V tiles: in use, landed for the next S, loading
+
+// Shared memory (bytes, from a 1024-byte aligned base; head_dim 128: 229,376): Q, then the
+// K and V stages. A tile of `rows` rows keeps head dims [64 c, 64 c + 64) of all rows in
+// column region c (rows x 128 bytes), so every region is wgmma's canonical 128-byte-swizzle
+// layout.
+template <int D>
+struct Smem {
+  static constexpr int kQBytes = kBQ * D * 2;
+  static constexpr int kTileBytes = kBK * D * 2;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kV = kK + kStages * kTileBytes;
+  static constexpr int kBytes = kV + kStages * kTileBytes;
+  static constexpr size_t kAlloc = size_t{kBytes} + 1024;  // slack to align the base
+};
+static_assert(Smem<128>::kAlloc <= 232448, "fits the H200's 227 KB of shared memory per block");
+
+#if defined(STRATA_SM90A)
+// Byte offset of 16-byte chunk `ch` (head dims 8 ch .. 8 ch + 7) of row `r` in a tile of
+// `rows` rows: the 128-byte swizzle XORs the chunk's index in its row with the row's index
+// in its 8-row atom.
+__device__ __forceinline__ uint32_t SwizzledChunk(int rows, int r, int ch) {
+  return static_cast<uint32_t>((ch >> 3) * rows * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+}
+#endif
+
+// tmap_k / tmap_v: the layer's K / V half as [slots][KV heads][head_dim] BF16 (slot =
+// block * block_size + offset), box 64 dims x 1 head x block_size slots.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    WgmmaPrefillKernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
+                       AttentionArgs a, KvLayout kv, int32_t tiles_per_seq) {
+#if defined(STRATA_SM90A)
+  using L = Smem<D>;
+  using T = __nv_bfloat16;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const uint32_t smem_base = sm90::SmemAddr(smem);
+
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int g = lane >> 2, tig = lane & 3;  // accumulator row (and row + 8) and column pair
+  const int32_t s = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
+  const int32_t tile = tiles_per_seq - 1 - static_cast<int32_t>(blockIdx.y);  // heavy tiles launch first
+  const int32_t q_start = a.query_start_loc[s];
+  const int32_t q_len = a.query_start_loc[s + 1] - q_start;
+  const int32_t q0 = tile * kBQ;
+  if (q0 >= q_len) return;  // whole block, before any barrier
+  const int32_t nq = min(kBQ, q_len - q0);
+  const int32_t p_first = a.seq_lens[s] - q_len + q0;  // position of the tile's first query
+  const int32_t p_last = p_first + nq - 1;
+  const int32_t win = a.sliding_window;
+  const int32_t bs = kv.block_size;
+  // Tiles start on a cache block (the window's first key rounded down; the extra keys are
+  // masked), so every TMA box is one block.
+  const int32_t k_lo = win > 0 ? max(0, p_first - win + 1) / bs * bs : 0;
+  const int32_t n_tiles = p_last >= k_lo ? (p_last - k_lo) / kBK + 1 : 0;
+  const int32_t kvh = h / (a.num_heads / kv.num_kv_heads);
+  const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+
+  // full[s]: stage s holds its tile (thread 0's arrival + the TMA bytes); empty[s]: the
+  // consumer warps are done with it.
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      sm90::MbarInit(&full[i], 1);
+      sm90::MbarInit(&empty[i], kThreads / 32);
+    }
+    sm90::FenceBarrierInit();
+  }
+  // Tile t into stage t % kStages, issued by thread 0: the stage's mbarrier expects the
+  // tile's bytes, then one box per (cache block, 64 head dims) of K and of V.
+  const int32_t boxes = kBK / bs;
+  const int32_t nowhere = kv.num_blocks * bs;  // a slot past the tensor: the box reads zeros
+  auto load_tile = [&](int32_t t) {
+    const int st = t % kStages;
+    sm90::MbarArriveExpectTx(&full[st], 2 * L::kTileBytes);
+    unsigned char* kd = smem + L::kK + st * L::kTileBytes;
+    unsigned char* vd = smem + L::kV + st * L::kTileBytes;
+    const int32_t kb = k_lo + t * kBK;
+    for (int32_t b = 0; b < boxes; ++b) {
+      const int32_t p = kb + b * bs;
+      int32_t slot = nowhere;
+      if (p <= p_last) {
+        const int32_t blk = bt[p / bs];
+        if (blk >= 0 && blk < kv.num_blocks) {
+          slot = blk * bs;
+        } else {
+          atomicOr(a.err, kErrBlockTable);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c) {
+        const uint32_t off = c * kBK * 128 + b * bs * 128;  // rows b * bs.. of column region c
+        sm90::TmaLoad3d(kd + off, &tmap_k, &full[st], c * 64, kvh, slot);
+        sm90::TmaLoad3d(vd + off, &tmap_v, &full[st], c * 64, kvh, slot);
+      }
+    }
+  };
+  if (tid == 0) {
+    sm90::PrefetchTensorMap(&tmap_k);
+    sm90::PrefetchTensorMap(&tmap_v);
+  }
+  __syncthreads();  // the barriers are initialised (the last block-wide barrier)
+  if (tid == 0) {
+    for (int32_t t = 0; t < min(n_tiles, kStages); ++t) load_tile(t);
+  }
+  __syncwarp();  // warp 0 converges again before its warpgroup's .aligned wgmma instructions
+
+  // Q tile (rows past nq are zero) while they land.
+  {
+    const T* qg = static_cast<const T*>(a.q);
+    const bool q_vec = reinterpret_cast<uintptr_t>(qg) % 16 == 0 && a.q_stride % 8 == 0;
+    for (int idx = tid & 127; idx < 64 * kChunks; idx += 128) {  // the warpgroup's own 64 rows
+      const int r = 64 * wg + idx / kChunks, ch = idx % kChunks;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < nq) {
+        const T* src = qg + static_cast<int64_t>(q_start + q0 + r) * a.q_stride + static_cast<int64_t>(h) * D + ch * 8;
+        if (q_vec) {
+          v = *reinterpret_cast<const uint4*>(src);
+        } else {
+          T e[8];
+#pragma unroll
+          for (int k = 0; k < 8; ++k) e[k] = src[k];
+          v = *reinterpret_cast<const uint4*>(e);
+        }
+      }
+      *reinterpret_cast<uint4*>(smem + L::kQ + SwizzledChunk(kBQ, r, ch)) = v;
+    }
+  }
+
+  // Row bookkeeping: this thread's rows g and g + 8 of its warp's 16.
+  const int32_t w_first = p_first + 64 * wg + 16 * warp;  // the warp's first position
+  const int32_t w_last = w_first + 15;
+  int32_t row_pos[2] = {w_first + g, w_first + g + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float kLog2e = 1.4426950408889634f;
+  const float cap = a.softcap;
+  const bool plain = cap <= 0.0f && a.scale > 0.0f;  // scores keep their order under the scale
+  const float mult = plain ? a.scale * kLog2e : 1.0f;
+
+  float sacc[kBK / 2];  // S: keys 8j + 2 tig (+1) of rows g (e 0, 1) and g + 8 (e 2, 3) at 4j + e
+  float o[D / 2];       // O: head dims 8j + 2 tig (+1), same layout
+  uint32_t pf[kBK / 16][4];  // P as the A fragments of 16-key steps
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+
+  const uint32_t q_addr = smem_base + L::kQ + wg * 64 * 128;
+  auto issue_s = [&](int stage) {  // S = Q K^T into sacc
+    const uint32_t k_addr = smem_base + L::kK + stage * L::kTileBytes;
+#pragma unroll
+    for (int i = 0; i < kBK / 2; ++i) sm90::FenceOperand(sacc[i]);
+    sm90::WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t col = (kk & 3) * 32;  // 16 head dims = 32 bytes inside a 128-byte region
+      WgmmaBf16<kBK>(sacc, sm90::Sw128KMajorDesc(q_addr + (kk >> 2) * (kBQ * 128) + col),
+                     sm90::Sw128KMajorDesc(k_addr + (kk >> 2) * (kBK * 128) + col), kk > 0 ? 1 : 0);
+    }
+    sm90::WgmmaCommit();
+  };
+  auto issue_pv = [&](int stage) {  // O += P V
+    const uint32_t v_addr = smem_base + L::kV + stage * L::kTileBytes;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) sm90::FenceOperand(o[i]);
+    sm90::WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      WgmmaBf16Rs<D, 1>(o, pf[kk], sm90::Sw128MnMajorDesc(v_addr + kk * 16 * 128, kBK * 128));
+    }
+    sm90::WgmmaCommit();
+  };
+  // Online softmax of key tile t (in sacc, landed): leaves the exponentials in sacc and
+  // returns the factors that rescale O's rows g and g + 8.
+  auto softmax = [&](int32_t t, float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < kBK / 2; ++i) sm90::FenceOperand(sacc[i]);
+    const int32_t kb = k_lo + t * kBK;
+    if (!plain) {
+#pragma unroll
+      for (int i = 0; i < kBK / 2; ++i) {
+        const float x = sacc[i] * a.scale;
+        sacc[i] = (cap > 0.0f ? cap * tanhf(x / cap) : x) * kLog2e;
+      }
+    }
+    const bool need_mask = kb + kBK - 1 > w_first || (win > 0 && kb <= w_last - win);
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kBK / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int32_t key = kb + 8 * j + 2 * tig + (e & 1);
+          const int32_t pr = row_pos[e >> 1];
+          if (key > pr || (win > 0 && key <= pr - win)) sacc[4 * j + e] = -INFINITY;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBK / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
+      mx = QuadMax(mx);
+      const float m_new = fmaxf(m[r], mx);
+      // A row with nothing visible yet keeps m = -inf: exponentiate against 0 so that
+      // -inf - (-inf) never happens (p = 0, and alpha = 0 on an O that is still 0).
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
+      alpha[r] = Exp2(fmaf(m[r], mult, -m_use));
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kBK / 8; ++j) {
+        sacc[4 * j + 2 * r] = Exp2(fmaf(sacc[4 * j + 2 * r], mult, -m_use));
+        sacc[4 * j + 2 * r + 1] = Exp2(fmaf(sacc[4 * j + 2 * r + 1], mult, -m_use));
+        sum += sacc[4 * j + 2 * r] + sacc[4 * j + 2 * r + 1];
+      }
+      l[r] = l[r] * alpha[r] + sum;
+      m[r] = m_new;
+    }
+  };
+  // P (BF16) from the exponentials: keys 16kk..16kk+15 are chunks 2kk and 2kk + 1.
+  auto make_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      pf[kk][0] = PackPair<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+      pf[kk][1] = PackPair<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pf[kk][2] = PackPair<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pf[kk][3] = PackPair<T>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j + 0] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+  };
+
+  sm90::FenceProxyAsync();  // the Q rows, written here, are read by wgmma
+  sm90::NamedBarrierSync(1 + wg, 128);
+  auto wait_full = [&](int32_t t) { sm90::MbarWait(&full[t % kStages], (t / kStages) & 1); };
+  // After the P V of tile t: its stage may take a new tile (one arrival per warp).
+  auto release = [&](int32_t t) {
+    if (lane == 0) sm90::MbarArrive(&empty[t % kStages]);
+    __syncwarp();
+  };
+  auto fence_o_p = [&]() {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) sm90::FenceOperand(o[i]);
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm90::FenceOperand(pf[kk][i]);
+    }
+  };
+
+  if (n_tiles > 0) {
+    wait_full(0);
+    issue_s(0);
+    sm90::WgmmaWait<0>();
+    float alpha[2];
+    softmax(0, alpha);
+    make_p();
+  }
+  // Tiles 0 .. n_tiles - 2: each iteration issues S of the next tile, then P V of this one,
+  // and computes the next softmax while P V runs. No wgmma is issued or waited for under a
+  // branch: ptxas then keeps the MMAs pipelined (it serializes them when it cannot prove
+  // that no other instruction writes their registers while they run).
+  for (int32_t t = 0; t + 1 < n_tiles; ++t) {
+    // Tile t + 2 goes into the stage of tile t - 1 once both warpgroups are done with it
+    // (tiles 0 .. kStages - 1 were issued before the loop).
+    if (tid == 0 && t >= 1 && t + 2 < n_tiles) {
+      sm90::MbarWait(&empty[(t - 1) % kStages], ((t - 1) / kStages) & 1);
+      load_tile(t + 2);
+    }
+    __syncwarp();
+    wait_full(t + 1);
+    issue_s((t + 1) % kStages);
+    issue_pv(t % kStages);
+    sm90::WgmmaWait<1>();  // S of tile t + 1 (P V of tile t may still run)
+    float alpha[2];
+    softmax(t + 1, alpha);
+    sm90::WgmmaWait<0>();  // P V of tile t: O and P are free again, and so is its stage
+    fence_o_p();
+    release(t);
+    rescale_o(alpha);
+    make_p();
+  }
+  if (n_tiles > 0) {  // P V of the last tile
+    issue_pv((n_tiles - 1) % kStages);
+    sm90::WgmmaWait<0>();
+    fence_o_p();
+  }
+
+  // Normalise and stage the warpgroup's rows as BF16 in its own Q rows (its last S is done,
+  // and the other warpgroup never reads them), then write them out in 16-byte vectors
+  // where the output's alignment allows.
+  unsigned char* qs = smem + L::kQ;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float tot = QuadSum(l[r]);
+    const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
+    const int row = 64 * wg + 16 * warp + g + 8 * r;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(qs + SwizzledChunk(kBQ, row, j) + 4 * tig) =
+          __floats2bfloat162_rn(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+    }
+  }
+  sm90::NamedBarrierSync(1 + wg, 128);
+  T* out = static_cast<T*>(a.out);
+  const bool o_vec = reinterpret_cast<uintptr_t>(out) % 16 == 0 && a.out_stride % 8 == 0;
+  for (int idx = tid & 127; idx < 64 * kChunks; idx += 128) {
+    const int row = 64 * wg + idx / kChunks, ch = idx % kChunks;
+    if (row >= nq) break;  // rows grow with idx
+    T* dst = out + static_cast<int64_t>(q_start + q0 + row) * a.out_stride + static_cast<int64_t>(h) * D + ch * 8;
+    const uint4 v = *reinterpret_cast<const uint4*>(qs + SwizzledChunk(kBQ, row, ch));
+    if (o_vec) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) dst[k] = e[k];
+    }
+  }
+#endif
+}
+
+// The layer's K (or V) half as TMA sees it: [slots][KV heads][head_dim] BF16, boxes of
+// 64 dims x 1 head x one cache block, 128-byte swizzle; slots past the tensor read as zero.
+bool EncodeKvHalfMap(CUtensorMap* map, const void* half, const KvLayout& kv) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kv.head_dim), static_cast<cuuint64_t>(kv.num_kv_heads),
+                              static_cast<cuuint64_t>(kv.num_blocks) * kv.block_size};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kv.head_dim) * 2,
+                                 static_cast<cuuint64_t>(kv.head_dim) * kv.num_kv_heads * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(kv.block_size)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(half), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int D>
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
+  const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems;
+  CUtensorMap tmap_k, tmap_v;
+  if (!EncodeKvHalfMap(&tmap_k, k, kv) || !EncodeKvHalfMap(&tmap_v, k + kv.layer_half_elems, kv)) {
+    return cudaErrorNotSupported;
+  }
+  const size_t smem = Smem<D>::kAlloc;
+  cudaError_t e =
+      cudaFuncSetAttribute(WgmmaPrefillKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const int32_t tiles = (a.max_query_len + kBQ - 1) / kBQ;
+  const dim3 grid(static_cast<unsigned>(static_cast<int64_t>(a.num_seqs) * a.num_heads), static_cast<unsigned>(tiles));
+  WgmmaPrefillKernel<D><<<grid, kThreads, smem, stream>>>(tmap_k, tmap_v, a, kv, tiles);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
+  return a.act_dtype == STRATA_DTYPE_BF16 && kv.dtype == STRATA_DTYPE_BF16 &&
+         (kv.head_dim == 64 || kv.head_dim == 128) && a.num_heads > 0 && kv.num_kv_heads > 0 &&
+         // a TMA box is one cache block, and a 128-key tile whole blocks
+         kv.block_size >= 8 && kv.block_size <= kBK && kBK % kv.block_size == 0 &&
+         static_cast<int64_t>(kv.num_blocks) * kv.block_size < (int64_t{1} << 31) &&
+         TensorMapEncoder() != nullptr &&
+         a.num_heads % kv.num_kv_heads == 0 && a.max_query_len >= kFa2PrefillMinQueryLen &&
+         (a.max_query_len + kBQ - 1) / kBQ <= 65535 && static_cast<int64_t>(a.num_seqs) * a.num_heads <= 0x7fffffffLL;
+}
+
+cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
+  if (a.num_tokens <= 0 || a.num_seqs <= 0) return cudaSuccess;
+  if (!WgmmaPrefillSupports(a, kv)) return cudaErrorInvalidValue;
+  return kv.head_dim == 64 ? LaunchTyped<64>(a, kv, stream) : LaunchTyped<128>(a, kv, stream);
+}
+
+}  // namespace strata::cuda
