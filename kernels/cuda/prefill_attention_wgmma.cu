@@ -28,7 +28,7 @@
 // Whole cache blocks are loaded: their slots past the context hold zeros (the cache is
 // cleared when created) or another sequence's finite keys, masked all the same.
 //
-// Status (H200, 2026-12-01, runs 71-78, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
+// Status (H200, 2026-12-01, runs 71-80, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
 // 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests), but at 4,096 tokens slower
 // than FA2 (610 vs 535 us, 226 vs 257 TFLOP/s); faster where FA2's 256-row tiles leave SMs
 // idle (a 512-token chunk after 3,584 cached tokens: 147 vs 245 us) and for 64 prompts of 128
@@ -37,8 +37,9 @@
 // the 4,096-token case in 357 us (385 TFLOP/s), yet issuing the loads from one thread (TMA,
 // this version) instead of all (cp.async, 581 us) did not help, and sharing each tile across
 // the 4 query heads of a KV head by cluster multicast (4x less L2 traffic) made it slower
-// (cluster of 2: 681 us, of 4: 773). Not yet understood; the next step is a profile (ncu is on
-// the GPU machine) of stall reasons and L2 traffic.
+// (cluster of 2: 681 us, of 4: 773), and nor did loading five 64-key tiles ahead instead of two
+// 128-key ones (639 us). Not yet understood; the next step is a profile (ncu is on the GPU
+// machine) of stall reasons and L2 traffic.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
