@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/op_profiler.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/tensor_map.h"
 
 namespace strata::cuda {
 namespace {
@@ -101,7 +102,7 @@ struct OpenOptions {
   bool gemv_fused = true;
   bool gemv_fused_plain = false;
   int64_t gemv_max_tokens = 1;
-  int prefill_attention = 3;  // auto: on sm_90 wgmma where FA2's grid would not fill the GPU, else fa2
+  int prefill_attention = 3;  // auto: on sm_90 wgmma where FA2's grid leaves SMs idle, else fa2
   bool require_prefill_wgmma = false;  // prefill_attention=wgmma: an error on a device that cannot run it
   bool use_gqa_decode = true;
   int decode_mma = 1;
@@ -352,6 +353,12 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       if (parsed.require_prefill_wgmma) {
         return Unsupported("device_open: prefill_attention=wgmma needs an sm_90 GPU (H100/H200); this one is sm_",
                            prop.major, prop.minor);
+      }
+      dev->prefill_attention = 2;
+    }
+    if (dev->prefill_attention >= 3 && TensorMapEncoder() == nullptr) {  // its K/V loads are TMA's
+      if (parsed.require_prefill_wgmma) {
+        return Unsupported("device_open: prefill_attention=wgmma needs the driver's cuTensorMapEncodeTiled");
       }
       dev->prefill_attention = 2;
     }

@@ -28,7 +28,7 @@
 //   prefill_attention=auto (default) batches with a query of >= 16 tokens, BF16
 //                      activations and head_dim 64 or 128 run the FlashAttention-2-style
 //                      kernel below, except on an sm_90 GPU with a BF16 cache where its grid
-//                      would not fill the GPU (< 2 blocks per SM: e.g. a 512-token chunk):
+//                      has fewer blocks than the GPU has SMs (e.g. a 512-token chunk):
 //                      there the Hopper kernel of kernels/cuda/prefill_attention_wgmma.cu
 //                      (warpgroup MMAs, TMA loads, FA3-style overlap of softmax and P V)
 //   prefill_attention=wgmma   the Hopper kernel for every batch it supports; an error when

@@ -769,8 +769,8 @@ namespace {
 
 // Picks the kernel for one attention launch (best first, each where it supports the
 // batch; see cuda_backend.h): decode batches -> GQA decode kernel, else split-K SIMT
-// decode; prefill batches -> the wgmma kernel (sm_90) where FA2's grid would not fill the
-// GPU, else FA2, else WMMA, else SIMT. Grows the workspace if needed.
+// decode; prefill batches -> the wgmma kernel (sm_90) where FA2's grid leaves SMs idle,
+// else FA2, else WMMA, else SIMT. Grows the workspace if needed.
 // The decode kernel for a batch of one-token queries (decode_attention= in cuda_backend.h):
 // the tensor-core kernel where the batch fills the GPU with (token, KV head) pairs, else the
 // GQA kernel, else (neither supports the batch) none: the SIMT kernel.
@@ -792,11 +792,8 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
     const DecodeKernel dk = ChooseDecodeKernel(dev, a, l);
     if (dk == DecodeKernel::kMma) path = Path::kMmaDecode;
     if (dk == DecodeKernel::kGqa) path = Path::kGqaDecode;
-  } else if (dev->prefill_attention >= 3 && WgmmaPrefillSupports(a, l) &&
-             (dev->prefill_attention == 4 || Fa2PrefillBlocks(a, l) < 2 * dev->num_sms)) {
-    // auto: FA2 is faster on full grids (4,096-token prompt: 535 vs 610 us), the wgmma
-    // kernel's 128-row tiles where FA2's 256-row ones leave SMs idle (a 512-token chunk
-    // after 3,584 cached tokens: 147 vs 245 us; H200, docs/benchmarks.md run 71).
+  } else if (dev->prefill_attention == 4 ? WgmmaPrefillSupports(a, l)
+                                           : dev->prefill_attention == 3 && WgmmaPrefillPreferred(a, l, dev->num_sms)) {
     path = Path::kWgmma;
   } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
     path = Path::kFa2;

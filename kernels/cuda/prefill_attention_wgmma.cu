@@ -431,9 +431,12 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
          // a TMA box is one cache block, and a 128-key tile whole blocks
          kv.block_size >= 8 && kv.block_size <= kBK && kBK % kv.block_size == 0 &&
          static_cast<int64_t>(kv.num_blocks) * kv.block_size < (int64_t{1} << 31) &&
-         TensorMapEncoder() != nullptr &&
          a.num_heads % kv.num_kv_heads == 0 && a.max_query_len >= kFa2PrefillMinQueryLen &&
          (a.max_query_len + kBQ - 1) / kBQ <= 65535 && static_cast<int64_t>(a.num_seqs) * a.num_heads <= 0x7fffffffLL;
+}
+
+bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  return WgmmaPrefillSupports(a, kv) && Fa2PrefillBlocks(a, kv) < num_sms;
 }
 
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {

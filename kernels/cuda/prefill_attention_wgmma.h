@@ -16,6 +16,12 @@ namespace strata::cuda {
 
 // True when LaunchPrefillAttentionWgmma handles this batch and cache.
 bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
+// True when the default path (prefill_attention=auto) gives it a batch it supports: where
+// FA2's grid would leave SMs idle throughout (fewer blocks than SMs, e.g. a 512-token chunk
+// of a long prompt; between that and a full grid nothing is measured yet, so FA2 keeps
+// those). On full grids FA2 is the faster (H200: a 4,096-token prompt 535 vs 610 us;
+// a 512-token chunk after 3,584 cached tokens 245 vs 147 us; docs/benchmarks.md runs 71-80).
+bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -1,0 +1,85 @@
+// Which prefill batches the Hopper wgmma attention kernel takes
+// (kernels/cuda/prefill_attention_wgmma.h): host-side rules that need no GPU, so they run on
+// CI. The kernel's results are checked against the CPU backend on the GPU
+// (cuda_backend_test, CudaPrefillAttention).
+#include "kernels/cuda/prefill_attention_wgmma.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/prefill_attention_fa2.h"
+#include "strata/device.h"
+
+namespace strata::cuda {
+namespace {
+
+// `seqs` prompts of `query_len` new tokens after `cached` cached ones, Llama-3-8B heads (32
+// query heads over 8 KV heads of 128), BF16 everywhere, 16-slot cache blocks.
+struct Batch {
+  AttentionArgs a;
+  KvLayout kv;
+  Batch(int32_t seqs, int32_t query_len, int32_t cached = 0) {
+    a.act_dtype = STRATA_DTYPE_BF16;
+    a.num_tokens = seqs * query_len;
+    a.num_seqs = seqs;
+    a.num_heads = 32;
+    a.max_query_len = query_len;
+    a.max_seq_len = cached + query_len;
+    kv.dtype = STRATA_DTYPE_BF16;
+    kv.num_blocks = 65536;
+    kv.block_size = 16;
+    kv.num_kv_heads = 8;
+    kv.head_dim = 128;
+  }
+};
+
+TEST(PrefillKernelChoice, WgmmaKernelSupportsBf16CachesWhoseBlocksTileItsKeys) {
+  EXPECT_TRUE(WgmmaPrefillSupports(Batch(1, 4096).a, Batch(1, 4096).kv));
+  Batch d64(1, 300);
+  d64.kv.head_dim = 64;
+  EXPECT_TRUE(WgmmaPrefillSupports(d64.a, d64.kv));
+  for (int32_t bs : {8, 32, 64, 128}) {
+    Batch b(1, 300);
+    b.kv.block_size = bs;
+    EXPECT_TRUE(WgmmaPrefillSupports(b.a, b.kv)) << "block size " << bs;
+  }
+
+  auto rejects = [](const char* what, auto change) {
+    Batch b(1, 300);
+    change(b);
+    EXPECT_FALSE(WgmmaPrefillSupports(b.a, b.kv)) << what;
+  };
+  rejects("F32 activations", [](Batch& b) { b.a.act_dtype = STRATA_DTYPE_F32; });
+  rejects("F16 cache (FA2 takes it)", [](Batch& b) { b.kv.dtype = STRATA_DTYPE_F16; });
+  rejects("head_dim 96", [](Batch& b) { b.kv.head_dim = 96; });
+  rejects("block size 7 (a TMA box is one block)", [](Batch& b) { b.kv.block_size = 7; });
+  rejects("block size 48 (does not divide the 128-key tile)", [](Batch& b) { b.kv.block_size = 48; });
+  rejects("block size 256 (larger than the tile)", [](Batch& b) { b.kv.block_size = 256; });
+  rejects("block size 4", [](Batch& b) { b.kv.block_size = 4; });
+  rejects("heads not a multiple of KV heads", [](Batch& b) { b.a.num_heads = 30; });
+  rejects("a query shorter than the prefill minimum", [](Batch& b) { b.a.max_query_len = 15; });
+}
+
+// The default path takes it only where FA2's grid (256-row query tiles at head_dim 128,
+// 128-row ones for prompts of <= 128 tokens) would have fewer blocks than the GPU has SMs.
+TEST(PrefillKernelChoice, DefaultPathPrefersItOnlyWhereFa2LeavesSmsIdle) {
+  const int32_t sms = 132;
+  EXPECT_EQ(Fa2PrefillBlocks(Batch(1, 4096).a, Batch(1, 4096).kv), 32 * 16);
+  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 4096).a, Batch(1, 4096).kv, sms));      // 512 blocks
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 512, 3584).a, Batch(1, 512).kv, sms));   // 64
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 1024).a, Batch(1, 1024).kv, sms));       // 128 < 132
+  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 1025).a, Batch(1, 1025).kv, sms));      // 160
+  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 1024).a, Batch(1, 1024).kv, 128));      // 128 SMs: full
+  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(8, 1024).a, Batch(8, 1024).kv, sms));      // 1,024
+  EXPECT_EQ(Fa2PrefillBlocks(Batch(64, 128).a, Batch(64, 128).kv), 64 * 32);
+  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(64, 128).a, Batch(64, 128).kv, sms));      // 2,048
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(4, 128).a, Batch(4, 128).kv, sms));         // 128
+  // Only batches it supports.
+  Batch f16(1, 512);
+  f16.kv.dtype = STRATA_DTYPE_F16;
+  EXPECT_FALSE(WgmmaPrefillPreferred(f16.a, f16.kv, sms));
+}
+
+}  // namespace
+}  // namespace strata::cuda
