@@ -28,6 +28,8 @@
 #            attention op cases with prefill_attention=wgmma and =fa2, then the 4096-token
 #            prefill and 128 concurrent sequences with each, alternately (STRATA_PREFILL_ROUNDS
 #            rounds, default 2)
+#   ncu      Nsight Compute profile of the wgmma and FA2 prefill attention kernels on a
+#            4,096-token prompt (scripts/gpu/ncu_prefill_attention.sh; not in the default set)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -242,6 +244,11 @@ phase_prefill() {
   done
 }
 
+phase_ncu() {
+  stamp "Nsight Compute: prefill attention kernels"
+  OUT="$OUT" timeout 540 bash scripts/gpu/ncu_prefill_attention.sh "$BUILD"
+}
+
 phase_ab() {
   stamp "batch-1 decode, base commit vs this build, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
@@ -250,8 +257,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ab|async) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ab async)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async)" ;;
   esac
 done
 stamp "done"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Nsight Compute profile of the two prefill attention kernels on the 4,096-token prompt of
+# the attention op cases (32 query heads on 8 KV heads of 128, one layer): where the Hopper
+# wgmma kernel waits (docs/benchmarks.md runs 71-80: 610 vs FA2's 535 us, though with its
+# K/V loads removed it runs in 357 us). Writes $OUT/ncu_<kernel>.txt and prints the lines
+# that answer that: duration, throughputs, L2 hit rate, issue activity and warp stall reasons.
+# Usage (repo root, on the GPU machine, after a build): bash scripts/gpu/ncu_prefill_attention.sh [BUILD]
+set -uo pipefail
+BUILD="${1:-build-gpu}"
+OUT="${OUT:-gpu-logs}"
+mkdir -p "$OUT"
+NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
+[ -x "$NCU" ] || { echo "ncu not found"; exit 1; }
+for k in wgmma fa2; do
+  name=$([ "$k" = wgmma ] && echo WgmmaPrefillKernel || echo Fa2PrefillKernel)
+  echo "=== prefill_attention=$k ($name): the 4,096-token case"
+  # The op bench runs the decode cases first (no prefill kernel), then times the 4,096-token
+  # prompt several times: skip the first two launches of the kernel (warm-up), profile one.
+  STRATA_CUDA_PREFILL_ATTENTION=$k STRATA_OP_BENCH=attention timeout 240 "$NCU" --kernel-name "regex:$name" \
+    --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+    "$BUILD/bin/cuda_op_bench" > "$OUT/ncu_$k.txt" 2>&1
+  echo "ncu rc=$?"
+  grep -E "ERR_NVGPUCTRPERM|==ERROR==|==WARNING== No kernels" "$OUT/ncu_$k.txt" | head -3
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Hit Rate|L1/TEX Hit|Issue Slots Busy|Issued Warp Per Scheduler|No Eligible|Warp Cycles Per Issued|Registers Per Thread|Achieved Occupancy|Stall" \
+    "$OUT/ncu_$k.txt" | head -40
+done
