@@ -31,15 +31,16 @@
 // Status (H200, 2026-12-01, runs 71-80, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
 // 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests), but at 4,096 tokens slower
 // than FA2 (610 vs 535 us, 226 vs 257 TFLOP/s); faster where FA2's 256-row tiles leave SMs
-// idle (a 512-token chunk after 3,584 cached tokens: 147 vs 245 us) and for 64 prompts of 128
-// (166 vs 181 us), which is where the default path uses it. What bounds it is the arrival of
-// the K/V tiles, not their loading: a variant that stopped loading after the first tiles ran
-// the 4,096-token case in 357 us (385 TFLOP/s), yet issuing the loads from one thread (TMA,
-// this version) instead of all (cp.async, 581 us) did not help, and sharing each tile across
-// the 4 query heads of a KV head by cluster multicast (4x less L2 traffic) made it slower
-// (cluster of 2: 681 us, of 4: 773), and nor did loading five 64-key tiles ahead instead of two
-// 128-key ones (639 us). Not yet understood; the next step is a profile (ncu is on the GPU
-// machine) of stall reasons and L2 traffic.
+// idle (a 512-token chunk after 3,584 cached tokens: 147 vs 245 us), which is the only place
+// the default path uses it (WgmmaPrefillPreferred), and for 64 prompts of 128 (166 vs 181
+// us). What bounds it is the arrival of the K/V tiles: a variant that stopped loading after
+// the first tiles ran the 4,096-token case in 357 us (385 TFLOP/s). Not the cost of issuing
+// the loads (one thread issuing TMA boxes, this version, is no faster than 256 threads
+// issuing cp.async: 581 us), nor their latency (five 64-key tiles ahead instead of two
+// 128-key ones: 639 us). Multicasting each tile to the 4 query heads of its KV head (4x
+// less L2 traffic) was slower too (clusters of 2: 681 us, of 4: 773), but clusters also
+// wait for free SMs in one GPC, so L2 or HBM traffic (this kernel reads twice FA2's K/V
+// bytes per FLOP) is not ruled out. Next: the profile of scripts/gpu/ncu_prefill_attention.sh.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
