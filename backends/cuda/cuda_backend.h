@@ -26,13 +26,13 @@
 //   pdl=on             (default, sm_90+) the GEMV starts with programmatic dependent launch
 //   pdl=off            every kernel waits for the previous one to finish before it starts
 //   prefill_attention=auto (default) batches with a query of >= 16 tokens, BF16
-//                      activations and head_dim 64 or 128 run the FlashAttention-2-style
-//                      kernel below, except on an sm_90 GPU with a BF16 cache where its grid
-//                      has fewer blocks than the GPU has SMs (e.g. a 512-token chunk):
-//                      there the Hopper kernel of kernels/cuda/prefill_attention_wgmma.cu
-//                      (warpgroup MMAs, TMA loads, FA3-style overlap of softmax and P V)
-//   prefill_attention=wgmma   the Hopper kernel for every batch it supports; an error when
-//                      opening a device that is not sm_90
+//                      activations and head_dim 64 or 128 run, on an sm_90 GPU with a BF16
+//                      cache (whose block size divides 128), the Hopper kernel of
+//                      kernels/cuda/prefill_attention_wgmma.cu (warpgroup MMAs, TMA loads,
+//                      FA3-style overlap of softmax and P V), else the FlashAttention-2-style
+//                      kernel below
+//   prefill_attention=wgmma   the same, but an error when opening a device that is not
+//                      sm_90 (or whose driver lacks cuTensorMapEncodeTiled)
 //   prefill_attention=fa2     those batches (BF16/F16 cache) on the FlashAttention-2-style
 //                      kernel of kernels/cuda/prefill_attention_fa2.cu (mma.sync, register
 //                      accumulators, cp.async double buffering)

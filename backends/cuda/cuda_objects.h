@@ -58,8 +58,9 @@ struct Device {
   bool gemv_fused = true;        // its fused kernel for matmul_ex at one token (gemv=rows: never)
   bool gemv_fused_plain = false;  // ... and for plain one-token products (gemv=fused)
   int64_t gemv_max_tokens = 1;  // the GEMV's share without tuning: products of <= this many tokens
-  // Prefill attention: 4 = the Hopper wgmma kernel (sm_90 only), 3 = auto (the wgmma kernel
-  // where FA2's grid leaves SMs idle, else FA2), 2 = FlashAttention-2-style mma.sync
+  // Prefill attention: 4 = the Hopper wgmma kernel (required: opening fails without sm_90),
+  // 3 = auto (the wgmma kernel; opening lowers it to 2 without sm_90 or the driver's TMA
+  // encoder), 2 = FlashAttention-2-style mma.sync
   // kernel, 1 = the WMMA kernel, 0 = SIMT only (each where it supports the batch, else the
   // next lower one).
   int prefill_attention = 3;

@@ -29,6 +29,7 @@
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/cuda/prefill_attention_fa2.h"
+#include "kernels/cuda/prefill_tile.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -92,20 +93,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tig = lane & 3;  // mma "groupID" (row) and "thread in group"
-  const int32_t s = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
-  const int32_t tile = tiles_per_seq - 1 - static_cast<int32_t>(blockIdx.y);  // heavy tiles launch first
-  const int32_t q_start = a.query_start_loc[s];
-  const int32_t q_len = a.query_start_loc[s + 1] - q_start;
-  const int32_t q0 = tile * kBQ;
-  if (q0 >= q_len) return;  // whole block, before any barrier
-  const int32_t nq = min(kBQ, q_len - q0);
-  const int32_t p_first = a.seq_lens[s] - q_len + q0;  // position of the tile's first query
-  const int32_t p_last = p_first + nq - 1;
+  PrefillBlockTile qt;
+  if (!PrefillBlockTileOf(a, kv, tiles_per_seq, kBQ, kBK, 1, &qt)) return;  // whole block, before any barrier
+  const int32_t h = qt.h, kvh = qt.kvh, q_start = qt.q_start, q0 = qt.q0, nq = qt.nq;
+  const int32_t p_first = qt.p_first, p_last = qt.p_last, k_lo = qt.k_lo, n_tiles = qt.n_tiles;
+  const int32_t* bt = qt.bt;
   const int32_t win = a.sliding_window;
-  const int32_t k_lo = win > 0 ? max(0, p_first - win + 1) : 0;
-  const int32_t n_tiles = p_last >= k_lo ? (p_last - k_lo) / kBK + 1 : 0;
-  const int32_t kvh = h / (a.num_heads / kv.num_kv_heads);
-  const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems;
   const K* vbase = kbase + kv.layer_half_elems;
 
@@ -218,7 +211,6 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   const bool warp_has_rows = warp_row0 < nq;
   const int32_t w_last = p_first + min(warp_row0 + 16 * kMt - 1, nq - 1);  // its last valid position
-  const float kLog2e = 1.4426950408889634f;
   const float cap = a.softcap;
   const bool plain = cap <= 0.0f && a.scale > 0.0f;  // scores keep their order under the scale
   const float mult = plain ? a.scale * kLog2e : 1.0f;
@@ -273,6 +265,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         }
       }
 
+      // (The online-softmax step below is what prefill_tile.cuh's ScoresToLog2Units,
+      // MaskScores and OnlineSoftmaxRow do for the wgmma kernel; written out here because
+      // through them ptxas spills in the head_dim-64 instance of this kernel.)
       // 2. Scores in units u with exp(score) = 2^(u * mult): the raw dot product with
       // mult = scale * log2(e) in the plain case (the scale folds into the exponent's FFMA),
       // the soft-capped score times log2(e) with mult = 1 otherwise. Masked only where some
@@ -421,11 +416,6 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t
 }
 
 }  // namespace
-
-int64_t Fa2PrefillBlocks(const AttentionArgs& a, const KvLayout& kv) {
-  const int bq = kv.head_dim == 128 && a.max_query_len > kShortQueryLen ? kBQFor<128, 2> : kMinBQ;
-  return static_cast<int64_t>(a.num_seqs) * a.num_heads * ((a.max_query_len + bq - 1) / bq);
-}
 
 bool Fa2PrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
   return a.act_dtype == STRATA_DTYPE_BF16 && (kv.dtype == STRATA_DTYPE_BF16 || kv.dtype == STRATA_DTYPE_F16) &&

@@ -20,8 +20,6 @@ constexpr int32_t kFa2PrefillMinQueryLen = 16;
 
 // True when LaunchPrefillAttentionFa2 handles this batch and cache.
 bool Fa2PrefillSupports(const AttentionArgs& a, const KvLayout& kv);
-// Blocks in its grid (query tiles of 256 rows at head_dim 128 beyond short prompts, else 128).
-int64_t Fa2PrefillBlocks(const AttentionArgs& a, const KvLayout& kv);
 cudaError_t LaunchPrefillAttentionFa2(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -8,11 +8,11 @@
 // query rows, warpgroup w rows [64 w, 64 w + 64). Key tiles of 128 positions come through
 // TMA, one box per (KV-cache block, 64 head dims) straight from the paged cache (the block
 // table gives each box's block), into shared memory with the 128-byte swizzle that wgmma
-// reads, three stages deep, handed over through transaction-counting mbarriers. One thread
-// issues the boxes (a few dozen instructions per tile), so the warps spend no issue slots
-// copying and never meet at a block-wide barrier. (A separate producer warp would not fit:
-// a ninth warp leaves 168 registers per thread, and the consumers need ~200.) Per key
-// tile, each warpgroup computes
+// reads, three stages deep, handed over through transaction-counting mbarriers. Warp 0
+// looks up a tile's cache blocks (a tile ahead) and one lane issues the boxes (a few dozen
+// instructions per tile), so the warps spend few issue slots copying and never meet at a
+// block-wide barrier. (A separate producer warp would not fit: a ninth warp leaves 168
+// registers per thread, and the consumers need ~200.) Per key tile, each warpgroup computes
 //   S = Q K^T   wgmma m64n128k16, Q and K from shared memory (both K-major),
 //   softmax     online, on the accumulators in registers (as in FA2: a quad of lanes shares a
 //               row; base-2 exponentials with the scale folded in; masks only where a tile
@@ -28,19 +28,21 @@
 // Whole cache blocks are loaded: their slots past the context hold zeros (the cache is
 // cleared when created) or another sequence's finite keys, masked all the same.
 //
-// Status (H200, 2026-12-01, runs 71-80, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
-// 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests), but at 4,096 tokens slower
-// than FA2 (610 vs 535 us, 226 vs 257 TFLOP/s); faster where FA2's 256-row tiles leave SMs
-// idle (a 512-token chunk after 3,584 cached tokens: 147 vs 245 us), which is the only place
-// the default path uses it (WgmmaPrefillPreferred), and for 64 prompts of 128 (166 vs 181
-// us). What bounds it is the arrival of the K/V tiles: a variant that stopped loading after
-// the first tiles ran the 4,096-token case in 357 us (385 TFLOP/s). Not the cost of issuing
-// the loads (one thread issuing TMA boxes, this version, is no faster than 256 threads
-// issuing cp.async: 581 us), nor their latency (five 64-key tiles ahead instead of two
-// 128-key ones: 639 us). Multicasting each tile to the 4 query heads of its KV head (4x
-// less L2 traffic) was slower too (clusters of 2: 681 us, of 4: 773), but clusters also
-// wait for free SMs in one GPC, so L2 or HBM traffic (this kernel reads twice FA2's K/V
-// bytes per FLOP) is not ruled out. Next: the profile of scripts/gpu/ncu_prefill_attention.sh.
+// Status (H200, 2026-12-01, runs 81-85, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
+// 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests) and faster than FA2 on
+// every measured case, so the default prefill kernel on sm_90: a 4,096-token prompt 452 vs
+// 536 us (304 vs 256 TFLOP/s), a 512-token chunk after 3,584 cached tokens 109 vs 246, 8
+// prompts of 1,024 332 vs 378, 64 prompts of 128 161 vs 179. What made it so (run 81, from
+// 610 us): the block-table lookups of a tile, loaded right before its boxes, were eight
+// serial round trips that stalled warp 0 and so its warpgroup; they are now loaded a tile
+// ahead. What bounds it now (Nsight Compute, `NCU_SOURCE=1 scripts/gpu/ncu_prefill_attention.sh`):
+// ~30% of the warps' samples wait for a K/V tile to land. Neither a deeper lead (separate K
+// and V pipelines, each tile loaded two iterations ahead: 504 us, run 83) nor FA3's
+// ping-pong of the two warpgroups (447 / 105 / 337 / 168 us, run 82) helped; larger boxes do:
+// with 64-slot cache blocks (8 KB boxes instead of 2 KB) the 4,096-token prefill runs at
+// 43,175 tok/s against 42,124 with 16 (run 85). Earlier (runs 71-80): without loads after the
+// first tiles it ran in 357 us; cluster multicast of each tile to the 4 query heads of its KV
+// head was slower (681 / 773 us with clusters of 2 / 4, before the lookup fix).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -50,6 +52,7 @@
 #include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/cuda/prefill_attention_fa2.h"
 #include "kernels/cuda/prefill_attention_wgmma.h"
+#include "kernels/cuda/prefill_tile.cuh"
 #include "kernels/cuda/sm90_async.cuh"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma_bf16.cuh"
@@ -104,23 +107,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, tig = lane & 3;  // accumulator row (and row + 8) and column pair
-  const int32_t s = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
-  const int32_t tile = tiles_per_seq - 1 - static_cast<int32_t>(blockIdx.y);  // heavy tiles launch first
-  const int32_t q_start = a.query_start_loc[s];
-  const int32_t q_len = a.query_start_loc[s + 1] - q_start;
-  const int32_t q0 = tile * kBQ;
-  if (q0 >= q_len) return;  // whole block, before any barrier
-  const int32_t nq = min(kBQ, q_len - q0);
-  const int32_t p_first = a.seq_lens[s] - q_len + q0;  // position of the tile's first query
-  const int32_t p_last = p_first + nq - 1;
   const int32_t win = a.sliding_window;
   const int32_t bs = kv.block_size;
-  // Tiles start on a cache block (the window's first key rounded down; the extra keys are
-  // masked), so every TMA box is one block.
-  const int32_t k_lo = win > 0 ? max(0, p_first - win + 1) / bs * bs : 0;
-  const int32_t n_tiles = p_last >= k_lo ? (p_last - k_lo) / kBK + 1 : 0;
-  const int32_t kvh = h / (a.num_heads / kv.num_kv_heads);
-  const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  // Key tiles start on a cache block (the window's first key rounded down; the extra keys
+  // are masked), so every TMA box is one block.
+  PrefillBlockTile qt;
+  if (!PrefillBlockTileOf(a, kv, tiles_per_seq, kBQ, kBK, bs, &qt)) return;  // whole block, before any barrier
+  const int32_t h = qt.h, kvh = qt.kvh, q_start = qt.q_start, q0 = qt.q0, nq = qt.nq;
+  const int32_t p_first = qt.p_first, p_last = qt.p_last, k_lo = qt.k_lo, n_tiles = qt.n_tiles;
+  const int32_t* bt = qt.bt;
 
   // full[s]: stage s holds its tile (thread 0's arrival + the TMA bytes); empty[s]: the
   // consumer warps are done with it.
@@ -132,32 +127,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     sm90::FenceBarrierInit();
   }
-  // Tile t into stage t % kStages, issued by thread 0: the stage's mbarrier expects the
-  // tile's bytes, then one box per (cache block, 64 head dims) of K and of V.
+  // Tile t goes into stage t % kStages, issued by warp 0: lane b looks up the cache block of
+  // box b, then lane 0 sets the stage's expected bytes and issues one box per (cache block,
+  // 64 head dims) of K and of V. The block-table entries of the next tile to issue are
+  // loaded a tile ahead (`next_entry`), so their latency hides behind a tile's MMAs: loaded
+  // just before the boxes (whose instructions order every memory access around them), the
+  // eight lookups of a 128-key tile were eight serial round trips, during which warp 0, and
+  // so its whole warpgroup, stalled (run 81: 610 -> 449 us at 4,096 tokens).
+  const bool producer = tid < 32;
   const int32_t boxes = kBK / bs;
   const int32_t nowhere = kv.num_blocks * bs;  // a slot past the tensor: the box reads zeros
-  auto load_tile = [&](int32_t t) {
+  int32_t next_entry = 0;
+  bool next_in_context = false;
+  auto fetch_entries = [&](int32_t t) {  // lane b: the block-table entry of box b of tile t
+    const int32_t p = k_lo + t * kBK + lane * bs;
+    next_in_context = lane < boxes && p <= p_last;
+    next_entry = next_in_context ? bt[p / bs] : 0;
+  };
+  auto load_tile = [&](int32_t t) {  // warp 0, converged; the entries of tile t were fetched
     const int st = t % kStages;
-    sm90::MbarArriveExpectTx(&full[st], 2 * L::kTileBytes);
+    int32_t slot = nowhere;
+    if (next_in_context) {
+      if (next_entry >= 0 && next_entry < kv.num_blocks) {
+        slot = next_entry * bs;
+      } else {
+        atomicOr(a.err, kErrBlockTable);
+      }
+    }
+    if (lane == 0) sm90::MbarArriveExpectTx(&full[st], 2 * L::kTileBytes);
     unsigned char* kd = smem + L::kK + st * L::kTileBytes;
     unsigned char* vd = smem + L::kV + st * L::kTileBytes;
-    const int32_t kb = k_lo + t * kBK;
     for (int32_t b = 0; b < boxes; ++b) {
-      const int32_t p = kb + b * bs;
-      int32_t slot = nowhere;
-      if (p <= p_last) {
-        const int32_t blk = bt[p / bs];
-        if (blk >= 0 && blk < kv.num_blocks) {
-          slot = blk * bs;
-        } else {
-          atomicOr(a.err, kErrBlockTable);
-        }
-      }
+      const int32_t box_slot = __shfl_sync(0xffffffffu, slot, b);
+      if (lane == 0) {
 #pragma unroll
-      for (int c = 0; c < D / 64; ++c) {
-        const uint32_t off = c * kBK * 128 + b * bs * 128;  // rows b * bs.. of column region c
-        sm90::TmaLoad3d(kd + off, &tmap_k, &full[st], c * 64, kvh, slot);
-        sm90::TmaLoad3d(vd + off, &tmap_v, &full[st], c * 64, kvh, slot);
+        for (int c = 0; c < D / 64; ++c) {
+          const uint32_t off = c * kBK * 128 + b * bs * 128;  // rows b * bs.. of column region c
+          sm90::TmaLoad3d(kd + off, &tmap_k, &full[st], c * 64, kvh, box_slot);
+          sm90::TmaLoad3d(vd + off, &tmap_v, &full[st], c * 64, kvh, box_slot);
+        }
       }
     }
   };
@@ -166,8 +174,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90::PrefetchTensorMap(&tmap_v);
   }
   __syncthreads();  // the barriers are initialised (the last block-wide barrier)
-  if (tid == 0) {
-    for (int32_t t = 0; t < min(n_tiles, kStages); ++t) load_tile(t);
+  if (producer) {
+    for (int32_t t = 0; t < min(n_tiles, kStages); ++t) {
+      fetch_entries(t);
+      load_tile(t);
+    }
+    if (kStages < n_tiles) fetch_entries(kStages);
   }
   __syncwarp();  // warp 0 converges again before its warpgroup's .aligned wgmma instructions
 
@@ -198,10 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int32_t w_last = w_first + 15;
   int32_t row_pos[2] = {w_first + g, w_first + g + 8};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  const float kLog2e = 1.4426950408889634f;
-  const float cap = a.softcap;
-  const bool plain = cap <= 0.0f && a.scale > 0.0f;  // scores keep their order under the scale
-  const float mult = plain ? a.scale * kLog2e : 1.0f;
+  const float mult = ScoreMult(a.scale, a.softcap);
 
   float sacc[kBK / 2];  // S: keys 8j + 2 tig (+1) of rows g (e 0, 1) and g + 8 (e 2, 3) at 4j + e
   float o[D / 2];       // O: head dims 8j + 2 tig (+1), same layout
@@ -240,46 +249,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kBK / 2; ++i) sm90::FenceOperand(sacc[i]);
     const int32_t kb = k_lo + t * kBK;
-    if (!plain) {
+    auto at = [&](int j, int e) -> float& { return sacc[4 * j + e]; };
+    ScoresToLog2Units<kBK / 8>(at, a.scale, a.softcap);
+    // Masked only where a key of the tile may be invisible to a row of the warp (diagonal,
+    // window edge, end of the context).
+    if (kb + kBK - 1 > w_first || (win > 0 && kb <= w_last - win)) MaskScores<kBK / 8>(at, kb, tig, row_pos, win);
 #pragma unroll
-      for (int i = 0; i < kBK / 2; ++i) {
-        const float x = sacc[i] * a.scale;
-        sacc[i] = (cap > 0.0f ? cap * tanhf(x / cap) : x) * kLog2e;
-      }
-    }
-    const bool need_mask = kb + kBK - 1 > w_first || (win > 0 && kb <= w_last - win);
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < kBK / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int32_t key = kb + 8 * j + 2 * tig + (e & 1);
-          const int32_t pr = row_pos[e >> 1];
-          if (key > pr || (win > 0 && key <= pr - win)) sacc[4 * j + e] = -INFINITY;
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kBK / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
-      mx = QuadMax(mx);
-      const float m_new = fmaxf(m[r], mx);
-      // A row with nothing visible yet keeps m = -inf: exponentiate against 0 so that
-      // -inf - (-inf) never happens (p = 0, and alpha = 0 on an O that is still 0).
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
-      alpha[r] = Exp2(fmaf(m[r], mult, -m_use));
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kBK / 8; ++j) {
-        sacc[4 * j + 2 * r] = Exp2(fmaf(sacc[4 * j + 2 * r], mult, -m_use));
-        sacc[4 * j + 2 * r + 1] = Exp2(fmaf(sacc[4 * j + 2 * r + 1], mult, -m_use));
-        sum += sacc[4 * j + 2 * r] + sacc[4 * j + 2 * r + 1];
-      }
-      l[r] = l[r] * alpha[r] + sum;
-      m[r] = m_new;
-    }
+    for (int r = 0; r < 2; ++r) alpha[r] = OnlineSoftmaxRow<kBK / 8>(at, r, mult, m[r], l[r]);
   };
   // P (BF16) from the exponentials: keys 16kk..16kk+15 are chunks 2kk and 2kk + 1.
   auto make_p = [&]() {
@@ -332,16 +308,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // branch: ptxas then keeps the MMAs pipelined (it serializes them when it cannot prove
   // that no other instruction writes their registers while they run).
   for (int32_t t = 0; t + 1 < n_tiles; ++t) {
-    // Tile t + 2 goes into the stage of tile t - 1 once both warpgroups are done with it
-    // (tiles 0 .. kStages - 1 were issued before the loop).
-    if (tid == 0 && t >= 1 && t + 2 < n_tiles) {
-      sm90::MbarWait(&empty[(t - 1) % kStages], ((t - 1) / kStages) & 1);
-      load_tile(t + 2);
-    }
-    __syncwarp();
     wait_full(t + 1);
     issue_s((t + 1) % kStages);
     issue_pv(t % kStages);
+    // Tile t + 2 goes into the stage of tile t - 1 once both warpgroups are done with it
+    // (tiles 0 .. kStages - 1 were issued before the loop). Issued with this warpgroup's
+    // MMAs in flight, so waiting for the other warpgroup idles no tensor core.
+    if (producer && t >= 1 && t + 2 < n_tiles) {
+      sm90::MbarWait(&empty[(t - 1) % kStages], ((t - 1) / kStages) & 1);
+      load_tile(t + 2);
+      if (t + 3 < n_tiles) fetch_entries(t + 3);
+    }
+    __syncwarp();
     sm90::WgmmaWait<1>();  // S of tile t + 1 (P V of tile t may still run)
     float alpha[2];
     softmax(t + 1, alpha);
@@ -434,10 +412,6 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
          static_cast<int64_t>(kv.num_blocks) * kv.block_size < (int64_t{1} << 31) &&
          a.num_heads % kv.num_kv_heads == 0 && a.max_query_len >= kFa2PrefillMinQueryLen &&
          (a.max_query_len + kBQ - 1) / kBQ <= 65535 && static_cast<int64_t>(a.num_seqs) * a.num_heads <= 0x7fffffffLL;
-}
-
-bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
-  return WgmmaPrefillSupports(a, kv) && Fa2PrefillBlocks(a, kv) < num_sms;
 }
 
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {

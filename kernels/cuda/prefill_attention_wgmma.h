@@ -16,12 +16,10 @@ namespace strata::cuda {
 
 // True when LaunchPrefillAttentionWgmma handles this batch and cache.
 bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
-// True when the default path (prefill_attention=auto) gives it a batch it supports: where
-// FA2's grid would leave SMs idle throughout (fewer blocks than SMs, e.g. a 512-token chunk
-// of a long prompt; between that and a full grid nothing is measured yet, so FA2 keeps
-// those). On full grids FA2 is the faster (H200: a 4,096-token prompt 535 vs 610 us;
-// a 512-token chunk after 3,584 cached tokens 245 vs 147 us; docs/benchmarks.md runs 71-80).
-bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
+// The default path (prefill_attention=auto) gives it every batch it supports on an sm_90
+// GPU: it is faster than FA2 on every measured case (H200, run 81: a 4,096-token prompt 449
+// vs 533 us, a 512-token chunk after 3,584 cached tokens 110 vs 243, 8 prompts of 1,024 331
+// vs 378, 64 prompts of 128 160 vs 182; docs/benchmarks.md).
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -4,6 +4,8 @@
 # wgmma kernel waits (docs/benchmarks.md runs 71-80: 610 vs FA2's 535 us, though with its
 # K/V loads removed it runs in 357 us). Writes $OUT/ncu_<kernel>.txt and prints the lines
 # that answer that: duration, throughputs, L2 hit rate, issue activity and warp stall reasons.
+# With NCU_SOURCE=1 it profiles only the wgmma kernel, with warp-state sampling per SASS
+# instruction, and prints the instructions where the warps stall most ($OUT/ncu_source.csv).
 # Usage (repo root, on the GPU machine, after a build): bash scripts/gpu/ncu_prefill_attention.sh [BUILD]
 set -uo pipefail
 BUILD="${1:-build-gpu}"
@@ -11,6 +13,17 @@ OUT="${OUT:-gpu-logs}"
 mkdir -p "$OUT"
 NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 [ -x "$NCU" ] || { echo "ncu not found"; exit 1; }
+if [ "${NCU_SOURCE:-0}" = 1 ]; then
+  STRATA_CUDA_PREFILL_ATTENTION=wgmma STRATA_OP_BENCH=attention timeout 300 "$NCU" --kernel-name "regex:WgmmaPrefillKernel" \
+    --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters --import-source no \
+    -f -o "$OUT/ncu_wgmma_source" "$BUILD/bin/cuda_op_bench" > "$OUT/ncu_source_run.txt" 2>&1
+  echo "ncu rc=$?"
+  "$NCU" -i "$OUT/ncu_wgmma_source.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_source.csv" 2> "$OUT/ncu_source_err.txt"
+  echo "source page rc=$? ($(wc -l < "$OUT/ncu_source.csv") lines)"
+  head -c 600 "$OUT/ncu_source_err.txt"
+  python3 scripts/gpu/summarize_ncu_source.py "$OUT/ncu_source.csv"
+  exit 0
+fi
 for k in wgmma fa2; do
   name=$([ "$k" = wgmma ] && echo WgmmaPrefillKernel || echo Fa2PrefillKernel)
   echo "=== prefill_attention=$k ($name): the 4,096-token case"

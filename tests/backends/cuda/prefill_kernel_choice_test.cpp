@@ -1,6 +1,6 @@
 // Which prefill batches the Hopper wgmma attention kernel takes
-// (kernels/cuda/prefill_attention_wgmma.h): host-side rules that need no GPU, so they run on
-// CI. The kernel's results are checked against the CPU backend on the GPU
+// (kernels/cuda/prefill_attention_wgmma.h; on an sm_90 GPU the default path gives it every
+// one it supports, FA2 the others): a host-side rule that needs no GPU, so it runs on CI. The kernel's results are checked against the CPU backend on the GPU
 // (cuda_backend_test, CudaPrefillAttention).
 #include "kernels/cuda/prefill_attention_wgmma.h"
 
@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/prefill_attention_fa2.h"
 #include "strata/device.h"
 
 namespace strata::cuda {
@@ -59,26 +58,6 @@ TEST(PrefillKernelChoice, WgmmaKernelSupportsBf16CachesWhoseBlocksTileItsKeys) {
   rejects("block size 4", [](Batch& b) { b.kv.block_size = 4; });
   rejects("heads not a multiple of KV heads", [](Batch& b) { b.a.num_heads = 30; });
   rejects("a query shorter than the prefill minimum", [](Batch& b) { b.a.max_query_len = 15; });
-}
-
-// The default path takes it only where FA2's grid (256-row query tiles at head_dim 128,
-// 128-row ones for prompts of <= 128 tokens) would have fewer blocks than the GPU has SMs.
-TEST(PrefillKernelChoice, DefaultPathPrefersItOnlyWhereFa2LeavesSmsIdle) {
-  const int32_t sms = 132;
-  EXPECT_EQ(Fa2PrefillBlocks(Batch(1, 4096).a, Batch(1, 4096).kv), 32 * 16);
-  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 4096).a, Batch(1, 4096).kv, sms));      // 512 blocks
-  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 512, 3584).a, Batch(1, 512).kv, sms));   // 64
-  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 1024).a, Batch(1, 1024).kv, sms));       // 128 < 132
-  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 1025).a, Batch(1, 1025).kv, sms));      // 160
-  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(1, 1024).a, Batch(1, 1024).kv, 128));      // 128 SMs: full
-  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(8, 1024).a, Batch(8, 1024).kv, sms));      // 1,024
-  EXPECT_EQ(Fa2PrefillBlocks(Batch(64, 128).a, Batch(64, 128).kv), 64 * 32);
-  EXPECT_FALSE(WgmmaPrefillPreferred(Batch(64, 128).a, Batch(64, 128).kv, sms));      // 2,048
-  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(4, 128).a, Batch(4, 128).kv, sms));         // 128
-  // Only batches it supports.
-  Batch f16(1, 512);
-  f16.kv.dtype = STRATA_DTYPE_F16;
-  EXPECT_FALSE(WgmmaPrefillPreferred(f16.a, f16.kv, sms));
 }
 
 }  // namespace
