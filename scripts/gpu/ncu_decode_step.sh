@@ -8,12 +8,7 @@
 # start-up's thousands of kernels ran it past 7 minutes. The op bench's launches are few and
 # known, and --launch-count bounds them.)
 # Usage (repo root, on the GPU machine, after a build): bash scripts/gpu/ncu_decode_step.sh [BUILD]
-set -uo pipefail
-BUILD="${1:-build-gpu}"
-OUT="${OUT:-gpu-logs}"
-mkdir -p "$OUT"
-NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
-[ -x "$NCU" ] || { echo "ncu not found"; exit 1; }
+source "$(dirname "$0")/ncu_env.sh" "$@"
 METRICS=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
 METRICS=$METRICS,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
 METRICS=$METRICS,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed

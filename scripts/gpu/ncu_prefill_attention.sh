@@ -7,12 +7,7 @@
 # With NCU_SOURCE=1 it profiles only the wgmma kernel, with warp-state sampling per SASS
 # instruction, and prints the instructions where the warps stall most ($OUT/ncu_source.csv).
 # Usage (repo root, on the GPU machine, after a build): bash scripts/gpu/ncu_prefill_attention.sh [BUILD]
-set -uo pipefail
-BUILD="${1:-build-gpu}"
-OUT="${OUT:-gpu-logs}"
-mkdir -p "$OUT"
-NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
-[ -x "$NCU" ] || { echo "ncu not found"; exit 1; }
+source "$(dirname "$0")/ncu_env.sh" "$@"
 if [ "${NCU_SOURCE:-0}" = 1 ]; then
   STRATA_CUDA_PREFILL_ATTENTION=wgmma STRATA_OP_BENCH=attention timeout 300 "$NCU" --kernel-name "regex:WgmmaPrefillKernel" \
     --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters --import-source no \
