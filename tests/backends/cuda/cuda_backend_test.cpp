@@ -891,20 +891,26 @@ TEST(CudaPrefillAttention, BadBlockTableIsAnError) {
       continue;
     }
     ASSERT_TRUE(D.ok()) << D.err();
-    std::mt19937 rng(5);
-    const int32_t heads = 4, kv_heads = 2, d = 128, bs = 16, nb = 20;
-    Ragged r = MakeRagged(rng, {200}, {200}, bs, nb);
-    r.tables[3] = nb + 7;  // keys 48..63 point past the cache
-    strata_kv_cache kv = D.Kv(1, nb, bs, kv_heads, d, BF16);
-    BatchOn batch(D, r);
-    const int64_t n = r.num_tokens, qd = int64_t{heads} * d;
-    strata_buffer qb = D.Floats(Random(rng, n * qd, 1.0f), BF16), ob = D.Alloc(n * qd * 2);
-    strata_tensor qt = T(qb, BF16, {n, qd}), ot = T(ob, BF16, {n, qd});
-    strata_attention_params ap = AttnParams(heads, kv_heads, d, 0.088f);
-    ASSERT_EQ(D.api()->attention(D.dev(), &ap, &batch.desc, &qt, kv, 0, &ot), STRATA_OK) << D.err();
-    EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_ERROR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(D.err()).find("block_tables entries outside the KV cache"), std::string::npos) << D.err();
-    EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_OK);
+    // One bad entry per run, in the first key tile (loaded before the loop), in the fourth
+    // (the wgmma kernel issues it from the loop with entries fetched before it) and in the
+    // fifth (entries fetched inside the loop, a tile ahead).
+    for (int32_t bad : {3, 30, 32}) {
+      SCOPED_TRACE(bad);
+      std::mt19937 rng(5);
+      const int32_t heads = 4, kv_heads = 2, d = 128, bs = 16, nb = 40;
+      Ragged r = MakeRagged(rng, {520}, {520}, bs, nb);
+      r.tables[bad] = nb + 7;  // keys 16 bad .. 16 bad + 15 point past the cache
+      strata_kv_cache kv = D.Kv(1, nb, bs, kv_heads, d, BF16);
+      BatchOn batch(D, r);
+      const int64_t n = r.num_tokens, qd = int64_t{heads} * d;
+      strata_buffer qb = D.Floats(Random(rng, n * qd, 1.0f), BF16), ob = D.Alloc(n * qd * 2);
+      strata_tensor qt = T(qb, BF16, {n, qd}), ot = T(ob, BF16, {n, qd});
+      strata_attention_params ap = AttnParams(heads, kv_heads, d, 0.088f);
+      ASSERT_EQ(D.api()->attention(D.dev(), &ap, &batch.desc, &qt, kv, 0, &ot), STRATA_OK) << D.err();
+      EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(D.err()).find("block_tables entries outside the KV cache"), std::string::npos) << D.err();
+      EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_OK);
+    }
   }
 }
 
