@@ -27,12 +27,14 @@
 //   pdl=off            every kernel waits for the previous one to finish before it starts
 //   prefill_attention=auto (default) batches with a query of >= 16 tokens, BF16
 //                      activations and head_dim 64 or 128 run, on an sm_90 GPU with a BF16
-//                      cache (whose block size divides 128), the Hopper kernel of
+//                      cache (whose block size divides 128) and head_dim 128 (the measured
+//                      case; 64 keeps FA2), the Hopper kernel of
 //                      kernels/cuda/prefill_attention_wgmma.cu (warpgroup MMAs, TMA loads,
 //                      FA3-style overlap of softmax and P V), else the FlashAttention-2-style
 //                      kernel below
-//   prefill_attention=wgmma   the same, but an error when opening a device that is not
-//                      sm_90 (or whose driver lacks cuTensorMapEncodeTiled)
+//   prefill_attention=wgmma   the Hopper kernel for every batch it supports (head_dim 64
+//                      too); an error when opening a device that is not sm_90 (or whose
+//                      driver lacks cuTensorMapEncodeTiled)
 //   prefill_attention=fa2     those batches (BF16/F16 cache) on the FlashAttention-2-style
 //                      kernel of kernels/cuda/prefill_attention_fa2.cu (mma.sync, register
 //                      accumulators, cp.async double buffering)

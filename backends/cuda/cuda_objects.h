@@ -59,8 +59,8 @@ struct Device {
   bool gemv_fused_plain = false;  // ... and for plain one-token products (gemv=fused)
   int64_t gemv_max_tokens = 1;  // the GEMV's share without tuning: products of <= this many tokens
   // Prefill attention: 4 = the Hopper wgmma kernel (required: opening fails without sm_90),
-  // 3 = auto (the wgmma kernel; opening lowers it to 2 without sm_90 or the driver's TMA
-  // encoder), 2 = FlashAttention-2-style mma.sync
+  // 3 = auto (the wgmma kernel at head_dim 128; opening lowers it to 2 without sm_90 or the
+  // driver's TMA encoder), 2 = FlashAttention-2-style mma.sync
   // kernel, 1 = the WMMA kernel, 0 = SIMT only (each where it supports the batch, else the
   // next lower one).
   int prefill_attention = 3;

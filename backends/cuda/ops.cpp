@@ -769,7 +769,8 @@ namespace {
 
 // Picks the kernel for one attention launch (best first, each where it supports the
 // batch; see cuda_backend.h): decode batches -> GQA decode kernel, else split-K SIMT
-// decode; prefill batches -> the wgmma kernel (sm_90), else FA2, else WMMA, else SIMT. Grows the workspace if needed.
+// decode; prefill batches -> the wgmma kernel (sm_90; by default at head_dim 128), else FA2,
+// else WMMA, else SIMT. Grows the workspace if needed.
 // The decode kernel for a batch of one-token queries (decode_attention= in cuda_backend.h):
 // the tensor-core kernel where the batch fills the GPU with (token, KV head) pairs, else the
 // GQA kernel, else (neither supports the batch) none: the SIMT kernel.
@@ -791,7 +792,8 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
     const DecodeKernel dk = ChooseDecodeKernel(dev, a, l);
     if (dk == DecodeKernel::kMma) path = Path::kMmaDecode;
     if (dk == DecodeKernel::kGqa) path = Path::kGqaDecode;
-  } else if (dev->prefill_attention >= 3 && WgmmaPrefillSupports(a, l)) {  // 3, 4: sm_90 checked at open
+  } else if (dev->prefill_attention == 4 ? WgmmaPrefillSupports(a, l)  // 3, 4: sm_90 checked at open
+                                           : dev->prefill_attention == 3 && WgmmaPrefillPreferred(a, l)) {
     path = Path::kWgmma;
   } else if (dev->prefill_attention >= 2 && Fa2PrefillSupports(a, l)) {
     path = Path::kFa2;

@@ -30,7 +30,8 @@
 //
 // Status (H200, 2026-12-01, runs 81-85, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
 // 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests) and faster than FA2 on
-// every measured case, so the default prefill kernel on sm_90: a 4,096-token prompt 452 vs
+// every measured case, so the default prefill kernel on sm_90 at head_dim 128 (64 is not
+// measured; WgmmaPrefillPreferred): a 4,096-token prompt 452 vs
 // 536 us (304 vs 256 TFLOP/s), a 512-token chunk after 3,584 cached tokens 109 vs 246, 8
 // prompts of 1,024 332 vs 378, 64 prompts of 128 161 vs 179. What made it so (run 81, from
 // 610 us): the block-table lookups of a tile, loaded right before its boxes, were eight
@@ -412,6 +413,10 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
          static_cast<int64_t>(kv.num_blocks) * kv.block_size < (int64_t{1} << 31) &&
          a.num_heads % kv.num_kv_heads == 0 && a.max_query_len >= kFa2PrefillMinQueryLen &&
          (a.max_query_len + kBQ - 1) / kBQ <= 65535 && static_cast<int64_t>(a.num_seqs) * a.num_heads <= 0x7fffffffLL;
+}
+
+bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv) {
+  return kv.head_dim == 128 && WgmmaPrefillSupports(a, kv);
 }
 
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {

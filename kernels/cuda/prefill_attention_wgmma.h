@@ -16,10 +16,13 @@ namespace strata::cuda {
 
 // True when LaunchPrefillAttentionWgmma handles this batch and cache.
 bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
-// The default path (prefill_attention=auto) gives it every batch it supports on an sm_90
-// GPU: it is faster than FA2 on every measured case (H200, run 81: a 4,096-token prompt 449
-// vs 533 us, a 512-token chunk after 3,584 cached tokens 110 vs 243, 8 prompts of 1,024 331
-// vs 378, 64 prompts of 128 160 vs 182; docs/benchmarks.md).
+// True when the default path (prefill_attention=auto) on an sm_90 GPU gives it a batch it
+// supports: at head_dim 128, where it is faster than FA2 on every measured case (H200, run
+// 85: a 4,096-token prompt 452 vs 536 us, a 512-token chunk after 3,584 cached tokens 109 vs
+// 246, 8 prompts of 1,024 332 vs 378, 64 prompts of 128 161 vs 179; docs/benchmarks.md).
+// Head_dim 64 stays with FA2 until measured: there FA2 runs two blocks per SM, this kernel
+// (~200 registers a thread) one.
+bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -1,6 +1,6 @@
 // Which prefill batches the Hopper wgmma attention kernel takes
-// (kernels/cuda/prefill_attention_wgmma.h; on an sm_90 GPU the default path gives it every
-// one it supports, FA2 the others): a host-side rule that needs no GPU, so it runs on CI. The kernel's results are checked against the CPU backend on the GPU
+// (kernels/cuda/prefill_attention_wgmma.h; on an sm_90 GPU the default path gives it those
+// at head_dim 128, FA2 the others): host-side rules that need no GPU, so they run on CI. The kernel's results are checked against the CPU backend on the GPU
 // (cuda_backend_test, CudaPrefillAttention).
 #include "kernels/cuda/prefill_attention_wgmma.h"
 
@@ -58,6 +58,21 @@ TEST(PrefillKernelChoice, WgmmaKernelSupportsBf16CachesWhoseBlocksTileItsKeys) {
   rejects("block size 4", [](Batch& b) { b.kv.block_size = 4; });
   rejects("heads not a multiple of KV heads", [](Batch& b) { b.a.num_heads = 30; });
   rejects("a query shorter than the prefill minimum", [](Batch& b) { b.a.max_query_len = 15; });
+}
+
+// The default path prefers it where it was measured faster than FA2: head_dim 128, every
+// batch shape measured (a long prompt, a chunk after a cached prefix, many short prompts).
+TEST(PrefillKernelChoice, DefaultPathPrefersItAtHeadDim128) {
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 4096).a, Batch(1, 4096).kv));
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 512, 3584).a, Batch(1, 512, 3584).kv));
+  EXPECT_TRUE(WgmmaPrefillPreferred(Batch(64, 128).a, Batch(64, 128).kv));
+  Batch d64(1, 4096);
+  d64.kv.head_dim = 64;
+  EXPECT_TRUE(WgmmaPrefillSupports(d64.a, d64.kv));
+  EXPECT_FALSE(WgmmaPrefillPreferred(d64.a, d64.kv)) << "head_dim 64 is not measured: FA2 keeps it";
+  Batch f16(1, 512);
+  f16.kv.dtype = STRATA_DTYPE_F16;
+  EXPECT_FALSE(WgmmaPrefillPreferred(f16.a, f16.kv)) << "only batches it supports";
 }
 
 }  // namespace
