@@ -115,12 +115,7 @@ struct OpenOptions {
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
-  int prefetch = 1;  // weight_prefetch: 0 off, 1 on, 2 on with the evict-last L2 priority
-  int32_t prefetch_min_tokens = 64;
 };
-
-// prefetch= values.
-int PrefetchMode(const std::string& v) { return v == "off" ? 0 : v == "on" ? 1 : v == "last" ? 2 : -1; }
 
 // prefill_attention= values, best first.
 int PrefillAttentionLevel(const std::string& v) {
@@ -161,13 +156,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
-  if (const char* env = std::getenv("STRATA_CUDA_PREFETCH"); env != nullptr && PrefetchMode(env) >= 0) {
-    o->prefetch = PrefetchMode(env);
-  }
-  if (const char* env = std::getenv("STRATA_CUDA_PREFETCH_MIN_TOKENS"); env != nullptr) {
-    const int v = std::atoi(env);
-    if (v >= 1) o->prefetch_min_tokens = v;
-  }
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -248,18 +236,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option gemm_splitk=", value, " (expected 0..16)");
       }
       o->gemm_splitk = static_cast<int32_t>(v);
-    } else if (key == "prefetch") {
-      if (PrefetchMode(value) < 0) {
-        return InvalidArgument("device_open: option prefetch=", value, " (expected on, off or last)");
-      }
-      o->prefetch = PrefetchMode(value);
-    } else if (key == "prefetch_min_tokens") {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 1 || v > (1 << 24)) {
-        return InvalidArgument("device_open: option prefetch_min_tokens=", value, " (expected 1..16777216)");
-      }
-      o->prefetch_min_tokens = static_cast<int32_t>(v);
     } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -269,7 +245,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off, prefetch=on|off|last, prefetch_min_tokens=N)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
     }
   }
   return Ok();
@@ -387,11 +363,6 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       dev->prefill_attention = 2;
     }
     dev->num_sms = prop.multiProcessorCount;
-    // The bulk L2 prefetch is an sm_90 instruction; the weight must fit L2 with room for
-    // what the kernels in between stream through it.
-    dev->prefetch = prop.major >= 9 && prop.l2CacheSize > 0 ? parsed.prefetch : 0;
-    dev->prefetch_min_tokens = parsed.prefetch_min_tokens;
-    dev->l2_bytes = prop.l2CacheSize > 0 ? static_cast<uint64_t>(prop.l2CacheSize) : 0;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");
@@ -808,14 +779,6 @@ strata_status OpSample(strata_device dev, const strata_tensor* logits, const str
   return RunKeyedOp("sample", dev, [&] { return ProfileKey{StrCat("sample n=", RowsOf(logits))}; }, [&](Device* d) { return Sample(d, logits, params, out_ids); });
 }
 
-strata_status OpWeightPrefetch(strata_device dev, strata_weight w, int32_t num_tokens) {
-  return RunKeyedOp("weight_prefetch", dev, [&] { return ProfileKey{StrCat("weight_prefetch n=", num_tokens)}; },
-                    [&](Device* d) -> Status {
-                      STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(w, HandleKind::kWeight, "weight_prefetch: w"));
-                      return WeightPrefetch(d, AsWeight(w), num_tokens);
-                    });
-}
-
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs, int32_t num_pairs) {
   return RunOp("copy_blocks", dev, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "copy_blocks: kv"));
@@ -936,7 +899,6 @@ const strata_backend_v1 kTable = {
     OpEmbeddingFeedback,
     ReadbackStart,
     ReadbackFinish,
-    OpWeightPrefetch,
 };
 
 const strata_plugin_info kInfo = {

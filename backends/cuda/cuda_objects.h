@@ -82,12 +82,6 @@ struct Device {
   // pdl=on (sm_90+): the GEMV is launched with programmatic dependent launch, so it starts
   // streaming its weights while the kernel before it finishes.
   bool use_pdl = true;
-  // weight_prefetch (ABI 1.5; device options prefetch= / prefetch_min_tokens=): 0 ignores
-  // the hint, 1 prefetches the weight into L2 for products of >= prefetch_min_tokens tokens
-  // (up to kPrefetchL2Share of L2), 2 the same with the evict-last priority. sm_90+ only.
-  int prefetch = 1;
-  int32_t prefetch_min_tokens = 64;
-  uint64_t l2_bytes = 0;
   // The GEMV-or-cuBLASLt decision per (m, k, n, types, strides, bias): true = GEMV.
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int64_t, int64_t, bool>, bool> gemv_faster;
   cudaStream_t stream = nullptr;

@@ -42,9 +42,6 @@ Status Attention(Device* dev, const strata_attention_params* attn, const strata_
 Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
                      const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                      const strata_tensor* v, KvCache* kv, int32_t layer, const strata_tensor* out);
-// ABI 1.5: an L2 prefetch of w for a coming product of num_tokens tokens, where it pays
-// (weight_prefetch.cpp); otherwise nothing.
-Status WeightPrefetch(Device* dev, const Weight* w, int32_t num_tokens);
 Status CopyBlocks(Device* dev, KvCache* kv, const strata_block_pair* pairs, int32_t num_pairs);
 Status SwapBlocks(Device* dev, KvCache* kv, void* host, uint64_t host_bytes, const strata_block_pair* pairs,
                   int32_t num_pairs, int32_t to_host);

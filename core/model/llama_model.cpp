@@ -571,9 +571,6 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const bool fused = options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
   // ABI 1.3: rope + KV write + attention as one call (one kernel at a decode step on CUDA).
   const bool fused_attention = options_.fused_attention && STRATA_BACKEND_HAS_ROPE_ATTENTION(&api);
-  // ABI 1.5: the o projection's weight may be pulled into the device's cache while the
-  // attention runs (the backend decides where that pays).
-  const bool prefetch = options_.prefetch_weights && STRATA_BACKEND_HAS_WEIGHT_PREFETCH(&api);
   auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
                        const strata_tensor& out, const char* what) {
     return check(api.matmul_ex(dev, &x, w.handle(), &mp, &out), what);
@@ -606,9 +603,6 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       }
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
-    }
-    if (prefetch) {
-      STRATA_RETURN_IF_ERROR(check(api.weight_prefetch(dev, L.wo.handle(), static_cast<int32_t>(n)), "weight_prefetch o"));
     }
     if (fused_attention) {
       STRATA_RETURN_IF_ERROR(check(

@@ -42,10 +42,6 @@ struct ModelRuntimeOptions {
   // Use the backend's rope_attention (ABI 1.3: rope + KV write + attention in one call)
   // where it has one; off issues rope_kv_write and attention (tests compare).
   bool fused_attention = true;
-  // Tell the backend before each layer's attention that the o projection's weight comes
-  // next (ABI 1.5 weight_prefetch), so it can pull the weight into a cache while the
-  // attention reads the KV cache; the backend decides whether that pays. Off: no hints.
-  bool prefetch_weights = true;
 };
 
 // How the model's decode steps ran so far.

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 5
+#define STRATA_DEVICE_ABI_MINOR 4
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -534,25 +534,10 @@ typedef struct strata_backend_v1 {
   strata_status (*readback_start)(strata_device dev, strata_buffer src, uint64_t src_offset, uint64_t bytes,
                                   strata_readback* out);
   strata_status (*readback_finish)(strata_device dev, strata_readback readback, void* dst);
-
-  /* ---- Since ABI 1.5 (NULL when absent; the core then gives no hint). ----
-   * A hint, enqueued like an op: `w` is the weight of the next product the core issues
-   * after the ops that follow (e.g. the o projection after a decode step's attention), a
-   * product of `num_tokens` tokens. A backend may start moving w toward its compute units
-   * now (on a GPU: into L2, while the attention reads the KV cache and leaves memory
-   * bandwidth unused), so that the product finds it there. It never changes a result; a
-   * backend may do nothing, e.g. where num_tokens is too small for it to pay. Recordable in
-   * a graph. */
-  strata_status (*weight_prefetch)(strata_device dev, strata_weight w, int32_t num_tokens);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
-
-/* True when `api` has the ABI 1.5 weight prefetch hint. */
-#define STRATA_BACKEND_HAS_WEIGHT_PREFETCH(api)                                          \
-  ((api)->struct_size >= offsetof(strata_backend_v1, weight_prefetch) + sizeof(void*) && \
-   (api)->weight_prefetch != NULL)
 
 /* True when `api` has the ABI 1.4 overlapped-step entries. */
 #define STRATA_BACKEND_HAS_OVERLAPPED_STEPS(api)                                          \

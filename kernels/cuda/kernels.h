@@ -130,11 +130,6 @@ cudaError_t LaunchSample(const float* logits, int64_t rows, int64_t vocab, int64
 cudaError_t LaunchCopyBlocks(const KvLayout& kv, int32_t num_layers, const int32_t* pairs,
                              int32_t num_pairs, cudaStream_t stream);
 
-// Issues L2 prefetches for `bytes` at `data` (16-byte aligned; sm_90 only: the kernel does
-// nothing before) from up to `num_sms` blocks and returns; the lines arrive while later
-// kernels run. evict_last: the lines get the L2 evict-last priority.
-cudaError_t LaunchPrefetchL2(const void* data, uint64_t bytes, bool evict_last, int num_sms, cudaStream_t stream);
-
 }  // namespace strata::cuda
 
 #endif  // STRATA_KERNELS_CUDA_KERNELS_H_

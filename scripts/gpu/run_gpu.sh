@@ -30,9 +30,6 @@
 #            rounds, default 2)
 #   ncu      Nsight Compute profile of the wgmma and FA2 prefill attention kernels on a
 #            4,096-token prompt (scripts/gpu/ncu_prefill_attention.sh; not in the default set)
-#   prefetch the o projection's L2 prefetch (ABI 1.5 weight_prefetch): its test, the op chain
-#            with and without it (STRATA_OP_BENCH=prefetch), then serving on / off alternately
-#            (scripts/gpu/prefetch_ab.sh; STRATA_PREFETCH_ROUNDS rounds, default 2)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -118,15 +115,6 @@ phase_async() {
   stamp "overlapped scheduling on / off, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 560 bash scripts/gpu/async_ab.sh "${STRATA_ASYNC_ROUNDS:-2}"
   python3 scripts/gpu/summarize_async.py "$OUT/async_ab.jsonl"
-}
-
-phase_prefetch() {
-  stamp "weight prefetch: its test, the op chain (attention then o product) with and without it"
-  timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWeightPrefetch.*' 2>&1 | tail -5
-  STRATA_OP_BENCH=prefetch timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/op_bench_prefetch.log"
-  stamp "weight prefetch on / off in serving, alternately"
-  BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/prefetch_ab.sh "${STRATA_PREFETCH_ROUNDS:-2}"
-  python3 scripts/gpu/summarize_async.py "$OUT/prefetch_ab.jsonl"
 }
 
 phase_ops() {
@@ -269,8 +257,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|prefetch) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async prefetch)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async)" ;;
   esac
 done
 stamp "done"

@@ -1296,60 +1296,6 @@ TEST(CudaOpProfiler, ReportsEachOpAndShapeAndGraphLaunchesAtClose) {
   EXPECT_TRUE(row("graph_begin").empty() && row("graph_end").empty()) << report;
 }
 
-// ABI 1.5 weight_prefetch: a hint that changes no result, eagerly or recorded in a graph,
-// for weights smaller and larger than L2 (the prefetch stops at 3/4 of L2) and of a size
-// that is no multiple of 16 bytes; bad handles and negative token counts are errors; the
-// device options that steer it are checked.
-TEST(CudaWeightPrefetch, IsAHintThatChangesNoResultAndRecords) {
-  SKIP_WITHOUT_GPU();
-  ASSERT_TRUE(STRATA_BACKEND_HAS_WEIGHT_PREFETCH(CudaPlugin().info->backend));
-  for (const char* options : {"activations=bf16;prefetch=on;prefetch_min_tokens=1",
-                              "activations=bf16;prefetch=last;prefetch_min_tokens=1", "activations=bf16;prefetch=off",
-                              "activations=bf16"}) {
-    SCOPED_TRACE(options);
-    Dev D(CudaPlugin().info->backend, options);
-    ASSERT_TRUE(D.ok()) << D.err();
-    const strata_backend_v1* api = D.api();
-    std::mt19937 rng(7);
-    struct Case { int64_t m, k, n; };
-    for (const Case c : {Case{3, 5, 2}, Case{256, 512, 8}, Case{8192, 4096, 128}}) {  // 30 B, 256 KB, 64 MB
-      SCOPED_TRACE(::testing::Message() << c.m << "x" << c.k << " n=" << c.n);
-      strata_weight W = D.Weight(Random(rng, c.m * c.k, 0.2f), BF16, c.m, c.k);
-      strata_buffer xb = D.Floats(Random(rng, c.n * c.k, 1.0f), BF16);
-      strata_buffer want_b = D.Poisoned(c.n * c.m * 2), got_b = D.Poisoned(c.n * c.m * 2);
-      strata_tensor x = T(xb, BF16, {c.n, c.k}), want = T(want_b, BF16, {c.n, c.m}), got = T(got_b, BF16, {c.n, c.m});
-      ASSERT_EQ(api->matmul(D.dev(), &x, W, nullptr, &want), STRATA_OK) << D.err();
-      ASSERT_EQ(api->weight_prefetch(D.dev(), W, static_cast<int32_t>(c.n)), STRATA_OK) << D.err();
-      ASSERT_EQ(api->matmul(D.dev(), &x, W, nullptr, &got), STRATA_OK) << D.err();
-      EXPECT_EQ(D.Read(got_b, c.n * c.m * 2), D.Read(want_b, c.n * c.m * 2));
-      // Recorded: the prefetch node replays with the product.
-      strata_buffer replay_b = D.Poisoned(c.n * c.m * 2);
-      strata_tensor replay = T(replay_b, BF16, {c.n, c.m});
-      ASSERT_EQ(api->graph_begin(D.dev()), STRATA_OK) << D.err();
-      ASSERT_EQ(api->weight_prefetch(D.dev(), W, static_cast<int32_t>(c.n)), STRATA_OK) << D.err();
-      ASSERT_EQ(api->matmul(D.dev(), &x, W, nullptr, &replay), STRATA_OK) << D.err();
-      strata_graph g = nullptr;
-      ASSERT_EQ(api->graph_end(D.dev(), &g), STRATA_OK) << D.err();
-      for (int i = 0; i < 2; ++i) ASSERT_EQ(api->graph_launch(D.dev(), g), STRATA_OK) << D.err();
-      api->graph_free(D.dev(), g);
-      ASSERT_EQ(api->synchronize(D.dev()), STRATA_OK) << D.err();
-      EXPECT_EQ(D.Read(replay_b, c.n * c.m * 2), D.Read(want_b, c.n * c.m * 2));
-      EXPECT_EQ(api->weight_prefetch(D.dev(), W, -1), STRATA_ERROR_INVALID_ARGUMENT);
-      EXPECT_NE(D.err().find("num_tokens"), std::string::npos) << D.err();
-    }
-    strata_buffer not_a_weight = D.Alloc(64);
-    EXPECT_EQ(api->weight_prefetch(D.dev(), reinterpret_cast<strata_weight>(not_a_weight), 8),
-              STRATA_ERROR_INVALID_ARGUMENT);
-    EXPECT_EQ(api->weight_prefetch(D.dev(), nullptr, 8), STRATA_ERROR_INVALID_ARGUMENT);
-    ASSERT_EQ(api->synchronize(D.dev()), STRATA_OK) << D.err();
-  }
-  for (const char* bad : {"prefetch=sometimes", "prefetch_min_tokens=0", "prefetch_min_tokens=x"}) {
-    Dev D(CudaPlugin().info->backend, bad);
-    EXPECT_FALSE(D.ok()) << bad;
-    EXPECT_NE(D.err().find("prefetch"), std::string::npos) << D.err();
-  }
-}
-
 TEST(CudaWgmmaGemm, TokenTilesSplitsTailsBiasAndResidualAdd) {
   SKIP_WITHOUT_GPU();
   std::vector<std::unique_ptr<Dev>> devs;

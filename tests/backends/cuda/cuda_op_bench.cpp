@@ -10,7 +10,7 @@
 // that no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
 // line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|
-// prefetch|attention runs one part only (see each).
+// attention runs one part only (see each).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -312,106 +312,6 @@ void DecodeLayerChain(const std::vector<int64_t>& token_counts) {
   for (ChainDev& c : cds) api->device_close(c.dev);
 }
 
-// A decode step's attention inputs on `dev`: `batch` sequences of `ctx` tokens each over a
-// kLayers-layer paged BF16 cache (block size 16, head_dim 128), with the rope parameters of
-// Llama 3, the step's q / k / v rows and the output. Block tables in order or shuffled.
-struct DecodeStep {
-  static constexpr int32_t kLayers = 4, D = 128, BS = 16;
-  strata_kv_cache kv = nullptr;
-  std::vector<int32_t> qsl, lens, pos, slots, tables;
-  std::vector<strata_buffer> buffers;
-  strata_tensor qslt{}, lenst{}, tt{}, post{}, slott{}, invt{}, q{}, out{}, k{}, v{};
-  strata_batch_desc bd{};
-  strata_attention_params ap{};
-  strata_rope_params rp{};
-
-  DecodeStep(int32_t batch, int32_t ctx, int32_t heads, int32_t kv_heads, bool shuffled) {
-    constexpr int32_t BF16 = STRATA_DTYPE_BF16;
-    const int32_t bps = (ctx + BS - 1) / BS;
-    strata_kv_cache_desc kd{};
-    kd.struct_size = sizeof(kd);
-    kd.num_layers = kLayers;
-    kd.num_blocks = bps * batch;
-    kd.block_size = BS;
-    kd.num_kv_heads = kv_heads;
-    kd.head_dim = D;
-    kd.dtype = BF16;
-    CHECK(api->kv_cache_create(dev, &kd, &kv));
-    qsl.resize(batch + 1);
-    lens.assign(batch, ctx);
-    pos.assign(batch, ctx - 1);
-    slots.resize(batch);
-    tables.resize(static_cast<size_t>(batch) * bps);
-    for (int32_t s2 = 0; s2 <= batch; ++s2) qsl[s2] = s2;
-    for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
-    if (shuffled) {
-      uint64_t r = 12345;
-      for (size_t i = tables.size(); i > 1; --i) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        std::swap(tables[i - 1], tables[(r >> 33) % i]);
-      }
-    }
-    for (int32_t s2 = 0; s2 < batch; ++s2) {
-      slots[s2] = tables[static_cast<size_t>(s2) * bps + (ctx - 1) / BS] * BS + (ctx - 1) % BS;
-    }
-    auto ints = [&](const std::vector<int32_t>& vals) {
-      strata_buffer b = nullptr;
-      CHECK(api->buffer_alloc(dev, vals.size() * 4, &b));
-      CHECK(api->upload(dev, b, 0, vals.data(), vals.size() * 4));
-      buffers.push_back(b);
-      return b;
-    };
-    std::vector<float> inv(D / 2);
-    for (int32_t j = 0; j < D / 2; ++j) inv[j] = std::pow(500000.0f, -2.0f * j / D);
-    qslt = T(ints(qsl), STRATA_DTYPE_I32, {batch + 1});
-    lenst = T(ints(lens), STRATA_DTYPE_I32, {batch});
-    tt = T(ints(tables), STRATA_DTYPE_I32, {batch, bps});
-    post = T(ints(pos), STRATA_DTYPE_I32, {batch});
-    slott = T(ints(slots), STRATA_DTYPE_I32, {batch});
-    strata_buffer invb = nullptr;
-    CHECK(api->buffer_alloc(dev, inv.size() * 4, &invb));
-    CHECK(api->upload(dev, invb, 0, inv.data(), inv.size() * 4));
-    buffers.push_back(invb);
-    invt = T(invb, STRATA_DTYPE_F32, {D / 2});
-    bd.struct_size = sizeof(bd);
-    bd.num_tokens = batch;
-    bd.num_seqs = batch;
-    bd.max_query_len = 1;
-    bd.max_seq_len = ctx;
-    bd.max_blocks_per_seq = bps;
-    bd.positions = &post;
-    bd.slot_mapping = &slott;
-    bd.query_start_loc = &qslt;
-    bd.seq_lens = &lenst;
-    bd.block_tables = &tt;
-    bd.host_query_start_loc = qsl.data();
-    bd.host_seq_lens = lens.data();
-    ap.struct_size = sizeof(ap);
-    ap.num_heads = heads;
-    ap.num_kv_heads = kv_heads;
-    ap.head_dim = D;
-    ap.scale = 0.0884f;
-    rp.struct_size = sizeof(rp);
-    rp.style = STRATA_ROPE_NEOX;
-    rp.rotary_dim = D;
-    rp.attention_factor = 1.0f;
-    rp.inv_freq = &invt;
-    const size_t tokens = static_cast<size_t>(batch);
-    strata_buffer qb = Alloc(tokens * heads * D * 2), ob = Alloc(tokens * heads * D * 2, false),
-                  kb = Alloc(tokens * kv_heads * D * 2), vb = Alloc(tokens * kv_heads * D * 2);
-    buffers.insert(buffers.end(), {qb, ob, kb, vb});
-    q = T(qb, BF16, {batch, heads * D});
-    out = T(ob, BF16, {batch, heads * D});
-    k = T(kb, BF16, {batch, kv_heads * D});
-    v = T(vb, BF16, {batch, kv_heads * D});
-  }
-  ~DecodeStep() {
-    for (strata_buffer b : buffers) api->buffer_free(dev, b);
-    api->kv_cache_free(dev, kv);
-  }
-  void RopeAttention(int32_t layer) { CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &v, kv, layer, &out)); }
-};
-
 // STRATA_OP_BENCH=decode_attention: the decode kernels (attention, and rope_attention with
 // the rope/KV write fused) at serving batch sizes: the GQA kernel and the tensor-core kernel
 // (device option decode_attention=gqa|mma), over a 4-layer cache whose layer rotates per
@@ -434,20 +334,91 @@ void DecodeAttentionSweep() {
                             {64, 192, 32, 8, false},  {64, 1024, 32, 8, false}, {32, 192, 32, 8, false},
                             {32, 1024, 32, 8, false}, {16, 1024, 32, 8, false}, {1, 4096, 32, 8, false},
                             {1024, 192, 4, 1, false}};
+  constexpr int32_t BF16 = STRATA_DTYPE_BF16, D = 128, BS = 16, kLayers = 4;
   for (const Config& c : configs) {
     for (Variant& v : vs) {
       dev = v.dev;
-      DecodeStep st(c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled);
+      const int32_t bps = (c.ctx + BS - 1) / BS;
+      strata_kv_cache_desc kd{};
+      kd.struct_size = sizeof(kd);
+      kd.num_layers = kLayers;
+      kd.num_blocks = bps * c.batch;
+      kd.block_size = BS;
+      kd.num_kv_heads = c.kv_heads;
+      kd.head_dim = D;
+      kd.dtype = BF16;
+      strata_kv_cache kv = nullptr;
+      CHECK(api->kv_cache_create(dev, &kd, &kv));
+      std::vector<int32_t> qsl(c.batch + 1), lens(c.batch, c.ctx), pos(c.batch, c.ctx - 1), slots(c.batch);
+      std::vector<int32_t> tables(static_cast<size_t>(c.batch) * bps);
+      for (int32_t s2 = 0; s2 <= c.batch; ++s2) qsl[s2] = s2;
+      for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+      if (c.shuffled) {
+        uint64_t r = 12345;
+        for (size_t i = tables.size(); i > 1; --i) {
+          r = r * 6364136223846793005ull + 1442695040888963407ull;
+          std::swap(tables[i - 1], tables[(r >> 33) % i]);
+        }
+      }
+      for (int32_t s2 = 0; s2 < c.batch; ++s2) {
+        slots[s2] = tables[static_cast<size_t>(s2) * bps + (c.ctx - 1) / BS] * BS + (c.ctx - 1) % BS;
+      }
+      auto ints = [&](const std::vector<int32_t>& vals) {
+        strata_buffer b = nullptr;
+        CHECK(api->buffer_alloc(dev, vals.size() * 4, &b));
+        CHECK(api->upload(dev, b, 0, vals.data(), vals.size() * 4));
+        return b;
+      };
+      std::vector<float> inv(D / 2);
+      for (int32_t j = 0; j < D / 2; ++j) inv[j] = std::pow(500000.0f, -2.0f * j / D);
+      strata_buffer qslb = ints(qsl), lensb = ints(lens), tb = ints(tables), posb = ints(pos), slotb = ints(slots);
+      strata_buffer invb = nullptr;
+      CHECK(api->buffer_alloc(dev, inv.size() * 4, &invb));
+      CHECK(api->upload(dev, invb, 0, inv.data(), inv.size() * 4));
+      strata_tensor qslt = T(qslb, STRATA_DTYPE_I32, {c.batch + 1}), lenst = T(lensb, STRATA_DTYPE_I32, {c.batch}),
+                    tt = T(tb, STRATA_DTYPE_I32, {c.batch, bps}), post = T(posb, STRATA_DTYPE_I32, {c.batch}),
+                    slott = T(slotb, STRATA_DTYPE_I32, {c.batch}), invt = T(invb, STRATA_DTYPE_F32, {D / 2});
+      strata_batch_desc bd{};
+      bd.struct_size = sizeof(bd);
+      bd.num_tokens = c.batch;
+      bd.num_seqs = c.batch;
+      bd.max_query_len = 1;
+      bd.max_seq_len = c.ctx;
+      bd.max_blocks_per_seq = bps;
+      bd.positions = &post;
+      bd.slot_mapping = &slott;
+      bd.query_start_loc = &qslt;
+      bd.seq_lens = &lenst;
+      bd.block_tables = &tt;
+      bd.host_query_start_loc = qsl.data();
+      bd.host_seq_lens = lens.data();
+      strata_attention_params ap{};
+      ap.struct_size = sizeof(ap);
+      ap.num_heads = c.heads;
+      ap.num_kv_heads = c.kv_heads;
+      ap.head_dim = D;
+      ap.scale = 0.0884f;
+      strata_rope_params rp{};
+      rp.struct_size = sizeof(rp);
+      rp.style = STRATA_ROPE_NEOX;
+      rp.rotary_dim = D;
+      rp.attention_factor = 1.0f;
+      rp.inv_freq = &invt;
+      const size_t tokens = static_cast<size_t>(c.batch);
+      strata_buffer qb = Alloc(tokens * c.heads * D * 2), ob = Alloc(tokens * c.heads * D * 2, false),
+                    kb = Alloc(tokens * c.kv_heads * D * 2), vb = Alloc(tokens * c.kv_heads * D * 2);
+      strata_tensor q = T(qb, BF16, {c.batch, c.heads * D}), out = T(ob, BF16, {c.batch, c.heads * D}),
+                    k = T(kb, BF16, {c.batch, c.kv_heads * D}), vt = T(vb, BF16, {c.batch, c.kv_heads * D});
       int32_t layer = 0;
       const double plain = MedianSeconds([&] {
-        CHECK(api->attention(dev, &st.ap, &st.bd, &st.q, st.kv, layer, &st.out));
-        layer = (layer + 1) % DecodeStep::kLayers;
+        CHECK(api->attention(dev, &ap, &bd, &q, kv, layer, &out));
+        layer = (layer + 1) % kLayers;
       });
       const double fused = MedianSeconds([&] {
-        st.RopeAttention(layer);
-        layer = (layer + 1) % DecodeStep::kLayers;
+        CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &vt, kv, layer, &out));
+        layer = (layer + 1) % kLayers;
       });
-      const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * DecodeStep::D * 2;
+      const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * D * 2;
       std::printf("{\"op\":\"decode_attention\",\"kernel\":\"%s\",\"batch\":%d,\"context\":%d,"
                   "\"heads\":%d,\"kv_heads\":%d,\"block_tables\":\"%s\",\"attention_us\":%.1f,"
                   "\"rope_attention_us\":%.1f,\"kv_GBps\":%.0f,\"rope_attention_kv_GBps\":%.0f,"
@@ -455,60 +426,8 @@ void DecodeAttentionSweep() {
                   v.kernel, c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order", plain * 1e6,
                   fused * 1e6, kv_bytes / plain / 1e9, kv_bytes / fused / 1e9, kv_bytes / plain / 4.24e12);
       std::fflush(stdout);
-    }
-  }
-  for (Variant& v : vs) api->device_close(v.dev);
-}
-
-// STRATA_OP_BENCH=prefetch: what the ABI 1.5 weight_prefetch of the o projection buys a
-// decode step. Per token count (128, 64, 32 sequences at a 192-token context), as graphs
-// (the decode step's case) with the KV layer and the o weight's copy rotating so that
-// nothing is in L2 from the call before: the attention alone, the o product alone, and
-// attention then o product (matmul_ex adding into the residual, as the model issues it)
-// without and with the prefetch before the attention; on devices opened with prefetch=on
-// and prefetch=last (evict-last priority), prefetch_min_tokens=1.
-void PrefetchSweep() {
-  struct Variant { const char* name; const char* options; strata_device dev = nullptr; };
-  std::vector<Variant> vs = {{"on", "activations=bf16;prefetch=on;prefetch_min_tokens=1"},
-                             {"last", "activations=bf16;prefetch=last;prefetch_min_tokens=1"}};
-  for (Variant& v : vs) {
-    strata_device_options o{};
-    o.struct_size = sizeof(o);
-    o.options = v.options;
-    CHECK(api->device_open(0, &o, &v.dev));
-  }
-  const Shape& os = kShapes[1];
-  const std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(os.rows * os.cols), 0.02f);
-  for (int32_t batch : {128, 64, 32}) {
-    for (Variant& v : vs) {
-      dev = v.dev;
-      const std::vector<strata_weight> ws = WeightCopies(os, w);
-      DecodeStep st(batch, 192, 32, 8, false);
-      strata_buffer hb = Alloc(static_cast<size_t>(batch) * os.rows * 2), db = Alloc(static_cast<size_t>(batch) * os.rows * 2, false);
-      strata_tensor h = T(hb, STRATA_DTYPE_BF16, {batch, os.rows}), delta = T(db, STRATA_DTYPE_BF16, {batch, os.rows});
-      strata_matmul_params add{};
-      add.struct_size = sizeof(add);
-      add.accumulate = 1;
-      add.product_scratch = &delta;
-      size_t next = 0;
-      int32_t layer = 0;
-      auto attention = [&] { st.RopeAttention(layer); layer = (layer + 1) % DecodeStep::kLayers; };
-      auto product = [&] { CHECK(api->matmul_ex(dev, &st.out, ws[next++ % ws.size()], &add, &h)); };
-      auto prefetch = [&] { CHECK(api->weight_prefetch(dev, ws[next % ws.size()], batch)); };
-      const double attention_us = GraphSecondsPerCall(attention, 8) * 1e6;
-      const double product_us = GraphSecondsPerCall(product, 8) * 1e6;
-      const double chain_us = GraphSecondsPerCall([&] { attention(); product(); }, 8) * 1e6;
-      const double prefetched_us = GraphSecondsPerCall([&] { prefetch(); attention(); product(); }, 8) * 1e6;
-      const double prefetch_right_before_us = GraphSecondsPerCall([&] { prefetch(); product(); }, 8) * 1e6;
-      std::printf("{\"op\":\"prefetch\",\"mode\":\"%s\",\"tokens\":%d,\"context\":192,\"attention_us\":%.1f,"
-                  "\"o_product_us\":%.1f,\"attention_then_o_us\":%.1f,\"prefetch_attention_then_o_us\":%.1f,"
-                  "\"prefetch_then_o_us\":%.1f,\"saved_us\":%.1f}\n",
-                  v.name, batch, attention_us, product_us, chain_us, prefetched_us, prefetch_right_before_us,
-                  chain_us - prefetched_us);
-      std::fflush(stdout);
-      api->buffer_free(dev, hb);
-      api->buffer_free(dev, db);
-      for (strata_weight W : ws) api->weight_free(dev, W);
+      for (strata_buffer b : {qslb, lensb, tb, posb, slotb, invb, qb, ob, kb, vb}) api->buffer_free(dev, b);
+      api->kv_cache_free(dev, kv);
     }
   }
   for (Variant& v : vs) api->device_close(v.dev);
@@ -534,10 +453,6 @@ int main(int argc, char** argv) {
   }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "decode_attention") == 0) {
     DecodeAttentionSweep();
-    return 0;
-  }
-  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "prefetch") == 0) {
-    PrefetchSweep();
     return 0;
   }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "gemm") == 0) {

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,41 +29,17 @@ using testing_util::SharedPath;
 std::atomic<int64_t> g_matmul_ex_calls{0};
 std::atomic<int64_t> g_rope_attention_calls{0};
 
-// While g_log_ops is set, the counting entries below also log (op, weight, num_tokens) in
-// call order, so a test can check where the ABI 1.5 weight_prefetch hints fall.
-struct OpEvent {
-  std::string op;
-  strata_weight weight;
-  int32_t num_tokens;
-};
-std::atomic<bool> g_log_ops{false};
-std::mutex g_ops_mu;
-std::vector<OpEvent> g_ops;
-void LogOp(const char* op, strata_weight w, int32_t n) {
-  if (!g_log_ops) return;
-  std::lock_guard<std::mutex> lock(g_ops_mu);
-  g_ops.push_back({op, w, n});
-}
-
-// The CPU backend has no weight_prefetch (a hint it has no use for); this one only logs.
-strata_status LoggingWeightPrefetch(strata_device, strata_weight w, int32_t num_tokens) {
-  LogOp("weight_prefetch", w, num_tokens);
-  return STRATA_OK;
-}
-
 strata_status CountingRopeAttention(strata_device dev, const strata_rope_params* rope,
                                     const strata_attention_params* attn, const strata_batch_desc* batch,
                                     const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
                                     strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
   ++g_rope_attention_calls;
-  LogOp("rope_attention", nullptr, static_cast<int32_t>(batch->num_tokens));
   return strata_cpu_plugin_info()->backend->rope_attention(dev, rope, attn, batch, q, k, v, kv, layer, out);
 }
 
 strata_status CountingMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                                const strata_matmul_params* params, const strata_tensor* out) {
   ++g_matmul_ex_calls;
-  LogOp("matmul_ex", w, 0);
   return strata_cpu_plugin_info()->backend->matmul_ex(dev, x, w, params, out);
 }
 
@@ -83,7 +58,6 @@ const strata_backend_v1* Table(Path p) {
     strata_backend_v1 t = *strata_cpu_plugin_info()->backend;
     t.matmul_ex = CountingMatmulEx;
     t.rope_attention = CountingRopeAttention;
-    t.weight_prefetch = LoggingWeightPrefetch;
     return t;
   }();
   // An older plugin's table ends before matmul_ex; what lies past struct_size must be
@@ -113,7 +87,6 @@ ModelRun Open(Path p, const ModelFile& file, ModelRuntimeOptions opts) {
   r.dev = std::move(*dev);
   EXPECT_EQ(STRATA_BACKEND_HAS_MATMUL_EX(&r.dev->api()), p != Path::kOldTable);
   EXPECT_EQ(STRATA_BACKEND_HAS_ROPE_ATTENTION(&r.dev->api()), p != Path::kOldTable);
-  EXPECT_EQ(STRATA_BACKEND_HAS_WEIGHT_PREFETCH(&r.dev->api()), p != Path::kOldTable);
   opts.fused_matmul = p != Path::kSeparate;
   opts.fused_attention = p != Path::kSeparate;
   auto m = LlamaModel::Load(*r.dev, file, opts);
@@ -378,65 +351,6 @@ TEST(OverlappedSteps, FeedbackIdsMatchRealIdsAndBadOnesAreErrors) {
   EXPECT_NE(no_feedback.message().find("cannot feed sampled ids back"), std::string::npos) << no_feedback;
   auto refused = old.model->LaunchGreedy(OneSequenceStep({t0}, p, bps));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-// ---- Weight prefetch hints (ABI 1.5). ----
-
-// The ops logged during one forward step of `tokens` prompt tokens.
-std::vector<OpEvent> LoggedStep(LlamaModel& model, const std::vector<int32_t>& tokens, std::vector<float>* logits) {
-  {
-    std::lock_guard<std::mutex> lock(g_ops_mu);
-    g_ops.clear();
-  }
-  g_log_ops = true;
-  const absl::Status st = model.Forward(OneSequenceStep(tokens, 0, model.max_blocks_per_seq()), logits);
-  g_log_ops = false;
-  EXPECT_TRUE(st.ok()) << st;
-  std::lock_guard<std::mutex> lock(g_ops_mu);
-  return g_ops;
-}
-
-// Before each layer's attention the model names the weight of the product that follows the
-// attention (the o projection) with the step's token count; without the entry (a table of
-// ABI 1.1 size) or with prefetch_weights off there are no hints, and the logits are the same.
-TEST(WeightPrefetchHint, NamesTheOProjectionBeforeEachAttention) {
-  const std::string path = SharedPath("models/stories260K/stories260K.gguf");
-  STRATA_REQUIRE_SHARED(path);
-  auto file = LoadModelFile(path, "");
-  ASSERT_TRUE(file.ok()) << file.status();
-  ModelRuntimeOptions opts;
-  opts.max_seqs = 1;
-  opts.max_batch_tokens = 16;
-  const std::vector<int32_t> prompt = {1, 403, 407, 261, 300};
-
-  ModelRun hinted = Open(Path::kFused, **file, opts);
-  ASSERT_NE(hinted.model, nullptr);
-  std::vector<float> want;
-  const std::vector<OpEvent> ops = LoggedStep(*hinted.model, prompt, &want);
-  int hints = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].op != "weight_prefetch") continue;
-    ++hints;
-    EXPECT_EQ(ops[i].num_tokens, static_cast<int32_t>(prompt.size()));
-    ASSERT_LT(i + 2, ops.size());
-    EXPECT_EQ(ops[i + 1].op, "rope_attention") << "hint " << hints;
-    EXPECT_EQ(ops[i + 2].op, "matmul_ex") << "hint " << hints;
-    EXPECT_EQ(ops[i + 2].weight, ops[i].weight) << "hint " << hints << " names another weight than the next product's";
-  }
-  EXPECT_EQ(hints, hinted.model->config().num_layers);
-
-  opts.prefetch_weights = false;
-  ModelRun off = Open(Path::kFused, **file, opts);
-  ASSERT_NE(off.model, nullptr);
-  std::vector<float> got;
-  for (const OpEvent& e : LoggedStep(*off.model, prompt, &got)) EXPECT_NE(e.op, "weight_prefetch");
-  EXPECT_EQ(got, want);
-
-  opts.prefetch_weights = true;
-  ModelRun old = Open(Path::kOldTable, **file, opts);
-  ASSERT_NE(old.model, nullptr);
-  for (const OpEvent& e : LoggedStep(*old.model, prompt, &got)) EXPECT_NE(e.op, "weight_prefetch");
-  EXPECT_EQ(got, want);
 }
 
 }  // namespace
