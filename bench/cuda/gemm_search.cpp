@@ -1,0 +1,392 @@
+// Is there a cuBLASLt configuration for the decode-batch products that beats the one its
+// heuristic picks? The CUDA backend takes the heuristic's first choice (backends/cuda/
+// cublaslt_gemm.cpp), which at 128 tokens reads the Llama-3-8B weights at 0.61-0.82 of the
+// copy bandwidth; the heuristic's other 7 candidates were no better (docs/benchmarks.md).
+// This searches further: every algorithm id cuBLASLt has for BF16 x BF16 -> BF16 with F32
+// compute, each with every tile, stage count and a few thread-block-cluster shapes it
+// accepts (cublasLtMatmulAlgoCheck), timed back to back; then the 24 fastest, and the
+// heuristic's first 16 candidates, with K split 1-4 ways and with CTA swizzling, timed as
+// replayed CUDA graphs (a decode step's case). Operands as the backend passes them
+// (column-major C[m = out features, n = tokens] = W^T x, W as a [k, m] matrix transposed);
+// the o and down products add into their output (beta = 1), as the model's fused residual
+// does. Weights rotate through copies of >= 256 MB so no call finds its weight in L2.
+//
+// Usage: gemm_search [tokens] (default 128). One JSON object per line: per shape the
+// heuristic's choice, the best configuration found and the top 5, with their microseconds
+// and fraction of the 4.24 TB/s copy bandwidth. Not a test.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CK(x)                                                                                         \
+  do {                                                                                                \
+    cudaError_t e_ = (x);                                                                             \
+    if (e_ != cudaSuccess) {                                                                          \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
+      std::exit(1);                                                                                   \
+    }                                                                                                 \
+  } while (0)
+#define LK(x)                                                                                         \
+  do {                                                                                                \
+    cublasStatus_t s_ = (x);                                                                          \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
+      std::fprintf(stderr, "%s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, static_cast<int>(s_)); \
+      std::exit(1);                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+constexpr size_t kWorkspace = size_t{32} << 20;  // the backend's cuBLASLt workspace
+constexpr double kCopyBandwidth = 4.24e12;       // H200 device-to-device copy, ../shared/docs/GPU.md
+
+struct Shape {
+  const char* name;
+  int64_t m, k;  // out features, in features
+  bool accumulate;
+};
+const Shape kShapes[] = {{"qkv", 6144, 4096, false},
+                         {"o", 4096, 4096, true},
+                         {"gate_up", 28672, 4096, false},
+                         {"down", 4096, 14336, true}};
+
+// One configuration and what it is.
+struct Candidate {
+  cublasLtMatmulAlgo_t algo;
+  std::string what;
+  double us = 0;
+};
+
+int32_t ConfigOf(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int32_t v = -1;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written);
+  return v;
+}
+
+std::string Describe(const cublasLtMatmulAlgo_t& a) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d inner %d",
+                ConfigOf(a, CUBLASLT_ALGO_CONFIG_ID), ConfigOf(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                ConfigOf(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), ConfigOf(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                ConfigOf(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), ConfigOf(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                ConfigOf(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID));
+  return buf;
+}
+
+std::vector<uint32_t> CapArray(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) return {};
+  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+  cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), bytes, &bytes);
+  return v;
+}
+
+class Problem {
+ public:
+  Problem(cublasLtHandle_t h, cudaStream_t s, const Shape& shape, int64_t tokens, void* workspace)
+      : h_(h), stream_(s), shape_(shape), n_(tokens), workspace_(workspace) {
+    LK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    LK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, shape.k, shape.m, shape.k));
+    LK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, shape.k, n_, shape.k));
+    LK(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16BF, shape.m, n_, shape.m));
+    const size_t wbytes = static_cast<size_t>(shape.m * shape.k * 2);
+    copies_ = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
+    std::vector<uint16_t> host(static_cast<size_t>(shape.m * shape.k));
+    uint64_t r = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(shape.m);
+    for (uint16_t& x : host) {  // random BF16 in [-0.02, 0.02): never time on zeros
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      const float f = (static_cast<float>(r >> 40) / 16777216.0f * 2.0f - 1.0f) * 0.02f;
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      x = static_cast<uint16_t>(b >> 16);
+    }
+    for (int i = 0; i < copies_; ++i) {
+      void* w = nullptr;
+      CK(cudaMalloc(&w, wbytes));
+      CK(cudaMemcpy(w, host.data(), wbytes, cudaMemcpyHostToDevice));
+      w_.push_back(w);
+    }
+    CK(cudaMalloc(&x_, static_cast<size_t>(shape.k * n_ * 2)));
+    CK(cudaMemcpy(x_, host.data(), static_cast<size_t>(std::min(shape.k * n_, shape.m * shape.k) * 2),
+                  cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&out_, static_cast<size_t>(shape.m * n_ * 2)));
+    CK(cudaMemset(out_, 0, static_cast<size_t>(shape.m * n_ * 2)));
+  }
+  ~Problem() {
+    for (void* w : w_) cudaFree(w);
+    cudaFree(x_);
+    cudaFree(out_);
+    cublasLtMatrixLayoutDestroy(c_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatmulDescDestroy(op_);
+  }
+
+  // The heuristic's first `count` candidates (the backend takes the first).
+  std::vector<Candidate> Heuristic(int count) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspace;
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
+    int found = 0;
+    LK(cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, c_, c_, pref, count, res.data(), &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    std::vector<Candidate> out;
+    for (int i = 0; i < found; ++i) {
+      if (res[i].state == CUBLAS_STATUS_SUCCESS) out.push_back({res[i].algo, "heuristic " + std::to_string(i)});
+    }
+    return out;
+  }
+
+  // True if cuBLASLt accepts `algo` for this problem within the workspace.
+  bool Valid(const cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t r{};
+    return cublasLtMatmulAlgoCheck(h_, op_, a_, b_, c_, c_, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
+           r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kWorkspace;
+  }
+
+  // Every configuration of every algorithm id: tiles x stages x cluster shapes, K unsplit.
+  std::vector<Candidate> Exhaustive(size_t limit, size_t* skipped) {
+    std::vector<int> ids(256);
+    int n = 0;
+    LK(cublasLtMatmulAlgoGetIds(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
+                                CUDA_R_16BF, static_cast<int>(ids.size()), ids.data(), &n));
+    const int32_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                                CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1,
+                                CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_1x4x1};
+    std::vector<Candidate> out;
+    *skipped = 0;
+    for (int i = 0; i < n; ++i) {
+      cublasLtMatmulAlgo_t base{};
+      if (cublasLtMatmulAlgoInit(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
+                                 CUDA_R_16BF, ids[i], &base) != CUBLAS_STATUS_SUCCESS) {
+        continue;
+      }
+      std::vector<uint32_t> tiles = CapArray(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+      std::vector<uint32_t> stages = CapArray(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+      if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+      if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
+      for (uint32_t t : tiles) {
+        for (uint32_t s : stages) {
+          for (int32_t c : clusters) {
+            cublasLtMatmulAlgo_t a = base;
+            const int32_t ti = static_cast<int32_t>(t), si = static_cast<int32_t>(s), one = 1;
+            if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ti, sizeof(ti)) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &si, sizeof(si)) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)) !=
+                    CUBLAS_STATUS_SUCCESS) {
+              continue;
+            }
+            // Algorithms without cluster support reject the attribute or the check.
+            cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c, sizeof(c));
+            if (!Valid(a)) continue;
+            if (out.size() >= limit) {
+              ++*skipped;
+              continue;
+            }
+            out.push_back({a, "search"});
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  // `algo` with K split `splits` ways and swizzle `swizzle`, if cuBLASLt accepts it.
+  bool Variant(const cublasLtMatmulAlgo_t& algo, int32_t splits, int32_t swizzle, cublasLtMatmulAlgo_t* out) {
+    cublasLtMatmulAlgo_t a = algo;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof(swizzle)) !=
+            CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    if (splits > 1) {
+      uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme));
+      if (!Valid(a)) {
+        scheme = CUBLASLT_REDUCTION_SCHEME_INPLACE;
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme));
+      }
+    }
+    if (!Valid(a)) return false;
+    *out = a;
+    return true;
+  }
+
+  cublasStatus_t Launch(const cublasLtMatmulAlgo_t& algo, int copy) {
+    const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
+    return cublasLtMatmul(h_, op_, &alpha, w_[static_cast<size_t>(copy % copies_)], a_, x_, b_, &beta, out_, c_, out_,
+                          c_, &algo, workspace_, kWorkspace, stream_);
+  }
+
+  // Microseconds per call: `reps` launches back to back (rotating weight copies), median of
+  // `samples`; -1 if a launch fails.
+  double TimeEager(const cublasLtMatmulAlgo_t& algo, int reps, int samples) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double result = -1;
+    std::vector<double> t;
+    for (int s = -1; s < samples; ++s) {  // s = -1: warm-up
+      CK(cudaEventRecord(e0, stream_));
+      bool ok = true;
+      for (int i = 0; i < reps && ok; ++i) ok = Launch(algo, i) == CUBLAS_STATUS_SUCCESS;
+      CK(cudaEventRecord(e1, stream_));
+      if (!ok || cudaStreamSynchronize(stream_) != cudaSuccess) {
+        cudaGetLastError();
+        t.clear();
+        break;
+      }
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (s >= 0) t.push_back(ms * 1e3 / reps);
+    }
+    if (!t.empty()) {
+      std::sort(t.begin(), t.end());
+      result = t[t.size() / 2];
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return result;
+  }
+
+  // The same as one recorded graph of `reps` calls, replayed: a decode step's case.
+  double TimeGraph(const cublasLtMatmulAlgo_t& algo, int reps, int samples) {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    CK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    bool ok = true;
+    for (int i = 0; i < reps && ok; ++i) ok = Launch(algo, i) == CUBLAS_STATUS_SUCCESS;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &g);
+    if (!ok || end != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+      cudaGetLastError();
+      if (g != nullptr) cudaGraphDestroy(g);
+      return -1;
+    }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> t;
+    for (int s = -2; s < samples; ++s) {
+      CK(cudaEventRecord(e0, stream_));
+      CK(cudaGraphLaunch(ge, stream_));
+      CK(cudaEventRecord(e1, stream_));
+      CK(cudaStreamSynchronize(stream_));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (s >= 0) t.push_back(ms * 1e3 / reps);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+  int copies() const { return copies_; }
+  double weight_bytes() const { return 2.0 * shape_.m * shape_.k; }
+
+ private:
+  cublasLtHandle_t h_;
+  cudaStream_t stream_;
+  Shape shape_;
+  int64_t n_;
+  void* workspace_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  std::vector<void*> w_;
+  void* x_ = nullptr;
+  void* out_ = nullptr;
+  int copies_ = 2;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t tokens = argc > 1 ? std::atoll(argv[1]) : 128;
+  const size_t limit = argc > 2 ? static_cast<size_t>(std::atoll(argv[2])) : 6000;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("{\"skipped\":\"no CUDA device\"}\n");
+    return 0;
+  }
+  cublasLtHandle_t h = nullptr;
+  LK(cublasLtCreate(&h));
+  cudaStream_t stream = nullptr;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ws = nullptr;
+  CK(cudaMalloc(&ws, kWorkspace));
+  for (const Shape& s : kShapes) {
+    Problem p(h, stream, s, tokens, ws);
+    const int reps = p.copies() * 2;
+    auto frac = [&](double us) { return us > 0 ? p.weight_bytes() / (us * 1e-6) / kCopyBandwidth : 0.0; };
+    std::vector<Candidate> heuristic = p.Heuristic(16);
+    if (heuristic.empty()) {
+      std::printf("{\"shape\":\"%s\",\"error\":\"no heuristic candidate\"}\n", s.name);
+      continue;
+    }
+    size_t skipped = 0;
+    std::vector<Candidate> found = p.Exhaustive(limit, &skipped);
+    const size_t searched = found.size();
+    // Phase 1: back to back, few samples.
+    for (Candidate& c : found) c.us = p.TimeEager(c.algo, reps, 3);
+    found.erase(std::remove_if(found.begin(), found.end(), [](const Candidate& c) { return c.us <= 0; }), found.end());
+    std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
+    if (found.size() > 24) found.resize(24);
+    // Phase 2: the fastest and the heuristic's candidates, with split K and swizzle
+    // variants, as replayed graphs.
+    std::vector<Candidate> finals;
+    for (const Candidate& c : heuristic) finals.push_back(c);
+    for (const Candidate& c : found) {
+      for (int32_t splits : {1, 2, 3, 4}) {
+        for (int32_t swizzle : {0, 1}) {
+          cublasLtMatmulAlgo_t a;
+          if (p.Variant(c.algo, splits, swizzle, &a)) finals.push_back({a, "search"});
+        }
+      }
+    }
+    for (Candidate& c : finals) c.us = p.TimeGraph(c.algo, reps, 15);
+    const double chosen_us = finals[0].us;  // heuristic 0: the backend's choice
+    finals.erase(std::remove_if(finals.begin(), finals.end(), [](const Candidate& c) { return c.us <= 0; }),
+                 finals.end());
+    std::sort(finals.begin(), finals.end(), [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
+    std::string top = "[";
+    for (size_t i = 0; i < finals.size() && i < 5; ++i) {
+      char buf[320];
+      std::snprintf(buf, sizeof(buf), "%s{\"us\":%.2f,\"bw_fraction\":%.3f,\"from\":\"%s\",\"config\":\"%s\"}",
+                    i ? "," : "", finals[i].us, frac(finals[i].us), finals[i].what.c_str(),
+                    Describe(finals[i].algo).c_str());
+      top += buf;
+    }
+    top += "]";
+    std::printf("{\"op\":\"gemm_search\",\"shape\":\"%s\",\"tokens\":%lld,\"searched\":%zu,\"over_limit\":%zu,"
+                "\"heuristic_us\":%.2f,\"heuristic_bw_fraction\":%.3f,\"heuristic_config\":\"%s\",\"best_us\":%.2f,"
+                "\"best_bw_fraction\":%.3f,\"top\":%s}\n",
+                s.name, static_cast<long long>(tokens), searched, skipped, chosen_us, frac(chosen_us),
+                Describe(heuristic[0].algo).c_str(), finals.empty() ? -1.0 : finals[0].us,
+                finals.empty() ? 0.0 : frac(finals[0].us), top.c_str());
+    std::fflush(stdout);
+  }
+  cudaFree(ws);
+  cudaStreamDestroy(stream);
+  cublasLtDestroy(h);
+  return 0;
+}
