@@ -115,6 +115,7 @@ struct OpenOptions {
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
+  std::string gemm_configs;  // a cuBLASLt configuration table (gemm_config_table.h), or empty
 };
 
 // prefill_attention= values, best first.
@@ -156,6 +157,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
+  if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) o->gemm_configs = env;
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -236,6 +238,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option gemm_splitk=", value, " (expected 0..16)");
       }
       o->gemm_splitk = static_cast<int32_t>(v);
+    } else if (key == "gemm_configs") {
+      o->gemm_configs = value;  // empty: none
     } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -245,7 +249,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, pdl=on|off, profile=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=PATH, pdl=on|off, profile=on|off)");
     }
   }
   return Ok();
@@ -377,6 +381,11 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     g->set_tuning(parsed.tune_gemm);
     g->set_split_k(parsed.gemm_splitk);
     g->set_candidate(parsed.gemm_candidate);
+    if (!parsed.gemm_configs.empty()) {
+      GemmConfigTable table;
+      STRATA_CUDA_RETURN_IF_ERROR(GemmConfigTable::Load(parsed.gemm_configs, &table));
+      g->set_config_table(std::move(table));
+    }
     if (parsed.profile) dev->profiler = std::make_unique<OpProfiler>(stderr);
     if (index < 64) g_act_dtype[index].store(act + 1);
     *out = reinterpret_cast<strata_device>(dev.release());

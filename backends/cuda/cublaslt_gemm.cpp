@@ -140,6 +140,31 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
   const bool want_split = !want_timing && split_k_ > 1 && g.n <= 256 && g.m <= kSplitKMaxRows;
   const bool want_candidate = !want_timing && !want_split && candidate_ >= 0 && g.n <= 256;
   auto it = algos_.find(key);
+  const bool want_table = !want_timing && !want_split && !want_candidate && table_.size() > 0 && g.ldx == g.k &&
+                          g.ldo == g.m && al_a == 16 && al_b == 16 && al_c == 16;
+  if (it == algos_.end() && want_table) {
+    if (const GemmConfig* c = table_.Find(g.m, g.n, g.k, g.w_dtype, g.x_dtype, g.out_dtype, g.accumulate)) {
+      cublasLtMatmulAlgo_t algo{};
+      cublasLtMatmulHeuristicResult_t r{};
+      if (GemmConfigTable::Configure(handle_, *c, wt, xt, ot, &algo) &&
+          cublasLtMatmulAlgoCheck(handle_, d.op, d.a, d.b, d.c, d.c, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
+          r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= workspace_bytes_) {
+        ++table_hits_;
+        it = algos_.insert_or_assign(key, Choice{algo, false}).first;
+        if (std::getenv("STRATA_CUDA_GEMM_LOG") != nullptr) {
+          std::fprintf(stderr, "cuBLASLt m=%lld n=%lld k=%lld: gemm_configs entry (algo %d, tile id %d, stages id %d, "
+                       "split-K %d, swizzle %d, cluster shape id %d)\n", static_cast<long long>(g.m),
+                       static_cast<long long>(g.n), static_cast<long long>(g.k), c->algo_id, c->tile, c->stages,
+                       c->splitk, c->swizzle, c->cluster);
+        }
+      } else {
+        ++table_refused_;
+        std::fprintf(stderr, "strata cuda: gemm_configs entry for m=%lld n=%lld k=%lld refused by cuBLASLt; "
+                     "the heuristic's choice is used\n", static_cast<long long>(g.m), static_cast<long long>(g.n),
+                     static_cast<long long>(g.k));
+      }
+    }
+  }
   if (it == algos_.end() || (want_timing && !it->second.timed)) {
     LT_CALL(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
     LT_CALL(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,

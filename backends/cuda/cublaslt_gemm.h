@@ -15,6 +15,7 @@
 #include <map>
 #include <tuple>
 
+#include "backends/cuda/gemm_config_table.h"
 #include "backends/cuda/status.h"
 #include "backends/cuda/stream_timer.h"
 
@@ -53,6 +54,13 @@ class LtGemm {
   // heuristic's N-th candidate (0 = its first choice; the last one found when it returns
   // fewer), untimed. -1 (default): off.
   void set_candidate(int32_t n) { candidate_ = n; }
+  // gemm_configs=PATH: products whose shape, types and beta have an entry, with packed
+  // operands, take its configuration (gemm_config_table.h) instead of the heuristic's
+  // first choice; untimed, and not with gemm_tune, gemm_splitk or gemm_candidate.
+  void set_config_table(GemmConfigTable t) { table_ = std::move(t); }
+  // How many products took a table entry, and how many entries cuBLASLt refused.
+  int64_t table_hits() const { return table_hits_; }
+  int64_t table_refused() const { return table_refused_; }
   // Which token counts get timed: the decode batch sizes (<= 256), which repeat every step
   // and are bound by reading the weights, where the heuristic's tiles do worst. Larger
   // products are compute bound, the heuristic's choice is within a few percent of the
@@ -77,6 +85,9 @@ class LtGemm {
   int32_t candidate_ = -1;
   L2Flusher flusher_;
   std::map<Key, Choice> algos_;
+  GemmConfigTable table_;
+  int64_t table_hits_ = 0;
+  int64_t table_refused_ = 0;
 };
 
 }  // namespace strata::cuda

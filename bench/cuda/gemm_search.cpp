@@ -11,11 +11,16 @@
 // the o and down products add into their output (beta = 1), as the model's fused residual
 // does. Weights rotate through copies of >= 256 MB so no call finds its weight in L2.
 //
-// Usage: gemm_search [tokens] (default 128). One JSON object per line: per shape the
-// heuristic's choice, the best configuration found and the top 5, with their microseconds
-// and fraction of the 4.24 TB/s copy bandwidth. Not a test.
+// Usage: gemm_search [--tokens 128,64,...] [--limit N] [--write PATH]. One JSON object per
+// line: per shape and token count the heuristic's choice, the best configuration found and
+// the top 5, with their microseconds and fraction of the 4.24 TB/s copy bandwidth. --write
+// appends each best configuration to PATH as a line of the CUDA backend's table (device
+// option gemm_configs=PATH; backends/cuda/gemm_config_table.h). --limit caps the
+// configurations timed per product (default 8000). Not a test.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+
+#include "backends/cuda/gemm_config_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -66,9 +71,15 @@ struct Candidate {
   double us = 0;
 };
 
+// Cluster and inner shape ids are uint16_t attributes, the others 32-bit.
 int32_t ConfigOf(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  int32_t v = -1;
   size_t written = 0;
+  if (attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) {
+    uint16_t v = 0xffff;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return v;
+  }
+  int32_t v = -1;
   cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written);
   return v;
 }
@@ -165,7 +176,7 @@ class Problem {
     int n = 0;
     LK(cublasLtMatmulAlgoGetIds(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
                                 CUDA_R_16BF, static_cast<int>(ids.size()), ids.data(), &n));
-    const int32_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+    const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
                                 CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1,
                                 CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_1x4x1};
     std::vector<Candidate> out;
@@ -178,11 +189,14 @@ class Problem {
       }
       std::vector<uint32_t> tiles = CapArray(base, CUBLASLT_ALGO_CAP_TILE_IDS);
       std::vector<uint32_t> stages = CapArray(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+      if (std::getenv("GEMM_SEARCH_VERBOSE") != nullptr) {
+        std::fprintf(stderr, "algo id %d: %zu tiles, %zu stage ids\n", ids[i], tiles.size(), stages.size());
+      }
       if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
       if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
       for (uint32_t t : tiles) {
         for (uint32_t s : stages) {
-          for (int32_t c : clusters) {
+          for (uint16_t c : clusters) {
             cublasLtMatmulAlgo_t a = base;
             const int32_t ti = static_cast<int32_t>(t), si = static_cast<int32_t>(s), one = 1;
             if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ti, sizeof(ti)) !=
@@ -195,7 +209,10 @@ class Problem {
             }
             // Algorithms without cluster support reject the attribute or the check.
             cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c, sizeof(c));
-            if (!Valid(a)) continue;
+            if (!Valid(a)) {
+              ++rejected_;
+              continue;
+            }
             if (out.size() >= limit) {
               ++*skipped;
               continue;
@@ -316,13 +333,49 @@ class Problem {
   void* x_ = nullptr;
   void* out_ = nullptr;
   int copies_ = 2;
+
+ public:
+  size_t rejected_ = 0;
 };
+
+// The table entry of a configuration (what the backend's gemm_configs= reads).
+strata::cuda::GemmConfig EntryOf(const cublasLtMatmulAlgo_t& a) {
+  strata::cuda::GemmConfig c;
+  c.algo_id = ConfigOf(a, CUBLASLT_ALGO_CONFIG_ID);
+  c.tile = ConfigOf(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  c.stages = ConfigOf(a, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  c.splitk = std::max(1, ConfigOf(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+  c.reduction = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+  c.swizzle = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+  c.cluster = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+  return c;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t tokens = argc > 1 ? std::atoll(argv[1]) : 128;
-  const size_t limit = argc > 2 ? static_cast<size_t>(std::atoll(argv[2])) : 6000;
+  std::vector<int64_t> token_counts = {128};
+  size_t limit = 8000;
+  std::string write_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--tokens") {
+      token_counts.clear();
+      for (const char* p = argv[i + 1]; *p != '\0';) {
+        char* end = nullptr;
+        token_counts.push_back(std::strtoll(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p != '\0') break;
+      }
+    } else if (flag == "--limit") {
+      limit = static_cast<size_t>(std::atoll(argv[i + 1]));
+    } else if (flag == "--write") {
+      write_path = argv[i + 1];
+    } else {
+      std::fprintf(stderr, "usage: gemm_search [--tokens 128,64,...] [--limit N] [--write PATH]\n");
+      return 2;
+    }
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("{\"skipped\":\"no CUDA device\"}\n");
@@ -334,6 +387,19 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void* ws = nullptr;
   CK(cudaMalloc(&ws, kWorkspace));
+  FILE* table = nullptr;
+  if (!write_path.empty()) {
+    table = std::fopen(write_path.c_str(), "a");
+    if (table == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", write_path.c_str());
+      return 1;
+    }
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    std::fprintf(table, "# gemm_search on %s (sm_%d%d), cuBLASLt %zu\n", prop.name, prop.major, prop.minor,
+                 cublasLtGetVersion());
+  }
+  for (const int64_t tokens : token_counts)
   for (const Shape& s : kShapes) {
     Problem p(h, stream, s, tokens, ws);
     const int reps = p.copies() * 2;
@@ -348,6 +414,14 @@ int main(int argc, char** argv) {
     const size_t searched = found.size();
     // Phase 1: back to back, few samples.
     for (Candidate& c : found) c.us = p.TimeEager(c.algo, reps, 3);
+    const size_t launched = static_cast<size_t>(std::count_if(found.begin(), found.end(), [](const Candidate& c) { return c.us > 0; }));
+    if (!found.empty()) {  // why a candidate that passed the check does not run
+      const cublasStatus_t st = p.Launch(found[0].algo, 0);
+      const cudaError_t ce = cudaStreamSynchronize(stream);
+      cudaGetLastError();
+      std::fprintf(stderr, "%s: %zu checked (%zu rejected), %zu ran; first: %s: launch status %d, %s\n", s.name, found.size(), p.rejected_, launched,
+                   Describe(found[0].algo).c_str(), static_cast<int>(st), cudaGetErrorString(ce));
+    }
     found.erase(std::remove_if(found.begin(), found.end(), [](const Candidate& c) { return c.us <= 0; }), found.end());
     std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
     if (found.size() > 24) found.resize(24);
@@ -377,14 +451,23 @@ int main(int argc, char** argv) {
       top += buf;
     }
     top += "]";
-    std::printf("{\"op\":\"gemm_search\",\"shape\":\"%s\",\"tokens\":%lld,\"searched\":%zu,\"over_limit\":%zu,"
+    std::printf("{\"op\":\"gemm_search\",\"shape\":\"%s\",\"tokens\":%lld,\"searched\":%zu,\"ran\":%zu,\"over_limit\":%zu,"
                 "\"heuristic_us\":%.2f,\"heuristic_bw_fraction\":%.3f,\"heuristic_config\":\"%s\",\"best_us\":%.2f,"
                 "\"best_bw_fraction\":%.3f,\"top\":%s}\n",
-                s.name, static_cast<long long>(tokens), searched, skipped, chosen_us, frac(chosen_us),
+                s.name, static_cast<long long>(tokens), searched, launched, skipped, chosen_us, frac(chosen_us),
                 Describe(heuristic[0].algo).c_str(), finals.empty() ? -1.0 : finals[0].us,
                 finals.empty() ? 0.0 : frac(finals[0].us), top.c_str());
     std::fflush(stdout);
+    if (table != nullptr && !finals.empty()) {
+      std::fprintf(table, "%s  # %.2f us, heuristic %.2f us\n",
+                   strata::cuda::GemmConfigTable::Line(s.m, tokens, s.k, STRATA_DTYPE_BF16, STRATA_DTYPE_BF16,
+                                                       STRATA_DTYPE_BF16, s.accumulate, EntryOf(finals[0].algo))
+                       .c_str(),
+                   finals[0].us, chosen_us);
+      std::fflush(table);
+    }
   }
+  if (table != nullptr) std::fclose(table);
   cudaFree(ws);
   cudaStreamDestroy(stream);
   cublasLtDestroy(h);

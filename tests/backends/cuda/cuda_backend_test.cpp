@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -19,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -1294,6 +1296,65 @@ TEST(CudaOpProfiler, ReportsEachOpAndShapeAndGraphLaunchesAtClose) {
   ASSERT_GE(gl.size(), 6u) << report;
   EXPECT_EQ(gl[1], "2") << report;
   EXPECT_TRUE(row("graph_begin").empty() && row("graph_end").empty()) << report;
+}
+
+// gemm_configs=PATH: a product with a table entry runs that cuBLASLt configuration (here one
+// that bench/cuda/gemm_search found for the o projection at 128 tokens on the H200) and
+// computes what the CPU does; an entry cuBLASLt refuses falls back to the heuristic's choice
+// with a warning naming the shape; a table that cannot be read fails device_open.
+TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = ::testing::TempDir() + "strata_gemm_configs_test.txt";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("# test table\n"
+               "4096 128 4096 bf16 bf16 bf16 0 66 124 35 1 0 0 4\n"
+               "256 16 512 bf16 bf16 bf16 0 9999 20 35 1 0 0 0\n",
+               f);
+    std::fclose(f);
+  }
+  std::mt19937 rng(5);
+  Dev cpu(strata_cpu_plugin_info()->backend, nullptr);
+  for (const auto& [m, n, k, refused] : {std::tuple<int64_t, int64_t, int64_t, bool>{4096, 128, 4096, false},
+                                         std::tuple<int64_t, int64_t, int64_t, bool>{256, 16, 512, true}}) {
+    SCOPED_TRACE(::testing::Message() << m << "x" << k << " n=" << n);
+    const std::vector<float> w = Rounded(Random(rng, m * k, 0.05f), BF16);
+    const std::vector<float> x = Rounded(Random(rng, n * k, 1.0f), BF16);
+    std::vector<float> want;
+    {
+      strata_weight W = cpu.Weight(w, F32, m, k);
+      strata_buffer xb = cpu.Floats(x, F32), ob = cpu.Poisoned(n * m * 4);
+      strata_tensor xt = T(xb, F32, {n, k}), ot = T(ob, F32, {n, m});
+      ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &xt, W, nullptr, &ot), STRATA_OK) << cpu.err();
+      want = cpu.ReadFloats(ob, n * m, F32);
+    }
+    for (const bool with_table : {true, false}) {
+      const std::string options = "activations=bf16;gemv_tokens=0" + (with_table ? ";gemm_configs=" + path : "");
+      Dev D(CudaPlugin().info->backend, options.c_str());
+      ASSERT_TRUE(D.ok()) << D.err();
+      strata_weight W = D.Weight(w, BF16, m, k);
+      strata_buffer xb = D.Floats(x, BF16), ob = D.Poisoned(n * m * 2);
+      strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m});
+      setenv("STRATA_CUDA_GEMM_LOG", "1", 1);  // a taken entry is logged
+      testing::internal::CaptureStderr();
+      const strata_status st = D.api()->matmul(D.dev(), &xt, W, nullptr, &ot);
+      const std::string log = testing::internal::GetCapturedStderr();
+      unsetenv("STRATA_CUDA_GEMM_LOG");
+      ASSERT_EQ(st, STRATA_OK) << D.err();
+      const std::string shape = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      const bool warned = log.find("gemm_configs entry for " + shape + " refused") != std::string::npos;
+      const bool taken = log.find(shape + ": gemm_configs entry (algo 66, tile id 124") != std::string::npos;
+      EXPECT_EQ(warned, with_table && refused) << log;
+      EXPECT_EQ(taken, with_table && !refused) << log;
+      ExpectClose(D.ReadFloats(ob, n * m, BF16), want, kTolBf16, with_table ? "with the table" : "without");
+    }
+  }
+  Dev missing(CudaPlugin().info->backend, "gemm_configs=/nonexistent/strata_gemm_configs.txt");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.err().find("cannot read '/nonexistent/strata_gemm_configs.txt'"), std::string::npos)
+      << missing.err();
+  std::remove(path.c_str());
 }
 
 TEST(CudaWgmmaGemm, TokenTilesSplitsTailsBiasAndResidualAdd) {
