@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "backends/cuda/builtin_gemm_configs.h"
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_objects.h"
@@ -115,7 +116,9 @@ struct OpenOptions {
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
-  std::string gemm_configs;  // a cuBLASLt configuration table (gemm_config_table.h), or empty
+  // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
+  // if there is one), "none", or a path.
+  std::string gemm_configs = "builtin";
 };
 
 // prefill_attention= values, best first.
@@ -157,7 +160,9 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
-  if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) o->gemm_configs = env;
+  if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
+    o->gemm_configs = *env == '\0' ? "none" : env;
+  }
   if (options == nullptr) return Ok();
   std::string s(options);
   size_t pos = 0;
@@ -239,7 +244,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       }
       o->gemm_splitk = static_cast<int32_t>(v);
     } else if (key == "gemm_configs") {
-      o->gemm_configs = value;  // empty: none
+      if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
+      o->gemm_configs = value;
     } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
@@ -249,7 +255,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=PATH, pdl=on|off, profile=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off)");
     }
   }
   return Ok();
@@ -381,7 +387,13 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     g->set_tuning(parsed.tune_gemm);
     g->set_split_k(parsed.gemm_splitk);
     g->set_candidate(parsed.gemm_candidate);
-    if (!parsed.gemm_configs.empty()) {
+    if (parsed.gemm_configs == "builtin") {
+      if (const BuiltinGemmConfigs* b = FindBuiltinGemmConfigs(prop.name, cublasLtGetVersion())) {
+        GemmConfigTable table;
+        STRATA_CUDA_RETURN_IF_ERROR(GemmConfigTable::Parse(b->table, b->origin, &table));
+        g->set_config_table(std::move(table));
+      }
+    } else if (parsed.gemm_configs != "none") {
       GemmConfigTable table;
       STRATA_CUDA_RETURN_IF_ERROR(GemmConfigTable::Load(parsed.gemm_configs, &table));
       g->set_config_table(std::move(table));

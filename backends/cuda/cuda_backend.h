@@ -68,6 +68,17 @@
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)
+//   gemm_configs=builtin (default) cuBLASLt products whose shape (m, tokens, k), types and
+//                      beta have an entry in this GPU's built-in table (builtin_gemm_configs.cpp:
+//                      the NVIDIA H200 with cuBLASLt 13, the Llama-3-8B shape's decode products at
+//                      128 tokens) run that entry's algorithm, tile, stages, split-K, swizzle and
+//                      cluster shape instead of the heuristic's first choice (+1.2% output tok/s
+//                      at 128 sequences, docs/benchmarks.md); GPUs without a table, and other
+//                      shapes, keep the heuristic's choice. An entry cuBLASLt refuses falls back
+//                      to it, with a warning
+//   gemm_configs=PATH  the same with the table at PATH (gemm_config_table.h has the format;
+//                      bench/cuda/gemm_search --write makes one for a GPU)
+//   gemm_configs=none  the heuristic's first choice everywhere
 //   profile=on         GPU time of every op (by op and shape) between CUDA events, printed
 //                      to stderr when the device closes (op_profiler.h); run eager
 //                      (--enforce-eager) for per-op figures. Off by default
@@ -75,9 +86,9 @@
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=wgmma|fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_CANDIDATE=N, STRATA_CUDA_GEMM_TUNE=on,
-// STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=, prefill_attention=,
-// decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=, pdl= and profile= (an
-// explicit option wins).
+// STRATA_CUDA_GEMM_CONFIGS=builtin|none|PATH (empty: none), STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=,
+// prefill_attention=, decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=,
+// gemm_configs=, pdl= and profile= (an explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //

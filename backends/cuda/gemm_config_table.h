@@ -3,8 +3,8 @@
 // H200 at 128 tokens of the Llama-3-8B shape it reads the o / down / gate_up weights at
 // 0.58 / 0.74 / 0.83 of the copy bandwidth, and configurations that bench/cuda/gemm_search
 // finds among all of cuBLASLt's read them at 0.69 / 0.82 / 0.90 (docs/benchmarks.md).
-// gemm_search writes the table; the backend reads it (device option gemm_configs=PATH) and
-// takes an entry's configuration for a product of exactly that shape, types and beta, with
+// gemm_search writes the table; the backend reads it (device option gemm_configs=PATH, or
+// its GPU's built-in table: builtin_gemm_configs.h) and takes an entry's configuration for a product of exactly that shape, types and beta, with
 // packed operands, where cuBLASLt accepts it (else the heuristic's choice, with a warning).
 //
 // Format: one configuration per line, '#' starts a comment:

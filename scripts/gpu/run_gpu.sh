@@ -30,6 +30,10 @@
 #            rounds, default 2)
 #   ncu      Nsight Compute profile of the wgmma and FA2 prefill attention kernels on a
 #            4,096-token prompt (scripts/gpu/ncu_prefill_attention.sh; not in the default set)
+#   gemmconfigs  the cuBLASLt configuration tables: their GPU test, then 128 sequences with the
+#            built-in table and with gemm_configs=none alternately (scripts/gpu/gemm_configs_ab.sh;
+#            STRATA_GEMMCONFIGS_ROUNDS rounds, default 2; STRATA_GEMMCONFIGS_SEARCH_TOKENS=128
+#            also runs bench/cuda/gemm_search and a third mode with its table)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -115,6 +119,13 @@ phase_async() {
   stamp "overlapped scheduling on / off, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 560 bash scripts/gpu/async_ab.sh "${STRATA_ASYNC_ROUNDS:-2}"
   python3 scripts/gpu/summarize_async.py "$OUT/async_ab.jsonl"
+}
+
+phase_gemmconfigs() {
+  stamp "cuBLASLt configuration tables: their test, then serving with the built-in table and without"
+  timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaGemmConfigs.*' 2>&1 | tail -3
+  BUILD="$BUILD" OUT="$OUT" timeout 540 bash scripts/gpu/gemm_configs_ab.sh "${STRATA_GEMMCONFIGS_ROUNDS:-2}" \
+    "${STRATA_GEMMCONFIGS_SEARCH_TOKENS:-}"
 }
 
 phase_ops() {
@@ -257,8 +268,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs)" ;;
   esac
 done
 stamp "done"

@@ -1301,7 +1301,8 @@ TEST(CudaOpProfiler, ReportsEachOpAndShapeAndGraphLaunchesAtClose) {
 // gemm_configs=PATH: a product with a table entry runs that cuBLASLt configuration (here one
 // that bench/cuda/gemm_search found for the o projection at 128 tokens on the H200) and
 // computes what the CPU does; an entry cuBLASLt refuses falls back to the heuristic's choice
-// with a warning naming the shape; a table that cannot be read fails device_open.
+// with a warning naming the shape; the default takes the GPU's built-in table (on an H200);
+// a table that cannot be read fails device_open.
 TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
   SKIP_WITHOUT_GPU();
   const std::string path = ::testing::TempDir() + "strata_gemm_configs_test.txt";
@@ -1330,7 +1331,8 @@ TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
       want = cpu.ReadFloats(ob, n * m, F32);
     }
     for (const bool with_table : {true, false}) {
-      const std::string options = "activations=bf16;gemv_tokens=0" + (with_table ? ";gemm_configs=" + path : "");
+      const std::string options =
+          std::string("activations=bf16;gemv_tokens=0;gemm_configs=") + (with_table ? path : std::string("none"));
       Dev D(CudaPlugin().info->backend, options.c_str());
       ASSERT_TRUE(D.ok()) << D.err();
       strata_weight W = D.Weight(w, BF16, m, k);
@@ -1348,6 +1350,43 @@ TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
       EXPECT_EQ(warned, with_table && refused) << log;
       EXPECT_EQ(taken, with_table && !refused) << log;
       ExpectClose(D.ReadFloats(ob, n * m, BF16), want, kTolBf16, with_table ? "with the table" : "without");
+    }
+  }
+  // By default a GPU with a built-in table (builtin_gemm_configs.cpp: the H200) takes it: the
+  // qkv product of the Llama-3-8B shape at 128 tokens runs the table's tile (id 157).
+  {
+    const int64_t m = 6144, n = 128, k = 4096;
+    const std::vector<float> w = Rounded(Random(rng, m * k, 0.05f), BF16);
+    const std::vector<float> x = Rounded(Random(rng, n * k, 1.0f), BF16);
+    std::vector<float> want;
+    {
+      strata_weight W = cpu.Weight(w, F32, m, k);
+      strata_buffer xb = cpu.Floats(x, F32), ob = cpu.Poisoned(n * m * 4);
+      strata_tensor xt = T(xb, F32, {n, k}), ot = T(ob, F32, {n, m});
+      ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &xt, W, nullptr, &ot), STRATA_OK) << cpu.err();
+      want = cpu.ReadFloats(ob, n * m, F32);
+    }
+    for (const char* options : {"activations=bf16", "activations=bf16;gemm_configs=none"}) {
+      SCOPED_TRACE(options);
+      Dev D(CudaPlugin().info->backend, options);
+      ASSERT_TRUE(D.ok()) << D.err();
+      strata_device_info info{};
+      info.struct_size = sizeof(info);
+      ASSERT_EQ(D.api()->device_info(0, &info), STRATA_OK);
+      const bool builtin = std::string(info.name) == "NVIDIA H200" && std::string(options) == "activations=bf16";
+      strata_weight W = D.Weight(w, BF16, m, k);
+      strata_buffer xb = D.Floats(x, BF16), ob = D.Poisoned(n * m * 2);
+      strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m});
+      setenv("STRATA_CUDA_GEMM_LOG", "1", 1);
+      testing::internal::CaptureStderr();
+      const strata_status st = D.api()->matmul(D.dev(), &xt, W, nullptr, &ot);
+      const std::string log = testing::internal::GetCapturedStderr();
+      unsetenv("STRATA_CUDA_GEMM_LOG");
+      ASSERT_EQ(st, STRATA_OK) << D.err();
+      EXPECT_EQ(log.find("m=6144 n=128 k=4096: gemm_configs entry (algo 66, tile id 157") != std::string::npos, builtin)
+          << info.name << "\n" << log;
+      EXPECT_EQ(log.find("refused"), std::string::npos) << log;
+      ExpectClose(D.ReadFloats(ob, n * m, BF16), want, kTolBf16, options);
     }
   }
   Dev missing(CudaPlugin().info->backend, "gemm_configs=/nonexistent/strata_gemm_configs.txt");

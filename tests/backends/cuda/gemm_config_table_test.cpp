@@ -3,9 +3,12 @@
 // same product is CudaGemmConfigs.* in cuda_backend_test (GPU).
 #include "backends/cuda/gemm_config_table.h"
 
+#include "backends/cuda/builtin_gemm_configs.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 namespace strata::cuda {
 namespace {
@@ -80,6 +83,25 @@ TEST(GemmConfigTable, BadLinesAreErrorsThatNameTheLine) {
   const Status missing = GemmConfigTable::Load("/nonexistent/gemm_configs.txt", &t);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.message.find("cannot read '/nonexistent/gemm_configs.txt'"), std::string::npos) << missing.message;
+}
+
+// The built-in tables parse, and are found for their GPU name and cuBLASLt major version only.
+TEST(BuiltinGemmConfigs, H200TableParsesAndIsFoundForItsGpuAndCublasMajorOnly) {
+  const BuiltinGemmConfigs* h200 = FindBuiltinGemmConfigs("NVIDIA H200", 130100);
+  ASSERT_NE(h200, nullptr);
+  GemmConfigTable t;
+  const Status st = GemmConfigTable::Parse(h200->table, h200->origin, &t);
+  ASSERT_TRUE(st.ok()) << st.message;
+  EXPECT_EQ(t.size(), 4u);
+  for (const auto& [m, k, acc] : {std::tuple<int64_t, int64_t, bool>{6144, 4096, false}, {4096, 4096, true},
+                                  {28672, 4096, false}, {4096, 14336, true}}) {
+    EXPECT_NE(t.Find(m, 128, k, STRATA_DTYPE_BF16, STRATA_DTYPE_BF16, STRATA_DTYPE_BF16, acc), nullptr)
+        << m << "x" << k;
+  }
+  EXPECT_EQ(FindBuiltinGemmConfigs("NVIDIA H200", 130900), h200);
+  EXPECT_EQ(FindBuiltinGemmConfigs("NVIDIA H200", 120800), nullptr);
+  EXPECT_EQ(FindBuiltinGemmConfigs("NVIDIA H200 NVL", 130100), nullptr);
+  EXPECT_EQ(FindBuiltinGemmConfigs("NVIDIA H100 80GB HBM3", 130100), nullptr);
 }
 
 }  // namespace
