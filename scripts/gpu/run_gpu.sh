@@ -34,6 +34,8 @@
 #            built-in table and with gemm_configs=none alternately (scripts/gpu/gemm_configs_ab.sh;
 #            STRATA_GEMMCONFIGS_ROUNDS rounds, default 2; STRATA_GEMMCONFIGS_SEARCH_TOKENS=128
 #            also runs bench/cuda/gemm_search and a third mode with its table)
+#   clocks   SM clock, power draw and throttle reasons (nvidia-smi, every 50 ms) during a
+#            128-sequence serving run: whether the run is power-capped
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -126,6 +128,27 @@ phase_gemmconfigs() {
   timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaGemmConfigs.*' 2>&1 | tail -3
   BUILD="$BUILD" OUT="$OUT" timeout 540 bash scripts/gpu/gemm_configs_ab.sh "${STRATA_GEMMCONFIGS_ROUNDS:-2}" \
     "${STRATA_GEMMCONFIGS_SEARCH_TOKENS:-}"
+}
+
+phase_clocks() {
+  stamp "SM clock, power and throttle reasons every 50 ms during 128 concurrent sequences"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 50 > "$OUT/clocks.csv" &
+  local smi=$!
+  sleep 1
+  timeout 150 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --json --num-requests 128 \
+    --max-num-seqs 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
+    --max-batched-tokens 8192 > "$OUT/clocks_serving_128.json"
+  sleep 1
+  kill "$smi"
+  # Samples under load (> 150 W), and how many had the software power cap (bit 0x4) active.
+  python3 -c 'import sys
+rows = [l.strip().split(", ") for l in open(sys.argv[1]) if l.count(",") >= 4]
+busy = [r for r in rows if float(r[2].split()[0]) > 150]
+for r in busy: print(r[0][11:], r[1], r[2], r[4])
+capped = [r for r in busy if int(r[4], 16) & 4]
+print("%d samples under load, %d with the power cap active, SM clock %s-%s MHz" % (len(busy), len(capped),
+      min((r[1].split()[0] for r in busy), key=int, default="-"), max((r[1].split()[0] for r in busy), key=int, default="-")))' "$OUT/clocks.csv"
 }
 
 phase_ops() {
@@ -268,8 +291,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks)" ;;
   esac
 done
 stamp "done"
