@@ -1,28 +1,35 @@
 // Is there a cuBLASLt configuration for the decode-batch products that beats the one its
-// heuristic picks? The CUDA backend takes the heuristic's first choice (backends/cuda/
-// cublaslt_gemm.cpp), which at 128 tokens reads the Llama-3-8B weights at 0.61-0.82 of the
-// copy bandwidth; the heuristic's other 7 candidates were no better (docs/benchmarks.md).
-// This searches further: every algorithm id cuBLASLt has for BF16 x BF16 -> BF16 with F32
-// compute, each with every tile, stage count and the cluster shapes auto, 1x1, 2x1, 1x2,
-// 4x1 and 1x4 it accepts (cublasLtMatmulAlgoCheck), timed back to back; then the 24 fastest, and the
-// heuristic's first 16 candidates, with K split 1-4 ways and with CTA swizzling, timed as
-// replayed CUDA graphs (a decode step's case). Operands as the backend passes them
-// (column-major C[m = out features, n = tokens] = W^T x, W as a [k, m] matrix transposed);
-// the o and down products add into their output (beta = 1), as the model's fused residual
-// does. Weights rotate through copies of >= 256 MB so no call finds its weight in L2.
+// heuristic picks? Without a table the CUDA backend takes the heuristic's first choice
+// (backends/cuda/cublaslt_gemm.cpp), which at 128 tokens reads the Llama-3-8B weights at
+// 0.56-0.79 of the copy bandwidth; the heuristic's other candidates gain less than this
+// search finds (docs/benchmarks.md, runs 88-92).
 //
-// Usage: gemm_search [--tokens 128,64,...] [--limit N] [--write PATH]. One JSON object per
-// line: per shape and token count the heuristic's choice, the best configuration found and
-// the top 5, with their microseconds and fraction of the 4.24 TB/s copy bandwidth. --write
-// appends each best configuration to PATH as a line of the CUDA backend's table (device
-// option gemm_configs=PATH; backends/cuda/gemm_config_table.h). --limit caps the
-// configurations timed per product (default 8000). Not a test.
+// Phase 1: every algorithm id cuBLASLt has for BF16 x BF16 -> BF16 with F32 compute, each
+// with every tile, stage count and the cluster shapes auto, 1x1, 2x1, 1x2, 4x1 and 1x4 that
+// cublasLtMatmulAlgoCheck accepts, timed back to back. Phase 2: the fastest (--finalists,
+// default 24) and the heuristic's first 16 candidates, with K split 1-4 ways and with CTA
+// swizzling, timed as replayed CUDA graphs (a decode step's case). Operands as the backend
+// passes them (column-major C[m = out features, n = tokens] = W^T x, W as a [k, m] matrix
+// transposed); the o and down products add into their output (beta = 1), as the model's
+// fused residual does. Weights rotate through copies of >= 256 MB, so no call finds its
+// weight in L2.
+//
+// Usage: gemm_search [--tokens 128,64,...] [--limit N] [--finalists N] [--sustained-ms MS]
+//                    [--write PATH]
+// One JSON object per line: per shape and token count the heuristic's choice, the best
+// configuration found and the top 5, with their microseconds and fraction of the 4.24 TB/s
+// copy bandwidth. --write appends each best configuration to PATH as a line of the CUDA
+// backend's table (device option gemm_configs=PATH; backends/cuda/gemm_config_table.h).
+// --limit caps the configurations timed per product (default 8000). --sustained-ms replays
+// each finalist that long before timing it, so that it is timed at the clock the GPU holds
+// under sustained, power-capped load, as in a serving run (docs/benchmarks.md, run 96), not
+// at the short-burst boost clock. About a minute per product at 128 tokens without it.
+// Not a test.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include "backends/cuda/gemm_config_table.h"
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +38,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "backends/cuda/gemm_config_table.h"
 
 namespace {
 
@@ -282,7 +291,10 @@ class Problem {
   }
 
   // The same as one recorded graph of `reps` calls, replayed: a decode step's case.
-  double TimeGraph(const cublasLtMatmulAlgo_t& algo, int reps, int samples) {
+  // sustained_ms > 0: first replay the graph for that long, so that the GPU runs at the
+  // clock it holds under sustained load (a serving run is power-capped: ~1.4-1.9 GHz on the
+  // H200 against 1.98 in short bursts; docs/benchmarks.md, run 96).
+  double TimeGraph(const cublasLtMatmulAlgo_t& algo, int reps, int samples, int sustained_ms = 0) {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
     CK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -298,6 +310,13 @@ class Problem {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     std::vector<double> t;
+    if (sustained_ms > 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(sustained_ms)) {
+        for (int i = 0; i < 8; ++i) CK(cudaGraphLaunch(ge, stream_));
+        CK(cudaStreamSynchronize(stream_));
+      }
+    }
     for (int s = -2; s < samples; ++s) {
       CK(cudaEventRecord(e0, stream_));
       CK(cudaGraphLaunch(ge, stream_));
@@ -353,6 +372,8 @@ strata::cuda::GemmConfig EntryOf(const cublasLtMatmulAlgo_t& a) {
 int main(int argc, char** argv) {
   std::vector<int64_t> token_counts = {128};
   size_t limit = 8000;
+  size_t finalists = 24;
+  int sustained_ms = 0;
   std::string write_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -366,10 +387,16 @@ int main(int argc, char** argv) {
       }
     } else if (flag == "--limit") {
       limit = static_cast<size_t>(std::atoll(argv[i + 1]));
+    } else if (flag == "--finalists") {
+      finalists = static_cast<size_t>(std::atoll(argv[i + 1]));
+    } else if (flag == "--sustained-ms") {
+      sustained_ms = std::atoi(argv[i + 1]);
     } else if (flag == "--write") {
       write_path = argv[i + 1];
     } else {
-      std::fprintf(stderr, "usage: gemm_search [--tokens 128,64,...] [--limit N] [--write PATH]\n");
+      std::fprintf(stderr,
+                   "usage: gemm_search [--tokens 128,64,...] [--limit N] [--finalists N] [--sustained-ms MS] "
+                   "[--write PATH]\n");
       return 2;
     }
   }
@@ -416,7 +443,7 @@ int main(int argc, char** argv) {
                  s.name, static_cast<long long>(tokens), found.size(), p.rejected_, launched);
     found.erase(std::remove_if(found.begin(), found.end(), [](const Candidate& c) { return c.us <= 0; }), found.end());
     std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
-    if (found.size() > 24) found.resize(24);
+    if (found.size() > finalists) found.resize(finalists);
     // Phase 2: the fastest and the heuristic's candidates, with split K and swizzle
     // variants, as replayed graphs.
     std::vector<Candidate> finals;
@@ -429,7 +456,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    for (Candidate& c : finals) c.us = p.TimeGraph(c.algo, reps, 15);
+    for (Candidate& c : finals) c.us = p.TimeGraph(c.algo, reps, 15, sustained_ms);
     const double chosen_us = finals[0].us;  // heuristic 0: the backend's choice
     finals.erase(std::remove_if(finals.begin(), finals.end(), [](const Candidate& c) { return c.us <= 0; }),
                  finals.end());

@@ -4,7 +4,8 @@
 # (gemm_configs=builtin: this GPU's built-in table, builtin_gemm_configs.cpp) against
 # gemm_configs=none (the heuristic's first choice), alternately on one machine, ROUNDS rounds
 # (default 2). With TOKENS (e.g. 128 or 64,128) bench/cuda/gemm_search first searches those
-# token counts and writes $OUT/gemm_configs.txt, and a third mode runs with that table.
+# token counts and writes $OUT/gemm_configs.txt (GEMM_SEARCH_ARGS adds options, e.g.
+# "--finalists 8 --sustained-ms 300"), and a third mode runs with that table.
 # One line per run (scripts/gpu/summarize_async.py), the JSON in $OUT/gemm_configs_ab.jsonl.
 # Usage (repo root, after run_gpu.sh built build-gpu): bash scripts/gpu/gemm_configs_ab.sh [ROUNDS] [TOKENS]
 set -uo pipefail
@@ -17,7 +18,7 @@ TOKENS="${2:-}"
 TABLE="$OUT/gemm_configs.txt"
 if [ -n "$TOKENS" ]; then
   rm -f "$TABLE"
-  timeout 400 "$BUILD/bin/gemm_search" --tokens "$TOKENS" --write "$TABLE" | tee "$OUT/gemm_search.jsonl" | \
+  timeout 400 "$BUILD/bin/gemm_search" --tokens "$TOKENS" ${GEMM_SEARCH_ARGS:-} --write "$TABLE" | tee "$OUT/gemm_search.jsonl" | \
     python3 -c 'import json,sys
 for l in sys.stdin:
     r = json.loads(l)
