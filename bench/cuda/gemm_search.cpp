@@ -40,17 +40,10 @@
 #include <vector>
 
 #include "backends/cuda/gemm_config_table.h"
+#include "bench/cuda/exit_on_cuda_error.h"
 
 namespace {
 
-#define CK(x)                                                                                         \
-  do {                                                                                                \
-    cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 #define LK(x)                                                                                         \
   do {                                                                                                \
     cublasStatus_t s_ = (x);                                                                          \

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda/exit_on_cuda_error.h"
+
 namespace {
 
 constexpr int kD = 128, kKvh = 8, kBs = 16;  // Llama-3-8B: 8 KV heads of 128, 16-token blocks
@@ -35,14 +37,6 @@ constexpr int kChunk = 16;                   // keys per ring slot
 constexpr int kStages = 3;
 constexpr int kRowBytes = kD * 2;
 
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 struct Cache {
   const uint8_t* k;  // layer half K: [blocks][kBs][kKvh][kD] BF16

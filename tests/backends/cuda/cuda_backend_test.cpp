@@ -1298,11 +1298,41 @@ TEST(CudaOpProfiler, ReportsEachOpAndShapeAndGraphLaunchesAtClose) {
   EXPECT_TRUE(row("graph_begin").empty() && row("graph_end").empty()) << report;
 }
 
-// gemm_configs=PATH: a product with a table entry runs that cuBLASLt configuration (here one
-// that bench/cuda/gemm_search found for the o projection at 128 tokens on the H200) and
-// computes what the CPU does; an entry cuBLASLt refuses falls back to the heuristic's choice
-// with a warning naming the shape; the default takes the GPU's built-in table (on an H200);
-// a table that cannot be read fails device_open.
+// One BF16 product out[n, m] = x W^T on a CUDA device opened with `options`, with
+// STRATA_CUDA_GEMM_LOG on: the product and what the backend printed (the configuration it
+// took from a table, or a refused entry).
+struct LoggedProduct {
+  std::vector<float> out;
+  std::string log;
+};
+LoggedProduct LoggedBf16Product(const std::string& options, const std::vector<float>& w, const std::vector<float>& x,
+                                int64_t m, int64_t n, int64_t k) {
+  LoggedProduct r;
+  Dev D(CudaPlugin().info->backend, options.c_str());
+  EXPECT_TRUE(D.ok()) << D.err();
+  if (!D.ok()) return r;
+  strata_weight W = D.Weight(w, BF16, m, k);
+  strata_buffer xb = D.Floats(x, BF16), ob = D.Poisoned(n * m * 2);
+  strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m});
+  setenv("STRATA_CUDA_GEMM_LOG", "1", 1);
+  testing::internal::CaptureStderr();
+  const strata_status st = D.api()->matmul(D.dev(), &xt, W, nullptr, &ot);
+  r.log = testing::internal::GetCapturedStderr();
+  unsetenv("STRATA_CUDA_GEMM_LOG");
+  EXPECT_EQ(st, STRATA_OK) << D.err();
+  r.out = D.ReadFloats(ob, n * m, BF16);
+  return r;
+}
+
+// gemm_configs: a product with a table entry runs that cuBLASLt configuration and computes
+// what the CPU does:
+//   - a table at a path (gemm_configs=PATH) with the entry bench/cuda/gemm_search found for
+//     the o projection at 128 tokens on the H200;
+//   - by default, the GPU's built-in table (builtin_gemm_configs.cpp; on an H200 the qkv
+//     product of the Llama-3-8B shape at 128 tokens takes tile id 157), not with
+//     gemm_configs=none.
+// An entry cuBLASLt refuses falls back to the heuristic's choice, with a warning naming the
+// shape; a table that cannot be read fails device_open.
 TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
   SKIP_WITHOUT_GPU();
   const std::string path = ::testing::TempDir() + "strata_gemm_configs_test.txt";
@@ -1315,79 +1345,44 @@ TEST(CudaGemmConfigs, TableEntryIsTakenRefusedOnesFallBack) {
                f);
     std::fclose(f);
   }
+  strata_device_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(CudaPlugin().info->backend->device_info(0, &info), STRATA_OK);
+  const bool h200 = std::string(info.name) == "NVIDIA H200";
+  struct Case {
+    int64_t m, n, k;
+    std::string options;
+    const char* taken;  // the logged configuration expected, or null
+    bool refused;
+  };
+  const std::string table = "activations=bf16;gemm_configs=" + path;
+  const Case cases[] = {
+      {4096, 128, 4096, table, "gemm_configs entry (algo 66, tile id 124", false},
+      {4096, 128, 4096, "activations=bf16;gemm_configs=none", nullptr, false},
+      {256, 16, 512, table, nullptr, true},
+      {256, 16, 512, "activations=bf16;gemm_configs=none", nullptr, false},
+      {6144, 128, 4096, "activations=bf16", h200 ? "gemm_configs entry (algo 66, tile id 157" : nullptr, false},
+      {6144, 128, 4096, "activations=bf16;gemm_configs=none", nullptr, false},
+  };
   std::mt19937 rng(5);
   Dev cpu(strata_cpu_plugin_info()->backend, nullptr);
-  for (const auto& [m, n, k, refused] : {std::tuple<int64_t, int64_t, int64_t, bool>{4096, 128, 4096, false},
-                                         std::tuple<int64_t, int64_t, int64_t, bool>{256, 16, 512, true}}) {
-    SCOPED_TRACE(::testing::Message() << m << "x" << k << " n=" << n);
-    const std::vector<float> w = Rounded(Random(rng, m * k, 0.05f), BF16);
-    const std::vector<float> x = Rounded(Random(rng, n * k, 1.0f), BF16);
-    std::vector<float> want;
-    {
-      strata_weight W = cpu.Weight(w, F32, m, k);
-      strata_buffer xb = cpu.Floats(x, F32), ob = cpu.Poisoned(n * m * 4);
-      strata_tensor xt = T(xb, F32, {n, k}), ot = T(ob, F32, {n, m});
-      ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &xt, W, nullptr, &ot), STRATA_OK) << cpu.err();
-      want = cpu.ReadFloats(ob, n * m, F32);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.k << " n=" << c.n << " " << c.options << " on " << info.name);
+    const std::vector<float> w = Rounded(Random(rng, c.m * c.k, 0.05f), BF16);
+    const std::vector<float> x = Rounded(Random(rng, c.n * c.k, 1.0f), BF16);
+    strata_weight W = cpu.Weight(w, F32, c.m, c.k);
+    strata_buffer xb = cpu.Floats(x, F32), ob = cpu.Poisoned(c.n * c.m * 4);
+    strata_tensor xt = T(xb, F32, {c.n, c.k}), ot = T(ob, F32, {c.n, c.m});
+    ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &xt, W, nullptr, &ot), STRATA_OK) << cpu.err();
+    const LoggedProduct got = LoggedBf16Product(c.options, w, x, c.m, c.n, c.k);
+    const std::string shape = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+    EXPECT_EQ(got.log.find(shape + ": gemm_configs entry") != std::string::npos, c.taken != nullptr) << got.log;
+    if (c.taken != nullptr) {
+      EXPECT_NE(got.log.find(shape + ": " + c.taken), std::string::npos) << got.log;
     }
-    for (const bool with_table : {true, false}) {
-      const std::string options =
-          std::string("activations=bf16;gemv_tokens=0;gemm_configs=") + (with_table ? path : std::string("none"));
-      Dev D(CudaPlugin().info->backend, options.c_str());
-      ASSERT_TRUE(D.ok()) << D.err();
-      strata_weight W = D.Weight(w, BF16, m, k);
-      strata_buffer xb = D.Floats(x, BF16), ob = D.Poisoned(n * m * 2);
-      strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m});
-      setenv("STRATA_CUDA_GEMM_LOG", "1", 1);  // a taken entry is logged
-      testing::internal::CaptureStderr();
-      const strata_status st = D.api()->matmul(D.dev(), &xt, W, nullptr, &ot);
-      const std::string log = testing::internal::GetCapturedStderr();
-      unsetenv("STRATA_CUDA_GEMM_LOG");
-      ASSERT_EQ(st, STRATA_OK) << D.err();
-      const std::string shape = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
-      const bool warned = log.find("gemm_configs entry for " + shape + " refused") != std::string::npos;
-      const bool taken = log.find(shape + ": gemm_configs entry (algo 66, tile id 124") != std::string::npos;
-      EXPECT_EQ(warned, with_table && refused) << log;
-      EXPECT_EQ(taken, with_table && !refused) << log;
-      ExpectClose(D.ReadFloats(ob, n * m, BF16), want, kTolBf16, with_table ? "with the table" : "without");
-    }
-  }
-  // By default a GPU with a built-in table (builtin_gemm_configs.cpp: the H200) takes it: the
-  // qkv product of the Llama-3-8B shape at 128 tokens runs the table's tile (id 157).
-  {
-    const int64_t m = 6144, n = 128, k = 4096;
-    const std::vector<float> w = Rounded(Random(rng, m * k, 0.05f), BF16);
-    const std::vector<float> x = Rounded(Random(rng, n * k, 1.0f), BF16);
-    std::vector<float> want;
-    {
-      strata_weight W = cpu.Weight(w, F32, m, k);
-      strata_buffer xb = cpu.Floats(x, F32), ob = cpu.Poisoned(n * m * 4);
-      strata_tensor xt = T(xb, F32, {n, k}), ot = T(ob, F32, {n, m});
-      ASSERT_EQ(cpu.api()->matmul(cpu.dev(), &xt, W, nullptr, &ot), STRATA_OK) << cpu.err();
-      want = cpu.ReadFloats(ob, n * m, F32);
-    }
-    for (const char* options : {"activations=bf16", "activations=bf16;gemm_configs=none"}) {
-      SCOPED_TRACE(options);
-      Dev D(CudaPlugin().info->backend, options);
-      ASSERT_TRUE(D.ok()) << D.err();
-      strata_device_info info{};
-      info.struct_size = sizeof(info);
-      ASSERT_EQ(D.api()->device_info(0, &info), STRATA_OK);
-      const bool builtin = std::string(info.name) == "NVIDIA H200" && std::string(options) == "activations=bf16";
-      strata_weight W = D.Weight(w, BF16, m, k);
-      strata_buffer xb = D.Floats(x, BF16), ob = D.Poisoned(n * m * 2);
-      strata_tensor xt = T(xb, BF16, {n, k}), ot = T(ob, BF16, {n, m});
-      setenv("STRATA_CUDA_GEMM_LOG", "1", 1);
-      testing::internal::CaptureStderr();
-      const strata_status st = D.api()->matmul(D.dev(), &xt, W, nullptr, &ot);
-      const std::string log = testing::internal::GetCapturedStderr();
-      unsetenv("STRATA_CUDA_GEMM_LOG");
-      ASSERT_EQ(st, STRATA_OK) << D.err();
-      EXPECT_EQ(log.find("m=6144 n=128 k=4096: gemm_configs entry (algo 66, tile id 157") != std::string::npos, builtin)
-          << info.name << "\n" << log;
-      EXPECT_EQ(log.find("refused"), std::string::npos) << log;
-      ExpectClose(D.ReadFloats(ob, n * m, BF16), want, kTolBf16, options);
-    }
+    EXPECT_EQ(got.log.find("gemm_configs entry for " + shape + " refused") != std::string::npos, c.refused)
+        << got.log;
+    ExpectClose(got.out, cpu.ReadFloats(ob, c.n * c.m, F32), kTolBf16, c.options);
   }
   Dev missing(CudaPlugin().info->backend, "gemm_configs=/nonexistent/strata_gemm_configs.txt");
   EXPECT_FALSE(missing.ok());
