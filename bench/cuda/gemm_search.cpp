@@ -4,27 +4,34 @@
 // 0.56-0.79 of the copy bandwidth; the heuristic's other candidates gain less than this
 // search finds (docs/benchmarks.md, runs 88-92).
 //
-// Phase 1: every algorithm id cuBLASLt has for BF16 x BF16 -> BF16 with F32 compute, each
-// with every tile, stage count and the cluster shapes auto, 1x1, 2x1, 1x2, 4x1 and 1x4 that
-// cublasLtMatmulAlgoCheck accepts, timed back to back. Phase 2: the fastest (--finalists,
-// default 24) and the heuristic's first 16 candidates, with K split 1-4 ways and with CTA
-// swizzling, timed as replayed CUDA graphs (a decode step's case). Operands as the backend
-// passes them (column-major C[m = out features, n = tokens] = W^T x, W as a [k, m] matrix
-// transposed); the o and down products add into their output (beta = 1), as the model's
-// fused residual does. Weights rotate through copies of >= 256 MB, so no call finds its
-// weight in L2.
+// Phase 1: every algorithm id cuBLASLt has for BF16 x BF16 -> BF16 (F32 for the logits)
+// with F32 compute, each with every tile, stage count and the cluster shapes auto, 1x1, 2x1,
+// 1x2, 4x1 and 1x4 that cublasLtMatmulAlgoCheck accepts, timed back to back. Phase 2: the
+// fastest (--finalists, default 24) and the heuristic's first 16 candidates, with K split
+// 1-4 ways and with CTA swizzling, timed as replayed CUDA graphs (a decode step's case).
+// Operands as the backend passes them (column-major C[m = out features, n = tokens] =
+// W^T x, W as a [k, m] matrix transposed); the o and down products add into their output
+// (beta = 1), as the model's fused residual does. Weights rotate through copies of
+// >= 256 MB, so no call finds its weight in L2.
 //
-// Usage: gemm_search [--tokens 128,64,...] [--limit N] [--finalists N] [--sustained-ms MS]
+// Usage: gemm_search [--tokens 128,64,...] [--shapes qkv,o,gate_up,down,logits]
+//                    [--algo-ids 66,...] [--limit N] [--finalists N] [--sustained-ms MS]
 //                    [--write PATH]
 // One JSON object per line: per shape and token count the heuristic's choice, the best
 // configuration found and the top 5, with their microseconds and fraction of the 4.24 TB/s
-// copy bandwidth. --write appends each best configuration to PATH as a line of the CUDA
-// backend's table (device option gemm_configs=PATH; backends/cuda/gemm_config_table.h).
-// --limit caps the configurations timed per product (default 8000). --sustained-ms replays
-// each finalist that long before timing it, so that it is timed at the clock the GPU holds
-// under sustained, power-capped load, as in a serving run (docs/benchmarks.md, run 96), not
-// at the short-burst boost clock. About a minute per product at 128 tokens without it.
-// Not a test.
+// copy bandwidth.
+//   --write         appends each best configuration to PATH as a line of the CUDA backend's
+//                   table (device option gemm_configs=PATH; backends/cuda/gemm_config_table.h)
+//   --shapes        which products (default: the four of a layer; logits: the 128,256 x
+//                   4,096 output projection, F32 out)
+//   --algo-ids      phase 1 over these algorithm ids only (every winner on the H200 was id
+//                   66, cuBLASLt 13.1's sm_90 kernels)
+//   --limit         at most this many configurations timed per product (default 8000)
+//   --sustained-ms  replays each finalist that long before timing it, so that it is timed at
+//                   the clock the GPU holds under sustained, power-capped load, as in a
+//                   serving run (docs/benchmarks.md, run 96), not at the short-burst boost
+//                   clock
+// About a minute per product at 128 tokens without --sustained-ms. Not a test.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -60,11 +67,14 @@ struct Shape {
   const char* name;
   int64_t m, k;  // out features, in features
   bool accumulate;
+  bool f32_out;  // the logits are F32, every other product BF16
+  cudaDataType_t out_type() const { return f32_out ? CUDA_R_32F : CUDA_R_16BF; }
 };
-const Shape kShapes[] = {{"qkv", 6144, 4096, false},
-                         {"o", 4096, 4096, true},
-                         {"gate_up", 28672, 4096, false},
-                         {"down", 4096, 14336, true}};
+const Shape kShapes[] = {{"qkv", 6144, 4096, false, false},
+                         {"o", 4096, 4096, true, false},
+                         {"gate_up", 28672, 4096, false, false},
+                         {"down", 4096, 14336, true, false},
+                         {"logits", 128256, 4096, false, true}};
 
 // One configuration and what it is.
 struct Candidate {
@@ -114,7 +124,7 @@ class Problem {
     LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     LK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, shape.k, shape.m, shape.k));
     LK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, shape.k, n_, shape.k));
-    LK(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16BF, shape.m, n_, shape.m));
+    LK(cublasLtMatrixLayoutCreate(&c_, shape.out_type(), shape.m, n_, shape.m));
     const size_t wbytes = static_cast<size_t>(shape.m * shape.k * 2);
     copies_ = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
     std::vector<uint16_t> host(static_cast<size_t>(shape.m * shape.k));
@@ -135,8 +145,9 @@ class Problem {
     CK(cudaMalloc(&x_, static_cast<size_t>(shape.k * n_ * 2)));
     CK(cudaMemcpy(x_, host.data(), static_cast<size_t>(std::min(shape.k * n_, shape.m * shape.k) * 2),
                   cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&out_, static_cast<size_t>(shape.m * n_ * 2)));
-    CK(cudaMemset(out_, 0, static_cast<size_t>(shape.m * n_ * 2)));
+    const size_t out_bytes = static_cast<size_t>(shape.m * n_) * (shape.f32_out ? 4 : 2);
+    CK(cudaMalloc(&out_, out_bytes));
+    CK(cudaMemset(out_, 0, out_bytes));
   }
   ~Problem() {
     for (void* w : w_) cudaFree(w);
@@ -173,20 +184,23 @@ class Problem {
   }
 
   // Every configuration of every algorithm id: tiles x stages x cluster shapes, K unsplit.
-  std::vector<Candidate> Exhaustive(size_t limit, size_t* skipped) {
+  // algo_ids: only these algorithm ids (empty: all).
+  std::vector<Candidate> Exhaustive(size_t limit, const std::vector<int>& algo_ids, size_t* skipped) {
     std::vector<int> ids(256);
     int n = 0;
-    LK(cublasLtMatmulAlgoGetIds(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
-                                CUDA_R_16BF, static_cast<int>(ids.size()), ids.data(), &n));
+    const cudaDataType_t ot = shape_.out_type();
+    LK(cublasLtMatmulAlgoGetIds(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, ot, ot,
+                                static_cast<int>(ids.size()), ids.data(), &n));
     const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
                                 CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1,
                                 CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_1x4x1};
     std::vector<Candidate> out;
     *skipped = 0;
     for (int i = 0; i < n; ++i) {
+      if (!algo_ids.empty() && std::find(algo_ids.begin(), algo_ids.end(), ids[i]) == algo_ids.end()) continue;
       cublasLtMatmulAlgo_t base{};
-      if (cublasLtMatmulAlgoInit(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
-                                 CUDA_R_16BF, ids[i], &base) != CUBLAS_STATUS_SUCCESS) {
+      if (cublasLtMatmulAlgoInit(h_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, ot, ot, ids[i],
+                                 &base) != CUBLAS_STATUS_SUCCESS) {
         continue;
       }
       std::vector<uint32_t> tiles = CapArray(base, CUBLASLT_ALGO_CAP_TILE_IDS);
@@ -367,6 +381,8 @@ int main(int argc, char** argv) {
   size_t limit = 8000;
   size_t finalists = 24;
   int sustained_ms = 0;
+  std::vector<int> algo_ids;
+  std::vector<std::string> shapes;
   std::string write_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -380,6 +396,20 @@ int main(int argc, char** argv) {
       }
     } else if (flag == "--limit") {
       limit = static_cast<size_t>(std::atoll(argv[i + 1]));
+    } else if (flag == "--algo-ids") {
+      for (const char* p = argv[i + 1]; *p != '\0';) {
+        char* end = nullptr;
+        algo_ids.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+        if (end == p) break;
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else if (flag == "--shapes") {
+      std::string list = argv[i + 1];
+      for (size_t pos = 0; pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        if (comma > pos) shapes.push_back(list.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
     } else if (flag == "--finalists") {
       finalists = static_cast<size_t>(std::atoll(argv[i + 1]));
     } else if (flag == "--sustained-ms") {
@@ -388,8 +418,8 @@ int main(int argc, char** argv) {
       write_path = argv[i + 1];
     } else {
       std::fprintf(stderr,
-                   "usage: gemm_search [--tokens 128,64,...] [--limit N] [--finalists N] [--sustained-ms MS] "
-                   "[--write PATH]\n");
+                   "usage: gemm_search [--tokens 128,64,...] [--shapes qkv,o,gate_up,down,logits] "
+                   "[--algo-ids 66,...] [--limit N] [--finalists N] [--sustained-ms MS] [--write PATH]\n");
       return 2;
     }
   }
@@ -418,6 +448,8 @@ int main(int argc, char** argv) {
   }
   for (const int64_t tokens : token_counts)
   for (const Shape& s : kShapes) {
+    // Default: the four layer products (the logits only when named).
+    if (shapes.empty() ? s.f32_out : std::find(shapes.begin(), shapes.end(), s.name) == shapes.end()) continue;
     Problem p(h, stream, s, tokens, ws);
     const int reps = p.copies() * 2;
     auto frac = [&](double us) { return us > 0 ? p.weight_bytes() / (us * 1e-6) / kCopyBandwidth : 0.0; };
@@ -427,7 +459,7 @@ int main(int argc, char** argv) {
       continue;
     }
     size_t skipped = 0;
-    std::vector<Candidate> found = p.Exhaustive(limit, &skipped);
+    std::vector<Candidate> found = p.Exhaustive(limit, algo_ids, &skipped);
     const size_t searched = found.size();
     // Phase 1: back to back, few samples.
     for (Candidate& c : found) c.us = p.TimeEager(c.algo, reps, 3);
@@ -473,7 +505,8 @@ int main(int argc, char** argv) {
     if (table != nullptr && !finals.empty()) {
       std::fprintf(table, "%s  # %.2f us, heuristic %.2f us\n",
                    strata::cuda::GemmConfigTable::Line(s.m, tokens, s.k, STRATA_DTYPE_BF16, STRATA_DTYPE_BF16,
-                                                       STRATA_DTYPE_BF16, s.accumulate, EntryOf(finals[0].algo))
+                                                       s.f32_out ? STRATA_DTYPE_F32 : STRATA_DTYPE_BF16, s.accumulate,
+                                                       EntryOf(finals[0].algo))
                        .c_str(),
                    finals[0].us, chosen_us);
       std::fflush(table);
