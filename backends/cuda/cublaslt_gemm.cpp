@@ -191,20 +191,12 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
       while (i > 0 && results[i].state != CUBLAS_STATUS_SUCCESS) --i;
       choice.algo = results[i].algo;
       if (std::getenv("STRATA_CUDA_GEMM_LOG") != nullptr) {
-        int32_t tile = -1, stages = -1, splits = -1, cluster = -1;
-        size_t written = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
-        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages),
-                                             &written);
-        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
-                                             &written);
-        cublasLtMatmulAlgoConfigGetAttribute(&choice.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
-                                             sizeof(cluster), &written);
+        const GemmConfig c = GemmConfigTable::Read(choice.algo);
         std::fprintf(stderr,
                      "cuBLASLt m=%lld n=%lld k=%lld: candidate %d of %d (tile id %d, stages id %d, split-K %d, "
                      "cluster shape id %d, workspace %zu)\n",
                      static_cast<long long>(g.m), static_cast<long long>(g.n), static_cast<long long>(g.k), i, found,
-                     tile, stages, splits, cluster, results[i].workspaceSize);
+                     c.tile, c.stages, c.splitk, c.cluster, results[i].workspaceSize);
       }
     }
     if (want_split) {

@@ -1,5 +1,6 @@
 #include "backends/cuda/gemm_config_table.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -31,6 +32,19 @@ bool SetConfig(cublasLtMatmulAlgo_t* a, cublasLtMatmulAlgoConfigAttributes_t att
     return cublasLtMatmulAlgoConfigSetAttribute(a, attr, &s, sizeof(s)) == CUBLAS_STATUS_SUCCESS;
   }
   return cublasLtMatmulAlgoConfigSetAttribute(a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+// The same attributes read back; -1 where the algorithm has no such attribute.
+int32_t GetConfig(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  size_t written = 0;
+  if (attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) {
+    uint16_t v = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return v;
+  }
+  int32_t v = -1;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return v;
 }
 
 }  // namespace
@@ -117,6 +131,18 @@ bool GemmConfigTable::Configure(cublasLtHandle_t h, const GemmConfig& c, cudaDat
   }
   *algo = a;
   return true;
+}
+
+GemmConfig GemmConfigTable::Read(const cublasLtMatmulAlgo_t& a) {
+  GemmConfig c;
+  c.algo_id = GetConfig(a, CUBLASLT_ALGO_CONFIG_ID);
+  c.tile = GetConfig(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  c.stages = GetConfig(a, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  c.splitk = std::max(1, GetConfig(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+  c.reduction = std::max(0, GetConfig(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+  c.swizzle = std::max(0, GetConfig(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+  c.cluster = std::max(0, GetConfig(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+  return c;
 }
 
 std::string GemmConfigTable::Line(int64_t m, int64_t n, int64_t k, int32_t w_dtype, int32_t x_dtype,

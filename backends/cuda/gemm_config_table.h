@@ -53,6 +53,9 @@ class GemmConfigTable {
   // such algorithm id or refuses a value.
   static bool Configure(cublasLtHandle_t h, const GemmConfig& c, cudaDataType_t w, cudaDataType_t x,
                         cudaDataType_t out, cublasLtMatmulAlgo_t* algo);
+  // The configuration of a cuBLASLt algorithm (Configure's inverse): what gemm_search writes
+  // and the backend logs.
+  static GemmConfig Read(const cublasLtMatmulAlgo_t& algo);
   // One line of the table for a product and a configuration (what gemm_search writes).
   static std::string Line(int64_t m, int64_t n, int64_t k, int32_t w_dtype, int32_t x_dtype, int32_t out_dtype,
                           bool accumulate, const GemmConfig& c);

@@ -83,26 +83,11 @@ struct Candidate {
   double us = 0;
 };
 
-// Cluster and inner shape ids are uint16_t attributes, the others 32-bit.
-int32_t ConfigOf(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  size_t written = 0;
-  if (attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) {
-    uint16_t v = 0xffff;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
-    return v;
-  }
-  int32_t v = -1;
-  cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written);
-  return v;
-}
-
 std::string Describe(const cublasLtMatmulAlgo_t& a) {
+  const strata::cuda::GemmConfig c = strata::cuda::GemmConfigTable::Read(a);
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d inner %d",
-                ConfigOf(a, CUBLASLT_ALGO_CONFIG_ID), ConfigOf(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                ConfigOf(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), ConfigOf(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                ConfigOf(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), ConfigOf(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
-                ConfigOf(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID));
+  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d", c.algo_id, c.tile,
+                c.stages, c.splitk, c.swizzle, c.cluster);
   return buf;
 }
 
@@ -361,19 +346,6 @@ class Problem {
   size_t rejected_ = 0;
 };
 
-// The table entry of a configuration (what the backend's gemm_configs= reads).
-strata::cuda::GemmConfig EntryOf(const cublasLtMatmulAlgo_t& a) {
-  strata::cuda::GemmConfig c;
-  c.algo_id = ConfigOf(a, CUBLASLT_ALGO_CONFIG_ID);
-  c.tile = ConfigOf(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
-  c.stages = ConfigOf(a, CUBLASLT_ALGO_CONFIG_STAGES_ID);
-  c.splitk = std::max(1, ConfigOf(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
-  c.reduction = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
-  c.swizzle = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
-  c.cluster = std::max(0, ConfigOf(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
-  return c;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -506,7 +478,7 @@ int main(int argc, char** argv) {
       std::fprintf(table, "%s  # %.2f us, heuristic %.2f us\n",
                    strata::cuda::GemmConfigTable::Line(s.m, tokens, s.k, STRATA_DTYPE_BF16, STRATA_DTYPE_BF16,
                                                        s.f32_out ? STRATA_DTYPE_F32 : STRATA_DTYPE_BF16, s.accumulate,
-                                                       EntryOf(finals[0].algo))
+                                                       strata::cuda::GemmConfigTable::Read(finals[0].algo))
                        .c_str(),
                    finals[0].us, chosen_us);
       std::fflush(table);
