@@ -1,0 +1,344 @@
+// Do cuBLASLt's kernels wait for a programmatic predecessor, and what does letting them
+// start early save? A decode step's graph alternates our kernels (rms_norm, the decode
+// attention, silu_mul), which are launched with programmatic dependent launch (PDL) and let
+// the next kernel start early (griddepcontrol.launch_dependents), with cuBLASLt products,
+// which cuBLASLt launches itself, so their graph edge is an ordinary one: each product
+// starts only after the kernel before it has finished and flushed. An edge can be made
+// programmatic during stream capture (cudaStreamUpdateCaptureDependencies with
+// cudaGraphDependencyTypeProgrammatic), but that is only correct if the product's kernel
+// executes griddepcontrol.wait before it reads its inputs; cuBLASLt documents no such thing.
+//
+// Correctness probe, per product shape and configuration (the heuristic's first candidates
+// and this GPU's built-in table entry): a producer kernel lets dependents launch at once,
+// sleeps ~50 us, then writes x; the product follows it through a programmatic edge. If the
+// product reads x before the producer is done, its output differs from the same graph with
+// an ordinary edge (x was zero before). Timing: 64 pairs of (a small PDL kernel that reads
+// x and writes x', like rms_norm) -> product, with ordinary against programmatic edges into
+// the products, replayed as one graph; us per pair.
+//
+// Usage: cublaslt_pdl_probe [--tokens 128]. One JSON object per line. Not a test.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/builtin_gemm_configs.h"
+#include "backends/cuda/gemm_config_table.h"
+#include "bench/cuda/exit_on_cuda_error.h"
+#include "strata/device.h"
+
+namespace {
+
+#define LK(x)                                                                                             \
+  do {                                                                                                    \
+    cublasStatus_t s_ = (x);                                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, static_cast<int>(s_)); \
+      std::exit(1);                                                                                       \
+    }                                                                                                     \
+  } while (0)
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+
+struct Shape {
+  const char* name;
+  int64_t m, k;
+  bool accumulate;
+  bool f32_out;
+};
+constexpr Shape kShapes[] = {
+    {"qkv", 6144, 4096, false, false},   {"o", 4096, 4096, true, false},         {"gate_up", 28672, 4096, false, false},
+    {"down", 4096, 14336, true, false},  {"logits", 128256, 4096, false, true},
+};
+
+__device__ __forceinline__ uint64_t GlobalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Lets dependents launch at once, then sleeps, then writes x: a product that does not wait
+// for it reads zeros.
+__global__ void SlowProducer(__nv_bfloat16* x, int64_t n, uint64_t delay_ns) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const uint64_t t0 = GlobalTimer();
+  while (GlobalTimer() - t0 < delay_ns) {
+  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = __float2bfloat16(0.01f * static_cast<float>((i * 7919) % 201 - 100));
+  }
+}
+
+// A decode step's elementwise kernel: waits for the previous kernel, lets the next one
+// launch, reads x and writes y (one row of k per block).
+__global__ void RowScale(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t k) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int64_t row = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+    y[row * k + i] = __float2bfloat16(__bfloat162float(x[row * k + i]) * 0.5f);
+  }
+}
+
+// The next captured node depends on the current one through a programmatic edge (the node
+// must be a kernel). False if the capture's dependency set is not exactly one kernel node.
+bool MakeNextEdgeProgrammatic(cudaStream_t s) {
+  cudaStreamCaptureStatus st;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t n = 0;
+  CK(cudaStreamGetCaptureInfo(s, &st, nullptr, nullptr, &deps, &edges, &n));
+  if (st != cudaStreamCaptureStatusActive || n != 1) return false;
+  cudaGraphNodeType type;
+  CK(cudaGraphNodeGetType(deps[0], &type));
+  if (type != cudaGraphNodeTypeKernel) return false;
+  cudaGraphNode_t node = deps[0];
+  cudaGraphEdgeData e{};
+  e.from_port = cudaGraphKernelNodePortProgrammatic;
+  e.type = cudaGraphDependencyTypeProgrammatic;
+  CK(cudaStreamUpdateCaptureDependencies(s, &node, &e, 1, cudaStreamSetCaptureDependencies));
+  return true;
+}
+
+class Product {
+ public:
+  Product(cublasLtHandle_t h, cudaStream_t s, const Shape& shape, int64_t n, void* ws)
+      : h_(h), s_(s), shape_(shape), n_(n), ws_(ws) {
+    LK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    LK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, shape.k, shape.m, shape.k));
+    LK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, shape.k, n, shape.k));
+    LK(cublasLtMatrixLayoutCreate(&c_, out_type(), shape.m, n, shape.m));
+    const size_t wbytes = static_cast<size_t>(shape.m * shape.k * 2);
+    std::vector<uint16_t> host(static_cast<size_t>(shape.m * shape.k));
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (uint16_t& v : host) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      const float f = (static_cast<float>(r >> 40) / 16777216.0f * 2.0f - 1.0f) * 0.02f;
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      v = static_cast<uint16_t>(b >> 16);
+    }
+    CK(cudaMalloc(&w_, wbytes));
+    CK(cudaMemcpy(w_, host.data(), wbytes, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&x_, x_bytes()));
+    CK(cudaMalloc(&x2_, x_bytes()));
+    CK(cudaMalloc(&out_, out_bytes()));
+  }
+  ~Product() {
+    cudaFree(w_);
+    cudaFree(x_);
+    cudaFree(x2_);
+    cudaFree(out_);
+    cublasLtMatrixLayoutDestroy(c_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatmulDescDestroy(op_);
+  }
+  cudaDataType_t out_type() const { return shape_.f32_out ? CUDA_R_32F : CUDA_R_16BF; }
+  size_t x_bytes() const { return static_cast<size_t>(shape_.k * n_ * 2); }
+  size_t out_bytes() const { return static_cast<size_t>(shape_.m * n_) * (shape_.f32_out ? 4 : 2); }
+
+  std::vector<cublasLtMatmulAlgo_t> Heuristic(int count) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspace;
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
+    int found = 0;
+    LK(cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, c_, c_, pref, count, res.data(), &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    std::vector<cublasLtMatmulAlgo_t> out;
+    for (int i = 0; i < found; ++i) {
+      if (res[i].state == CUBLAS_STATUS_SUCCESS) out.push_back(res[i].algo);
+    }
+    return out;
+  }
+  bool Valid(const cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t r{};
+    return cublasLtMatmulAlgoCheck(h_, op_, a_, b_, c_, c_, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
+           r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kWorkspace;
+  }
+
+  cublasStatus_t Launch(const cublasLtMatmulAlgo_t& algo, const void* x) {
+    const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
+    return cublasLtMatmul(h_, op_, &alpha, w_, a_, x, b_, &beta, out_, c_, out_, c_, &algo, ws_, kWorkspace, s_);
+  }
+
+  // Producer -> product with an ordinary or a programmatic edge, from zeroed x and a fixed
+  // starting out; the output bytes, or empty with `error` set if the graph failed.
+  std::vector<uint8_t> ProducerThenProduct(const cublasLtMatmulAlgo_t& algo, bool programmatic, std::string* error) {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    std::vector<uint8_t> result;
+    CK(cudaMemset(x_, 0, x_bytes()));
+    CK(cudaMemset(out_, 0x3c, out_bytes()));  // 0x3c3c: ~0.0115 in BF16, what beta = 1 adds to
+    CK(cudaDeviceSynchronize());
+    CK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    SlowProducer<<<132, 256, 0, s_>>>(static_cast<__nv_bfloat16*>(x_), shape_.k * n_, 50000);
+    bool edge = !programmatic || MakeNextEdgeProgrammatic(s_);
+    const cublasStatus_t ls = Launch(algo, x_);
+    const cudaError_t end = cudaStreamEndCapture(s_, &g);
+    if (!edge || ls != CUBLAS_STATUS_SUCCESS || end != cudaSuccess) {
+      *error = !edge ? "no single kernel node to depend on"
+                     : ls != CUBLAS_STATUS_SUCCESS ? "cublasLtMatmul status " + std::to_string(ls)
+                                                   : std::string("capture: ") + cudaGetErrorString(end);
+    } else if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+      *error = std::string("instantiate: ") + cudaGetErrorString(cudaGetLastError());
+    } else {
+      CK(cudaGraphLaunch(ge, s_));
+      const cudaError_t e = cudaStreamSynchronize(s_);
+      if (e != cudaSuccess) {
+        *error = std::string("replay: ") + cudaGetErrorString(e);
+      } else {
+        result.resize(out_bytes());
+        CK(cudaMemcpy(result.data(), out_, out_bytes(), cudaMemcpyDeviceToHost));
+      }
+    }
+    cudaGetLastError();
+    if (ge != nullptr) cudaGraphExecDestroy(ge);
+    if (g != nullptr) cudaGraphDestroy(g);
+    return result;
+  }
+
+  // 64 x (RowScale -> product), replayed; us per pair, or -1.
+  double TimePairs(const cublasLtMatmulAlgo_t& algo, bool programmatic) {
+    constexpr int kPairs = 64;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    CK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    bool ok = true;
+    for (int i = 0; i < kPairs && ok; ++i) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(static_cast<unsigned>(n_));
+      cfg.blockDim = dim3(256);
+      cfg.stream = s_;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = i == 0 ? 0 : 1;
+      ok = cudaLaunchKernelEx(&cfg, RowScale, static_cast<const __nv_bfloat16*>(x_), static_cast<__nv_bfloat16*>(x2_),
+                              shape_.k) == cudaSuccess;
+      if (ok && programmatic) ok = MakeNextEdgeProgrammatic(s_);
+      if (ok) ok = Launch(algo, x2_) == CUBLAS_STATUS_SUCCESS;
+    }
+    const cudaError_t end = cudaStreamEndCapture(s_, &g);
+    double us = -1;
+    if (ok && end == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      std::vector<double> t;
+      for (int s = -2; s < 11; ++s) {
+        CK(cudaEventRecord(e0, s_));
+        CK(cudaGraphLaunch(ge, s_));
+        CK(cudaEventRecord(e1, s_));
+        CK(cudaStreamSynchronize(s_));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (s >= 0) t.push_back(ms * 1e3 / kPairs);
+      }
+      std::sort(t.begin(), t.end());
+      us = t[t.size() / 2];
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+    cudaGetLastError();
+    if (ge != nullptr) cudaGraphExecDestroy(ge);
+    if (g != nullptr) cudaGraphDestroy(g);
+    return us;
+  }
+
+ private:
+  cublasLtHandle_t h_;
+  cudaStream_t s_;
+  Shape shape_;
+  int64_t n_;
+  void* ws_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  void* w_ = nullptr;
+  void* x_ = nullptr;
+  void* x2_ = nullptr;
+  void* out_ = nullptr;
+};
+
+std::string Describe(const cublasLtMatmulAlgo_t& a) {
+  const strata::cuda::GemmConfig c = strata::cuda::GemmConfigTable::Read(a);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d", c.algo_id, c.tile,
+                c.stages, c.splitk, c.swizzle, c.cluster);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t tokens = 128;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--tokens") tokens = std::atoll(argv[i + 1]);
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("{\"skipped\":\"no CUDA device\"}\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cublasLtHandle_t h = nullptr;
+  LK(cublasLtCreate(&h));
+  cudaStream_t s = nullptr;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* ws = nullptr;
+  CK(cudaMalloc(&ws, kWorkspace));
+  strata::cuda::GemmConfigTable table;
+  if (const auto* b = strata::cuda::FindBuiltinGemmConfigs(prop.name, cublasLtGetVersion())) {
+    if (!strata::cuda::GemmConfigTable::Parse(b->table, b->origin, &table).ok()) table = {};
+  }
+  int unsafe = 0;
+  for (const Shape& shape : kShapes) {
+    Product p(h, s, shape, tokens, ws);
+    std::vector<std::pair<std::string, cublasLtMatmulAlgo_t>> configs;
+    int i = 0;
+    for (const cublasLtMatmulAlgo_t& a : p.Heuristic(4)) configs.push_back({"heuristic " + std::to_string(i++), a});
+    const int32_t bf16 = STRATA_DTYPE_BF16, f32 = STRATA_DTYPE_F32;
+    if (const strata::cuda::GemmConfig* c =
+            table.Find(shape.m, tokens, shape.k, bf16, bf16, shape.f32_out ? f32 : bf16, shape.accumulate)) {
+      cublasLtMatmulAlgo_t a;
+      if (strata::cuda::GemmConfigTable::Configure(h, *c, CUDA_R_16BF, CUDA_R_16BF, p.out_type(), &a) && p.Valid(a)) {
+        configs.push_back({"builtin table", a});
+      }
+    }
+    for (const auto& [what, algo] : configs) {
+      std::string err_plain, err_prog;
+      const std::vector<uint8_t> plain = p.ProducerThenProduct(algo, false, &err_plain);
+      const std::vector<uint8_t> prog = p.ProducerThenProduct(algo, true, &err_prog);
+      const bool same = !plain.empty() && plain == prog;
+      if (!prog.empty() && !same) ++unsafe;
+      const double t_plain = p.TimePairs(algo, false), t_prog = p.TimePairs(algo, true);
+      std::printf(
+          "{\"op\":\"cublaslt_pdl_probe\",\"gpu\":\"%s\",\"cublaslt\":%zu,\"shape\":\"%s\",\"tokens\":%lld,\"config\":\"%s\","
+          "\"from\":\"%s\",\"programmatic_output_equal\":%s,\"error\":\"%s\",\"pair_us_ordinary\":%.2f,"
+          "\"pair_us_programmatic\":%.2f}\n",
+          prop.name, cublasLtGetVersion(), shape.name, static_cast<long long>(tokens), Describe(algo).c_str(),
+          what.c_str(), same ? "true" : "false", (err_plain + err_prog).c_str(), t_plain, t_prog);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("{\"op\":\"cublaslt_pdl_probe\",\"configs_that_read_early\":%d}\n", unsafe);
+  cudaFree(ws);
+  cudaStreamDestroy(s);
+  cublasLtDestroy(h);
+  return 0;
+}

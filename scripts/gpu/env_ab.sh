@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The serving benchmark (Llama-3-8B shape, bf16, 128 in / 128 out) under several sets of
+# environment variables, alternately on one machine (machines differ by ~3%), ROUNDS rounds.
+# Each MODE is NAME or NAME:VAR=VALUE,VAR=VALUE (the variables set for that mode's runs; an
+# empty VALUE unsets). CASES (default "serving_128") picks among serving_128, serving_32 and
+# decode_1 (batch-1 decode, 3 repetitions). One line per run (scripts/gpu/summarize_async.py),
+# the JSON in $OUT/env_ab.jsonl.
+# Usage (repo root, after run_gpu.sh built build-gpu):
+#   bash scripts/gpu/env_ab.sh ROUNDS MODE...
+#   e.g. bash scripts/gpu/env_ab.sh 2 default pdl:STRATA_CUDA_GEMM_PDL=on
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+BUILD="${BUILD:-build-gpu}"
+OUT="${OUT:-$ROOT/gpu-logs}"
+ROUNDS="${1:-2}"
+shift
+S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+SERVE="--prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-batched-tokens 8192"
+declare -A ARGS=(
+  [serving_128]="--num-requests 128 --max-num-seqs 128 $SERVE"
+  [serving_32]="--num-requests 32 --max-num-seqs 32 $SERVE"
+  [decode_1]="--prompt-tokens 128 --gen-tokens 128 -r 3"
+)
+for r in $(seq 1 "$ROUNDS"); do
+  for c in ${CASES:-serving_128}; do
+    for spec in "$@"; do
+      name="${spec%%:*}"
+      envs=()
+      if [ "$spec" != "$name" ]; then
+        IFS=',' read -ra pairs <<< "${spec#*:}"
+        for p in "${pairs[@]}"; do
+          if [ -z "${p#*=}" ]; then envs+=(-u "${p%%=*}"); else envs+=("$p"); fi
+        done
+      fi
+      res=$(env "${envs[@]}" timeout 150 $S ${ARGS[$c]} 2>/dev/null | tail -1)
+      [ -n "$res" ] || res=null
+      line="{\"case\":\"$c\",\"mode\":\"$name\",\"round\":$r,\"result\":$res}"
+      echo "$line" >> "$OUT/env_ab.jsonl"
+      python3 scripts/gpu/summarize_async.py --line "$line"
+    done
+  done
+done
+python3 scripts/gpu/summarize_async.py "$OUT/env_ab.jsonl"
