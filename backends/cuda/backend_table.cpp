@@ -115,7 +115,6 @@ struct OpenOptions {
   int32_t gemm_candidate = -1;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
-  bool gemm_pdl = false;  // programmatic start of cuBLASLt products in graphs (programmatic_gemm_start.h)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -160,7 +159,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
-  o->gemm_pdl = EnvIs("STRATA_CUDA_GEMM_PDL", "on");
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -248,19 +246,16 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
-    } else if (key == "gemm_tune" || key == "pdl" || key == "gemm_pdl" || key == "profile") {
+    } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
       }
-      (key == "pdl"        ? o->use_pdl
-       : key == "gemm_pdl" ? o->gemm_pdl
-       : key == "profile"  ? o->profile
-                           : o->tune_gemm) = value == "on";
+      (key == "pdl" ? o->use_pdl : key == "profile" ? o->profile : o->tune_gemm) = value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, gemm_pdl=on|off, profile=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off)");
     }
   }
   return Ok();
@@ -392,7 +387,6 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     g->set_tuning(parsed.tune_gemm);
     g->set_split_k(parsed.gemm_splitk);
     g->set_candidate(parsed.gemm_candidate);
-    g->set_programmatic_start(parsed.gemm_pdl && dev->use_pdl);
     if (parsed.gemm_configs == "builtin") {
       if (const BuiltinGemmConfigs* b = FindBuiltinGemmConfigs(prop.name, cublasLtGetVersion())) {
         GemmConfigTable table;

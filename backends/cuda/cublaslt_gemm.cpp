@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <memory>
 
-#include "backends/cuda/programmatic_gemm_start.h"
-
 namespace strata::cuda {
 namespace {
 
@@ -237,11 +235,6 @@ Status LtGemm::Run(const GemmArgs& g, bool may_time) {
       cudaGetLastError();
     }
     it = algos_.insert_or_assign(key, choice).first;
-  }
-  if (programmatic_start_ && GemmWaitsForProgrammaticPredecessor(it->second.algo, cublasLtGetVersion())) {
-    bool made = false;
-    STRATA_CUDA_CALL(StartNextNodeEarly(stream_, &made), "matmul: programmatic edge from the kernel before it");
-    if (made) ++programmatic_starts_;
   }
   return launch(it->second.algo);
 }

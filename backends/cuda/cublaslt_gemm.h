@@ -58,11 +58,6 @@ class LtGemm {
   // operands, take its configuration (gemm_config_table.h) instead of the heuristic's
   // first choice; untimed, and not with gemm_tune, gemm_splitk or gemm_candidate.
   void set_config_table(GemmConfigTable t) { table_ = std::move(t); }
-  // gemm_pdl=on: while a graph is being recorded, a product whose kernels wait for a
-  // programmatic predecessor (programmatic_gemm_start.h) depends on the kernel before it
-  // through a programmatic edge, so it starts before that kernel has finished.
-  void set_programmatic_start(bool on) { programmatic_start_ = on; }
-  int64_t programmatic_starts() const { return programmatic_starts_; }
   // How many products took a table entry, and how many entries cuBLASLt refused.
   int64_t table_hits() const { return table_hits_; }
   int64_t table_refused() const { return table_refused_; }
@@ -93,8 +88,6 @@ class LtGemm {
   GemmConfigTable table_;
   int64_t table_hits_ = 0;
   int64_t table_refused_ = 0;
-  bool programmatic_start_ = false;
-  int64_t programmatic_starts_ = 0;
 };
 
 }  // namespace strata::cuda

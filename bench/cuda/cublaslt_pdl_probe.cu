@@ -16,6 +16,15 @@
 // x and writes x', like rms_norm) -> product, with ordinary against programmatic edges into
 // the products, replayed as one graph; us per pair.
 //
+// Found on the H200 with cuBLASLt 13.1 (docs/benchmarks.md, runs 99-101): every configuration
+// tried (algorithm id 66, the heuristic's first four and the built-in table's, for the
+// Llama-3-8B shape's five decode products) waits; none read early. But starting products
+// early did not pay in the forward pass: with our kernels letting dependents launch at their
+// start, 128 sequences ran 0.7% (heuristic) to 4.3% (built-in table, 4x1 clusters) slower;
+// with the trigger at their exit, no different (14,354 against 14,359 output tok/s). So the
+// decode graphs keep ordinary edges into cuBLASLt products (the experiment, a device option
+// gemm_pdl=on, is on the branch exp/gemm-pdl).
+//
 // Usage: cublaslt_pdl_probe [--tokens 128]. One JSON object per line. Not a test.
 #include <cublasLt.h>
 #include <cuda_bf16.h>

@@ -34,10 +34,6 @@
 #            built-in table and with gemm_configs=none alternately (scripts/gpu/gemm_configs_ab.sh;
 #            STRATA_GEMMCONFIGS_ROUNDS rounds, default 2; STRATA_GEMMCONFIGS_SEARCH_TOKENS=128
 #            also runs bench/cuda/gemm_search and a third mode with its table)
-#   gemmpdl  programmatic start of cuBLASLt products in decode graphs (gemm_pdl=on): its GPU
-#            test, bench/cuda/cublaslt_pdl_probe, the decode-graph and model checks with it on,
-#            then 128 sequences with it on and off, with and without the built-in table
-#            (scripts/gpu/env_ab.sh; STRATA_GEMMPDL_ROUNDS rounds, default 2)
 #   clocks   SM clock, power draw and throttle reasons (nvidia-smi, every 50 ms) during a
 #            128-sequence serving run: whether the run is power-capped
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
@@ -132,21 +128,6 @@ phase_gemmconfigs() {
   timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaGemmConfigs.*' 2>&1 | tail -3
   BUILD="$BUILD" OUT="$OUT" timeout 540 bash scripts/gpu/gemm_configs_ab.sh "${STRATA_GEMMCONFIGS_ROUNDS:-2}" \
     "${STRATA_GEMMCONFIGS_SEARCH_TOKENS:-}"
-}
-
-phase_gemmpdl() {
-  stamp "programmatic start of cuBLASLt products: GPU test and probe"
-  timeout 120 "$BUILD/bin/cuda_programmatic_gemm_start_test" --gtest_color=no 2>&1 | tail -4
-  timeout 120 "$BUILD/bin/cublaslt_pdl_probe" > "$OUT/cublaslt_pdl_probe.jsonl" 2>&1
-  tail -1 "$OUT/cublaslt_pdl_probe.jsonl"
-  stamp "decode graphs and models with gemm_pdl=on"
-  STRATA_CUDA_GEMM_PDL=on timeout 200 "$BUILD/bin/cuda_graph_test" --gtest_color=no 2>&1 | tail -3
-  STRATA_CUDA_GEMM_PDL=on timeout 200 python3 scripts/gpu/check_models.py "$BUILD/bin/strata" "$ROOT/.gpu/shared" \
-    2>&1 | tail -3
-  stamp "128 sequences: gemm_pdl on / off, built-in table / none, alternately"
-  BUILD="$BUILD" OUT="$OUT" timeout 400 bash scripts/gpu/env_ab.sh "${STRATA_GEMMPDL_ROUNDS:-2}" \
-    table:STRATA_CUDA_GEMM_PDL=off table_pdl:STRATA_CUDA_GEMM_PDL=on \
-    none:STRATA_CUDA_GEMM_CONFIGS=none,STRATA_CUDA_GEMM_PDL=off none_pdl:STRATA_CUDA_GEMM_CONFIGS=none,STRATA_CUDA_GEMM_PDL=on
 }
 
 phase_clocks() {
@@ -310,7 +291,7 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|gemmpdl|clocks) "phase_$phase" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks) "phase_$phase" ;;
     *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks)" ;;
   esac
 done
