@@ -43,7 +43,8 @@ def main():
         groups[(short, grid, block)].append(r)
     dur = "gpu__time_duration.sum"
     dur_unit = units[col[dur]] if dur in col else ""
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(dur_unit, 1.0)
+    # ncu writes the units as "nsecond" or "ns" depending on its version.
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(dur_unit, 1.0)
     out = []
     for (name, grid, block), rs in groups.items():
         if len(rs) < least:
@@ -52,7 +53,7 @@ def main():
         med = statistics.median(t)
         read = statistics.median(metric(r, "dram__bytes_read.sum") for r in rs)
         read_unit = units[col["dram__bytes_read.sum"]] if "dram__bytes_read.sum" in col else ""
-        read_bytes = read * {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(read_unit, 1)
+        read_bytes = read * {"byte": 1, "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9, "GB": 1e9}.get(read_unit, 1)
         out.append((sum(t), name, grid, block, len(rs), med,
                     statistics.median(metric(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed") for r in rs),
                     read_bytes / (med * 1e-6) / 1e9 if med > 0 else 0.0, read_bytes / 1e6,
