@@ -41,32 +41,13 @@
 
 #include "backends/cuda/builtin_gemm_configs.h"
 #include "backends/cuda/gemm_config_table.h"
+#include "bench/cuda/decode_product.h"
 #include "bench/cuda/exit_on_cuda_error.h"
 #include "strata/device.h"
 
 namespace {
 
-#define LK(x)                                                                                             \
-  do {                                                                                                    \
-    cublasStatus_t s_ = (x);                                                                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, static_cast<int>(s_)); \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
-  } while (0)
 
-constexpr size_t kWorkspace = size_t{32} << 20;
-
-struct Shape {
-  const char* name;
-  int64_t m, k;
-  bool accumulate;
-  bool f32_out;
-};
-constexpr Shape kShapes[] = {
-    {"qkv", 6144, 4096, false, false},   {"o", 4096, 4096, true, false},         {"gate_up", 28672, 4096, false, false},
-    {"down", 4096, 14336, true, false},  {"logits", 128256, 4096, false, true},
-};
 
 __device__ __forceinline__ uint64_t GlobalTimer() {
   uint64_t t;
@@ -117,72 +98,14 @@ bool MakeNextEdgeProgrammatic(cudaStream_t s) {
   return true;
 }
 
-class Product {
+// The probe's operations on one product (one weight copy: its timings are not of a cold L2).
+class Product : public strata::bench::DecodeProduct {
  public:
-  Product(cublasLtHandle_t h, cudaStream_t s, const Shape& shape, int64_t n, void* ws)
-      : h_(h), s_(s), shape_(shape), n_(n), ws_(ws) {
-    LK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    LK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, shape.k, shape.m, shape.k));
-    LK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, shape.k, n, shape.k));
-    LK(cublasLtMatrixLayoutCreate(&c_, out_type(), shape.m, n, shape.m));
-    const size_t wbytes = static_cast<size_t>(shape.m * shape.k * 2);
-    std::vector<uint16_t> host(static_cast<size_t>(shape.m * shape.k));
-    uint64_t r = 0x9e3779b97f4a7c15ull;
-    for (uint16_t& v : host) {
-      r = r * 6364136223846793005ull + 1442695040888963407ull;
-      const float f = (static_cast<float>(r >> 40) / 16777216.0f * 2.0f - 1.0f) * 0.02f;
-      uint32_t b;
-      std::memcpy(&b, &f, 4);
-      v = static_cast<uint16_t>(b >> 16);
-    }
-    CK(cudaMalloc(&w_, wbytes));
-    CK(cudaMemcpy(w_, host.data(), wbytes, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&x_, x_bytes()));
+  Product(cublasLtHandle_t h, cudaStream_t s, const strata::bench::DecodeProductShape& shape, int64_t n, void* ws)
+      : DecodeProduct(h, s, shape, n, ws, 1) {
     CK(cudaMalloc(&x2_, x_bytes()));
-    CK(cudaMalloc(&out_, out_bytes()));
   }
-  ~Product() {
-    cudaFree(w_);
-    cudaFree(x_);
-    cudaFree(x2_);
-    cudaFree(out_);
-    cublasLtMatrixLayoutDestroy(c_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatmulDescDestroy(op_);
-  }
-  cudaDataType_t out_type() const { return shape_.f32_out ? CUDA_R_32F : CUDA_R_16BF; }
-  size_t x_bytes() const { return static_cast<size_t>(shape_.k * n_ * 2); }
-  size_t out_bytes() const { return static_cast<size_t>(shape_.m * n_) * (shape_.f32_out ? 4 : 2); }
-
-  std::vector<cublasLtMatmulAlgo_t> Heuristic(int count) {
-    cublasLtMatmulPreference_t pref = nullptr;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspace;
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
-    int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, c_, c_, pref, count, res.data(), &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    std::vector<cublasLtMatmulAlgo_t> out;
-    for (int i = 0; i < found; ++i) {
-      if (res[i].state == CUBLAS_STATUS_SUCCESS) out.push_back(res[i].algo);
-    }
-    return out;
-  }
-  bool Valid(const cublasLtMatmulAlgo_t& algo) {
-    cublasLtMatmulHeuristicResult_t r{};
-    return cublasLtMatmulAlgoCheck(h_, op_, a_, b_, c_, c_, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
-           r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kWorkspace;
-  }
-
-  cublasStatus_t Launch(const cublasLtMatmulAlgo_t& algo, const void* x) {
-    const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
-    return cublasLtMatmul(h_, op_, &alpha, w_, a_, x, b_, &beta, out_, c_, out_, c_, &algo, ws_, kWorkspace, s_);
-  }
+  ~Product() { cudaFree(x2_); }
 
   // Producer -> product with an ordinary or a programmatic edge, from zeroed x and a fixed
   // starting out; the output bytes, or empty with `error` set if the graph failed.
@@ -190,14 +113,14 @@ class Product {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
     std::vector<uint8_t> result;
-    CK(cudaMemset(x_, 0, x_bytes()));
-    CK(cudaMemset(out_, 0x3c, out_bytes()));  // 0x3c3c: ~0.0115 in BF16, what beta = 1 adds to
+    CK(cudaMemset(x(), 0, x_bytes()));
+    CK(cudaMemset(out(), 0x3c, out_bytes()));  // 0x3c3c: ~0.0115 in BF16, what beta = 1 adds to
     CK(cudaDeviceSynchronize());
-    CK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
-    SlowProducer<<<132, 256, 0, s_>>>(static_cast<__nv_bfloat16*>(x_), shape_.k * n_, 50000);
-    bool edge = !programmatic || MakeNextEdgeProgrammatic(s_);
-    const cublasStatus_t ls = Launch(algo, x_);
-    const cudaError_t end = cudaStreamEndCapture(s_, &g);
+    CK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    SlowProducer<<<132, 256, 0, stream_>>>(static_cast<__nv_bfloat16*>(x()), shape_.k * n_, 50000);
+    bool edge = !programmatic || MakeNextEdgeProgrammatic(stream_);
+    const cublasStatus_t ls = Launch(algo, 0);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &g);
     if (!edge || ls != CUBLAS_STATUS_SUCCESS || end != cudaSuccess) {
       *error = !edge ? "no single kernel node to depend on"
                      : ls != CUBLAS_STATUS_SUCCESS ? "cublasLtMatmul status " + std::to_string(ls)
@@ -205,13 +128,13 @@ class Product {
     } else if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
       *error = std::string("instantiate: ") + cudaGetErrorString(cudaGetLastError());
     } else {
-      CK(cudaGraphLaunch(ge, s_));
-      const cudaError_t e = cudaStreamSynchronize(s_);
+      CK(cudaGraphLaunch(ge, stream_));
+      const cudaError_t e = cudaStreamSynchronize(stream_);
       if (e != cudaSuccess) {
         *error = std::string("replay: ") + cudaGetErrorString(e);
       } else {
         result.resize(out_bytes());
-        CK(cudaMemcpy(result.data(), out_, out_bytes(), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(result.data(), out(), out_bytes(), cudaMemcpyDeviceToHost));
       }
     }
     cudaGetLastError();
@@ -225,24 +148,24 @@ class Product {
     constexpr int kPairs = 64;
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
-    CK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    CK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     bool ok = true;
     for (int i = 0; i < kPairs && ok; ++i) {
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(static_cast<unsigned>(n_));
       cfg.blockDim = dim3(256);
-      cfg.stream = s_;
+      cfg.stream = stream_;
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[0].val.programmaticStreamSerializationAllowed = 1;
       cfg.attrs = attr;
       cfg.numAttrs = i == 0 ? 0 : 1;
-      ok = cudaLaunchKernelEx(&cfg, RowScale, static_cast<const __nv_bfloat16*>(x_), static_cast<__nv_bfloat16*>(x2_),
+      ok = cudaLaunchKernelEx(&cfg, RowScale, static_cast<const __nv_bfloat16*>(x()), static_cast<__nv_bfloat16*>(x2_),
                               shape_.k) == cudaSuccess;
-      if (ok && programmatic) ok = MakeNextEdgeProgrammatic(s_);
-      if (ok) ok = Launch(algo, x2_) == CUBLAS_STATUS_SUCCESS;
+      if (ok && programmatic) ok = MakeNextEdgeProgrammatic(stream_);
+      if (ok) ok = Launch(algo, 0, x2_) == CUBLAS_STATUS_SUCCESS;
     }
-    const cudaError_t end = cudaStreamEndCapture(s_, &g);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &g);
     double us = -1;
     if (ok && end == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
       cudaEvent_t e0, e1;
@@ -250,10 +173,10 @@ class Product {
       CK(cudaEventCreate(&e1));
       std::vector<double> t;
       for (int s = -2; s < 11; ++s) {
-        CK(cudaEventRecord(e0, s_));
-        CK(cudaGraphLaunch(ge, s_));
-        CK(cudaEventRecord(e1, s_));
-        CK(cudaStreamSynchronize(s_));
+        CK(cudaEventRecord(e0, stream_));
+        CK(cudaGraphLaunch(ge, stream_));
+        CK(cudaEventRecord(e1, stream_));
+        CK(cudaStreamSynchronize(stream_));
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         if (s >= 0) t.push_back(ms * 1e3 / kPairs);
@@ -270,26 +193,9 @@ class Product {
   }
 
  private:
-  cublasLtHandle_t h_;
-  cudaStream_t s_;
-  Shape shape_;
-  int64_t n_;
-  void* ws_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  void* w_ = nullptr;
-  void* x_ = nullptr;
   void* x2_ = nullptr;
-  void* out_ = nullptr;
 };
 
-std::string Describe(const cublasLtMatmulAlgo_t& a) {
-  const strata::cuda::GemmConfig c = strata::cuda::GemmConfigTable::Read(a);
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d", c.algo_id, c.tile,
-                c.stages, c.splitk, c.swizzle, c.cluster);
-  return buf;
-}
 
 }  // namespace
 
@@ -310,13 +216,13 @@ int main(int argc, char** argv) {
   cudaStream_t s = nullptr;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void* ws = nullptr;
-  CK(cudaMalloc(&ws, kWorkspace));
+  CK(cudaMalloc(&ws, strata::bench::kLtWorkspace));
   strata::cuda::GemmConfigTable table;
   if (const auto* b = strata::cuda::FindBuiltinGemmConfigs(prop.name, cublasLtGetVersion())) {
     if (!strata::cuda::GemmConfigTable::Parse(b->table, b->origin, &table).ok()) table = {};
   }
   int unsafe = 0;
-  for (const Shape& shape : kShapes) {
+  for (const strata::bench::DecodeProductShape& shape : strata::bench::kLlama3_8bProducts) {
     Product p(h, s, shape, tokens, ws);
     std::vector<std::pair<std::string, cublasLtMatmulAlgo_t>> configs;
     int i = 0;
@@ -325,7 +231,7 @@ int main(int argc, char** argv) {
     if (const strata::cuda::GemmConfig* c =
             table.Find(shape.m, tokens, shape.k, bf16, bf16, shape.f32_out ? f32 : bf16, shape.accumulate)) {
       cublasLtMatmulAlgo_t a;
-      if (strata::cuda::GemmConfigTable::Configure(h, *c, CUDA_R_16BF, CUDA_R_16BF, p.out_type(), &a) && p.Valid(a)) {
+      if (strata::cuda::GemmConfigTable::Configure(h, *c, CUDA_R_16BF, CUDA_R_16BF, shape.out_type(), &a) && p.Valid(a)) {
         configs.push_back({"builtin table", a});
       }
     }
@@ -340,7 +246,7 @@ int main(int argc, char** argv) {
           "{\"op\":\"cublaslt_pdl_probe\",\"gpu\":\"%s\",\"cublaslt\":%zu,\"shape\":\"%s\",\"tokens\":%lld,\"config\":\"%s\","
           "\"from\":\"%s\",\"programmatic_output_equal\":%s,\"error\":\"%s\",\"pair_us_ordinary\":%.2f,"
           "\"pair_us_programmatic\":%.2f}\n",
-          prop.name, cublasLtGetVersion(), shape.name, static_cast<long long>(tokens), Describe(algo).c_str(),
+          prop.name, cublasLtGetVersion(), shape.name, static_cast<long long>(tokens), strata::bench::DescribeAlgo(algo).c_str(),
           what.c_str(), same ? "true" : "false", (err_plain + err_prog).c_str(), t_plain, t_prog);
       std::fflush(stdout);
     }

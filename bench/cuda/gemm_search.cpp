@@ -47,34 +47,14 @@
 #include <vector>
 
 #include "backends/cuda/gemm_config_table.h"
+#include "bench/cuda/decode_product.h"
 #include "bench/cuda/exit_on_cuda_error.h"
 
 namespace {
 
-#define LK(x)                                                                                         \
-  do {                                                                                                \
-    cublasStatus_t s_ = (x);                                                                          \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, static_cast<int>(s_)); \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 
-constexpr size_t kWorkspace = size_t{32} << 20;  // the backend's cuBLASLt workspace
 constexpr double kCopyBandwidth = 4.24e12;       // H200 device-to-device copy, ../shared/docs/GPU.md
 
-struct Shape {
-  const char* name;
-  int64_t m, k;  // out features, in features
-  bool accumulate;
-  bool f32_out;  // the logits are F32, every other product BF16
-  cudaDataType_t out_type() const { return f32_out ? CUDA_R_32F : CUDA_R_16BF; }
-};
-const Shape kShapes[] = {{"qkv", 6144, 4096, false, false},
-                         {"o", 4096, 4096, true, false},
-                         {"gate_up", 28672, 4096, false, false},
-                         {"down", 4096, 14336, true, false},
-                         {"logits", 128256, 4096, false, true}};
 
 // One configuration and what it is.
 struct Candidate {
@@ -82,14 +62,6 @@ struct Candidate {
   std::string what;
   double us = 0;
 };
-
-std::string Describe(const cublasLtMatmulAlgo_t& a) {
-  const strata::cuda::GemmConfig c = strata::cuda::GemmConfigTable::Read(a);
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "id %d tile %d stages %d splitk %d swizzle %d cluster %d", c.algo_id, c.tile,
-                c.stages, c.splitk, c.swizzle, c.cluster);
-  return buf;
-}
 
 std::vector<uint32_t> CapArray(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
   size_t bytes = 0;
@@ -99,73 +71,19 @@ std::vector<uint32_t> CapArray(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgo
   return v;
 }
 
-class Problem {
+// The search's operations on one product.
+class Problem : public strata::bench::DecodeProduct {
  public:
-  Problem(cublasLtHandle_t h, cudaStream_t s, const Shape& shape, int64_t tokens, void* workspace)
-      : h_(h), stream_(s), shape_(shape), n_(tokens), workspace_(workspace) {
-    LK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    LK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    LK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, shape.k, shape.m, shape.k));
-    LK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, shape.k, n_, shape.k));
-    LK(cublasLtMatrixLayoutCreate(&c_, shape.out_type(), shape.m, n_, shape.m));
-    const size_t wbytes = static_cast<size_t>(shape.m * shape.k * 2);
-    copies_ = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
-    std::vector<uint16_t> host(static_cast<size_t>(shape.m * shape.k));
-    uint64_t r = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(shape.m);
-    for (uint16_t& x : host) {  // random BF16 in [-0.02, 0.02): never time on zeros
-      r = r * 6364136223846793005ull + 1442695040888963407ull;
-      const float f = (static_cast<float>(r >> 40) / 16777216.0f * 2.0f - 1.0f) * 0.02f;
-      uint32_t b;
-      std::memcpy(&b, &f, 4);
-      x = static_cast<uint16_t>(b >> 16);
-    }
-    for (int i = 0; i < copies_; ++i) {
-      void* w = nullptr;
-      CK(cudaMalloc(&w, wbytes));
-      CK(cudaMemcpy(w, host.data(), wbytes, cudaMemcpyHostToDevice));
-      w_.push_back(w);
-    }
-    CK(cudaMalloc(&x_, static_cast<size_t>(shape.k * n_ * 2)));
-    CK(cudaMemcpy(x_, host.data(), static_cast<size_t>(std::min(shape.k * n_, shape.m * shape.k) * 2),
-                  cudaMemcpyHostToDevice));
-    const size_t out_bytes = static_cast<size_t>(shape.m * n_) * (shape.f32_out ? 4 : 2);
-    CK(cudaMalloc(&out_, out_bytes));
-    CK(cudaMemset(out_, 0, out_bytes));
-  }
-  ~Problem() {
-    for (void* w : w_) cudaFree(w);
-    cudaFree(x_);
-    cudaFree(out_);
-    cublasLtMatrixLayoutDestroy(c_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatmulDescDestroy(op_);
-  }
+  // Weights rotate through copies of >= 256 MB, so no call finds its weight in L2.
+  Problem(cublasLtHandle_t h, cudaStream_t s, const strata::bench::DecodeProductShape& shape, int64_t tokens,
+          void* workspace)
+      : DecodeProduct(h, s, shape, tokens, workspace,
+                      static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / static_cast<size_t>(shape.m * shape.k * 2) + 1))) {}
 
-  // The heuristic's first `count` candidates (the backend takes the first).
-  std::vector<Candidate> Heuristic(int count) {
-    cublasLtMatmulPreference_t pref = nullptr;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspace;
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
-    int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, c_, c_, pref, count, res.data(), &found));
-    cublasLtMatmulPreferenceDestroy(pref);
+  std::vector<Candidate> HeuristicCandidates(int count) {
     std::vector<Candidate> out;
-    for (int i = 0; i < found; ++i) {
-      if (res[i].state == CUBLAS_STATUS_SUCCESS) out.push_back({res[i].algo, "heuristic " + std::to_string(i)});
-    }
+    for (const cublasLtMatmulAlgo_t& a : Heuristic(count)) out.push_back({a, "heuristic " + std::to_string(out.size())});
     return out;
-  }
-
-  // True if cuBLASLt accepts `algo` for this problem within the workspace.
-  bool Valid(const cublasLtMatmulAlgo_t& algo) {
-    cublasLtMatmulHeuristicResult_t r{};
-    return cublasLtMatmulAlgoCheck(h_, op_, a_, b_, c_, c_, &algo, &r) == CUBLAS_STATUS_SUCCESS &&
-           r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kWorkspace;
   }
 
   // Every configuration of every algorithm id: tiles x stages x cluster shapes, K unsplit.
@@ -245,12 +163,6 @@ class Problem {
     return true;
   }
 
-  cublasStatus_t Launch(const cublasLtMatmulAlgo_t& algo, int copy) {
-    const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
-    return cublasLtMatmul(h_, op_, &alpha, w_[static_cast<size_t>(copy % copies_)], a_, x_, b_, &beta, out_, c_, out_,
-                          c_, &algo, workspace_, kWorkspace, stream_);
-  }
-
   // Microseconds per call: `reps` launches back to back (rotating weight copies), median of
   // `samples`; -1 if a launch fails.
   double TimeEager(const cublasLtMatmulAlgo_t& algo, int reps, int samples) {
@@ -326,23 +238,6 @@ class Problem {
     return t[t.size() / 2];
   }
 
-  int copies() const { return copies_; }
-  double weight_bytes() const { return 2.0 * shape_.m * shape_.k; }
-
- private:
-  cublasLtHandle_t h_;
-  cudaStream_t stream_;
-  Shape shape_;
-  int64_t n_;
-  void* workspace_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  std::vector<void*> w_;
-  void* x_ = nullptr;
-  void* out_ = nullptr;
-  int copies_ = 2;
-
- public:
   size_t rejected_ = 0;
 };
 
@@ -405,7 +300,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream = nullptr;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void* ws = nullptr;
-  CK(cudaMalloc(&ws, kWorkspace));
+  CK(cudaMalloc(&ws, strata::bench::kLtWorkspace));
   FILE* table = nullptr;
   if (!write_path.empty()) {
     table = std::fopen(write_path.c_str(), "a");
@@ -419,13 +314,13 @@ int main(int argc, char** argv) {
                  cublasLtGetVersion());
   }
   for (const int64_t tokens : token_counts)
-  for (const Shape& s : kShapes) {
+  for (const strata::bench::DecodeProductShape& s : strata::bench::kLlama3_8bProducts) {
     // Default: the four layer products (the logits only when named).
     if (shapes.empty() ? s.f32_out : std::find(shapes.begin(), shapes.end(), s.name) == shapes.end()) continue;
     Problem p(h, stream, s, tokens, ws);
     const int reps = p.copies() * 2;
     auto frac = [&](double us) { return us > 0 ? p.weight_bytes() / (us * 1e-6) / kCopyBandwidth : 0.0; };
-    std::vector<Candidate> heuristic = p.Heuristic(16);
+    std::vector<Candidate> heuristic = p.HeuristicCandidates(16);
     if (heuristic.empty()) {
       std::printf("{\"shape\":\"%s\",\"error\":\"no heuristic candidate\"}\n", s.name);
       continue;
@@ -463,7 +358,7 @@ int main(int argc, char** argv) {
       char buf[320];
       std::snprintf(buf, sizeof(buf), "%s{\"us\":%.2f,\"bw_fraction\":%.3f,\"from\":\"%s\",\"config\":\"%s\"}",
                     i ? "," : "", finals[i].us, frac(finals[i].us), finals[i].what.c_str(),
-                    Describe(finals[i].algo).c_str());
+                    strata::bench::DescribeAlgo(finals[i].algo).c_str());
       top += buf;
     }
     top += "]";
@@ -471,7 +366,7 @@ int main(int argc, char** argv) {
                 "\"heuristic_us\":%.2f,\"heuristic_bw_fraction\":%.3f,\"heuristic_config\":\"%s\",\"best_us\":%.2f,"
                 "\"best_bw_fraction\":%.3f,\"top\":%s}\n",
                 s.name, static_cast<long long>(tokens), searched, launched, skipped, chosen_us, frac(chosen_us),
-                Describe(heuristic[0].algo).c_str(), finals.empty() ? -1.0 : finals[0].us,
+                strata::bench::DescribeAlgo(heuristic[0].algo).c_str(), finals.empty() ? -1.0 : finals[0].us,
                 finals.empty() ? 0.0 : frac(finals[0].us), top.c_str());
     std::fflush(stdout);
     if (table != nullptr && !finals.empty()) {

@@ -4,7 +4,7 @@
 # Each MODE is NAME or NAME:VAR=VALUE,VAR=VALUE (the variables set for that mode's runs; an
 # empty VALUE unsets). CASES (default "serving_128") picks among serving_128, serving_32 and
 # decode_1 (batch-1 decode, 3 repetitions). One line per run (scripts/gpu/summarize_async.py),
-# the JSON in $OUT/env_ab.jsonl.
+# the JSON in $OUT/env_ab.jsonl (AB_LOG names another file).
 # Usage (repo root, after run_gpu.sh built build-gpu):
 #   bash scripts/gpu/env_ab.sh ROUNDS MODE...
 #   e.g. bash scripts/gpu/env_ab.sh 2 default pdl:STRATA_CUDA_GEMM_PDL=on
@@ -15,6 +15,7 @@ BUILD="${BUILD:-build-gpu}"
 OUT="${OUT:-$ROOT/gpu-logs}"
 ROUNDS="${1:-2}"
 shift
+LOG_FILE="${AB_LOG:-$OUT/env_ab.jsonl}"
 S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
 SERVE="--prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-batched-tokens 8192"
 declare -A ARGS=(
@@ -36,9 +37,9 @@ for r in $(seq 1 "$ROUNDS"); do
       res=$(env "${envs[@]}" timeout 150 $S ${ARGS[$c]} 2>/dev/null | tail -1)
       [ -n "$res" ] || res=null
       line="{\"case\":\"$c\",\"mode\":\"$name\",\"round\":$r,\"result\":$res}"
-      echo "$line" >> "$OUT/env_ab.jsonl"
+      echo "$line" >> "$LOG_FILE"
       python3 scripts/gpu/summarize_async.py --line "$line"
     done
   done
 done
-python3 scripts/gpu/summarize_async.py "$OUT/env_ab.jsonl"
+python3 scripts/gpu/summarize_async.py "$LOG_FILE"

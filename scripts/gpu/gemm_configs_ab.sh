@@ -6,7 +6,7 @@
 # (default 2). With TOKENS (e.g. 128 or 64,128) bench/cuda/gemm_search first searches those
 # token counts and writes $OUT/gemm_configs.txt (GEMM_SEARCH_ARGS adds options, e.g.
 # "--finalists 8 --sustained-ms 300"), and a third mode runs with that table.
-# One line per run (scripts/gpu/summarize_async.py), the JSON in $OUT/gemm_configs_ab.jsonl.
+# One line per run (scripts/gpu/env_ab.sh), the JSON in $OUT/gemm_configs_ab.jsonl.
 # Usage (repo root, after run_gpu.sh built build-gpu): bash scripts/gpu/gemm_configs_ab.sh [ROUNDS] [TOKENS]
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -25,21 +25,6 @@ for l in sys.stdin:
     print("%-8s n=%-4d heuristic %.2f us (%.3f)  best %.2f us (%.3f)  %s" % (r["shape"], r["tokens"], r["heuristic_us"],
           r["heuristic_bw_fraction"], r["best_us"], r["best_bw_fraction"], r["top"][0]["config"]))'
 fi
-S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-SERVE="--prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-batched-tokens 8192"
-run() {  # mode round env...
-  local mode=$1 r=$2
-  shift 2
-  local res
-  res=$(env "$@" timeout 150 $S --num-requests 128 --max-num-seqs 128 $SERVE 2>/dev/null | tail -1)
-  [ -n "$res" ] || res=null
-  local line="{\"case\":\"serving_128\",\"mode\":\"$mode\",\"round\":$r,\"result\":$res}"
-  echo "$line" >> "$OUT/gemm_configs_ab.jsonl"
-  python3 scripts/gpu/summarize_async.py --line "$line"
-}
-for r in $(seq 1 "$ROUNDS"); do
-  run builtin "$r" -u STRATA_CUDA_GEMM_CONFIGS
-  run none "$r" STRATA_CUDA_GEMM_CONFIGS=none
-  [ -n "$TOKENS" ] && run search "$r" STRATA_CUDA_GEMM_CONFIGS="$TABLE"
-done
-python3 scripts/gpu/summarize_async.py "$OUT/gemm_configs_ab.jsonl"
+MODES=(builtin:STRATA_CUDA_GEMM_CONFIGS= none:STRATA_CUDA_GEMM_CONFIGS=none)
+[ -n "$TOKENS" ] && MODES+=("search:STRATA_CUDA_GEMM_CONFIGS=$TABLE")
+BUILD="$BUILD" OUT="$OUT" AB_LOG="$OUT/gemm_configs_ab.jsonl" bash scripts/gpu/env_ab.sh "$ROUNDS" "${MODES[@]}"
