@@ -168,23 +168,7 @@ class Product : public strata::bench::DecodeProduct {
     const cudaError_t end = cudaStreamEndCapture(stream_, &g);
     double us = -1;
     if (ok && end == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<double> t;
-      for (int s = -2; s < 11; ++s) {
-        CK(cudaEventRecord(e0, stream_));
-        CK(cudaGraphLaunch(ge, stream_));
-        CK(cudaEventRecord(e1, stream_));
-        CK(cudaStreamSynchronize(stream_));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (s >= 0) t.push_back(ms * 1e3 / kPairs);
-      }
-      std::sort(t.begin(), t.end());
-      us = t[t.size() / 2];
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
+      us = strata::bench::MedianReplayUs(ge, stream_, kPairs, 11);
     }
     cudaGetLastError();
     if (ge != nullptr) cudaGraphExecDestroy(ge);

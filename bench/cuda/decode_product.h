@@ -57,6 +57,28 @@ inline std::string DescribeAlgo(const cublasLtMatmulAlgo_t& a) {
   return buf;
 }
 
+// Microseconds per unit of a replayed graph that does `units` units of work (e.g. products):
+// the median of `samples` replays after two warm-up replays, each between CUDA events.
+inline double MedianReplayUs(cudaGraphExec_t ge, cudaStream_t stream, int units, int samples) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int s = -2; s < samples; ++s) {
+    CK(cudaEventRecord(e0, stream));
+    CK(cudaGraphLaunch(ge, stream));
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaStreamSynchronize(stream));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (s >= 0) t.push_back(ms * 1e3 / units);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // The product's descriptors and buffers: `weight_copies` copies of one random BF16 weight
 // (rotated through so that a call need not find its weight in L2), x (random) and out (zero).
 class DecodeProduct {

@@ -210,10 +210,6 @@ class Problem : public strata::bench::DecodeProduct {
       if (g != nullptr) cudaGraphDestroy(g);
       return -1;
     }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<double> t;
     if (sustained_ms > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(sustained_ms)) {
@@ -221,21 +217,10 @@ class Problem : public strata::bench::DecodeProduct {
         CK(cudaStreamSynchronize(stream_));
       }
     }
-    for (int s = -2; s < samples; ++s) {
-      CK(cudaEventRecord(e0, stream_));
-      CK(cudaGraphLaunch(ge, stream_));
-      CK(cudaEventRecord(e1, stream_));
-      CK(cudaStreamSynchronize(stream_));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (s >= 0) t.push_back(ms * 1e3 / reps);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    const double us = strata::bench::MedianReplayUs(ge, stream_, reps, samples);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return us;
   }
 
   size_t rejected_ = 0;

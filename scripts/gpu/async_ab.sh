@@ -10,22 +10,5 @@ cd "$ROOT"
 BUILD="${BUILD:-build-gpu}"
 OUT="${OUT:-$ROOT/gpu-logs}"
 ROUNDS="${1:-2}"
-S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-SERVE="--prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-batched-tokens 8192"
-declare -A CASES=(
-  [serving_128]="--num-requests 128 --max-num-seqs 128 $SERVE"
-  [serving_32]="--num-requests 32 --max-num-seqs 32 $SERVE"
-  [decode_1]="--prompt-tokens 128 --gen-tokens 128 -r 3"
-)
-for r in $(seq 1 "$ROUNDS"); do
-  for c in serving_128 decode_1 serving_32; do
-    for mode in async sync; do
-      extra=""
-      [ "$mode" = sync ] && extra="--no-async-scheduling"
-      res=$(timeout 150 $S ${CASES[$c]} $extra 2>/dev/null | tail -1)
-      [ -n "$res" ] || res=null
-      echo "{\"case\":\"$c\",\"mode\":\"$mode\",\"round\":$r,\"result\":$res}" >> "$OUT/async_ab.jsonl"
-      python3 scripts/gpu/summarize_async.py --line "{\"case\":\"$c\",\"mode\":\"$mode\",\"round\":$r,\"result\":$res}"
-    done
-  done
-done
+CASES="serving_128 decode_1 serving_32" BUILD="$BUILD" OUT="$OUT" AB_LOG="$OUT/async_ab.jsonl" \
+  bash scripts/gpu/env_ab.sh "$ROUNDS" async sync:--no-async-scheduling

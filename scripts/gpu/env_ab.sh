@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The serving benchmark (Llama-3-8B shape, bf16, 128 in / 128 out) under several sets of
 # environment variables, alternately on one machine (machines differ by ~3%), ROUNDS rounds.
-# Each MODE is NAME or NAME:VAR=VALUE,VAR=VALUE (the variables set for that mode's runs; an
-# empty VALUE unsets). CASES (default "serving_128") picks among serving_128, serving_32 and
+# Each MODE is NAME or NAME:ITEM,ITEM,...: VAR=VALUE sets a variable for that mode's runs (an
+# empty VALUE unsets it), --flag adds a flag to its `strata bench` command. CASES (default "serving_128") picks among serving_128, serving_32 and
 # decode_1 (batch-1 decode, 3 repetitions). One line per run (scripts/gpu/summarize_async.py),
 # the JSON in $OUT/env_ab.jsonl (AB_LOG names another file).
 # Usage (repo root, after run_gpu.sh built build-gpu):
@@ -28,13 +28,16 @@ for r in $(seq 1 "$ROUNDS"); do
     for spec in "$@"; do
       name="${spec%%:*}"
       envs=()
+      flags=()
       if [ "$spec" != "$name" ]; then
-        IFS=',' read -ra pairs <<< "${spec#*:}"
-        for p in "${pairs[@]}"; do
-          if [ -z "${p#*=}" ]; then envs+=(-u "${p%%=*}"); else envs+=("$p"); fi
+        IFS=',' read -ra items <<< "${spec#*:}"
+        for p in "${items[@]}"; do
+          if [ "${p#--}" != "$p" ]; then flags+=("$p")
+          elif [ -z "${p#*=}" ]; then envs+=(-u "${p%%=*}")
+          else envs+=("$p"); fi
         done
       fi
-      res=$(env "${envs[@]}" timeout 150 $S ${ARGS[$c]} 2>/dev/null | tail -1)
+      res=$(env "${envs[@]}" timeout 150 $S ${ARGS[$c]} "${flags[@]}" 2>/dev/null | tail -1)
       [ -n "$res" ] || res=null
       line="{\"case\":\"$c\",\"mode\":\"$name\",\"round\":$r,\"result\":$res}"
       echo "$line" >> "$LOG_FILE"
