@@ -7,7 +7,7 @@
 # the JSON in $OUT/env_ab.jsonl (AB_LOG names another file).
 # Usage (repo root, after run_gpu.sh built build-gpu):
 #   bash scripts/gpu/env_ab.sh ROUNDS MODE...
-#   e.g. bash scripts/gpu/env_ab.sh 2 default pdl:STRATA_CUDA_GEMM_PDL=on
+#   e.g. bash scripts/gpu/env_ab.sh 2 builtin none:STRATA_CUDA_GEMM_CONFIGS=none
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
