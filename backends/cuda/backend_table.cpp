@@ -373,6 +373,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       dev->prefill_attention = 2;
     }
     dev->num_sms = prop.multiProcessorCount;
+    int cluster_launch = 0;
+    dev->cluster_launch = cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, index) ==
+                              cudaSuccess && cluster_launch != 0;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

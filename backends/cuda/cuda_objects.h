@@ -53,6 +53,7 @@ struct Device {
   int32_t index = 0;
   int32_t act_dtype = STRATA_DTYPE_BF16;  // activations and stored weights
   int32_t num_sms = 0;
+  bool cluster_launch = false;  // thread-block clusters (sm_90+)
   // Kernel path choices (device options gemv= / prefill_attention=, see cuda_backend.h).
   bool use_gemv = true;        // small-n matmuls through kernels/cuda/gemv.cu, else cuBLASLt
   bool gemv_fused = true;        // its fused kernel for matmul_ex at one token (gemv=rows: never)

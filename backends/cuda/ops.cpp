@@ -646,7 +646,7 @@ Status Argmax(Device* dev, const strata_tensor* logits, const strata_tensor* out
   View lv, ov;
   STRATA_CUDA_RETURN_IF_ERROR(CheckLogitsAndIds(logits, out_ids, "argmax", &lv, &ov));
   return Launched(LaunchArgmax(reinterpret_cast<const float*>(lv.base), lv.rows, lv.cols, lv.stride,
-                               reinterpret_cast<int32_t*>(ov.base), dev->stream),
+                               reinterpret_cast<int32_t*>(ov.base), dev->num_sms, dev->cluster_launch, dev->stream),
                   "argmax");
 }
 

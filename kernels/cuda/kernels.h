@@ -111,9 +111,11 @@ int64_t AttentionWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int
 cudaError_t LaunchPagedAttention(const AttentionArgs& a, const KvLayout& kv, float* workspace,
                                  int32_t num_sms, cudaStream_t stream);
 
-// out_ids[r] = first argmax of logits row r (F32); NaN never wins over numbers.
-cudaError_t LaunchArgmax(const float* logits, int64_t rows, int64_t vocab, int64_t stride,
-                         int32_t* out_ids, cudaStream_t stream);
+// out_ids[r] = first argmax of logits row r (F32); NaN never wins over numbers. With
+// `clusters` (sm_90+), a row is split across a cluster of up to 8 blocks, so that few rows
+// still spread over the `num_sms` SMs.
+cudaError_t LaunchArgmax(const float* logits, int64_t rows, int64_t vocab, int64_t stride, int32_t* out_ids,
+                         int32_t num_sms, bool clusters, cudaStream_t stream);
 
 // Per-row sampling parameters on the device (uniform already drawn from (seed, step)).
 struct SampleRowParams {

@@ -1125,6 +1125,54 @@ TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
   }
 }
 
+// Argmax reads a row with up to 8 blocks of one cluster, in float4s where the row is 16-byte
+// aligned. Every split: 1 row (8 blocks), 3, 128 and 300 rows (1 block each); vocab a multiple
+// of 4 (the Llama-3 vocabulary) or not; rows padded by one element (unaligned: scalar loads)
+// or not. Each row's maximum is placed twice at random places (the first must win, across
+// chunk boundaries too), or the row is all NaN, all -inf, or NaN but for one number.
+TEST_P(CudaOps, ArgmaxSplitRowsMatchCpu) {
+  Pair& P = *pair_;
+  for (int64_t vocab : {128256, 4099}) {
+    for (int64_t rows : {1, 3, 128, 300}) {
+      for (int64_t pad : {0, 1}) {
+        const int64_t stride = vocab + pad;
+        std::vector<float> logits = Random(rng_, rows * stride, 6.0f);
+        std::uniform_int_distribution<int64_t> at(0, vocab - 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = logits.data() + r * stride;
+          switch (r % 7) {
+            case 1:
+              std::fill(row, row + vocab, NAN);
+              break;
+            case 2:
+              std::fill(row, row + vocab, -INFINITY);
+              break;
+            case 3:
+              std::fill(row, row + vocab, NAN);
+              row[at(rng_)] = -3.0f;
+              break;
+            default:
+              row[at(rng_)] = row[at(rng_)] = 40.0f + static_cast<float>(r % 5);
+          }
+        }
+        std::vector<int32_t> ids[2];
+        Dev* devs[2] = {&P.cuda, &P.cpu};
+        for (int k = 0; k < 2; ++k) {
+          Dev& D = *devs[k];
+          strata_buffer lb = D.Floats(logits, F32), ob = D.Poisoned(rows * 4);
+          strata_tensor lt = T(lb, F32, {rows, vocab}), ot = T(ob, I32, {rows});
+          lt.row_stride = stride;
+          ASSERT_EQ(D.api()->argmax(D.dev(), &lt, &ot), STRATA_OK) << D.err();
+          ids[k] = D.ReadInts(ob, rows);
+        }
+        EXPECT_EQ(ids[0], ids[1]) << "vocab " << vocab << " rows " << rows << " pad " << pad;
+        EXPECT_EQ(ids[0][0], std::min_element(logits.begin(), logits.begin() + vocab,
+                                              [](float a, float b) { return a > b; }) - logits.begin());
+      }
+    }
+  }
+}
+
 TEST_P(CudaOps, CopyAndSwapBlocksRoundTrip) {
   Pair& P = *pair_;
   const int32_t layers = 3, blocks = 10, bs = 4, kvh = 2, hd = 32;

@@ -435,6 +435,26 @@ void DecodeAttentionSweep() {
 
 }  // namespace
 
+// STRATA_OP_BENCH=argmax: greedy token selection over the Llama-3 vocabulary (F32 logits) at
+// decode batch sizes, graph-replayed (as in a decode step); bytes read over time as GB/s.
+void ArgmaxSweep() {
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.options = "activations=bf16";
+  CHECK(api->device_open(0, &o, &dev));
+  const int64_t vocab = 128256;
+  for (int64_t rows : {1, 8, 32, 128, 256}) {
+    strata_buffer lb = Alloc(rows * vocab * 4), ob = Alloc(rows * 4, false);
+    strata_tensor l = T(lb, STRATA_DTYPE_F32, {rows, vocab}), o = T(ob, STRATA_DTYPE_I32, {rows});
+    const double sec = MedianSeconds([&] { CHECK(api->argmax(dev, &l, &o)); });
+    const double graph = GraphSecondsPerCall([&] { CHECK(api->argmax(dev, &l, &o)); }, 10);
+    std::printf("{\"op\":\"argmax\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,\"graph_us\":%.1f,\"GBps\":%.0f}\n",
+                (long long)rows, (long long)vocab, sec * 1e6, graph * 1e6, rows * vocab * 4.0 / graph / 1e9);
+    api->buffer_free(dev, lb);
+    api->buffer_free(dev, ob);
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string path = std::string(argc > 1 ? argv[1] : STRATA_PLUGIN_DIR) + "/libstrata-backend-cuda.so";
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -449,6 +469,10 @@ int main(int argc, char** argv) {
   api->device_count(&n);
   if (n == 0) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
+    return 0;
+  }
+  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "argmax") == 0) {
+    ArgmaxSweep();
     return 0;
   }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "decode_attention") == 0) {
@@ -544,14 +568,22 @@ int main(int argc, char** argv) {
   }
 
   // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
-  // (batch, context, query_len): decode, a 4096-token prompt, a 512-token chunk after 3584
+  // (batch, context, query_len): decode (128 x 192: the 128-sequence serving run's mean
+  // context), a 4096-token prompt, a 512-token chunk after 3584
   // cached tokens, 8 prompts of 1024, 64 prompts of 128 (the first prefill step of the
-  // 128-sequence serving run).
+  // 128-sequence serving run). STRATA_OP_BENCH_ATTENTION_CASES="128x192x1,64x128x128" picks
+  // cases (batch x context x query_len), and then times the default path only.
   const int32_t H = 32, KVH = 8, D = 128, BS = 16;
+  const char* picked = std::getenv("STRATA_OP_BENCH_ATTENTION_CASES");
   for (auto [batch, ctx, qlen] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
-           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {1, 4096, 4096}, {1, 4096, 512}, {8, 1024, 1024},
-           {64, 128, 128}}) {
+           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {128, 192, 1}, {1, 4096, 4096}, {1, 4096, 512},
+           {8, 1024, 1024}, {64, 128, 128}}) {
+    if (picked != nullptr) {
+      const std::string name = std::to_string(batch) + "x" + std::to_string(ctx) + "x" + std::to_string(qlen);
+      if (("," + std::string(picked) + ",").find("," + name + ",") == std::string::npos) continue;
+    }
     for (Path& p : paths) {
+      if (picked != nullptr && &p != &paths[0]) continue;
       if (&p == &paths[2] && qlen == 1) continue;  // decode: "legacy" is "previous"
       if (&p == &paths[3]) continue;  // a matmul-only variant
       dev = p.dev;
