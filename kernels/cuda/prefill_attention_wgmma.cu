@@ -156,19 +156,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (lane == 0) sm90::MbarArriveExpectTx(&full[st], 2 * L::kTileBytes);
+    __syncwarp();  // the stage expects its bytes before any box can land
     unsigned char* kd = smem + L::kK + st * L::kTileBytes;
     unsigned char* vd = smem + L::kV + st * L::kTileBytes;
-    for (int32_t b = 0; b < boxes; ++b) {
-      const int32_t box_slot = __shfl_sync(0xffffffffu, slot, b);
-      if (lane == 0) {
+    if (lane < boxes) {  // EXPERIMENT: lane b issues box b's copies (in parallel, not one lane serially)
 #pragma unroll
-        for (int c = 0; c < D / 64; ++c) {
-          const uint32_t off = c * kBK * 128 + b * bs * 128;  // rows b * bs.. of column region c
-          sm90::TmaLoad3d(kd + off, &tmap_k, &full[st], c * 64, kvh, box_slot);
-          sm90::TmaLoad3d(vd + off, &tmap_v, &full[st], c * 64, kvh, box_slot);
-        }
+      for (int c = 0; c < D / 64; ++c) {
+        const uint32_t off = c * kBK * 128 + lane * bs * 128;  // rows b * bs.. of column region c
+        sm90::TmaLoad3d(kd + off, &tmap_k, &full[st], c * 64, kvh, slot);
+        sm90::TmaLoad3d(vd + off, &tmap_v, &full[st], c * 64, kvh, slot);
       }
     }
+    __syncwarp();
   };
   if (tid == 0) {
     sm90::PrefetchTensorMap(&tmap_k);
