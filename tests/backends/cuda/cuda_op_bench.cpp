@@ -567,20 +567,26 @@ int main(int argc, char** argv) {
     for (strata_buffer b : {xb, rb, ob, wb, gb, ab}) api->buffer_free(dev, b);
   }
 
-  // Attention: 32 heads, 8 KV heads, head_dim 128, block 16, bf16 cache (one layer).
+  // Attention: 32 heads, 8 KV heads, block 16, bf16 cache (one layer), head_dim 128 (Llama-3-8B)
+  // or 64 (Llama-3.2-1B, prefill cases only).
   // (batch, context, query_len): decode (128 x 192: the 128-sequence serving run's mean
   // context), a 4096-token prompt, a 512-token chunk after 3584
   // cached tokens, 8 prompts of 1024, 64 prompts of 128 (the first prefill step of the
-  // 128-sequence serving run). STRATA_OP_BENCH_ATTENTION_CASES="128x192x1,64x128x128" picks
-  // cases (batch x context x query_len), and then times the default path only.
-  const int32_t H = 32, KVH = 8, D = 128, BS = 16;
+  // 128-sequence serving run). STRATA_OP_BENCH_ATTENTION_CASES="128x192x1,64x128x128x64" picks
+  // cases (batch x context x query_len, x64 for head_dim 64), and then times the default path
+  // only.
+  const int32_t H = 32, KVH = 8, BS = 16;
   const char* picked = std::getenv("STRATA_OP_BENCH_ATTENTION_CASES");
-  for (auto [batch, ctx, qlen] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
-           {1, 4096, 1}, {32, 1024, 1}, {128, 1024, 1}, {128, 192, 1}, {1, 4096, 4096}, {1, 4096, 512},
-           {8, 1024, 1024}, {64, 128, 128}}) {
+  for (auto [batch, ctx, qlen, D] : std::vector<std::tuple<int32_t, int32_t, int32_t, int32_t>>{
+           {1, 4096, 1, 128}, {32, 1024, 1, 128}, {128, 1024, 1, 128}, {128, 192, 1, 128}, {1, 4096, 4096, 128},
+           {1, 4096, 512, 128}, {8, 1024, 1024, 128}, {64, 128, 128, 128}, {1, 4096, 4096, 64}, {1, 4096, 512, 64},
+           {8, 1024, 1024, 64}, {64, 128, 128, 64}}) {
     if (picked != nullptr) {
-      const std::string name = std::to_string(batch) + "x" + std::to_string(ctx) + "x" + std::to_string(qlen);
-      if (("," + std::string(picked) + ",").find("," + name + ",") == std::string::npos) continue;
+      std::string list(","), name(",");
+      list.append(picked).append(",");
+      name.append(std::to_string(batch)).append("x").append(std::to_string(ctx)).append("x");
+      name.append(std::to_string(qlen)).append(D == 128 ? "," : "x64,");
+      if (list.find(name) == std::string::npos) continue;
     }
     for (Path& p : paths) {
       if (picked != nullptr && &p != &paths[0]) continue;
@@ -628,7 +634,7 @@ int main(int argc, char** argv) {
       ap.num_heads = H;
       ap.num_kv_heads = KVH;
       ap.head_dim = D;
-      ap.scale = 0.0884f;
+      ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
       strata_buffer qb = Alloc(static_cast<size_t>(tokens) * H * D * 2),
                     ob = Alloc(static_cast<size_t>(tokens) * H * D * 2, false);
       strata_tensor q = T(qb, BF16, {tokens, H * D}), out = T(ob, BF16, {tokens, H * D});
@@ -638,8 +644,8 @@ int main(int argc, char** argv) {
       const double keys_seen = double(batch) * (double(qlen) * (ctx - qlen) + double(qlen) * (qlen + 1) / 2);
       const double flops = 4.0 * H * D * keys_seen;
       std::printf("{\"op\":\"attention\",\"path\":\"%s\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
-                  "\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
-                  p.name, batch, ctx, qlen, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
+                  "\"head_dim\":%d,\"us\":%.1f,\"kv_GBps\":%.0f,\"TFLOPs\":%.2f}\n",
+                  p.name, batch, ctx, qlen, D, sec * 1e6, kv_bytes / sec / 1e9, flops / sec / 1e12);
       if (&p == &paths[0] && STRATA_BACKEND_HAS_ROPE_ATTENTION(api)) {
         // A step's rope + KV write + attention: rope_kv_write alone, the two ops, and ABI
         // 1.3's rope_attention (on CUDA one kernel at a decode step: the decode kernel
@@ -680,9 +686,9 @@ int main(int argc, char** argv) {
         });
         const double fused =
             MedianSeconds([&] { CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &v, kv, 0, &out)); });
-        std::printf("{\"op\":\"rope_attention\",\"batch\":%d,\"context\":%d,\"query_len\":%d,"
+        std::printf("{\"op\":\"rope_attention\",\"batch\":%d,\"context\":%d,\"query_len\":%d,\"head_dim\":%d,"
                     "\"rope_kv_write_us\":%.1f,\"two_ops_us\":%.1f,\"fused_us\":%.1f}\n",
-                    batch, ctx, qlen, rope_only * 1e6, two * 1e6, fused * 1e6);
+                    batch, ctx, qlen, D, rope_only * 1e6, two * 1e6, fused * 1e6);
         for (strata_buffer b2 : {posb, slotb, invb, kb, vb}) api->buffer_free(dev, b2);
       }
       for (strata_buffer b : {qslb, lensb, tb, qb, ob}) api->buffer_free(dev, b);
