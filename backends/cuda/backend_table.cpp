@@ -103,7 +103,7 @@ struct OpenOptions {
   bool gemv_fused = true;
   bool gemv_fused_plain = false;
   int64_t gemv_max_tokens = 1;
-  int prefill_attention = 3;  // auto: wgmma on sm_90 at head_dim 128 where it supports the batch, else fa2
+  int prefill_attention = 3;  // auto: wgmma on sm_90 where WgmmaPrefillPreferred, else fa2
   bool require_prefill_wgmma = false;  // prefill_attention=wgmma: an error on a device that cannot run it
   bool use_gqa_decode = true;
   int decode_mma = 1;

@@ -30,8 +30,8 @@
 //
 // Status (H200, 2026-12-01, runs 81-85, `STRATA_OP_BENCH=attention cuda_op_bench`, 32 heads on
 // 8 KV heads, head_dim 128): correct (CudaPrefillAttention tests) and faster than FA2 on
-// every measured case, so the default prefill kernel on sm_90 at head_dim 128 (64 is not
-// measured; WgmmaPrefillPreferred): a 4,096-token prompt 452 vs
+// every measured case, so the default prefill kernel on sm_90 at head_dim 128 (at 64 for long
+// contexts only, run 112; WgmmaPrefillPreferred): a 4,096-token prompt 452 vs
 // 536 us (304 vs 256 TFLOP/s), a 512-token chunk after 3,584 cached tokens 109 vs 246, 8
 // prompts of 1,024 332 vs 378, 64 prompts of 128 161 vs 179. What made it so (run 81, from
 // 610 us): the block-table lookups of a tile, loaded right before its boxes, were eight
@@ -417,7 +417,8 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
 }
 
 bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv) {
-  return kv.head_dim == 128 && WgmmaPrefillSupports(a, kv);
+  constexpr int32_t kLongContext = 2048;  // head_dim 64: below it FA2's two blocks per SM win
+  return (kv.head_dim == 128 || (kv.head_dim == 64 && a.max_seq_len >= kLongContext)) && WgmmaPrefillSupports(a, kv);
 }
 
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {

@@ -17,11 +17,15 @@ namespace strata::cuda {
 // True when LaunchPrefillAttentionWgmma handles this batch and cache.
 bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
 // True when the default path (prefill_attention=auto) on an sm_90 GPU gives it a batch it
-// supports: at head_dim 128, where it is faster than FA2 on every measured case (H200, run
-// 85: a 4,096-token prompt 452 vs 536 us, a 512-token chunk after 3,584 cached tokens 109 vs
-// 246, 8 prompts of 1,024 332 vs 378, 64 prompts of 128 161 vs 179; docs/benchmarks.md).
-// Head_dim 64 stays with FA2 until measured: there FA2 runs two blocks per SM, this kernel
-// (~200 registers a thread) one.
+// supports (docs/benchmarks.md):
+// - head_dim 128: always; faster than FA2 on every measured case (H200, run 107: a 4,096-token
+//   prompt 385 vs 536 us, a 512-token chunk after 3,584 cached tokens 95 vs 246, 8 prompts of
+//   1,024 290 vs 378, 64 prompts of 128 156 vs 179);
+// - head_dim 64: where the longest sequence has >= 2,048 positions. There FA2 runs two blocks
+//   per SM and this kernel (~200 registers a thread) one, so FA2 wins on grids of many short
+//   blocks (run 112: 8 prompts of 1,024 190 vs 198 us, 64 prompts of 128 76 vs 104) and this
+//   kernel on long key ranges (a 4,096-token prompt 264 vs 299, a 512-token chunk after 3,584
+//   cached 64.5 vs 107; Llama-3.2-1B-shape 4,096-token prefill +3.0%).
 bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
 

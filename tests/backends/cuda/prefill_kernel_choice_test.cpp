@@ -1,6 +1,6 @@
 // Which prefill batches the Hopper wgmma attention kernel takes
 // (kernels/cuda/prefill_attention_wgmma.h; on an sm_90 GPU the default path gives it those
-// at head_dim 128, FA2 the others): host-side rules that need no GPU, so they run on CI. The kernel's results are checked against the CPU backend on the GPU
+// at head_dim 128 and the long-context ones at 64, FA2 the others): host-side rules that need no GPU, so they run on CI. The kernel's results are checked against the CPU backend on the GPU
 // (cuda_backend_test, CudaPrefillAttention).
 #include "kernels/cuda/prefill_attention_wgmma.h"
 
@@ -61,15 +61,24 @@ TEST(PrefillKernelChoice, WgmmaKernelSupportsBf16CachesWhoseBlocksTileItsKeys) {
 }
 
 // The default path prefers it where it was measured faster than FA2: head_dim 128, every
-// batch shape measured (a long prompt, a chunk after a cached prefix, many short prompts).
-TEST(PrefillKernelChoice, DefaultPathPrefersItAtHeadDim128) {
+// batch shape measured (a long prompt, a chunk after a cached prefix, many short prompts);
+// head_dim 64, only where the longest sequence reaches 2,048 positions (run 112).
+TEST(PrefillKernelChoice, DefaultPathPrefersItAtHeadDim128AndForLongContextsAt64) {
   EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 4096).a, Batch(1, 4096).kv));
   EXPECT_TRUE(WgmmaPrefillPreferred(Batch(1, 512, 3584).a, Batch(1, 512, 3584).kv));
   EXPECT_TRUE(WgmmaPrefillPreferred(Batch(64, 128).a, Batch(64, 128).kv));
-  Batch d64(1, 4096);
-  d64.kv.head_dim = 64;
-  EXPECT_TRUE(WgmmaPrefillSupports(d64.a, d64.kv));
-  EXPECT_FALSE(WgmmaPrefillPreferred(d64.a, d64.kv)) << "head_dim 64 is not measured: FA2 keeps it";
+  auto d64 = [](int32_t seqs, int32_t query_len, int32_t cached) {
+    Batch b(seqs, query_len, cached);
+    b.kv.head_dim = 64;
+    EXPECT_TRUE(WgmmaPrefillSupports(b.a, b.kv));
+    return WgmmaPrefillPreferred(b.a, b.kv);
+  };
+  EXPECT_TRUE(d64(1, 4096, 0)) << "a long prompt";
+  EXPECT_TRUE(d64(1, 512, 3584)) << "a chunk after a long cached prefix";
+  EXPECT_TRUE(d64(1, 48, 2000)) << "2,048 positions";
+  EXPECT_FALSE(d64(1, 47, 2000)) << "2,047 positions";
+  EXPECT_FALSE(d64(8, 1024, 0)) << "8 prompts of 1,024: FA2";
+  EXPECT_FALSE(d64(64, 128, 0)) << "64 prompts of 128: FA2";
   Batch f16(1, 512);
   f16.kv.dtype = STRATA_DTYPE_F16;
   EXPECT_FALSE(WgmmaPrefillPreferred(f16.a, f16.kv)) << "only batches it supports";
