@@ -9,7 +9,7 @@
 // attention as two ops against ABI 1.3's rope_attention. Weights rotate through copies so
 // that no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
-// line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|
+// line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|argmax|
 // attention runs one part only (see each).
 #include <dlfcn.h>
 
