@@ -224,25 +224,25 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int j = 0; j < D / 32; ++j) s_k[lane + 32 * j] = Bits(kraw[j]);
   }
   __syncwarp();
-  // Rotated pair (ia, ib) of a row with angle f, rounded to T as rope_kv_write.cu stores it:
-  // each pair is read and written by one lane (the one holding angle f), so the rotation
-  // works in place.
-  auto pair_of = [&](int32_t f, int32_t* ia, int32_t* ib) {
-    *ia = interleaved ? 2 * f : f;
-    *ib = interleaved ? *ia + 1 : f + half;
-  };
-  for (int32_t r = 0; r < group; ++r) {
-    uint16_t* row = qbits + r * kLd;
+  // put(ia, ib, first, second) receives this lane's rotated pairs (ia, ib) of the raw row
+  // `src`, rounded to T as rope_kv_write.cu stores them. Each pair is read and written by
+  // one lane (the one holding its angle), so a row rotates in place.
+  auto rotate_pairs = [&](const uint16_t* src, auto put) {
 #pragma unroll
     for (int j = 0; j < kFreqsPerLane; ++j) {
       const int32_t f = lane + 32 * j;
       if (f >= half) break;
-      int32_t ia, ib;
-      pair_of(f, &ia, &ib);
-      const float x = ToF32(FromBits<T>(row[ia])), y = ToF32(FromBits<T>(row[ib]));
-      row[ia] = Bits(FromF32<K>(ToF32(FromF32<T>(RopeFirst(x, y, cs[j], sn[j])))));
-      row[ib] = Bits(FromF32<K>(ToF32(FromF32<T>(RopeSecond(x, y, cs[j], sn[j])))));
+      const int32_t ia = interleaved ? 2 * f : f, ib = interleaved ? ia + 1 : f + half;
+      const float x = ToF32(FromBits<T>(src[ia])), y = ToF32(FromBits<T>(src[ib]));
+      put(ia, ib, ToF32(FromF32<T>(RopeFirst(x, y, cs[j], sn[j]))), ToF32(FromF32<T>(RopeSecond(x, y, cs[j], sn[j]))));
     }
+  };
+  for (int32_t r = 0; r < group; ++r) {
+    uint16_t* row = qbits + r * kLd;
+    rotate_pairs(row, [&](int32_t ia, int32_t ib, float first, float second) {
+      row[ia] = Bits(FromF32<K>(first));
+      row[ib] = Bits(FromF32<K>(second));
+    });
   }
   if constexpr (!std::is_same_v<K, T>) {  // an F16 cache: the rest of the query to F16
     const int32_t rest = D - rot_dim;
@@ -270,16 +270,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
               static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
       K* vd = kd + kv.layer_half_elems;
-#pragma unroll
-      for (int j = 0; j < kFreqsPerLane; ++j) {
-        const int32_t f = lane + 32 * j;
-        if (f >= half) break;
-        int32_t ia, ib;
-        pair_of(f, &ia, &ib);
-        const float x = ToF32(FromBits<T>(s_k[ia])), y = ToF32(FromBits<T>(s_k[ib]));
-        kd[ia] = FromF32<K>(ToF32(FromF32<T>(RopeFirst(x, y, cs[j], sn[j]))));
-        kd[ib] = FromF32<K>(ToF32(FromF32<T>(RopeSecond(x, y, cs[j], sn[j]))));
-      }
+      rotate_pairs(s_k, [&](int32_t ia, int32_t ib, float first, float second) {
+        kd[ia] = FromF32<K>(first);
+        kd[ib] = FromF32<K>(second);
+      });
       for (int32_t d = rot_dim + lane; d < D; d += 32) kd[d] = FromF32<K>(ToF32(FromBits<T>(s_k[d])));
 #pragma unroll
       for (int j = 0; j < D / 32; ++j) vd[lane + 32 * j] = FromF32<K>(ToF32(vraw[j]));
