@@ -9,7 +9,7 @@
 // attention as two ops against ABI 1.3's rope_attention. Weights rotate through copies so
 // that no product finds its weight in L2.
 // Medians of 20 samples (each 10 back-to-back runs) after 3 warm-ups. One JSON object per
-// line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|argmax|
+// line. Not a test: no assertions on time. STRATA_OP_BENCH=gemm|layer|decode_attention|sampling|
 // attention runs one part only (see each).
 #include <dlfcn.h>
 
@@ -435,13 +435,16 @@ void DecodeAttentionSweep() {
 
 }  // namespace
 
-// STRATA_OP_BENCH=argmax: greedy token selection over the Llama-3 vocabulary (F32 logits) at
-// decode batch sizes, graph-replayed (as in a decode step); bytes read over time as GB/s.
-void ArgmaxSweep() {
-  strata_device_options o{};
-  o.struct_size = sizeof(o);
-  o.options = "activations=bf16";
-  CHECK(api->device_open(0, &o, &dev));
+// STRATA_OP_BENCH=sampling (or argmax): token selection over the Llama-3 vocabulary (F32
+// logits) at decode batch sizes: argmax graph-replayed (as in a decode step), then sample()
+// with temperature 0.8 alone, with top-p 0.9, and with top-k 50 and top-p 0.9 (each call
+// uploads its per-row parameters, so it is timed in the stream, not as a graph); bytes of
+// logits over time as GB/s.
+void SamplingSweep() {
+  strata_device_options opts{};
+  opts.struct_size = sizeof(opts);
+  opts.options = "activations=bf16";
+  CHECK(api->device_open(0, &opts, &dev));
   const int64_t vocab = 128256;
   for (int64_t rows : {1, 8, 32, 128, 256}) {
     strata_buffer lb = Alloc(rows * vocab * 4), ob = Alloc(rows * 4, false);
@@ -450,6 +453,26 @@ void ArgmaxSweep() {
     const double graph = GraphSecondsPerCall([&] { CHECK(api->argmax(dev, &l, &o)); }, 10);
     std::printf("{\"op\":\"argmax\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,\"graph_us\":%.1f,\"GBps\":%.0f}\n",
                 (long long)rows, (long long)vocab, sec * 1e6, graph * 1e6, rows * vocab * 4.0 / graph / 1e9);
+    struct Mode { const char* name; int32_t top_k; float top_p; };
+    for (Mode m : {Mode{"temperature", 0, 1.0f}, Mode{"top_p", 0, 0.9f}, Mode{"top_k_top_p", 50, 0.9f}}) {
+      std::vector<float> temp(rows, 0.8f), top_p(rows, m.top_p), min_p(rows, 0.0f);
+      std::vector<int32_t> top_k(rows, m.top_k);
+      std::vector<uint64_t> seed(rows, 7), step(rows, 0);
+      strata_sample_params sp{};
+      sp.struct_size = sizeof(sp);
+      sp.temperature = temp.data();
+      sp.top_k = top_k.data();
+      sp.top_p = top_p.data();
+      sp.min_p = min_p.data();
+      sp.seed = seed.data();
+      sp.step = step.data();
+      const double ss = MedianSeconds([&] {
+        ++step[0];
+        CHECK(api->sample(dev, &l, &sp, &o));
+      });
+      std::printf("{\"op\":\"sample\",\"mode\":\"%s\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,\"GBps\":%.0f}\n",
+                  m.name, (long long)rows, (long long)vocab, ss * 1e6, rows * vocab * 4.0 / ss / 1e9);
+    }
     api->buffer_free(dev, lb);
     api->buffer_free(dev, ob);
   }
@@ -471,8 +494,9 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\":\"no CUDA device: %s\"}\n", info->unavailable_reason());
     return 0;
   }
-  if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "argmax") == 0) {
-    ArgmaxSweep();
+  if (const char* only = std::getenv("STRATA_OP_BENCH");
+      only != nullptr && (std::strcmp(only, "sampling") == 0 || std::strcmp(only, "argmax") == 0)) {
+    SamplingSweep();
     return 0;
   }
   if (const char* only = std::getenv("STRATA_OP_BENCH"); only != nullptr && std::strcmp(only, "decode_attention") == 0) {
