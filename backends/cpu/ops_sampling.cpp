@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/tensor_view.h"
+#include "core/common/shortest_prefix.h"
 
 namespace strata::cpu {
 namespace {
@@ -51,24 +52,20 @@ int32_t SampleRow(const float* l, int64_t v, const RowParams& p, std::vector<int
   std::iota(idx.begin(), idx.end(), 0);
   auto by_prob = [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); };
   int64_t kept = v;
-  bool sorted = false;
   if (p.top_k > 0 && p.top_k < v) {
     kept = p.top_k;
     std::partial_sort(idx.begin(), idx.begin() + kept, idx.end(), by_prob);
-    sorted = true;
   }
   if (p.top_p < 1.0f) {
-    if (!sorted) std::sort(idx.begin(), idx.begin() + kept, by_prob);
+    // The most likely tokens whose running sum (in descending order) reaches top_p of the
+    // kept mass, sorted, without sorting the whole vocabulary. (Without top-k the total is
+    // summed in index order, which may round differently from a descending sum.)
     double total = 0;
     for (int64_t i = 0; i < kept; ++i) total += prob[idx[i]];
     const double limit = static_cast<double>(p.top_p) * total;
-    double cum = 0;
-    int64_t keep = 0;
-    while (keep < kept) {
-      cum += prob[idx[keep++]];
-      if (cum >= limit) break;
-    }
-    kept = std::max<int64_t>(keep, 1);
+    const size_t keep = SortShortestPrefixReaching(idx.begin(), idx.begin() + kept, by_prob,
+                                                   [&prob](int32_t j) { return static_cast<double>(prob[j]); }, limit);
+    kept = std::max<int64_t>(static_cast<int64_t>(keep), 1);
   }
   if (p.min_p > 0.0f) {
     // Relative to the most likely token, whose unnormalised probability is 1.

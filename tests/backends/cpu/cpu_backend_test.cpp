@@ -753,6 +753,58 @@ TEST_F(SampleTest, GreedyTopK1AndReproducible) {
   EXPECT_GT(std::set<int32_t>(c.begin(), c.end()).size(), 1u);
 }
 
+// Top-p over a vocabulary large enough that the nucleus is found by selection, not by a full
+// sort (core/common/shortest_prefix.h): each row's token is the one the definition gives,
+// computed here by sorting everything (descending probability, then index), keeping the
+// shortest prefix whose running sum reaches top_p of the mass, and walking it with the
+// row's (seed, step) draw.
+TEST_F(SampleTest, TopPOverALargeVocabularyMatchesTheSortedDefinition) {
+  const int64_t vocab = 50000, rows = 12;
+  const auto l = RandomVec(rows * vocab, 5, -6, 6);
+  std::vector<float> temp(rows), top_p(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    temp[r] = 0.5f + 0.25f * static_cast<float>(r % 4);
+    top_p[r] = r % 3 == 0 ? 0.5f : r % 3 == 1 ? 0.9f : 0.99f;
+  }
+  std::vector<uint64_t> seed(rows, 31), step(rows);
+  std::iota(step.begin(), step.end(), 100);
+  const auto got = Draw(l, vocab, temp, std::vector<int32_t>(rows, 0), top_p, std::vector<float>(rows, 0.0f), seed, step);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = l.data() + r * vocab;
+    const float m = *std::max_element(row, row + vocab);
+    std::vector<float> prob(vocab);
+    for (int64_t j = 0; j < vocab; ++j) prob[j] = std::exp((row[j] - m) * (1.0f / temp[r]));
+    std::vector<int32_t> idx(vocab);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+    double total = 0.0;
+    for (float p : prob) total += p;
+    double sum = 0.0;
+    size_t kept = idx.size();
+    for (size_t i = 0; i < idx.size(); ++i) {
+      sum += prob[idx[i]];
+      if (sum >= static_cast<double>(top_p[r]) * total) {
+        kept = i + 1;
+        break;
+      }
+    }
+    double mass = 0.0;
+    for (size_t i = 0; i < kept; ++i) mass += prob[idx[i]];
+    const double target = strata_uniform_from_seed_step(seed[r], step[r]) * mass;
+    double cum = 0.0;
+    int32_t want = idx[kept - 1];
+    for (size_t i = 0; i < kept; ++i) {
+      cum += prob[idx[i]];
+      if (cum > target) {
+        want = idx[i];
+        break;
+      }
+    }
+    EXPECT_EQ(got[r], want) << "row " << r << " (temperature " << temp[r] << ", top_p " << top_p[r] << ", "
+                            << kept << " tokens kept)";
+  }
+}
+
 // Many draws (deterministic seeds) against the expected distribution; a loose chi-square bound.
 TEST_F(SampleTest, DistributionMatchesFilteredSoftmax) {
   const std::vector<float> base = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, -1.0f, 0.2f, 1.5f};
