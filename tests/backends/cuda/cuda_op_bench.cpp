@@ -458,14 +458,8 @@ void SamplingSweep() {
       std::vector<float> temp(rows, 0.8f), top_p(rows, m.top_p), min_p(rows, 0.0f);
       std::vector<int32_t> top_k(rows, m.top_k);
       std::vector<uint64_t> seed(rows, 7), step(rows, 0);
-      strata_sample_params sp{};
-      sp.struct_size = sizeof(sp);
-      sp.temperature = temp.data();
-      sp.top_k = top_k.data();
-      sp.top_p = top_p.data();
-      sp.min_p = min_p.data();
-      sp.seed = seed.data();
-      sp.step = step.data();
+      strata_sample_params sp{sizeof(sp), temp.data(), top_k.data(), top_p.data(),
+                              min_p.data(), seed.data(), step.data()};
       const double ss = MedianSeconds([&] {
         ++step[0];
         CHECK(api->sample(dev, &l, &sp, &o));
