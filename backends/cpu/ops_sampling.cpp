@@ -63,7 +63,7 @@ int32_t SampleRow(const float* l, int64_t v, const RowParams& p, std::vector<int
     double total = 0;
     for (int64_t i = 0; i < kept; ++i) total += prob[idx[i]];
     const double limit = static_cast<double>(p.top_p) * total;
-    const size_t keep = SortShortestPrefixReaching(idx.begin(), idx.begin() + kept, by_prob,
+    const size_t keep = SortShortestPrefixReachingByWeight(idx.begin(), idx.begin() + kept, by_prob,
                                                    [&prob](int32_t j) { return static_cast<double>(prob[j]); }, limit);
     kept = std::max<int64_t>(static_cast<int64_t>(keep), 1);
   }

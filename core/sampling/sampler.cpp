@@ -179,7 +179,7 @@ absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
     // vocabulary for each draw cost more than the rest of the sampler.
     std::vector<int32_t> order(c.ids.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    const size_t n = SortShortestPrefixReaching(order.begin(), order.end(), ByValueDesc(c.probs),
+    const size_t n = SortShortestPrefixReachingByWeight(order.begin(), order.end(), ByValueDesc(c.probs),
                                                 [&c](int32_t pos) { return c.probs[pos]; }, params_.top_p);
     Candidates kept;
     for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,8 @@
-// SortShortestPrefixReaching (core/common/shortest_prefix.h) against its definition: sort
-// everything, then add the weights one by one until the running sum reaches the limit. The
-// same length and the same sorted prefix, for ranges below and far above the size where it
-// stops halving, weights with ties and zeros, and limits at, between and beyond the sums.
+// SortShortestPrefixReaching and its by-weight form (core/common/shortest_prefix.h) against
+// their definition: sort everything, then add the weights one by one until the running sum
+// reaches the limit. The same length and the same sorted prefix, for ranges below and far
+// above the size where it stops halving, weights with ties and zeros, and limits at, between
+// and beyond the sums.
 #include "core/common/shortest_prefix.h"
 
 #include <gtest/gtest.h>
@@ -50,17 +51,21 @@ TEST(SortShortestPrefixReaching, CutsWhereAFullSortCuts) {
     for (double frac : {0.0, 1e-9, 0.3, 0.9, 0.999, 1.0, 1.5}) {
       const double limit = frac * total;
       const size_t m_want = ByRunningSum(c, sorted, limit);
-      std::vector<int> idx(n);
-      std::iota(idx.begin(), idx.end(), 0);
-      const size_t m = SortShortestPrefixReaching(
-          idx.begin(), idx.end(), [&c](int a, int b) { return c.Before(a, b); }, [&c](int i) { return c.w[i]; },
-          limit);
-      ASSERT_EQ(m, m_want) << "trial " << trial << " n " << n << " limit " << frac << " of the total";
-      EXPECT_TRUE(std::equal(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(m), idx.begin()))
-          << "trial " << trial << " n " << n;
-      std::vector<int> all(idx);
-      std::sort(all.begin(), all.end());
-      for (size_t i = 0; i < n; ++i) ASSERT_EQ(all[i], static_cast<int>(i)) << "a permutation";
+      for (bool by_weight : {false, true}) {
+        SCOPED_TRACE(by_weight ? "by weight classes first" : "any order");
+        std::vector<int> idx(n);
+        std::iota(idx.begin(), idx.end(), 0);
+        auto before = [&c](int a, int b) { return c.Before(a, b); };
+        auto weight = [&c](int i) { return c.w[i]; };
+        const size_t m = by_weight ? SortShortestPrefixReachingByWeight(idx.begin(), idx.end(), before, weight, limit)
+                                   : SortShortestPrefixReaching(idx.begin(), idx.end(), before, weight, limit);
+        ASSERT_EQ(m, m_want) << "trial " << trial << " n " << n << " limit " << frac << " of the total";
+        EXPECT_TRUE(std::equal(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(m), idx.begin()))
+            << "trial " << trial << " n " << n;
+        std::vector<int> all(idx);
+        std::sort(all.begin(), all.end());
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(all[i], static_cast<int>(i)) << "a permutation";
+      }
     }
   }
 }
