@@ -16,13 +16,15 @@
 
 namespace strata {
 
-// Rearranges [first, last) so that its shortest prefix in the strict weak order `before`
-// whose weights, added one by one in that order, reach `limit` (running sum >= limit) comes
-// first, sorted; returns the prefix's length, or the whole length if the sum never reaches
-// the limit (then the whole range is sorted). Items after the prefix are in no particular
-// order.
+namespace shortest_prefix_internal {
+
+struct Cut {
+  size_t length;
+  bool reached;  // the running sum reached the limit (else length is the whole range)
+};
+
 template <typename It, typename Before, typename Weight>
-size_t SortShortestPrefixReaching(It first, It last, Before before, Weight weight, double limit) {
+Cut Find(It first, It last, Before before, Weight weight, double limit) {
   const size_t n = static_cast<size_t>(last - first);
   // Invariant: [first, first + hi) holds the first `hi` items of the order, and the crossing
   // lies in [lo, hi) as far as sums by halves tell. Halving stops at a few thousand items.
@@ -45,15 +47,27 @@ size_t SortShortestPrefixReaching(It first, It last, Before before, Weight weigh
   double sum = 0.0;
   for (size_t i = 0; i < hi; ++i) {
     sum += weight(first[i]);
-    if (sum >= limit) return i + 1;
+    if (sum >= limit) return {i + 1, true};
   }
   // The sums by halves rounded differently from the running sum: go on through the rest.
   std::sort(first + hi, last, before);
   for (size_t i = hi; i < n; ++i) {
     sum += weight(first[i]);
-    if (sum >= limit) return i + 1;
+    if (sum >= limit) return {i + 1, true};
   }
-  return n;
+  return {n, false};
+}
+
+}  // namespace shortest_prefix_internal
+
+// Rearranges [first, last) so that its shortest prefix in the strict weak order `before`
+// whose weights, added one by one in that order, reach `limit` (running sum >= limit) comes
+// first, sorted; returns the prefix's length, or the whole length if the sum never reaches
+// the limit (then the whole range is sorted). Items after the prefix are in no particular
+// order.
+template <typename It, typename Before, typename Weight>
+size_t SortShortestPrefixReaching(It first, It last, Before before, Weight weight, double limit) {
+  return shortest_prefix_internal::Find(first, last, before, weight, limit).length;
 }
 
 // The same, where `before` orders by descending weight (ties broken any way), as top-p's
@@ -84,10 +98,8 @@ size_t SortShortestPrefixReachingByWeight(It first, It last, Before before, Weig
   } while (classes < kClasses && reached < limit);
   if (classes == kClasses) return SortShortestPrefixReaching(first, last, before, weight, limit);
   const It kept = std::partition(first, last, [&](const auto& x) { return class_of(weight(x)) < classes; });
-  const size_t n = SortShortestPrefixReaching(first, kept, before, weight, limit);
-  double sum = 0.0;  // did the running sum reach it within those classes?
-  for (It it = first; it != first + static_cast<std::ptrdiff_t>(n); ++it) sum += weight(*it);
-  if (sum >= limit) return n;
+  const shortest_prefix_internal::Cut cut = shortest_prefix_internal::Find(first, kept, before, weight, limit);
+  if (cut.reached) return cut.length;
   return SortShortestPrefixReaching(first, last, before, weight, limit);
 }
 
