@@ -4,6 +4,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libdnnl-dev            # oneDNN: CPU GEMMs
+  ocl-icd-opencl-dev opencl-headers  # Debian's dnnl CMake config requires OpenCL (not a dependency of its package)
   libabsl-dev            # Abseil: status, strings, containers
   nlohmann-json3-dev     # JSON: configs, tokenizer.json, CLI output
   libxxhash-dev          # hashing (prefix cache)

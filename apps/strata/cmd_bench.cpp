@@ -29,6 +29,7 @@ absl::Status Bench(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(int64_t n, f.Int("gen-tokens"));
   STRATA_ASSIGN_OR_RETURN(int64_t reps, f.Int("repetitions"));
   if (p <= 0 || n <= 0 || reps <= 0) return absl::InvalidArgumentError("token counts and repetitions must be positive");
+  STRATA_ASSIGN_OR_RETURN(const SamplingParams sampling, BenchSampling(f));
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
   STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadModel(f, *dev.device, /*need_tokenizer=*/false));
   if (p + n > m.model->max_context() + 1)
@@ -41,8 +42,8 @@ absl::Status Bench(const FlagSet& f) {
   for (int64_t r = 0; r < reps + 1; ++r) {  // the first run warms caches and is dropped
     GenerationRequest req;
     for (int64_t i = 0; i < p; ++i) req.prompt_ids.push_back(dist(rng));
-    req.sampling.temperature = 0;
-    req.sampling.ignore_eos = true;
+    req.sampling = sampling;
+    req.sampling.seed = r;
     req.sampling.max_new_tokens = static_cast<int>(n) + 1;
     STRATA_ASSIGN_OR_RETURN(GenerationResult res, gen.Generate(req));
     if (r == 0) continue;
@@ -75,6 +76,7 @@ absl::Status Bench(const FlagSet& f) {
   if (!m.model->decode_graph_stats().failure.empty())
     out["decode_graph_failure"] = m.model->decode_graph_stats().failure;
   if (f.On("json")) {
+    out["sampling"] = BenchSamplingJson(sampling);
     std::cout << out.dump() << "\n";
   } else {
     std::cout << absl::StrFormat("%s on %s (%s)\n  prefill %d tokens: %.1f tok/s\n  decode  %d tokens: %.2f tok/s "

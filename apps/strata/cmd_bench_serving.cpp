@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -120,6 +121,34 @@ void AddServingBenchFlags(FlagSet& f) {
   AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
   f.Switch("no-warmup", "serving: skip the warm-up steps before the timed run (as in serve)");
+  f.Value("temp", "", "0", "sampling temperature; 0 = greedy (the default, as the published figures)");
+  f.Value("top-k", "", "0", "sampling: top-k; 0 = off");
+  f.Value("top-p", "", "1", "sampling: top-p (nucleus); 1 = off");
+  f.Value("min-p", "", "0", "sampling: min-p; 0 = off");
+}
+
+absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& f) {
+  SamplingParams p;
+  STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
+  STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
+  STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
+  STRATA_ASSIGN_OR_RETURN(double min_p, f.Double("min-p"));
+  if (temp < 0 || top_k < 0 || !(top_p > 0 && top_p <= 1) || min_p < 0 || min_p > 1) {
+    return absl::InvalidArgumentError("--temp and --top-k must be >= 0, --top-p in (0, 1], --min-p in [0, 1]");
+  }
+  p.temperature = static_cast<float>(temp);
+  p.top_k = static_cast<int>(top_k);
+  p.top_p = static_cast<float>(top_p);
+  p.min_p = static_cast<float>(min_p);
+  p.ignore_eos = true;
+  return p;
+}
+
+nlohmann::json BenchSamplingJson(const SamplingParams& p) {
+  if (p.temperature == 0.0f) return "greedy";
+  // As given on the command line, not as the nearest float prints in double.
+  auto given = [](float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; };
+  return {{"temperature", given(p.temperature)}, {"top_k", p.top_k}, {"top_p", given(p.top_p)}, {"min_p", given(p.min_p)}};
 }
 
 bool IsServingBench(const FlagSet& f) {
@@ -130,6 +159,7 @@ absl::Status BenchServing(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
   STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, f.Int("max-batched-tokens"));
   STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
+  STRATA_ASSIGN_OR_RETURN(const SamplingParams sampling, BenchSampling(f));
   if (max_seqs <= 0 || max_tokens <= 0)
     return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
@@ -174,8 +204,8 @@ absl::Status BenchServing(const FlagSet& f) {
       EngineRequest r;
       r.prompt_ids = items[next].prompt_ids;
       r.prompt = items[next].prompt;
-      r.sampling.temperature = 0;
-      r.sampling.ignore_eos = true;
+      r.sampling = sampling;
+      r.sampling.seed = next;
       r.sampling.max_new_tokens = items[next].max_tokens;
       absl::StatusOr<std::shared_ptr<RequestHandle>> h = engine->Submit(std::move(r));
       if (!h.ok()) return absl::Status(h.status().code(), absl::StrCat("request ", next, ": ", h.status().message()));
@@ -249,6 +279,7 @@ absl::Status BenchServing(const FlagSet& f) {
       {"warmup_s", warmup.seconds},
       {"warmup_decode_graphs", graphs_before.recorded}};
   if (!gs.failure.empty()) out["decode_graph_failure"] = gs.failure;
+  out["sampling"] = BenchSamplingJson(sampling);
   std::cout << out.dump(f.On("json") ? -1 : 2) << "\n";
   return absl::OkStatus();
 }

@@ -3,8 +3,12 @@
 // percentiles and KV-cache statistics as JSON.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "apps/strata/flag_set.h"
+#include "core/sampling/sampling_params.h"
 
 namespace strata::cli {
 
@@ -12,5 +16,11 @@ void AddServingBenchFlags(FlagSet& flags);
 // --workload or --num-requests given.
 bool IsServingBench(const FlagSet& flags);
 absl::Status BenchServing(const FlagSet& flags);
+
+// The benchmarks' sampling (--temp, --top-k, --top-p, --min-p): greedy by default, so that
+// figures compare with other engines' greedy runs; set to measure sampled decoding. Each
+// request gets its own seed (its number), so runs repeat.
+absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& flags);
+nlohmann::json BenchSamplingJson(const SamplingParams& p);
 
 }  // namespace strata::cli

@@ -3,22 +3,21 @@
 //    by up to 8 blocks, one thread-block cluster, with 16-byte loads where the row allows:
 //    one block per row left a 128-row step's 66 MB of logits to 128 SMs reading with 4-byte
 //    loads (34 us on the H200, ~2x its bandwidth time), and a batch-1 step's 0.5 MB to one SM.
-//  - sample: temperature, then top-k, top-p and min-p as thresholds on the (unnormalised,
-//    max = 1) probabilities, then inverse-CDF in descending-probability order with the
-//    row's uniform draw from (seed, step). Instead of sorting the vocabulary, every cut is
-//    found by bisection over the float bit patterns of the probability (monotone in the
-//    value), each step one pass over the row: "the k-th largest value", "the smallest value
-//    whose descending prefix sum reaches p * total", "the value at which the prefix sum
-//    passes the draw". Without top-k/top-p nothing is sorted (as on the CPU): the draw walks
-//    the kept tokens in index order through a block-wide prefix sum. This reproduces the CPU
-//    backend's choice except where several tokens share exactly the same probability at a
-//    cut (then the lowest index wins here) or where the two sums round differently.
+//  - sample: temperature, then top-k, top-p and min-p as cuts in descending-probability order
+//    of the (unnormalised, max = 1) probabilities, then inverse-CDF in that order with the
+//    row's uniform draw from (seed, step). Nothing is sorted but the few tokens around each
+//    cut (kernels/cuda/descending_cut.cuh: bin counts bracket the crossing, one more pass
+//    gathers it). Without top-k/top-p nothing is sorted at all (as on the CPU): the draw
+//    walks the kept tokens in index order through a block-wide prefix sum. This reproduces
+//    the CPU backend's choice except where its sequential sums and these (the same doubles
+//    added in another order) round differently at a cut.
 #include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
 
+#include "kernels/cuda/descending_cut.cuh"
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -65,18 +64,6 @@ __device__ Best BlockArgmax(Best b) {
   return r;
 }
 
-__device__ double BlockSum(double v) {
-  __shared__ double sd[kWarps];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) sd[warp] = v;
-  __syncthreads();
-  double r = 0.0;
-  for (int w = 0; w < kWarps; ++w) r += sd[w];
-  return r;
-}
-
 __device__ int32_t BlockMinIndex(int32_t v) {
   __shared__ int32_t si[kWarps];
   for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -91,10 +78,10 @@ __device__ int32_t BlockMinIndex(int32_t v) {
 
 __device__ Best RowArgmax(const float* l, int64_t vocab) {
   Best b{l[0], 0};
-  for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-    Best c{l[j], static_cast<int32_t>(j)};
-    if (Beats(c, b)) b = c;
-  }
+  cut::ForEachLogit(l, vocab, [&](bool in, int64_t j, float x) {
+    const Best c{x, static_cast<int32_t>(j)};
+    if (in && Beats(c, b)) b = c;
+  });
   return BlockArgmax(b);
 }
 
@@ -154,114 +141,116 @@ __global__ void __launch_bounds__(kArgmaxThreads) ArgmaxKernel(const float* logi
   if (threadIdx.x == 0) out[blockIdx.x] = b.i;
 }
 
-__device__ __forceinline__ float BitsToFloat(uint32_t b) { return __uint_as_float(b); }
-
-struct Row {
-  const float* l;
-  int64_t vocab;
-  float m, inv_t;
-  __device__ float Prob(int64_t j) const {
-    const float x = l[j];
-    return isnan(x) ? 0.0f : expf((x - m) * inv_t);  // the maximum is exactly 1
-  }
-  // Sum of the probabilities >= max(v, floor).
-  __device__ double SumAtLeast(float v) const {
-    double s = 0.0;
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-      const float p = Prob(j);
-      if (p >= v) s += p;
+// The sorted path (top-k or top-p): each cut is a position in descending-probability order
+// (kernels/cuda/descending_cut.cuh). Kept: the first kept.count tokens, of mass kept.mass.
+__device__ int32_t SampleSorted(const cut::ProbRow& row, const SampleRowParams& p, int32_t best,
+                                cut::CutShared& s) {
+  using cut::Goal;
+  using cut::Sum;
+  // One pass: the row's bin counts (for every cut below), its mass, the tokens min-p keeps
+  // (a prefix of the order: those at least min_p) and how many are not 0.
+  const cut::Level top = cut::TopLevel();
+  const int frac_bits = cut::FracBits(row.vocab);
+  const uint32_t min_key = p.min_p > 0.0f ? __float_as_uint(p.min_p) : 0xffffffffu;
+  cut::ClearBins(s.top);
+  if (threadIdx.x == 0) s.kept = false;
+  __syncthreads();
+  double total = 0.0, min_mass = 0.0;
+  long long min_count = 0, nonzero = 0;
+  cut::ForEachKey(row, [&](bool in, int32_t, uint32_t key, float q) {
+    if (in) {
+      total += q;
+      if (key >= min_key) {
+        min_mass += q;
+        ++min_count;
+      }
+      nonzero += key != 0u;
     }
-    return BlockSum(s);
-  }
-  __device__ double CountAtLeast(float v) const {
-    double c = 0.0;
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) c += Prob(j) >= v ? 1.0 : 0.0;
-    return BlockSum(c);
-  }
-};
+    cut::AddToBins(s.top, top, frac_bits, in && top.Holds(key), key);
+  });
+  total = cut::BlockSumD(total);
+  min_mass = cut::BlockSumD(min_mass);
+  min_count = cut::BlockSumI(min_count);
+  nonzero = cut::BlockSumI(nonzero);
 
-// Largest float in [lo, hi] (non-negative) for which pred holds; pred(lo) must hold and
-// pred must be monotone (true below some value, false above).
-template <typename Pred>
-__device__ float LargestWhere(float lo_f, float hi_f, Pred pred) {
-  uint32_t lo = __float_as_uint(lo_f), hi = __float_as_uint(hi_f);
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo + 1) / 2;
-    if (pred(BitsToFloat(mid))) lo = mid; else hi = mid - 1;
+  cut::Cut kept{true, 0u, -1, total, static_cast<long long>(row.vocab)};  // everything
+  if (p.top_k > 0 && p.top_k < row.vocab) kept = cut::FindCut(row, s, Goal{Sum::kCount, double(p.top_k), false});
+  if (p.top_p < 1.0f) {
+    // The shortest prefix whose running sum reaches top_p of the kept mass (at least one).
+    const cut::Cut c = cut::FindCut(row, s, Goal{Sum::kMass, static_cast<double>(p.top_p) * kept.mass, false});
+    if (c.found && c.count < kept.count) kept = c;
   }
-  return BitsToFloat(lo);
+  if (p.min_p > 0.0f && min_count < kept.count) kept = {true, min_key, -1, min_mass, min_count};
+  // Inverse CDF in the same order: the first token whose running sum passes the draw.
+  const cut::Cut d = cut::FindCut(row, s, Goal{Sum::kMass, p.uniform * kept.mass, true});
+  if (d.found && d.count <= kept.count) return d.idx;
+  // Rounding left the draw at the very end: the last kept token whose probability is not 0.
+  const long long last = kept.count < nonzero ? kept.count : nonzero;
+  const cut::Cut e = cut::FindCut(row, s, Goal{Sum::kCount, static_cast<double>(last), false});
+  return e.found ? e.idx : best;
 }
 
-__global__ void SampleKernel(const float* logits, int64_t vocab, int64_t stride,
-                             const SampleRowParams* params, int32_t* out) {
+__global__ void __launch_bounds__(kThreads) SampleKernel(const float* logits, int64_t vocab, int64_t stride,
+                                                        const SampleRowParams* params, int32_t* out) {
+  static_assert(kThreads == cut::kCutThreads, "the cuts run on the sampling block");
+  __shared__ cut::CutShared shared;
   const SampleRowParams p = params[blockIdx.x];
   const float* l = logits + blockIdx.x * stride;
   const Best best = RowArgmax(l, vocab);
-  if (!(p.temperature > 0.0f) || isinf(p.temperature) || !isfinite(best.v)) {
+  const float inv_t = 1.0f / p.temperature;
+  if (!(p.temperature > 0.0f) || !isfinite(inv_t) || isinf(p.temperature) || !isfinite(best.v)) {
     if (threadIdx.x == 0) out[blockIdx.x] = best.i;
     return;
   }
-  const Row row{l, vocab, best.v, 1.0f / p.temperature};
-  float floor_v = 0.0f;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    const double k = p.top_k;
-    floor_v = LargestWhere(0.0f, 1.0f, [&](float v) { return row.CountAtLeast(v) >= k; });
+  if (p.min_p > 1.0f) {  // nothing but the most likely token reaches min_p * 1
+    if (threadIdx.x == 0) out[blockIdx.x] = best.i;
+    return;
   }
-  if (p.top_p < 1.0f) {
-    const float f = floor_v;
-    const double limit = static_cast<double>(p.top_p) * row.SumAtLeast(f);
-    floor_v = LargestWhere(f, 1.0f, [&](float v) { return row.SumAtLeast(v) >= limit; });
-  }
-  if (p.min_p > 0.0f) {
-    if (p.min_p > 1.0f) {  // nothing but the most likely token reaches min_p * 1
-      if (threadIdx.x == 0) out[blockIdx.x] = best.i;
-      return;
-    }
-    floor_v = fmaxf(floor_v, p.min_p);
-  }
+  const cut::ProbRow row{l, vocab, best.v, inv_t};
   const bool sorted = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f;
-  int32_t idx = INT32_MAX;
   if (sorted) {
-    // Inverse CDF in descending-probability order (the order top-k / top-p sorted into).
-    const double total = row.SumAtLeast(floor_v);
-    const double target = p.uniform * total;
-    const float chosen = LargestWhere(floor_v, 1.0f, [&](float v) { return row.SumAtLeast(v) > target; });
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-      if (row.Prob(j) == chosen) {
-        idx = static_cast<int32_t>(j);
-        break;
+    const int32_t idx = SampleSorted(row, p, best.i, shared);
+    if (threadIdx.x == 0) out[blockIdx.x] = idx >= 0 && idx < vocab ? idx : best.i;
+    return;
+  }
+  // No sort happened: inverse CDF in index order over the kept tokens, as the CPU does.
+  // Each thread owns one contiguous slice; an exclusive scan of the slice sums finds the
+  // slice where the running sum passes the target.
+  // Slices are whole float4s where the row is 16-byte aligned, and read as such.
+  const float floor_v = p.min_p > 0.0f ? p.min_p : 0.0f;
+  const bool aligned = (reinterpret_cast<uintptr_t>(l) & 15u) == 0;
+  const int64_t per = aligned ? (vocab + 4 * kThreads - 1) / (4 * kThreads) * 4 : (vocab + kThreads - 1) / kThreads;
+  const int64_t b = threadIdx.x * per < vocab ? threadIdx.x * per : vocab, e = b + per < vocab ? b + per : vocab;
+  double local = 0.0;
+  int64_t j = b;
+  if (aligned) {
+    const float4* l4 = reinterpret_cast<const float4*>(l);
+#pragma unroll 4
+    for (; j + 4 <= e; j += 4) {
+      const float4 x = __ldg(l4 + j / 4);
+      for (float v : {x.x, x.y, x.z, x.w}) {
+        const float q = isnan(v) ? 0.0f : expf((v - row.m) * row.inv_t);
+        if (q >= floor_v) local += q;
       }
     }
-  } else {
-    // No sort happened: inverse CDF in index order over the kept tokens, as the CPU does.
-    // Each thread owns one contiguous slice; an exclusive scan of the slice sums finds the
-    // slice where the running sum passes the target.
-    __shared__ double prefix[kThreads + 1];
-    const int64_t per = (vocab + kThreads - 1) / kThreads;
-    const int64_t b = threadIdx.x * per, e = b + per < vocab ? b + per : vocab;
-    double local = 0.0;
+  }
+  for (; j < e; ++j) {
+    const float q = row.Prob(j);
+    if (q >= floor_v) local += q;
+  }
+  const double before = cut::BlockExclusivePrefix(local);
+  const double total = cut::BlockSumD(local);
+  const double target = p.uniform * total;
+  int32_t idx = INT32_MAX;
+  double cum = before;
+  if (cum <= target && before + local > target) {
     for (int64_t j = b; j < e; ++j) {
       const float q = row.Prob(j);
-      if (q >= floor_v) local += q;
-    }
-    prefix[threadIdx.x + 1] = local;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      prefix[0] = 0.0;
-      for (int t = 1; t <= kThreads; ++t) prefix[t] += prefix[t - 1];
-    }
-    __syncthreads();
-    const double target = p.uniform * prefix[kThreads];
-    double cum = prefix[threadIdx.x];
-    if (cum <= target && prefix[threadIdx.x + 1] > target) {
-      for (int64_t j = b; j < e; ++j) {
-        const float q = row.Prob(j);
-        if (q < floor_v) continue;
-        cum += q;
-        if (cum > target) {
-          idx = static_cast<int32_t>(j);
-          break;
-        }
+      if (q < floor_v) continue;
+      cum += q;
+      if (cum > target) {
+        idx = static_cast<int32_t>(j);
+        break;
       }
     }
   }

@@ -92,6 +92,31 @@ TEST(Cli, SeedMakesSamplingReproducible) {
   EXPECT_NE(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(c.out)["generated_ids"]);
 }
 
+// strata bench decodes greedily unless sampling flags are given; with them every request
+// samples (its own seed, so a run repeats) and the JSON says how. Bad values are refused.
+TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
+  const std::string args = "bench -m " + kStories + "/stories260K.gguf --num-requests 6 --max-num-seqs 4 "
+                           "--prompt-len-min 10 --prompt-len-max 20 --output-len-min 12 --output-len-max 12 --json";
+  Output greedy = RunStrata(args);
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.out;
+  EXPECT_EQ(nlohmann::json::parse(greedy.out)["sampling"], "greedy");
+  Output sampled = RunStrata(args + " --temp 0.8 --top-k 40 --top-p 0.9 --min-p 0.01");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.out;
+  const nlohmann::json j = nlohmann::json::parse(sampled.out);
+  EXPECT_EQ(j["output_tokens"], 72);
+  EXPECT_NEAR(j["sampling"]["temperature"].get<double>(), 0.8, 1e-6);
+  EXPECT_EQ(j["sampling"]["top_k"], 40);
+  EXPECT_NEAR(j["sampling"]["top_p"].get<double>(), 0.9, 1e-6);
+  EXPECT_NEAR(j["sampling"]["min_p"].get<double>(), 0.01, 1e-6);
+  Output single = RunStrata("bench -m " + kStories + "/stories260K.gguf --prompt-tokens 8 --gen-tokens 8 -r 1 "
+                            "--temp 1 --top-p 0.5 --json");
+  ASSERT_EQ(single.exit_code, 0) << single.out;
+  EXPECT_NEAR(nlohmann::json::parse(single.out)["sampling"]["top_p"].get<double>(), 0.5, 1e-6);
+  Output bad = RunStrata(args + " --top-p 1.5", /*merge_stderr=*/true);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--top-p in (0, 1]"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, TokenizeMatchesReferenceEncodings) {
   std::ifstream in(std::string(STRATA_SHARED_DIR) + "/tokenizers/reference_encodings.json");
   ASSERT_TRUE(in.good());

@@ -1125,6 +1125,122 @@ TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
   }
 }
 
+// Sampling cuts at the Llama-3 vocabulary (128,256), where the GPU finds top-k's, top-p's and
+// the draw's positions in descending order without sorting the row (bins bracket each
+// crossing; kernels/cuda/descending_cut.cuh), against the CPU backend, which sorts. Row
+// shapes: uniform logits (a wide nucleus, crowded bins), model-like logits (normal plus a
+// few strong tokens), logits on a 0.5 grid (tie groups larger than the gather buffer, so
+// ties resolve by index), a low temperature (most probabilities 0 or subnormal), 10% NaN,
+// and an all-equal row (one key held by every token). Parameters: top-p 0.5 to 0.9999,
+// top-k 1 to 5,000, both, with min-p, temperature alone; four seeds each.
+// Tolerance: the CPU adds probabilities one by one in sorted order, the GPU the same doubles
+// in another order, and the two expf() may differ in the last bit. A cut or draw can flip
+// only where a limit lies within that rounding of a running sum, so at least 97% of rows
+// must pick the CPU's token, and every row a token at most 2 places from it in the CPU's
+// sorted order (a systematic error breaks the first, a wild pick the second).
+TEST(CudaSample, CutsAtLlama3VocabMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  Pair P(Mode{F32, kDefault});
+  ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+  ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+  const int64_t vocab = 128256;
+  struct Params {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  const Params params[] = {
+      {0.8f, 0, 0.9f, 0.0f},  {1.0f, 0, 0.95f, 0.0f},   {0.7f, 0, 0.5f, 0.0f},    {1.0f, 0, 0.9999f, 0.0f},
+      {0.8f, 50, 1.0f, 0.0f}, {1.2f, 5000, 1.0f, 0.0f}, {0.8f, 1, 1.0f, 0.0f},    {0.9f, 40, 0.95f, 0.0f},
+      {1.0f, 2000, 0.8f, 0.0f}, {0.8f, 0, 0.9f, 0.02f}, {1.0f, 0, 1.0f, 0.05f},   {0.8f, 0, 1.0f, 0.0f},
+  };
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int64_t> at(0, vocab - 1);
+  auto make_row = [&](int shape, float* row) {
+    for (int64_t j = 0; j < vocab; ++j) {
+      switch (shape) {
+        case 0: row[j] = std::uniform_real_distribution<float>(-6.0f, 6.0f)(rng); break;
+        case 1: row[j] = 2.0f * normal(rng); break;
+        case 2: row[j] = std::round(2.0f * normal(rng)) * 0.5f; break;
+        case 3: row[j] = 3.0f * normal(rng); break;
+        case 4: row[j] = rng() % 10 == 0 ? NAN : 2.0f * normal(rng); break;
+        default: row[j] = 1.5f;
+      }
+    }
+    if (shape == 1 || shape == 3) {
+      for (int i = 0; i < 20; ++i) row[at(rng)] = 12.0f + 2.0f * normal(rng);
+    }
+  };
+  const int kShapes = 6, kSeeds = 4;
+  std::vector<float> logits;
+  std::vector<float> temp, top_p, min_p;
+  std::vector<int32_t> top_k, shape_of;
+  std::vector<uint64_t> seed, step;
+  for (int shape = 0; shape < kShapes; ++shape) {
+    for (const Params& pr : params) {
+      for (int sd = 0; sd < kSeeds; ++sd) {
+        const size_t r = temp.size();
+        logits.resize((r + 1) * vocab);
+        make_row(shape, logits.data() + r * vocab);
+        temp.push_back(shape == 3 ? 0.05f : pr.temperature);
+        top_k.push_back(pr.top_k);
+        top_p.push_back(pr.top_p);
+        min_p.push_back(pr.min_p);
+        seed.push_back(9000 + r);
+        step.push_back(3 * r + sd);
+        shape_of.push_back(shape);
+      }
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(temp.size());
+  strata_sample_params sp{};
+  sp.struct_size = sizeof(sp);
+  sp.temperature = temp.data();
+  sp.top_k = top_k.data();
+  sp.top_p = top_p.data();
+  sp.min_p = min_p.data();
+  sp.seed = seed.data();
+  sp.step = step.data();
+  std::vector<int32_t> ids[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    strata_buffer lb = D.Floats(logits, F32), sb = D.Poisoned(rows * 4);
+    strata_tensor lt = T(lb, F32, {rows, vocab}), st = T(sb, I32, {rows});
+    ASSERT_EQ(D.api()->sample(D.dev(), &lt, &sp, &st), STRATA_OK) << D.err();
+    ids[k] = D.ReadInts(sb, rows);
+  }
+  int same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (ids[0][r] == ids[1][r]) {
+      ++same;
+      continue;
+    }
+    // The CPU's order: probability descending, lower index first (the host's expf).
+    const float* row = logits.data() + r * vocab;
+    const float m = *std::max_element(row, row + vocab, [](float a, float b) {
+      return std::isnan(a) || (!std::isnan(b) && a < b);
+    });
+    std::vector<float> prob(vocab);
+    for (int64_t j = 0; j < vocab; ++j) prob[j] = std::isnan(row[j]) ? 0.0f : std::exp((row[j] - m) / temp[r]);
+    auto place = [&](int32_t id) {
+      int64_t n = 0;
+      for (int64_t j = 0; j < vocab; ++j) n += prob[j] > prob[id] || (prob[j] == prob[id] && j < id);
+      return n;
+    };
+    ASSERT_GE(ids[0][r], 0) << "row " << r;
+    ASSERT_LT(ids[0][r], vocab) << "row " << r;
+    const int64_t gpu_at = place(ids[0][r]), cpu_at = place(ids[1][r]);
+    EXPECT_LE(std::llabs(gpu_at - cpu_at), 2)
+        << "row " << r << " (shape " << shape_of[r] << ", T " << temp[r] << ", top-k " << top_k[r] << ", top-p "
+        << top_p[r] << ", min-p " << min_p[r] << "): cuda token " << ids[0][r] << " at place " << gpu_at
+        << ", cpu token " << ids[1][r] << " at place " << cpu_at;
+  }
+  std::printf("sample cuts: %d of %lld rows pick the CPU's token\n", same, static_cast<long long>(rows));
+  EXPECT_GE(same, rows * 97 / 100);
+}
+
 // Argmax reads a row with up to 8 blocks of one cluster, in float4s where the row is 16-byte
 // aligned. Every split: 1 row (8 blocks), 3, 128 and 300 rows (1 block each); vocab a multiple
 // of 4 (the Llama-3 vocabulary) or not; rows padded by one element (unaligned: scalar loads)

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <tuple>
@@ -439,22 +440,39 @@ void DecodeAttentionSweep() {
 // logits) at decode batch sizes: argmax graph-replayed (as in a decode step), then sample()
 // with temperature 0.8 alone, with top-p 0.9, and with top-k 50 and top-p 0.9 (each call
 // uploads its per-row parameters, so it is timed in the stream, not as a graph); bytes of
-// logits over time as GB/s.
+// logits over time as GB/s. sample() runs on two kinds of logits: "flat" (|x| <= 0.5, every
+// token within a factor 2 of the most likely: the widest nucleus, the worst case for cuts
+// that gather the tokens around the crossing) and "peaked" (normal with sd 2 plus 20 strong
+// tokens, as a model's logits are). STRATA_OP_BENCH_SAMPLING_ROWS=N measures N rows only.
 void SamplingSweep() {
   strata_device_options opts{};
   opts.struct_size = sizeof(opts);
   opts.options = "activations=bf16";
   CHECK(api->device_open(0, &opts, &dev));
   const int64_t vocab = 128256;
-  for (int64_t rows : {1, 8, 32, 128, 256}) {
+  std::vector<int64_t> row_counts = {1, 8, 32, 128, 256};
+  if (const char* e = std::getenv("STRATA_OP_BENCH_SAMPLING_ROWS")) row_counts = {std::atoll(e)};
+  for (int64_t rows : row_counts) {
     strata_buffer lb = Alloc(rows * vocab * 4), ob = Alloc(rows * 4, false);
     strata_tensor l = T(lb, STRATA_DTYPE_F32, {rows, vocab}), o = T(ob, STRATA_DTYPE_I32, {rows});
     const double sec = MedianSeconds([&] { CHECK(api->argmax(dev, &l, &o)); });
     const double graph = GraphSecondsPerCall([&] { CHECK(api->argmax(dev, &l, &o)); }, 10);
     std::printf("{\"op\":\"argmax\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,\"graph_us\":%.1f,\"GBps\":%.0f}\n",
                 (long long)rows, (long long)vocab, sec * 1e6, graph * 1e6, rows * vocab * 4.0 / graph / 1e9);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> peaked(rows * vocab);
+    for (float& x : peaked) x = normal(rng);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int i = 0; i < 20; ++i) peaked[r * vocab + rng() % vocab] = 14.0f + normal(rng);
+    }
+    strata_buffer pb = Alloc(rows * vocab * 4, false);
+    CHECK(api->upload(dev, pb, 0, peaked.data(), peaked.size() * 4));
+    const strata_tensor pl = T(pb, STRATA_DTYPE_F32, {rows, vocab});
     struct Mode { const char* name; int32_t top_k; float top_p; };
+    for (const char* kind : {"flat", "peaked"})
     for (Mode m : {Mode{"temperature", 0, 1.0f}, Mode{"top_p", 0, 0.9f}, Mode{"top_k_top_p", 50, 0.9f}}) {
+      const strata_tensor& logits = std::strcmp(kind, "flat") == 0 ? l : pl;
       std::vector<float> temp(rows, 0.8f), top_p(rows, m.top_p), min_p(rows, 0.0f);
       std::vector<int32_t> top_k(rows, m.top_k);
       std::vector<uint64_t> seed(rows, 7), step(rows, 0);
@@ -462,11 +480,13 @@ void SamplingSweep() {
                               min_p.data(), seed.data(), step.data()};
       const double ss = MedianSeconds([&] {
         ++step[0];
-        CHECK(api->sample(dev, &l, &sp, &o));
+        CHECK(api->sample(dev, &logits, &sp, &o));
       });
-      std::printf("{\"op\":\"sample\",\"mode\":\"%s\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,\"GBps\":%.0f}\n",
-                  m.name, (long long)rows, (long long)vocab, ss * 1e6, rows * vocab * 4.0 / ss / 1e9);
+      std::printf("{\"op\":\"sample\",\"mode\":\"%s\",\"logits\":\"%s\",\"rows\":%lld,\"vocab\":%lld,\"us\":%.1f,"
+                  "\"GBps\":%.0f}\n",
+                  m.name, kind, (long long)rows, (long long)vocab, ss * 1e6, rows * vocab * 4.0 / ss / 1e9);
     }
+    api->buffer_free(dev, pb);
     api->buffer_free(dev, lb);
     api->buffer_free(dev, ob);
   }
