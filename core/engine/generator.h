@@ -18,6 +18,8 @@
 
 namespace strata {
 
+class Sampler;
+
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;
   SamplingParams sampling;
@@ -36,10 +38,11 @@ struct GenerationResult {
 
 class Generator {
  public:
-  // `tokenizer` may be null (then no text and no stop strings). Greedy decoding with the
-  // argmax on the device overlaps its steps as async_scheduling says: the next step is
-  // launched before the current one's token is back (one extra step is computed and
-  // dropped when a stop token or string ends the request).
+  // `tokenizer` may be null (then no text and no stop strings). Where the device can pick
+  // the tokens (greedy: its argmax; sampling without penalties: its seeded sampler, which
+  // draws what the host Sampler would), only their ids come back, and the steps overlap as
+  // async_scheduling says: the next step is launched before the current one's token is back
+  // (one extra step is computed and dropped when a stop token or string ends the request).
   Generator(LlamaModel& model, const Tokenizer* tokenizer,
             AsyncScheduling async_scheduling = AsyncScheduling::kAuto);
 
@@ -52,10 +55,11 @@ class Generator {
                                             const std::function<void(std::string_view)>& on_text = {});
 
  private:
-  // One chunk of one sequence; with argmax_ids the device's argmax of the last row comes
-  // back instead of the logits.
+  // One chunk of one sequence; with picked_ids the device's pick for the last row comes
+  // back instead of the logits: its argmax, or with `device_sampler` its seeded draw for
+  // that sampler's (seed, step), after which the sampler skips that draw.
   absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits,
-                        std::vector<int32_t>* argmax_ids = nullptr);
+                        std::vector<int32_t>* picked_ids = nullptr, Sampler* device_sampler = nullptr);
   // The step of `tokens` at positions start_pos.. of the one sequence.
   StepInput ChunkStep(const std::vector<int32_t>& tokens, int32_t start_pos) const;
 

@@ -582,11 +582,11 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
 }
 
 
-// Seeded sampling is the same wherever it happens: in a batch whose rows the device samples
-// (the backend's sample() op) and alone through the single-request generator, whose host
-// Sampler draws (seed, step) the same way. A second run adds a request with a repetition
-// penalty, which sends every row of those steps back to the host sampler: no request's
-// tokens may change either.
+// Seeded sampling is the same wherever it happens: alone through the single-request
+// generator (whose device sampler picks each token), in a batch whose rows the device
+// samples (the backend's sample() op), and on the host: a second run adds a request with a
+// repetition penalty, which sends every row of those steps back to the host Sampler, which
+// draws (seed, step) the same way. No request's tokens may change.
 TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
