@@ -348,23 +348,54 @@ struct Above {
   long long count;
 };
 
-// The n-th token (1-based, by index) among those whose key is `key`: one pass in which each
-// thread walks a contiguous slice.
+// The n-th token (1-based, by index) among those whose key is `key`. Each warp walks its own
+// contiguous part of the row, 128 tokens (4 per lane) at a time, counting matches with
+// ballots; a scan of the warps' counts tells which warp holds the n-th, and that warp walks
+// its part again to it. Two passes, coalesced.
 __device__ int32_t NthWithKey(const ProbRow& r, CutShared& s, uint32_t key, long long n) {
-  const int64_t per = (r.vocab + kCutThreads - 1) / kCutThreads;
-  const int64_t b = threadIdx.x * per, e = b + per < r.vocab ? b + per : r.vocab;
-  long long mine = 0;
-  for (int64_t j = b; j < e; ++j) mine += __float_as_uint(r.Prob(j)) == key;
-  const long long before = BlockExclusivePrefix(mine);
+  constexpr int kStep = 128;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t span = (r.vocab + kCutWarps * kStep - 1) / (kCutWarps * kStep) * kStep;
+  const int64_t begin = warp * span, end = begin + span < r.vocab ? begin + span : r.vocab;
+  // Which of this lane's 4 tokens at `at` match, as bits.
+  auto matches = [&](int64_t at) {
+    unsigned m = 0;
+    for (int c = 0; c < 4; ++c) {
+      const int64_t j = at + 4 * lane + c;
+      if (j < end && __float_as_uint(r.Prob(j)) == key) m |= 1u << c;
+    }
+    return m;
+  };
+  long long mine = 0;  // this warp's matches (every lane holds the sum)
+  for (int64_t at = begin; at < end; at += kStep) {
+    int c = __popc(matches(at));
+    for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+    mine += c;
+  }
+  const long long before = BlockExclusivePrefix(lane == 0 ? mine : 0LL);  // sums over lanes 0 only
   if (threadIdx.x == 0) s.result.idx = -1;
   __syncthreads();
-  if (n > before && n <= before + mine) {
-    long long seen = before;
-    for (int64_t j = b; j < e; ++j) {
-      if (__float_as_uint(r.Prob(j)) == key && ++seen == n) {
-        s.result.idx = static_cast<int32_t>(j);
+  const long long warp_before = __shfl_sync(0xffffffffu, before, 0);
+  if (n > warp_before && n <= warp_before + mine) {  // uniform within the warp
+    long long seen = warp_before;
+    for (int64_t at = begin; at < end; at += kStep) {
+      const unsigned m = matches(at);
+      int c = __popc(m), incl = c;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      const int total = __shfl_sync(0xffffffffu, incl, 31);
+      if (seen + total >= n) {
+        const long long want = n - seen - (incl - c);  // 1-based among this lane's matches
+        if (want >= 1 && want <= c) {
+          unsigned mm = m;
+          for (long long k = 1; k < want; ++k) mm &= mm - 1;
+          s.result.idx = static_cast<int32_t>(at + 4 * lane + (__ffs(mm) - 1));
+        }
         break;
       }
+      seen += total;
     }
   }
   __syncthreads();
@@ -373,9 +404,30 @@ __device__ int32_t NthWithKey(const ProbRow& r, CutShared& s, uint32_t key, long
   return idx;
 }
 
-// The cut inside the group of tokens sharing one key, given everything above it: the sum
-// goes up one token at a time, as a sequential sum would (one thread: the group is only
-// ever this large for ties the size of a vocabulary slice).
+// The cut inside the group of `group` tokens sharing one key, given the sums over the keys
+// above it. The running sum over equal probabilities is above + i * p, so the first i where
+// it arrives is found in closed form (a sequential sum differs only in rounding).
+__device__ Cut CutInKeyGiven(const ProbRow& r, CutShared& s, uint32_t key, long long group, double above_mass,
+                             long long above_count, const Goal& g) {
+  const double p = __uint_as_float(key);
+  long long n = 0;
+  if (g.sum == Sum::kCount) {
+    const long long need = static_cast<long long>(ceil(g.limit)) - above_count;  // count limits are whole
+    n = need >= 1 && need <= group ? need : 0;
+  } else if (p > 0.0) {
+    const double need = (g.limit - above_mass) / p;
+    long long i = need <= 1.0 ? 1 : (need >= static_cast<double>(group) + 1.0 ? group + 1 : static_cast<long long>(ceil(need)));
+    while (i > 1 && g.Hit(above_mass + static_cast<double>(i - 1) * p)) --i;
+    while (i <= group && !g.Hit(above_mass + static_cast<double>(i) * p)) ++i;
+    n = i <= group ? i : 0;
+  }
+  const long long through = n > 0 ? n : group;
+  Cut c{n > 0, key, -1, above_mass + static_cast<double>(through) * p, above_count + through};
+  c.idx = NthWithKey(r, s, key, through);
+  return c;
+}
+
+// The same, summing what lies above the key first (one pass).
 __device__ Cut CutInKey(const ProbRow& r, CutShared& s, uint32_t key, const Goal& g) {
   double am = 0.0;
   long long ac = 0, group = 0;
@@ -389,32 +441,7 @@ __device__ Cut CutInKey(const ProbRow& r, CutShared& s, uint32_t key, const Goal
   am = BlockSumD(am);
   ac = BlockSumI(ac);
   group = BlockSumI(group);
-  if (threadIdx.x == 0) {
-    const double p = __uint_as_float(key);
-    double sum = am;
-    long long n = 0;
-    if (g.sum == Sum::kCount) {
-      const long long need = static_cast<long long>(ceil(g.limit)) - ac;  // count limits are whole
-      n = need >= 1 && need <= group ? need : 0;
-      sum += static_cast<double>(n > 0 ? n : group) * p;
-    } else {
-      for (long long i = 1; i <= group; ++i) {
-        sum += p;
-        if (g.Hit(sum)) {
-          n = i;
-          break;
-        }
-      }
-    }
-    s.result = {n > 0, key, -1, sum, ac + (n > 0 ? n : group)};
-    s.gathered = static_cast<int>(n > 0 ? n : group);  // which member (by index) ends the cut
-  }
-  __syncthreads();
-  Cut c = s.result;
-  const int n = s.gathered;
-  __syncthreads();
-  c.idx = n > 0 ? NthWithKey(r, s, key, n) : -1;
-  return c;
+  return CutInKeyGiven(r, s, key, group, am, ac, g);
 }
 
 // The reference: bisection over keys, one exact pass per step (~30 passes), for the rare
@@ -471,12 +498,17 @@ __device__ Cut FindCut(const ProbRow& r, CutShared& s, const Goal& g) {
     __syncthreads();
     double am = 0.0;
     long long ac = 0;
+    uint32_t kmin = 0xffffffffu, kmax = 0u;  // the keys the bracket holds
     ForEachKey(r, [&](bool in, int32_t j, uint32_t k, float p) {
       if (in && k > khi) {
         am += p;
         ++ac;
       }
       const bool mine = in && next.Holds(k);
+      if (mine) {
+        kmin = min(kmin, k);
+        kmax = max(kmax, k);
+      }
       if (gather) {
         const unsigned want = __ballot_sync(0xffffffffu, mine);
         if (want != 0u) {
@@ -493,8 +525,13 @@ __device__ Cut FindCut(const ProbRow& r, CutShared& s, const Goal& g) {
     });
     am = BlockSumD(am);
     ac = BlockSumI(ac);
+    kmin = BlockReduce(kmin, [](uint32_t a, uint32_t b) { return a < b ? a : b; });
+    kmax = BlockReduce(kmax, [](uint32_t a, uint32_t b) { return a > b ? a : b; });
     const double above_next = g.sum == Sum::kCount ? static_cast<double>(ac) : am;
     if (g.Hit(above_next)) break;  // it arrived above the bracket: rounding
+    // Too many to gather, all one probability (a tie the size of a vocabulary slice, as
+    // where logits repeat): the cut inside it needs no finer counts.
+    if (!gather && kmin == kmax) return CutInKeyGiven(r, s, kmin, br.tokens, am, ac, g);
     if (gather) {
       const int n = s.gathered < kGatherCap ? s.gathered : kGatherCap;
       SortGathered(s, n);

@@ -6,9 +6,9 @@
 # Usage (repo root, on the GPU machine, after a build): bash scripts/gpu/ncu_sampling.sh [BUILD]
 source "$(dirname "$0")/ncu_env.sh" "$@"
 for rows in 1 128; do
-  # The sweep runs each of its 6 (logits, mode) cases 203 times (3 warm-up + 20 x 10).
+  # The sweep runs each of its 9 (logits, mode) cases 203 times (3 warm-up + 20 x 10).
   STRATA_OP_BENCH=sampling STRATA_OP_BENCH_SAMPLING_ROWS=$rows timeout 240 "$NCU" --kernel-name "regex:SampleKernel" \
-    --launch-count 1218 --metrics gpu__time_duration.sum --csv "$BUILD/bin/cuda_op_bench" > "$OUT/ncu_sampling_$rows.csv" 2>&1
+    --launch-count 1827 --metrics gpu__time_duration.sum --csv "$BUILD/bin/cuda_op_bench" > "$OUT/ncu_sampling_$rows.csv" 2>&1
   echo "ncu rows=$rows rc=$?"
   python3 - "$OUT/ncu_sampling_$rows.csv" "$rows" <<'PY'
 import csv, statistics, sys
@@ -16,7 +16,7 @@ rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head, data = rows[0], rows[1:]
 v = [float(r[-1].replace(',', '')) for r in data if r[head.index('Metric Name')] == 'gpu__time_duration.sum']
 unit = data[0][head.index('Metric Unit')] if data else '?'
-cases = [(k, m) for k in ('flat', 'peaked') for m in ('temperature', 'top_p', 'top_k_top_p')]
+cases = [(k, m) for k in ('flat', 'peaked', 'tied') for m in ('temperature', 'top_p', 'top_k_top_p')]
 for i, (k, m) in enumerate(cases):
     part = v[i * 203:(i + 1) * 203]
     if part:

@@ -1131,7 +1131,8 @@ TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
 // shapes: uniform logits (a wide nucleus, crowded bins), model-like logits (normal plus a
 // few strong tokens), logits on a 0.5 grid (tie groups larger than the gather buffer, so
 // ties resolve by index), a low temperature (most probabilities 0 or subnormal), 10% NaN,
-// and an all-equal row (one key held by every token). Parameters: top-p 0.5 to 0.9999,
+// an all-equal row (one key held by every token), and 16 values repeating (the ties of a
+// --synthetic model's logits, 8,016 tokens each). Parameters: top-p 0.5 to 0.9999,
 // top-k 1 to 5,000, both, with min-p, temperature alone; four seeds each.
 // Tolerance: the CPU adds probabilities one by one in sorted order, the GPU the same doubles
 // in another order, and the two expf() may differ in the last bit. A cut or draw can flip
@@ -1157,6 +1158,8 @@ TEST(CudaSample, CutsAtLlama3VocabMatchCpu) {
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int64_t> at(0, vocab - 1);
+  std::vector<float> sixteen(16);  // 16 values repeating, as a --synthetic model's logits
+  for (float& v : sixteen) v = 1.28f * normal(rng);
   auto make_row = [&](int shape, float* row) {
     for (int64_t j = 0; j < vocab; ++j) {
       switch (shape) {
@@ -1165,14 +1168,15 @@ TEST(CudaSample, CutsAtLlama3VocabMatchCpu) {
         case 2: row[j] = std::round(2.0f * normal(rng)) * 0.5f; break;
         case 3: row[j] = 3.0f * normal(rng); break;
         case 4: row[j] = rng() % 10 == 0 ? NAN : 2.0f * normal(rng); break;
-        default: row[j] = 1.5f;
+        case 5: row[j] = 1.5f; break;
+        default: row[j] = sixteen[j % 16];
       }
     }
     if (shape == 1 || shape == 3) {
       for (int i = 0; i < 20; ++i) row[at(rng)] = 12.0f + 2.0f * normal(rng);
     }
   };
-  const int kShapes = 6, kSeeds = 4;
+  const int kShapes = 7, kSeeds = 4;
   std::vector<float> logits;
   std::vector<float> temp, top_p, min_p;
   std::vector<int32_t> top_k, shape_of;

@@ -443,7 +443,9 @@ void DecodeAttentionSweep() {
 // logits over time as GB/s. sample() runs on two kinds of logits: "flat" (|x| <= 0.5, every
 // token within a factor 2 of the most likely: the widest nucleus, the worst case for cuts
 // that gather the tokens around the crossing) and "peaked" (normal with sd 2 plus 20 strong
-// tokens, as a model's logits are). STRATA_OP_BENCH_SAMPLING_ROWS=N measures N rows only.
+// tokens, as a model's logits are), and "tied" (16 values, each held by 1/16 of the row, as
+// in `--synthetic` models, whose weights repeat a pool of 65,536 numbers: the tie groups
+// are larger than the cuts can gather). STRATA_OP_BENCH_SAMPLING_ROWS=N measures N rows only.
 void SamplingSweep() {
   strata_device_options opts{};
   opts.struct_size = sizeof(opts);
@@ -469,10 +471,16 @@ void SamplingSweep() {
     strata_buffer pb = Alloc(rows * vocab * 4, false);
     CHECK(api->upload(dev, pb, 0, peaked.data(), peaked.size() * 4));
     const strata_tensor pl = T(pb, STRATA_DTYPE_F32, {rows, vocab});
+    std::vector<float> tied(rows * vocab), values(16);
+    for (float& v : values) v = 0.64f * normal(rng);
+    for (size_t i = 0; i < tied.size(); ++i) tied[i] = values[(i % vocab) % 16];
+    strata_buffer tb = Alloc(rows * vocab * 4, false);
+    CHECK(api->upload(dev, tb, 0, tied.data(), tied.size() * 4));
+    const strata_tensor tl = T(tb, STRATA_DTYPE_F32, {rows, vocab});
     struct Mode { const char* name; int32_t top_k; float top_p; };
-    for (const char* kind : {"flat", "peaked"})
+    for (const char* kind : {"flat", "peaked", "tied"})
     for (Mode m : {Mode{"temperature", 0, 1.0f}, Mode{"top_p", 0, 0.9f}, Mode{"top_k_top_p", 50, 0.9f}}) {
-      const strata_tensor& logits = std::strcmp(kind, "flat") == 0 ? l : pl;
+      const strata_tensor& logits = std::strcmp(kind, "flat") == 0 ? l : std::strcmp(kind, "peaked") == 0 ? pl : tl;
       std::vector<float> temp(rows, 0.8f), top_p(rows, m.top_p), min_p(rows, 0.0f);
       std::vector<int32_t> top_k(rows, m.top_k);
       std::vector<uint64_t> seed(rows, 7), step(rows, 0);
@@ -486,6 +494,7 @@ void SamplingSweep() {
                   "\"GBps\":%.0f}\n",
                   m.name, kind, (long long)rows, (long long)vocab, ss * 1e6, rows * vocab * 4.0 / ss / 1e9);
     }
+    api->buffer_free(dev, tb);
     api->buffer_free(dev, pb);
     api->buffer_free(dev, lb);
     api->buffer_free(dev, ob);
