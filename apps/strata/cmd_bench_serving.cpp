@@ -129,18 +129,9 @@ void AddServingBenchFlags(FlagSet& f) {
 
 absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& f) {
   SamplingParams p;
-  STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
-  STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
-  STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
-  STRATA_ASSIGN_OR_RETURN(double min_p, f.Double("min-p"));
-  if (temp < 0 || top_k < 0 || !(top_p > 0 && top_p <= 1) || min_p < 0 || min_p > 1) {
-    return absl::InvalidArgumentError("--temp and --top-k must be >= 0, --top-p in (0, 1], --min-p in [0, 1]");
-  }
-  p.temperature = static_cast<float>(temp);
-  p.top_k = static_cast<int>(top_k);
-  p.top_p = static_cast<float>(top_p);
-  p.min_p = static_cast<float>(min_p);
+  STRATA_RETURN_IF_ERROR(ParseTokenFilters(f, &p));
   p.ignore_eos = true;
+  STRATA_RETURN_IF_ERROR(p.Validate());
   return p;
 }
 

@@ -25,18 +25,11 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 
 absl::StatusOr<SamplingParams> ParseSampling(const FlagSet& f) {
   SamplingParams p;
-  STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
-  STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
-  STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
-  STRATA_ASSIGN_OR_RETURN(double min_p, f.Double("min-p"));
+  STRATA_RETURN_IF_ERROR(ParseTokenFilters(f, &p));
   STRATA_ASSIGN_OR_RETURN(double rep, f.Double("repeat-penalty"));
   STRATA_ASSIGN_OR_RETURN(double freq, f.Double("frequency-penalty"));
   STRATA_ASSIGN_OR_RETURN(double pres, f.Double("presence-penalty"));
   STRATA_ASSIGN_OR_RETURN(int64_t n, f.Int("max-tokens"));
-  p.temperature = static_cast<float>(temp);
-  p.top_k = static_cast<int>(top_k);
-  p.top_p = static_cast<float>(top_p);
-  p.min_p = static_cast<float>(min_p);
   p.repetition_penalty = static_cast<float>(rep);
   p.frequency_penalty = static_cast<float>(freq);
   p.presence_penalty = static_cast<float>(pres);

@@ -147,4 +147,16 @@ absl::Status SizeKvPool(const FlagSet& f, const ModelFile& file, const strata_de
   return absl::OkStatus();
 }
 
+absl::Status ParseTokenFilters(const FlagSet& f, SamplingParams* p) {
+  STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
+  STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
+  STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
+  STRATA_ASSIGN_OR_RETURN(double min_p, f.Double("min-p"));
+  p->temperature = static_cast<float>(temp);
+  p->top_k = static_cast<int>(top_k);
+  p->top_p = static_cast<float>(top_p);
+  p->min_p = static_cast<float>(min_p);
+  return absl::OkStatus();
+}
+
 }  // namespace strata::cli

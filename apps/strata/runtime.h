@@ -11,6 +11,7 @@
 #include "core/device/device.h"
 #include "core/model/llama_model.h"
 #include "core/model/model_file.h"
+#include "core/sampling/sampling_params.h"
 #include "core/tokenizer/tokenizer.h"
 #include "plugins/plugin_loader.h"
 
@@ -44,6 +45,10 @@ absl::StatusOr<ModelRuntime> LoadModel(
     const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust = {});
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
+
+// --temp, --top-k, --top-p and --min-p (the token filters both `run` and `bench` take, each
+// with its own defaults) into p; SamplingParams::Validate checks their ranges.
+absl::Status ParseTokenFilters(const FlagSet& flags, SamplingParams* p);
 
 // The KV pool of a batching engine (serve, bench's serving mode): --kv-blocks (0 = size it
 // from the device's free memory) and --gpu-memory-utilization (the share of free memory

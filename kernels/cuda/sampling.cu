@@ -25,7 +25,6 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kWarps = kThreads / 32;
 
 struct Best {
   float v;
@@ -61,18 +60,6 @@ __device__ Best BlockArgmax(Best b) {
     Best o{sv[w], si[w]};
     if (Beats(o, r)) r = o;
   }
-  return r;
-}
-
-__device__ int32_t BlockMinIndex(int32_t v) {
-  __shared__ int32_t si[kWarps];
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) si[warp] = v;
-  __syncthreads();
-  int32_t r = si[0];
-  for (int w = 1; w < kWarps; ++w) r = min(r, si[w]);
   return r;
 }
 
@@ -254,7 +241,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const float* logits, in
       }
     }
   }
-  idx = BlockMinIndex(idx);
+  idx = cut::BlockMinI(idx);
   if (threadIdx.x == 0) out[blockIdx.x] = idx == INT32_MAX ? best.i : idx;
 }
 

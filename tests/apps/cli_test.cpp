@@ -114,7 +114,7 @@ TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
   EXPECT_NEAR(nlohmann::json::parse(single.out)["sampling"]["top_p"].get<double>(), 0.5, 1e-6);
   Output bad = RunStrata(args + " --top-p 1.5", /*merge_stderr=*/true);
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.out.find("--top-p in (0, 1]"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("top_p must be in (0, 1]"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, TokenizeMatchesReferenceEncodings) {

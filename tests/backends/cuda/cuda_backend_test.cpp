@@ -1075,6 +1075,21 @@ TEST(CudaMmaDecode, MatchesCpuForEveryShapeItSupports) {
   }
 }
 
+// sample()'s parameters pointing at per-row arrays.
+strata_sample_params SampleParamsOver(const std::vector<float>& temp, const std::vector<int32_t>& top_k,
+                                      const std::vector<float>& top_p, const std::vector<float>& min_p,
+                                      const std::vector<uint64_t>& seed, const std::vector<uint64_t>& step) {
+  strata_sample_params sp{};
+  sp.struct_size = sizeof(sp);
+  sp.temperature = temp.data();
+  sp.top_k = top_k.data();
+  sp.top_p = top_p.data();
+  sp.min_p = min_p.data();
+  sp.seed = seed.data();
+  sp.step = step.data();
+  return sp;
+}
+
 TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
   Pair& P = *pair_;
   const int64_t rows = 24, vocab = 5003;
@@ -1093,14 +1108,7 @@ TEST_P(CudaOps, ArgmaxAndSampleMatchCpu) {
     seed[r] = 1000 + r;
     step[r] = r * 7;
   }
-  strata_sample_params sp{};
-  sp.struct_size = sizeof(sp);
-  sp.temperature = temp.data();
-  sp.top_k = top_k.data();
-  sp.top_p = top_p.data();
-  sp.min_p = min_p.data();
-  sp.seed = seed.data();
-  sp.step = step.data();
+  const strata_sample_params sp = SampleParamsOver(temp, top_k, top_p, min_p, seed, step);
   std::vector<int32_t> am[2], sm[2];
   Dev* devs[2] = {&P.cuda, &P.cpu};
   for (int k = 0; k < 2; ++k) {
@@ -1198,14 +1206,7 @@ TEST(CudaSample, CutsAtLlama3VocabMatchCpu) {
     }
   }
   const int64_t rows = static_cast<int64_t>(temp.size());
-  strata_sample_params sp{};
-  sp.struct_size = sizeof(sp);
-  sp.temperature = temp.data();
-  sp.top_k = top_k.data();
-  sp.top_p = top_p.data();
-  sp.min_p = min_p.data();
-  sp.seed = seed.data();
-  sp.step = step.data();
+  const strata_sample_params sp = SampleParamsOver(temp, top_k, top_p, min_p, seed, step);
   std::vector<int32_t> ids[2];
   Dev* devs[2] = {&P.cuda, &P.cpu};
   for (int k = 0; k < 2; ++k) {
