@@ -125,21 +125,32 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("top-k", "", "0", "sampling: top-k; 0 = off");
   f.Value("top-p", "", "1", "sampling: top-p (nucleus); 1 = off");
   f.Value("min-p", "", "0", "sampling: min-p; 0 = off");
+  f.Value("repeat-penalty", "", "1", "sampling: repetition penalty over prompt and output; 1 = off");
+  f.Value("frequency-penalty", "", "0", "sampling: OpenAI frequency penalty; 0 = off");
+  f.Value("presence-penalty", "", "0", "sampling: OpenAI presence penalty; 0 = off");
 }
 
 absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& f) {
   SamplingParams p;
-  STRATA_RETURN_IF_ERROR(ParseTokenFilters(f, &p));
+  STRATA_RETURN_IF_ERROR(ParseSamplingFlags(f, &p));
   p.ignore_eos = true;
   STRATA_RETURN_IF_ERROR(p.Validate());
   return p;
 }
 
 nlohmann::json BenchSamplingJson(const SamplingParams& p) {
-  if (p.temperature == 0.0f) return "greedy";
+  const bool penalties = p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (p.temperature == 0.0f && !penalties) return "greedy";
   // As given on the command line, not as the nearest float prints in double.
   auto given = [](float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; };
-  return {{"temperature", given(p.temperature)}, {"top_k", p.top_k}, {"top_p", given(p.top_p)}, {"min_p", given(p.min_p)}};
+  nlohmann::json j{{"temperature", given(p.temperature)}, {"top_k", p.top_k}, {"top_p", given(p.top_p)},
+                   {"min_p", given(p.min_p)}};
+  if (penalties) {
+    j["repetition_penalty"] = given(p.repetition_penalty);
+    j["frequency_penalty"] = given(p.frequency_penalty);
+    j["presence_penalty"] = given(p.presence_penalty);
+  }
+  return j;
 }
 
 bool IsServingBench(const FlagSet& f) {
@@ -256,6 +267,7 @@ absl::Status BenchServing(const FlagSet& f) {
       {"steps", mt.num_steps},
       {"async_scheduling", ec.async_scheduling != AsyncScheduling::kOff},
       {"overlapped_steps", mt.num_overlapped_steps},
+      {"host_sampled_steps", mt.num_host_sampled_steps},
       // Per step: the model call, and the step thread's other work (device idle then).
       {"forward_ms_per_step", mt.num_steps > 0 ? 1e3 * mt.forward_seconds / static_cast<double>(mt.num_steps) : 0.0},
       {"host_ms_per_step",

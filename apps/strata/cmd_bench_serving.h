@@ -17,7 +17,8 @@ void AddServingBenchFlags(FlagSet& flags);
 bool IsServingBench(const FlagSet& flags);
 absl::Status BenchServing(const FlagSet& flags);
 
-// The benchmarks' sampling (--temp, --top-k, --top-p, --min-p): greedy by default, so that
+// The benchmarks' sampling (--temp, --top-k, --top-p, --min-p and the penalties): greedy by
+// default, so that
 // figures compare with other engines' greedy runs; set to measure sampled decoding. Each
 // request gets its own seed (its number), so runs repeat.
 absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& flags);

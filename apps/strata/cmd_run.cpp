@@ -25,14 +25,8 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 
 absl::StatusOr<SamplingParams> ParseSampling(const FlagSet& f) {
   SamplingParams p;
-  STRATA_RETURN_IF_ERROR(ParseTokenFilters(f, &p));
-  STRATA_ASSIGN_OR_RETURN(double rep, f.Double("repeat-penalty"));
-  STRATA_ASSIGN_OR_RETURN(double freq, f.Double("frequency-penalty"));
-  STRATA_ASSIGN_OR_RETURN(double pres, f.Double("presence-penalty"));
+  STRATA_RETURN_IF_ERROR(ParseSamplingFlags(f, &p));
   STRATA_ASSIGN_OR_RETURN(int64_t n, f.Int("max-tokens"));
-  p.repetition_penalty = static_cast<float>(rep);
-  p.frequency_penalty = static_cast<float>(freq);
-  p.presence_penalty = static_cast<float>(pres);
   p.max_new_tokens = static_cast<int>(n);
   if (f.Has("seed")) {
     STRATA_ASSIGN_OR_RETURN(int64_t seed, f.Int("seed"));

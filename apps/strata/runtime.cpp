@@ -147,7 +147,7 @@ absl::Status SizeKvPool(const FlagSet& f, const ModelFile& file, const strata_de
   return absl::OkStatus();
 }
 
-absl::Status ParseTokenFilters(const FlagSet& f, SamplingParams* p) {
+absl::Status ParseSamplingFlags(const FlagSet& f, SamplingParams* p) {
   STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
   STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
   STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
@@ -156,6 +156,12 @@ absl::Status ParseTokenFilters(const FlagSet& f, SamplingParams* p) {
   p->top_k = static_cast<int>(top_k);
   p->top_p = static_cast<float>(top_p);
   p->min_p = static_cast<float>(min_p);
+  STRATA_ASSIGN_OR_RETURN(double rep, f.Double("repeat-penalty"));
+  STRATA_ASSIGN_OR_RETURN(double freq, f.Double("frequency-penalty"));
+  STRATA_ASSIGN_OR_RETURN(double pres, f.Double("presence-penalty"));
+  p->repetition_penalty = static_cast<float>(rep);
+  p->frequency_penalty = static_cast<float>(freq);
+  p->presence_penalty = static_cast<float>(pres);
   return absl::OkStatus();
 }
 

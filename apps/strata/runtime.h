@@ -46,9 +46,10 @@ absl::StatusOr<ModelRuntime> LoadModel(
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
 
-// --temp, --top-k, --top-p and --min-p (the token filters both `run` and `bench` take, each
-// with its own defaults) into p; SamplingParams::Validate checks their ranges.
-absl::Status ParseTokenFilters(const FlagSet& flags, SamplingParams* p);
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty and
+// --presence-penalty (which both `run` and `bench` take, each with its own defaults) into p;
+// SamplingParams::Validate checks their ranges.
+absl::Status ParseSamplingFlags(const FlagSet& flags, SamplingParams* p);
 
 // The KV pool of a batching engine (serve, bench's serving mode): --kv-blocks (0 = size it
 // from the device's free memory) and --gpu-memory-utilization (the share of free memory

@@ -405,6 +405,13 @@ strata_status OpSample(strata_device dev, const strata_tensor* logits, const str
   });
 }
 
+strata_status OpApplyPenalties(strata_device dev, const strata_tensor* logits, const strata_penalty_params* params) {
+  return Guarded("apply_penalties", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "apply_penalties"));
+    return ApplyPenalties(dev, logits, params);
+  });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs,
                            int32_t num_pairs) {
   return Guarded("copy_blocks", [&]() -> absl::Status {
@@ -593,6 +600,8 @@ const strata_backend_v1 kTable = {
     OpEmbeddingFeedback,
     ReadbackStart,
     ReadbackFinish,
+    // ABI 1.5: penalties before sample().
+    OpApplyPenalties,
 };
 
 const strata_plugin_info kInfo = {

@@ -32,6 +32,7 @@ absl::Status GatherRows(strata_device_s* dev, const strata_tensor* x,
                         const strata_tensor* indices, const strata_tensor* out);
 absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
                     const strata_tensor* out_ids);
+absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params);
 absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
                     const strata_sample_params* params, const strata_tensor* out_ids);
 

@@ -119,6 +119,26 @@ absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
   return absl::OkStatus();
 }
 
+absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params) {
+  auto l = CheckTensor(logits, "apply_penalties: logits", {STRATA_DTYPE_F32});
+  if (!l.ok()) return l.status();
+  if (const char* e = strata_penalty_params_error(params, l->rows, l->cols)) {
+    return absl::InvalidArgumentError(absl::StrCat("apply_penalties: ", e));
+  }
+  for (int64_t r = 0; r < l->rows; ++r) {
+    float* row = l->Row<float>(r);
+    const float rep = params->repetition_penalty[r], freq = params->frequency_penalty[r],
+                pres = params->presence_penalty[r];
+    for (int32_t i = params->row_start[r]; i < params->row_start[r + 1]; ++i) {
+      // The same float operations as the host Sampler's ApplyPenalties, in the same order.
+      float& x = row[params->token_ids[i]];
+      if (rep != 1.0f) x = x > 0.0f ? x / rep : x * rep;
+      if (params->counts[i] > 0) x -= static_cast<float>(params->counts[i]) * freq + pres;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
                     const strata_sample_params* params, const strata_tensor* out_ids) {
   View lv, ov;

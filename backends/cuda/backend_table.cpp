@@ -803,6 +803,11 @@ strata_status OpSample(strata_device dev, const strata_tensor* logits, const str
   return RunKeyedOp("sample", dev, [&] { return ProfileKey{StrCat("sample n=", RowsOf(logits))}; }, [&](Device* d) { return Sample(d, logits, params, out_ids); });
 }
 
+strata_status OpApplyPenalties(strata_device dev, const strata_tensor* logits, const strata_penalty_params* params) {
+  return RunKeyedOp("apply_penalties", dev, [&] { return ProfileKey{StrCat("apply_penalties n=", RowsOf(logits))}; },
+                    [&](Device* d) { return ApplyPenalties(d, logits, params); });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs, int32_t num_pairs) {
   return RunOp("copy_blocks", dev, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "copy_blocks: kv"));
@@ -923,6 +928,7 @@ const strata_backend_v1 kTable = {
     OpEmbeddingFeedback,
     ReadbackStart,
     ReadbackFinish,
+    OpApplyPenalties,
 };
 
 const strata_plugin_info kInfo = {

@@ -680,6 +680,34 @@ Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_para
                   "sample");
 }
 
+Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params) {
+  View lv;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(logits, "apply_penalties: logits", {kF32}, &lv));
+  if (const char* e = strata_penalty_params_error(params, lv.rows, lv.cols)) return InvalidArgument("apply_penalties: ", e);
+  if (lv.rows == 0) return Ok();
+  // One upload: the three per-row arrays, row_start, then token_ids and counts.
+  const int64_t rows = lv.rows, n = params->row_start[rows];
+  std::vector<uint8_t> packed(static_cast<size_t>(3 * rows * 4 + (rows + 1) * 4 + 2 * n * 4));
+  uint8_t* at = packed.data();
+  auto put = [&at](const void* src, int64_t count) {
+    if (count > 0) std::memcpy(at, src, static_cast<size_t>(count) * 4);
+    at += count * 4;
+  };
+  put(params->repetition_penalty, rows);
+  put(params->frequency_penalty, rows);
+  put(params->presence_penalty, rows);
+  put(params->row_start, rows + 1);
+  put(params->token_ids, n);
+  put(params->counts, n);
+  void* d = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(UploadSmall(dev, packed.data(), packed.size(), &d, "apply_penalties: params"));
+  const float* f = static_cast<const float*>(d);
+  const int32_t* i32 = reinterpret_cast<const int32_t*>(f + 3 * rows);
+  const PenaltyRows p{f, f + rows, f + 2 * rows, i32, i32 + rows + 1, i32 + rows + 1 + n};
+  return Launched(LaunchApplyPenalties(reinterpret_cast<float*>(lv.base), rows, lv.stride, p, dev->stream),
+                  "apply_penalties");
+}
+
 namespace {
 
 // A validated rope_kv_write: what its kernel (or the decode attention's fused rope) needs.

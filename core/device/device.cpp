@@ -211,6 +211,8 @@ absl::Status Device::LaunchGraph(const DeviceGraph& g) {
 
 bool Device::SupportsOverlappedSteps() const { return STRATA_BACKEND_HAS_OVERLAPPED_STEPS(api_); }
 
+bool Device::SupportsPenalties() const { return STRATA_BACKEND_HAS_PENALTIES(api_); }
+
 absl::StatusOr<DeviceReadback> Device::StartReadback(const DeviceBuffer& src, uint64_t offset, uint64_t bytes) {
   if (!SupportsOverlappedSteps())
     return absl::UnimplementedError(absl::StrCat(backend_name_, " backend has no readback_start (ABI 1.4)"));

@@ -153,6 +153,9 @@ class Device {
   absl::StatusOr<DeviceGraph> EndGraph();
   absl::Status LaunchGraph(const DeviceGraph& g);
 
+  // Penalties applied on the device before sample() (ABI 1.5 apply_penalties).
+  bool SupportsPenalties() const;
+
   // Overlapped steps (ABI 1.4): embedding_feedback, readback_start and readback_finish.
   bool SupportsOverlappedSteps() const;
   // Enqueues a download of `bytes` of `src` behind the queued ops and returns at once.

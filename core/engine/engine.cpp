@@ -378,6 +378,10 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // logits do and the host samples.
   bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
   bool all_argmax = true;
+  // Rows with penalties are sampled on the device too where it applies them (ABI 1.5); their
+  // steps are not overlapped, since the penalties count the tokens sampled before.
+  const bool device_penalties = model_.device().SupportsPenalties();
+  const int64_t vocab_size = model_.config().vocab_size;
   device_rows_ = DeviceSampleRows{};
   // Per logits row: the request's identity, which outlives it (applying a launched step's
   // tokens may end requests of this step).
@@ -389,7 +393,16 @@ absl::StatusOr<bool> Engine::StepLocked() {
     sampled_rows.push_back(SampledRow{sc.seq->id, r != nullptr ? r->serial : 0, 0});
     const Sampler* smp = r != nullptr ? r->sampler.get() : nullptr;
     // A request that wants logprobs needs its logits row even when greedy.
-    if (smp != nullptr && (!smp->IsDeviceSamplable() || r->want_logprobs)) on_device = false;
+    if (smp != nullptr && (!smp->IsDeviceSamplable(device_penalties) || r->want_logprobs)) on_device = false;
+    if (smp != nullptr && smp->HasPenalties()) {
+      // Its tokens are all known: its steps never overlap (a placeholder would be a bug).
+      if (r->seq.num_placeholder_tokens > 0) on_device = false;
+      const SamplingParams& sp = smp->params();
+      device_rows_.AddPenalties(sp.repetition_penalty, sp.frequency_penalty, sp.presence_penalty,
+                                smp->PenaltyTokens(r->seq.prompt_ids(), r->seq.generated_ids(), vocab_size));
+    } else {
+      device_rows_.AddPenalties(1.0f, 0.0f, 0.0f, {});
+    }
     if (smp != nullptr && !smp->IsPlainArgmax()) all_argmax = false;
     device_rows_.temperature.push_back(smp != nullptr ? smp->DeviceTemperature() : 0.0f);
     device_rows_.top_k.push_back(smp != nullptr ? smp->params().top_k : 0);
@@ -412,7 +425,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     PublishMetrics(&out);
   };
   const double forward_start = MonotonicSeconds();
-  if (in.ok() && on_device && overlap_steps_ &&
+  if (in.ok() && on_device && overlap_steps_ && !device_rows_.penalized() &&
       model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()))) {
     // Overlapped: launch this step, then apply the previous one's tokens while it runs.
     absl::StatusOr<PendingSample> launched =
@@ -460,6 +473,10 @@ absl::StatusOr<bool> Engine::StepLocked() {
     return true;
   }
   if (in.ok()) {
+    if (!on_device && !sampled_rows.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++metrics_.num_host_sampled_steps;
+    }
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
     else st = model_.ForwardSample(*in, device_rows_, &greedy_ids_);

@@ -48,8 +48,10 @@ StepInput Generator::ChunkStep(const std::vector<int32_t>& tokens, int32_t start
 
 namespace {
 
-// The device sampler's parameters for one sequence, at its sampler's next draw.
-DeviceSampleRows OneRow(const Sampler& s) {
+// The device sampler's parameters for one sequence, at its sampler's next draw, with the
+// penalties over the tokens so far.
+DeviceSampleRows OneRow(const Sampler& s, std::span<const int32_t> prompt_ids, std::span<const int32_t> generated_ids,
+                        int64_t vocab) {
   DeviceSampleRows rows;
   rows.temperature = {s.DeviceTemperature()};
   rows.top_k = {s.params().top_k};
@@ -57,6 +59,10 @@ DeviceSampleRows OneRow(const Sampler& s) {
   rows.min_p = {s.params().min_p};
   rows.seed = {s.seed()};
   rows.step = {s.step()};
+  if (s.HasPenalties()) {
+    rows.AddPenalties(s.params().repetition_penalty, s.params().frequency_penalty, s.params().presence_penalty,
+                      s.PenaltyTokens(prompt_ids, generated_ids, vocab));
+  }
   return rows;
 }
 
@@ -64,11 +70,12 @@ DeviceSampleRows OneRow(const Sampler& s) {
 
 absl::Status Generator::RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos,
                                  std::vector<float>* logits, std::vector<int32_t>* picked_ids,
-                                 Sampler* device_sampler) {
+                                 Sampler* device_sampler, std::span<const int32_t> generated_ids) {
   const StepInput in = ChunkStep(tokens, start_pos);
   if (picked_ids == nullptr) return model_.Forward(in, logits);
   if (device_sampler == nullptr) return model_.ForwardGreedy(in, picked_ids);
-  STRATA_RETURN_IF_ERROR(model_.ForwardSample(in, OneRow(*device_sampler), picked_ids));
+  STRATA_RETURN_IF_ERROR(model_.ForwardSample(
+      in, OneRow(*device_sampler, prompt_ids_, generated_ids, model_.config().vocab_size), picked_ids));
   device_sampler->SkipDraw();  // the device used this (seed, step)
   return absl::OkStatus();
 }
@@ -110,8 +117,10 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   // sampler. One id per step comes back instead of the whole logits row, and the host
   // does not sort a 128,256-entry vocabulary per token (~12 ms for a wide nucleus).
   const bool device_argmax = sampler.IsPlainArgmax() && model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
-  const bool device_sample = !sampler.IsPlainArgmax() && sampler.IsDeviceSamplable() &&
+  const bool device_sample = !sampler.IsPlainArgmax() &&
+                             sampler.IsDeviceSamplable(model_.device().SupportsPenalties()) &&
                              model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32);
+  prompt_ids_ = req.prompt_ids;
   const bool device_picks = device_argmax || device_sample;
   Sampler* const device_sampler = device_sample ? &sampler : nullptr;
   std::vector<int32_t> argmax_ids;  // the device's pick for the last step
@@ -153,12 +162,14 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
   };
   // Position of the last accepted token (the input of the next decode step).
   auto last_pos = [&] { return static_cast<int32_t>(prompt_len + res.generated_ids.size() - 1); };
-  const bool overlap = device_picks && !argmax_ids.empty() && budget > 0 &&
+  // Penalties count the tokens sampled before, so their steps wait for each token.
+  const bool overlap = device_picks && !sampler.HasPenalties() && !argmax_ids.empty() && budget > 0 &&
                        OverlapsSteps(async_scheduling_, model_.CanLaunchSampled(1), model_.device());
   // Launches a decode step whose token the device picks (a draw each, in launch order).
   auto launch = [&](const StepInput& step) -> absl::StatusOr<PendingSample> {
     if (device_sampler == nullptr) return model_.LaunchGreedy(step);
-    absl::StatusOr<PendingSample> p = model_.LaunchSample(step, OneRow(*device_sampler));
+    absl::StatusOr<PendingSample> p =
+        model_.LaunchSample(step, OneRow(*device_sampler, prompt_ids_, {}, model_.config().vocab_size));
     if (p.ok()) device_sampler->SkipDraw();
     return p;
   };
@@ -184,7 +195,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const GenerationRequest& re
       if (tok < 0) return absl::InternalError("sampling failed: the logits row has no finite value");
       if (!accept(tok)) break;
       argmax_ids.clear();
-      STRATA_RETURN_IF_ERROR(RunChunk({tok}, last_pos(), &logits, device_picks ? &argmax_ids : nullptr, device_sampler));
+      STRATA_RETURN_IF_ERROR(
+          RunChunk({tok}, last_pos(), &logits, device_picks ? &argmax_ids : nullptr, device_sampler, res.generated_ids));
       ++res.decode_steps;
     }
   }

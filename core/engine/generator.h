@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,14 +59,17 @@ class Generator {
   // One chunk of one sequence; with picked_ids the device's pick for the last row comes
   // back instead of the logits: its argmax, or with `device_sampler` its seeded draw for
   // that sampler's (seed, step), after which the sampler skips that draw.
+  // generated_ids: the tokens generated so far (the device's penalties count them).
   absl::Status RunChunk(const std::vector<int32_t>& tokens, int32_t start_pos, std::vector<float>* logits,
-                        std::vector<int32_t>* picked_ids = nullptr, Sampler* device_sampler = nullptr);
+                        std::vector<int32_t>* picked_ids = nullptr, Sampler* device_sampler = nullptr,
+                        std::span<const int32_t> generated_ids = {});
   // The step of `tokens` at positions start_pos.. of the one sequence.
   StepInput ChunkStep(const std::vector<int32_t>& tokens, int32_t start_pos) const;
 
   LlamaModel& model_;
   const Tokenizer* tokenizer_;
   AsyncScheduling async_scheduling_;
+  std::vector<int32_t> prompt_ids_;  // of the request being generated (the penalties count them)
 };
 
 }  // namespace strata

@@ -382,6 +382,20 @@ absl::Status LlamaModel::FinishSample(PendingSample& pending, std::vector<int32_
   return st;
 }
 
+void DeviceSampleRows::AddPenalties(float repetition, float frequency, float presence,
+                                    const std::vector<std::pair<int32_t, int32_t>>& tokens) {
+  if (penalty_row_start.empty()) penalty_row_start.push_back(0);
+  repetition_penalty.push_back(repetition);
+  frequency_penalty.push_back(frequency);
+  presence_penalty.push_back(presence);
+  for (const auto& [token, count] : tokens) {
+    penalty_token_ids.push_back(token);
+    penalty_counts.push_back(count);
+  }
+  penalty_row_start.push_back(static_cast<int32_t>(penalty_token_ids.size()));
+  any_penalty = any_penalty || repetition != 1.0f || frequency != 0.0f || presence != 0.0f;
+}
+
 absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRows& rows) {
   if (!device_.Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no sampler"));
@@ -390,9 +404,29 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
       rows.seed.size() != r || rows.step.size() != r)
     return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
                                                    " rows, the step has ", r, " logits rows"));
+  if (rows.penalized()) {
+    if (!device_.SupportsPenalties())
+      return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot apply penalties"));
+    if (rows.repetition_penalty.size() != r || rows.penalty_row_start.size() != r + 1)
+      return absl::InvalidArgumentError(absl::StrCat("ForwardSample: penalties for ", rows.repetition_penalty.size(),
+                                                     " rows, the step has ", r, " logits rows"));
+  }
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
   const int64_t n = static_cast<int64_t>(r);
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
+  if (rows.penalized()) {
+    strata_penalty_params pp{};
+    pp.struct_size = sizeof(pp);
+    pp.repetition_penalty = rows.repetition_penalty.data();
+    pp.frequency_penalty = rows.frequency_penalty.data();
+    pp.presence_penalty = rows.presence_penalty.data();
+    pp.row_start = rows.penalty_row_start.data();
+    pp.token_ids = rows.penalty_token_ids.data();
+    pp.counts = rows.penalty_counts.data();
+    feedback_rows_ = 0;
+    STRATA_RETURN_IF_ERROR(
+        device_.Check(device_.api().apply_penalties(device_.handle(), &logits, &pp), "apply_penalties"));
+  }
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
   strata_sample_params p{};
   p.struct_size = sizeof(p);

@@ -73,6 +73,16 @@ struct DeviceSampleRows {
   std::vector<float> min_p;
   std::vector<uint64_t> seed;
   std::vector<uint64_t> step;
+  // Penalties (strata_penalty_params), applied before sampling where any row has them.
+  // AddPenalties() once per row, in row order, when penalized() (else never, or for all).
+  std::vector<float> repetition_penalty, frequency_penalty, presence_penalty;
+  std::vector<int32_t> penalty_row_start, penalty_token_ids, penalty_counts;
+  bool any_penalty = false;
+
+  // The next row's penalties; tokens: (token id, count in the generated tokens).
+  void AddPenalties(float repetition, float frequency, float presence,
+                    const std::vector<std::pair<int32_t, int32_t>>& tokens);
+  bool penalized() const { return any_penalty; }
 };
 
 // A step launched with LaunchGreedy / LaunchSample whose sampled ids are still on their way

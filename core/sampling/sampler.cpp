@@ -70,9 +70,36 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params) {
 
 bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
 
-bool Sampler::IsDeviceSamplable() const {
-  return params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
-         params_.presence_penalty == 0.0f && params_.logprobs == 0;
+bool Sampler::HasPenalties() const {
+  return params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+}
+
+bool Sampler::IsDeviceSamplable(bool device_penalties) const {
+  return params_.logprobs == 0 && (device_penalties || !HasPenalties());
+}
+
+std::vector<std::pair<int32_t, int32_t>> Sampler::PenaltyTokens(std::span<const int32_t> prompt_ids,
+                                                                std::span<const int32_t> generated_ids,
+                                                                int64_t vocab) const {
+  std::vector<std::pair<int32_t, int32_t>> out;  // (token, count in generated_ids)
+  if (!HasPenalties()) return out;
+  const bool counted = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  std::vector<int32_t> ids;
+  if (params_.repetition_penalty != 1.0f) ids.assign(prompt_ids.begin(), prompt_ids.end());
+  if (params_.repetition_penalty != 1.0f || counted) ids.insert(ids.end(), generated_ids.begin(), generated_ids.end());
+  std::sort(ids.begin(), ids.end());
+  std::vector<int32_t> gen(generated_ids.begin(), generated_ids.end());
+  std::sort(gen.begin(), gen.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    if (ids[i] >= 0 && ids[i] < vocab) {
+      const auto range = std::equal_range(gen.begin(), gen.end(), ids[i]);
+      out.emplace_back(ids[i], static_cast<int32_t>(range.second - range.first));
+    }
+    i = j;
+  }
+  return out;
 }
 
 bool Sampler::IsPlainArgmax() const { return greedy() && IsDeviceSamplable(); }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,10 +75,19 @@ class Sampler {
   // True when the next token is the plain argmax of the raw logits (greedy, no penalties,
   // no logprobs), so a device-side argmax gives the same token without the logits.
   bool IsPlainArgmax() const;
-  // True when the device's sample() op gives the same token (no penalties, no logprobs):
-  // then the device gets DeviceTemperature(), top_k, top_p, min_p, seed() and step(), and
+  // True when the device's sample() op gives the same token (no logprobs, and no penalties
+  // unless the device applies them, ABI 1.5 apply_penalties): then the device gets
+  // DeviceTemperature(), top_k, top_p, min_p, seed() and step() (and PenaltyTokens()), and
   // the engine calls SkipDraw() for the token it chose.
-  bool IsDeviceSamplable() const;
+  bool IsDeviceSamplable(bool device_penalties = false) const;
+  // Repetition, frequency or presence penalty on.
+  bool HasPenalties() const;
+  // What the device needs to apply the penalties as ApplyPenalties() does: each distinct
+  // token they touch with how often it occurs in generated_ids (0: only in the prompt),
+  // ascending by token id. Ids outside [0, vocab) are skipped (ApplyPenalties refuses them).
+  std::vector<std::pair<int32_t, int32_t>> PenaltyTokens(std::span<const int32_t> prompt_ids,
+                                                         std::span<const int32_t> generated_ids,
+                                                         int64_t vocab) const;
   float DeviceTemperature() const { return greedy() ? 0.0f : params_.temperature; }
   uint64_t seed() const { return seed_; }
   uint64_t step() const { return step_; }

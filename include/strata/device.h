@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 4
+#define STRATA_DEVICE_ABI_MINOR 5
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -359,6 +359,49 @@ typedef struct strata_sample_params {
   /* Every array holds one entry per row of the logits tensor passed with it. */
 } strata_sample_params;
 
+/* Per-row penalties on F32 logits, applied in place before sampling (apply_penalties, ABI
+ * 1.5), as Hugging Face (repetition) and the OpenAI API (frequency, presence) define them.
+ * Row r's tokens are token_ids[row_start[r] .. row_start[r + 1]), each at most once per
+ * row, with counts[i] = how often it occurs in the row's generated tokens (0: only in the
+ * prompt). A listed token's logit l becomes l / repetition_penalty if l > 0, else
+ * l * repetition_penalty; then, where counts[i] > 0, it loses
+ * counts[i] * frequency_penalty + presence_penalty. Unlisted tokens keep their logits. */
+typedef struct strata_penalty_params {
+  uint32_t struct_size;
+  const float* repetition_penalty; /* host arrays of one entry per row; 1: off */
+  const float* frequency_penalty;  /* 0: off */
+  const float* presence_penalty;   /* 0: off */
+  const int32_t* row_start;        /* rows + 1 entries, row_start[0] = 0, non-decreasing */
+  const int32_t* token_ids;        /* row_start[rows] entries, each in [0, vocab) */
+  const int32_t* counts;           /* row_start[rows] entries, >= 0 */
+} strata_penalty_params;
+
+/* NULL when p describes `rows` rows of a `vocab`-entry vocabulary as strata_penalty_params
+ * says, else what is wrong: for backends, which must refuse bad params before they touch
+ * any logit. (That a token is listed at most once per row is not checked: the core builds
+ * the lists.) */
+static inline const char* strata_penalty_params_error(const strata_penalty_params* p, int64_t rows,
+                                                      int64_t vocab) {
+  int64_t r;
+  int32_t i, n;
+  if (p == NULL) return "params is null";
+  if (p->struct_size < sizeof(strata_penalty_params)) return "params->struct_size is too small";
+  if (p->repetition_penalty == NULL || p->frequency_penalty == NULL || p->presence_penalty == NULL ||
+      p->row_start == NULL)
+    return "a per-row array (penalties, row_start) is null";
+  if (p->row_start[0] != 0) return "row_start[0] is not 0";
+  for (r = 0; r < rows; ++r) {
+    if (p->row_start[r + 1] < p->row_start[r]) return "row_start decreases";
+  }
+  n = p->row_start[rows];
+  if (n > 0 && (p->token_ids == NULL || p->counts == NULL)) return "token_ids or counts is null";
+  for (i = 0; i < n; ++i) {
+    if (p->token_ids[i] < 0 || p->token_ids[i] >= vocab) return "a token id is outside the vocabulary";
+    if (p->counts[i] < 0) return "a count is negative";
+  }
+  return NULL;
+}
+
 typedef struct strata_block_pair {
   int32_t src;
   int32_t dst;
@@ -534,10 +577,22 @@ typedef struct strata_backend_v1 {
   strata_status (*readback_start)(strata_device dev, strata_buffer src, uint64_t src_offset, uint64_t bytes,
                                   strata_readback* out);
   strata_status (*readback_finish)(strata_device dev, strata_readback readback, void* dst);
+
+  /* ---- Since ABI 1.5 (NULL when absent; the core then samples penalized rows on the ----
+   * host). Applies strata_penalty_params to logits F32 [rows, vocab] in place, so that rows
+   * with repetition, frequency or presence penalties can be sampled by sample() too. Needs
+   * host data, so it cannot be recorded into a graph. */
+  strata_status (*apply_penalties)(strata_device dev, const strata_tensor* logits,
+                                   const strata_penalty_params* params);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.5 penalties on the device. */
+#define STRATA_BACKEND_HAS_PENALTIES(api)                                                 \
+  ((api)->struct_size >= offsetof(strata_backend_v1, apply_penalties) + sizeof(void*) &&  \
+   (api)->apply_penalties != NULL)
 
 /* True when `api` has the ABI 1.4 overlapped-step entries. */
 #define STRATA_BACKEND_HAS_OVERLAPPED_STEPS(api)                                          \

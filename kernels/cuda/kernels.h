@@ -128,6 +128,20 @@ struct SampleRowParams {
 cudaError_t LaunchSample(const float* logits, int64_t rows, int64_t vocab, int64_t stride,
                          const SampleRowParams* params, int32_t* out_ids, cudaStream_t stream);
 
+// Penalties of rows of logits (device arrays; see strata_penalty_params): rows entries of
+// repetition / frequency / presence, rows + 1 of row_start, row_start[rows] of token_ids
+// and counts.
+struct PenaltyRows {
+  const float* repetition;
+  const float* frequency;
+  const float* presence;
+  const int32_t* row_start;
+  const int32_t* token_ids;
+  const int32_t* counts;
+};
+cudaError_t LaunchApplyPenalties(float* logits, int64_t rows, int64_t stride, const PenaltyRows& p,
+                                 cudaStream_t stream);
+
 // For each pair, copies block src to dst in every layer, K and V.
 cudaError_t LaunchCopyBlocks(const KvLayout& kv, int32_t num_layers, const int32_t* pairs,
                              int32_t num_pairs, cudaStream_t stream);

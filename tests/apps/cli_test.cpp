@@ -108,6 +108,15 @@ TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
   EXPECT_EQ(j["sampling"]["top_k"], 40);
   EXPECT_NEAR(j["sampling"]["top_p"].get<double>(), 0.9, 1e-6);
   EXPECT_NEAR(j["sampling"]["min_p"].get<double>(), 0.01, 1e-6);
+  EXPECT_FALSE(j["sampling"].contains("frequency_penalty"));
+  // Penalties are sampled on the device too (the CPU backend applies them): no step goes to
+  // the host's sampler.
+  Output penalized = RunStrata(args + " --temp 0.8 --frequency-penalty 0.5 --repeat-penalty 1.2");
+  ASSERT_EQ(penalized.exit_code, 0) << penalized.out;
+  const nlohmann::json pj = nlohmann::json::parse(penalized.out);
+  EXPECT_NEAR(pj["sampling"]["frequency_penalty"].get<double>(), 0.5, 1e-6);
+  EXPECT_NEAR(pj["sampling"]["repetition_penalty"].get<double>(), 1.2, 1e-6);
+  EXPECT_EQ(pj["host_sampled_steps"], 0);
   Output single = RunStrata("bench -m " + kStories + "/stories260K.gguf --prompt-tokens 8 --gen-tokens 8 -r 1 "
                             "--temp 1 --top-p 0.5 --json");
   ASSERT_EQ(single.exit_code, 0) << single.out;

@@ -454,6 +454,55 @@ TEST_F(CpuBackendTest, ArgmaxTakesFirstMaximum) {
   EXPECT_EQ(Read<int32_t>(ot.buffer, 4), (std::vector<int32_t>{10, 999, 0, 500}));
 }
 
+// apply_penalties (ABI 1.5) against strata_penalty_params' definition, written out here:
+// repetition on every listed token (divide positive logits, multiply the others), then
+// frequency * count + presence off the tokens generated at least once; unlisted tokens and
+// unpenalized rows unchanged. Bad lists are refused before any logit changes.
+TEST_F(CpuBackendTest, ApplyPenaltiesFollowsTheDefinitionAndRefusesBadLists) {
+  const int64_t rows = 3, vocab = 50;
+  const std::vector<float> l = RandomVec(rows * vocab, 43, -3, 3);
+  const std::vector<float> rep = {1.5f, 1.0f, 1.2f}, freq = {0.0f, 0.5f, 0.0f}, pres = {0.0f, 0.25f, 0.0f};
+  const std::vector<int32_t> row_start = {0, 3, 5, 5};  // row 2 lists nothing
+  const std::vector<int32_t> ids = {2, 7, 9, 1, 4}, counts = {0, 3, 0, 1, 2};
+  strata_penalty_params p{sizeof(p), rep.data(), freq.data(), pres.data(), row_start.data(), ids.data(), counts.data()};
+  strata_tensor lt = F32(l, {rows, vocab});
+  ASSERT_EQ(be_->apply_penalties(dev_, &lt, &p), STRATA_OK) << be_->last_error();
+  std::vector<float> want = l;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int32_t i = row_start[r]; i < row_start[r + 1]; ++i) {
+      float& x = want[r * vocab + ids[i]];
+      if (rep[r] != 1.0f) x = x > 0.0f ? x / rep[r] : x * rep[r];
+      if (counts[i] > 0) x -= static_cast<float>(counts[i]) * freq[r] + pres[r];
+    }
+  }
+  const std::vector<float> got = Read<float>(lt.buffer, rows * vocab);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got[0 * vocab + 2], l[0 * vocab + 2]);  // the penalties did something
+  EXPECT_NE(got[1 * vocab + 4], l[1 * vocab + 4]);
+
+  auto refused = [&](strata_penalty_params bad, const char* what) {
+    strata_tensor t = F32(l, {rows, vocab});
+    EXPECT_EQ(be_->apply_penalties(dev_, &t, &bad), STRATA_ERROR_INVALID_ARGUMENT) << what;
+    EXPECT_NE(std::string(be_->last_error()).find(what), std::string::npos) << be_->last_error();
+    EXPECT_EQ(Read<float>(t.buffer, rows * vocab), l) << what;
+  };
+  const std::vector<int32_t> outside = {2, 7, 9, 1, 50}, negative = {0, 3, 0, 1, -2}, falling = {0, 3, 2, 5};
+  strata_penalty_params bad = p;
+  bad.token_ids = outside.data();
+  refused(bad, "outside the vocabulary");
+  bad = p;
+  bad.counts = negative.data();
+  refused(bad, "negative");
+  bad = p;
+  bad.row_start = falling.data();
+  refused(bad, "row_start decreases");
+  bad = p;
+  bad.struct_size = 8;
+  refused(bad, "struct_size");
+  strata_tensor t = F32(l, {rows, vocab});
+  EXPECT_EQ(be_->apply_penalties(dev_, &t, nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
 // ------------------------------------------------------------------------------------------
 // Reads block `blk` of a cache through swap_blocks (the documented packed layout).
 std::vector<uint8_t> SwapOut(const strata_backend_v1* be, strata_device dev, strata_kv_cache kv,

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -1244,6 +1245,65 @@ TEST(CudaSample, CutsAtLlama3VocabMatchCpu) {
   }
   std::printf("sample cuts: %d of %lld rows pick the CPU's token\n", same, static_cast<long long>(rows));
   EXPECT_GE(same, rows * 97 / 100);
+}
+
+// apply_penalties (ABI 1.5) on the GPU against the CPU backend, bit for bit (both do the
+// host Sampler's float operations without fused multiply-adds): 8 rows of 128,256 logits,
+// each with its own penalties and up to 3,000 distinct listed tokens (one row none, one
+// repetition only, one frequency and presence only), rows padded (row_stride) so that
+// unlisted entries and the padding must stay as they were; then a bad list is refused
+// without touching the logits.
+TEST(CudaSample, PenaltiesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  Pair P(Mode{F32, kDefault});
+  ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+  ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+  const int64_t rows = 8, vocab = 128256, stride = vocab + 3;
+  std::mt19937 rng(31);
+  const std::vector<float> logits = Random(rng, rows * stride, 8.0f);
+  std::vector<float> rep(rows), freq(rows), pres(rows);
+  std::vector<int32_t> row_start = {0}, ids, counts;
+  for (int64_t r = 0; r < rows; ++r) {
+    rep[r] = r == 5 ? 1.0f : 1.05f + 0.1f * static_cast<float>(r);
+    freq[r] = r == 4 ? 0.0f : 0.1f * static_cast<float>(r);
+    pres[r] = r == 4 ? 0.0f : 0.05f * static_cast<float>(r % 3);
+    const int64_t n = r == 3 ? 0 : 1 + static_cast<int64_t>(rng() % 3000);
+    std::set<int32_t> picked;
+    while (static_cast<int64_t>(picked.size()) < n) picked.insert(static_cast<int32_t>(rng() % vocab));
+    for (int32_t t : picked) {
+      ids.push_back(t);
+      counts.push_back(static_cast<int32_t>(rng() % 4));
+    }
+    row_start.push_back(static_cast<int32_t>(ids.size()));
+  }
+  strata_penalty_params pp{sizeof(pp), rep.data(), freq.data(), pres.data(), row_start.data(), ids.data(), counts.data()};
+  std::vector<float> out[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    strata_buffer lb = D.Floats(logits, F32);
+    strata_tensor lt = T(lb, F32, {rows, vocab});
+    lt.row_stride = stride;
+    ASSERT_EQ(D.api()->apply_penalties(D.dev(), &lt, &pp), STRATA_OK) << D.err();
+    out[k] = D.ReadFloats(lb, rows * stride, F32);
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  int64_t differ = 0, changed = 0;
+  for (size_t i = 0; i < out[0].size(); ++i) {
+    differ += std::memcmp(&out[0][i], &out[1][i], 4) != 0;
+    changed += out[1][i] != logits[i];
+  }
+  EXPECT_EQ(differ, 0);
+  EXPECT_GT(changed, 1000);
+  std::vector<int32_t> outside = ids;
+  outside.back() = static_cast<int32_t>(vocab);
+  strata_penalty_params bad = pp;
+  bad.token_ids = outside.data();
+  strata_buffer lb = P.cuda.Floats(logits, F32);
+  strata_tensor lt = T(lb, F32, {rows, vocab});
+  lt.row_stride = stride;
+  EXPECT_EQ(P.cuda.api()->apply_penalties(P.cuda.dev(), &lt, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(P.cuda.ReadFloats(lb, rows * stride, F32), logits);
 }
 
 // Argmax reads a row with up to 8 blocks of one cluster, in float4s where the row is 16-byte

@@ -584,9 +584,11 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
 
 // Seeded sampling is the same wherever it happens: alone through the single-request
 // generator (whose device sampler picks each token), in a batch whose rows the device
-// samples (the backend's sample() op), and on the host: a second run adds a request with a
-// repetition penalty, which sends every row of those steps back to the host Sampler, which
-// draws (seed, step) the same way. No request's tokens may change.
+// samples (the backend's apply_penalties() and sample() ops), and on the host: a second run
+// adds a request that wants logprobs, which sends every row of those steps back to the host
+// Sampler, which applies the penalties and draws (seed, step) the same way. Two of the
+// requests have penalties (repetition; frequency and presence). No request's tokens may
+// change, and the first run samples nothing on the host.
 TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
@@ -604,6 +606,9 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     p.ignore_eos = true;
     params.push_back(p);
   }
+  params[1].repetition_penalty = 1.3f;
+  params[4].frequency_penalty = 0.7f;
+  params[4].presence_penalty = 0.4f;
   std::mt19937 rng(9);
   std::vector<std::vector<int32_t>> prompts, expected;
   Generator gen(*ref.model, ref.tok.get());
@@ -619,8 +624,8 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     prompts.push_back(prompt);
     expected.push_back(res->generated_ids);
   }
-  for (bool with_penalty : {false, true}) {
-    SCOPED_TRACE(with_penalty ? "a penalized request forces host sampling" : "device sampling");
+  for (bool with_logprobs : {false, true}) {
+    SCOPED_TRACE(with_logprobs ? "a request with logprobs forces host sampling" : "device sampling");
     Loaded l = LoadModel(path, 64, 8, 256);
     ASSERT_NE(l.model, nullptr);
     EngineConfig c;
@@ -638,12 +643,12 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       ASSERT_TRUE(h.ok()) << h.status();
       handles.push_back(*h);
     }
-    if (with_penalty) {
+    if (with_logprobs) {
       EngineRequest r;
-      r.request_id = "penalized";
+      r.request_id = "logprobs";
       r.prompt_ids = {1, 50, 60, 70};
       r.sampling.temperature = 0.8f;
-      r.sampling.repetition_penalty = 1.3f;
+      r.sampling.logprobs = 2;
       r.sampling.max_new_tokens = 60;
       r.sampling.ignore_eos = true;
       ASSERT_TRUE((*engine)->Submit(r).ok());
@@ -657,6 +662,9 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       ASSERT_TRUE(handles[i]->finished());
       EXPECT_EQ(handles[i]->Wait().generated_ids, expected[i]) << "request " << i;
     }
+    const EngineMetrics m = (*engine)->Metrics();
+    if (with_logprobs) EXPECT_GT(m.num_host_sampled_steps, 30);
+    else EXPECT_EQ(m.num_host_sampled_steps, 0);
   }
 }
 
