@@ -78,27 +78,37 @@ bool Sampler::IsDeviceSamplable(bool device_penalties) const {
   return params_.logprobs == 0 && (device_penalties || !HasPenalties());
 }
 
-std::vector<std::pair<int32_t, int32_t>> Sampler::PenaltyTokens(std::span<const int32_t> prompt_ids,
-                                                                std::span<const int32_t> generated_ids,
-                                                                int64_t vocab) const {
-  std::vector<std::pair<int32_t, int32_t>> out;  // (token, count in generated_ids)
-  if (!HasPenalties()) return out;
+const std::vector<std::pair<int32_t, int32_t>>& Sampler::PenaltyTokens(std::span<const int32_t> prompt_ids,
+                                                                       std::span<const int32_t> generated_ids,
+                                                                       int64_t vocab) const {
+  std::vector<std::pair<int32_t, int32_t>>& out = penalty_tokens_;  // (token, count in generated_ids)
   const bool counted = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
-  std::vector<int32_t> ids;
-  if (params_.repetition_penalty != 1.0f) ids.assign(prompt_ids.begin(), prompt_ids.end());
-  if (params_.repetition_penalty != 1.0f || counted) ids.insert(ids.end(), generated_ids.begin(), generated_ids.end());
-  std::sort(ids.begin(), ids.end());
-  std::vector<int32_t> gen(generated_ids.begin(), generated_ids.end());
-  std::sort(gen.begin(), gen.end());
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j < ids.size() && ids[j] == ids[i]) ++j;
-    if (ids[i] >= 0 && ids[i] < vocab) {
-      const auto range = std::equal_range(gen.begin(), gen.end(), ids[i]);
-      out.emplace_back(ids[i], static_cast<int32_t>(range.second - range.first));
+  const bool repeated = params_.repetition_penalty != 1.0f;
+  auto count_one = [&](int32_t id) {
+    if (id < 0 || id >= vocab) return;
+    auto at = std::lower_bound(out.begin(), out.end(), std::make_pair(id, INT32_MIN));
+    if (at != out.end() && at->first == id) ++at->second;
+    else out.insert(at, {id, 1});
+  };
+  if (!penalty_tokens_valid_ || penalty_prompt_size_ != prompt_ids.size() ||
+      generated_ids.size() < penalty_generated_size_) {
+    out.clear();
+    if (repeated) {
+      std::vector<int32_t> ids(prompt_ids.begin(), prompt_ids.end());
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      for (int32_t id : ids) {
+        if (id >= 0 && id < vocab) out.emplace_back(id, 0);
+      }
     }
-    i = j;
+    penalty_prompt_size_ = prompt_ids.size();
+    penalty_generated_size_ = 0;
+    penalty_tokens_valid_ = true;
   }
+  if (repeated || counted) {
+    for (size_t i = penalty_generated_size_; i < generated_ids.size(); ++i) count_one(generated_ids[i]);
+  }
+  penalty_generated_size_ = generated_ids.size();
   return out;
 }
 

@@ -85,9 +85,12 @@ class Sampler {
   // What the device needs to apply the penalties as ApplyPenalties() does: each distinct
   // token they touch with how often it occurs in generated_ids (0: only in the prompt),
   // ascending by token id. Ids outside [0, vocab) are skipped (ApplyPenalties refuses them).
-  std::vector<std::pair<int32_t, int32_t>> PenaltyTokens(std::span<const int32_t> prompt_ids,
-                                                         std::span<const int32_t> generated_ids,
-                                                         int64_t vocab) const;
+  // Called once per step for the same request, so the answer is kept and brought up to date
+  // with the tokens generated since (the prompt stays; generated tokens are only appended);
+  // valid until the next call.
+  const std::vector<std::pair<int32_t, int32_t>>& PenaltyTokens(std::span<const int32_t> prompt_ids,
+                                                                std::span<const int32_t> generated_ids,
+                                                                int64_t vocab) const;
   float DeviceTemperature() const { return greedy() ? 0.0f : params_.temperature; }
   uint64_t seed() const { return seed_; }
   uint64_t step() const { return step_; }
@@ -110,6 +113,10 @@ class Sampler {
   SamplingParams params_;
   uint64_t seed_ = 0;
   uint64_t step_ = 0;
+  // PenaltyTokens()' last answer and the token counts it was made from.
+  mutable std::vector<std::pair<int32_t, int32_t>> penalty_tokens_;
+  mutable size_t penalty_prompt_size_ = 0, penalty_generated_size_ = 0;
+  mutable bool penalty_tokens_valid_ = false;
 };
 
 }  // namespace strata

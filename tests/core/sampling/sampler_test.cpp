@@ -201,6 +201,49 @@ TEST(SamplerTest, PenaltiesFollowTheFormulas) {
   EXPECT_EQ(Sampler(p).Sample(raw, prompt, generated), 0);
 }
 
+// PenaltyTokens() (what the device's apply_penalties gets) applied as strata_penalty_params
+// defines gives the logits ApplyPenalties() gives, bit for bit, at every step of a growing
+// generation (its answer is brought up to date between calls), for repetition alone,
+// frequency and presence alone, and all three; ids outside the vocabulary are left out.
+TEST(SamplerTest, PenaltyTokensReproduceApplyPenalties) {
+  const int64_t vocab = 60;
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int mode = 0; mode < 3; ++mode) {
+    SamplingParams p;
+    if (mode != 1) p.repetition_penalty = 1.4f;
+    if (mode != 0) {
+      p.frequency_penalty = 0.6f;
+      p.presence_penalty = 0.3f;
+    }
+    Sampler s(p);
+    const std::vector<int32_t> prompt = {3, 5, 5, 9, 40, 3};
+    std::vector<int32_t> generated;
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> logits(vocab);
+      for (float& x : logits) x = u(rng);
+      std::vector<float> want = logits;
+      ASSERT_TRUE(s.ApplyPenalties(want, prompt, generated).ok());
+      std::vector<float> got = logits;
+      for (const auto& [id, count] : s.PenaltyTokens(prompt, generated, vocab)) {
+        float& x = got[id];
+        if (p.repetition_penalty != 1.0f) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+        if (count > 0) x -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+      }
+      ASSERT_EQ(got, want) << "mode " << mode << " step " << step;
+      generated.push_back(static_cast<int32_t>(rng() % 12));  // repeats often
+    }
+  }
+  Sampler plain{SamplingParams{}};
+  const std::vector<int32_t> some = {1, 2}, three = {3}, odd_prompt = {1, 70, -1}, twos = {2, 2};
+  EXPECT_TRUE(plain.PenaltyTokens(some, three, vocab).empty());
+  SamplingParams rep;
+  rep.repetition_penalty = 1.2f;
+  Sampler r(rep);
+  const auto& kept = r.PenaltyTokens(odd_prompt, twos, vocab);  // 70 and -1 are outside
+  EXPECT_EQ(kept, (std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {2, 2}}));
+}
+
 TEST(SamplerTest, PresencePenaltyOnlyCountsGeneratedTokens) {
   SamplingParams p;
   p.presence_penalty = 1.0f;
