@@ -65,6 +65,9 @@ std::string FormatPrometheus(const EngineMetrics& m, const ServerCounters& c, co
   Metric(&out, "strata_engine_steps_total", "counter", "Engine steps that ran a forward pass.", l, m.num_steps);
   Metric(&out, "strata_engine_prefill_steps_total", "counter", "Engine steps that computed prompt tokens.", l,
          m.num_prefill_steps);
+  Metric(&out, "strata_engine_host_sampled_steps_total", "counter",
+         "Engine steps whose logits the host sampled (logprobs, or penalties the device cannot apply).", l,
+         m.num_host_sampled_steps);
   Metric(&out, "strata_engine_step_seconds_total", "counter", "Time the step thread spent in steps.", l,
          m.step_seconds);
   Metric(&out, "strata_engine_forward_seconds_total", "counter",

@@ -213,6 +213,7 @@ TEST_F(OpenAiServerTest, ModelsHealthAndMetrics) {
   for (const char* name : {"strata_num_requests_running", "strata_num_requests_waiting", "strata_request_success_total",
                            "strata_prompt_tokens_total", "strata_generation_tokens_total", "strata_kv_blocks_used",
                            "strata_kv_blocks_free", "strata_prefix_cache_hit_rate", "strata_num_preemptions_total",
+                           "strata_engine_host_sampled_steps_total",
                            "strata_time_to_first_token_seconds_bucket", "strata_time_per_output_token_seconds_bucket"})
     EXPECT_NE(x.body.find(name), std::string::npos) << name;
 }
