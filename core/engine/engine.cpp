@@ -376,7 +376,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // device picks the tokens (argmax when all are greedy, else its seeded sampler, which
   // draws exactly what the host Sampler would) and only their ids come back; otherwise the
   // logits do and the host samples.
-  bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32);
+  bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32) && !config_.sample_on_host;
   bool all_argmax = true;
   // Rows with penalties are sampled on the device too where it applies them (ABI 1.5); their
   // steps are not overlapped, since the penalties count the tokens sampled before.
@@ -386,17 +386,24 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // Per logits row: the request's identity, which outlives it (applying a launched step's
   // tokens may end requests of this step).
   std::vector<SampledRow> sampled_rows;
+  // Rows the host samples from their logits: a request that wants logprobs (even when
+  // greedy), or one whose penalties the device cannot apply. Only their rows come back; the
+  // device samples the others. On the device such a row is a plain argmax, ignored.
+  std::vector<size_t> host_rows;
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
     LiveRequest* r = it != live_.end() ? it->second.get() : nullptr;
     sampled_rows.push_back(SampledRow{sc.seq->id, r != nullptr ? r->serial : 0, 0});
     const Sampler* smp = r != nullptr ? r->sampler.get() : nullptr;
-    // A request that wants logprobs needs its logits row even when greedy.
-    if (smp != nullptr && (!smp->IsDeviceSamplable(device_penalties) || r->want_logprobs)) on_device = false;
+    // A penalized request's tokens are all known (its steps never overlap), so a placeholder
+    // would be a bug: then the host, which samples after the previous step is in, takes it.
+    if (smp != nullptr && (!smp->IsDeviceSamplable(device_penalties) || r->want_logprobs ||
+                           (smp->HasPenalties() && r->seq.num_placeholder_tokens > 0))) {
+      host_rows.push_back(sampled_rows.size() - 1);
+      smp = nullptr;  // neutral parameters on the device
+    }
     if (smp != nullptr && smp->HasPenalties()) {
-      // Its tokens are all known: its steps never overlap (a placeholder would be a bug).
-      if (r->seq.num_placeholder_tokens > 0) on_device = false;
       const SamplingParams& sp = smp->params();
       device_rows_.AddPenalties(sp.repetition_penalty, sp.frequency_penalty, sp.presence_penalty,
                                 smp->PenaltyTokens(r->seq.prompt_ids(), r->seq.generated_ids(), vocab_size));
@@ -412,6 +419,13 @@ absl::StatusOr<bool> Engine::StepLocked() {
     device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
+  // Every row on the host: bring all the logits back in one copy, as without a device sampler.
+  if (!sampled_rows.empty() && host_rows.size() == sampled_rows.size()) on_device = false;
+  std::vector<int64_t> host_position(sampled_rows.size(), -1);  // row -> its logits in logits_
+  for (size_t i = 0; i < sampled_rows.size(); ++i) host_position[i] = on_device ? -1 : static_cast<int64_t>(i);
+  if (on_device) {
+    for (size_t i = 0; i < host_rows.size(); ++i) host_position[host_rows[i]] = static_cast<int64_t>(i);
+  }
   // Identities, not Sequence pointers: applying a launched step's tokens may end (and
   // destroy) requests scheduled in this step.
   std::vector<SampledRow> scheduled_rows;
@@ -425,7 +439,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     PublishMetrics(&out);
   };
   const double forward_start = MonotonicSeconds();
-  if (in.ok() && on_device && overlap_steps_ && !device_rows_.penalized() &&
+  if (in.ok() && on_device && overlap_steps_ && !device_rows_.penalized() && host_rows.empty() &&
       model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()))) {
     // Overlapped: launch this step, then apply the previous one's tokens while it runs.
     absl::StatusOr<PendingSample> launched =
@@ -473,13 +487,14 @@ absl::StatusOr<bool> Engine::StepLocked() {
     return true;
   }
   if (in.ok()) {
-    if (!on_device && !sampled_rows.empty()) {
+    if (!sampled_rows.empty() && (!on_device || !host_rows.empty())) {
       std::lock_guard<std::mutex> lock(mu_);
       ++metrics_.num_host_sampled_steps;
     }
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
     else st = model_.ForwardSample(*in, device_rows_, &greedy_ids_);
+    if (st.ok() && on_device && !host_rows.empty()) st = model_.ReadLogitsRows(host_rows, &logits_);
   } else {
     st = in.status();
   }
@@ -497,11 +512,12 @@ absl::StatusOr<bool> Engine::StepLocked() {
     if (found == nullptr) continue;
     LiveRequest& r = *found;
     const int64_t index = r.seq.num_tokens();
-    if (on_device) {
+    if (host_position[row] < 0) {
       r.sampler->SkipDraw();  // the device used this request's (seed, step)
       ProcessSample(r, greedy_ids_[row], out.step, index);
     } else {
-      const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
+      const std::span<const float> logits =
+          std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);
       if (r.want_logprobs) {
         absl::StatusOr<SampleResult> res =
             r.sampler->SampleWithLogprobs(logits, r.seq.prompt_ids(), r.seq.generated_ids());

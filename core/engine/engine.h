@@ -66,6 +66,9 @@ struct EngineConfig {
   // Mixed into every prefix-cache hash (e.g. the model path).
   std::string model_identity;
   AsyncScheduling async_scheduling = AsyncScheduling::kAuto;
+  // Sample every row on the host from its logits, as if the device had no sampler: to check
+  // the device's sampler against the host Sampler (slow at a large vocabulary).
+  bool sample_on_host = false;
 };
 
 class Engine {

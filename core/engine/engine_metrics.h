@@ -32,8 +32,8 @@ struct EngineMetrics {
   int64_t num_steps = 0;             // steps that ran a forward pass
   int64_t num_prefill_steps = 0;     // of those, steps with prompt tokens (never a decode graph)
   int64_t num_overlapped_steps = 0;  // of those, launched before the previous step's tokens were in
-  // Of those, steps whose logits came back for the host to sample (a row wanted logprobs, or
-  // penalties the device cannot apply): the slow path at a large vocabulary.
+  // Of those, steps where the host sampled rows from their logits (a row wanted logprobs,
+  // or had penalties the device cannot apply; only those rows' logits come back).
   int64_t num_host_sampled_steps = 0;
   int64_t num_prefill_tokens = 0;    // prompt (and recompute) tokens computed
   int64_t num_decode_tokens = 0;     // decode tokens computed

@@ -343,6 +343,18 @@ absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRo
   return ReadBack(token_ids->data(), sampled_ids_, token_ids->size() * 4, MonotonicSeconds());
 }
 
+absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vector<float>* logits) {
+  const double t = MonotonicSeconds();
+  const uint64_t row_bytes = static_cast<uint64_t>(config_.vocab_size) * 4;
+  logits->resize(rows.size() * static_cast<size_t>(config_.vocab_size));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    STRATA_RETURN_IF_ERROR(
+        device_.Download(logits->data() + i * static_cast<size_t>(config_.vocab_size), logits_, rows[i] * row_bytes, row_bytes));
+  }
+  call_times_.readback_s += MonotonicSeconds() - t;
+  return absl::OkStatus();
+}
+
 bool LlamaModel::SupportsOverlappedSteps() const { return device_.SupportsOverlappedSteps(); }
 
 bool LlamaModel::CanLaunchSampled(int64_t rows) const {

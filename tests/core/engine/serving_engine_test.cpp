@@ -584,11 +584,11 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
 
 // Seeded sampling is the same wherever it happens: alone through the single-request
 // generator (whose device sampler picks each token), in a batch whose rows the device
-// samples (the backend's apply_penalties() and sample() ops), and on the host: a second run
-// adds a request that wants logprobs, which sends every row of those steps back to the host
-// Sampler, which applies the penalties and draws (seed, step) the same way. Two of the
-// requests have penalties (repetition; frequency and presence). No request's tokens may
-// change, and the first run samples nothing on the host.
+// samples (the backend's apply_penalties() and sample() ops), in a batch the host Sampler
+// samples (EngineConfig::sample_on_host), which applies the penalties and draws (seed,
+// step) the same way, and in a batch with a request that wants logprobs, whose row alone
+// the host samples. Two of the requests have penalties (repetition; frequency and
+// presence). No request's tokens may change; only the last two runs sample on the host.
 TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
@@ -624,13 +624,15 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     prompts.push_back(prompt);
     expected.push_back(res->generated_ids);
   }
-  for (bool with_logprobs : {false, true}) {
-    SCOPED_TRACE(with_logprobs ? "a request with logprobs forces host sampling" : "device sampling");
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool on_host = mode == 1, with_logprobs = mode == 2;
+    SCOPED_TRACE(on_host ? "host sampling" : with_logprobs ? "a request with logprobs" : "device sampling");
     Loaded l = LoadModel(path, 64, 8, 256);
     ASSERT_NE(l.model, nullptr);
     EngineConfig c;
     c.max_num_seqs = 8;
     c.max_batched_tokens = 64;
+    c.sample_on_host = on_host;
     auto engine = Engine::Create(*l.model, l.tok.get(), c);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -663,8 +665,8 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       EXPECT_EQ(handles[i]->Wait().generated_ids, expected[i]) << "request " << i;
     }
     const EngineMetrics m = (*engine)->Metrics();
-    if (with_logprobs) EXPECT_GT(m.num_host_sampled_steps, 30);
-    else EXPECT_EQ(m.num_host_sampled_steps, 0);
+    if (mode == 0) EXPECT_EQ(m.num_host_sampled_steps, 0);
+    else EXPECT_GT(m.num_host_sampled_steps, 30);
   }
 }
 
