@@ -148,20 +148,20 @@ absl::Status SizeKvPool(const FlagSet& f, const ModelFile& file, const strata_de
 }
 
 absl::Status ParseSamplingFlags(const FlagSet& f, SamplingParams* p) {
-  STRATA_ASSIGN_OR_RETURN(double temp, f.Double("temp"));
+  const std::pair<const char*, float SamplingParams::*> floats[] = {
+      {"temp", &SamplingParams::temperature},
+      {"top-p", &SamplingParams::top_p},
+      {"min-p", &SamplingParams::min_p},
+      {"repeat-penalty", &SamplingParams::repetition_penalty},
+      {"frequency-penalty", &SamplingParams::frequency_penalty},
+      {"presence-penalty", &SamplingParams::presence_penalty},
+  };
+  for (const auto& [flag, member] : floats) {
+    STRATA_ASSIGN_OR_RETURN(double v, f.Double(flag));
+    p->*member = static_cast<float>(v);
+  }
   STRATA_ASSIGN_OR_RETURN(int64_t top_k, f.Int("top-k"));
-  STRATA_ASSIGN_OR_RETURN(double top_p, f.Double("top-p"));
-  STRATA_ASSIGN_OR_RETURN(double min_p, f.Double("min-p"));
-  p->temperature = static_cast<float>(temp);
   p->top_k = static_cast<int>(top_k);
-  p->top_p = static_cast<float>(top_p);
-  p->min_p = static_cast<float>(min_p);
-  STRATA_ASSIGN_OR_RETURN(double rep, f.Double("repeat-penalty"));
-  STRATA_ASSIGN_OR_RETURN(double freq, f.Double("frequency-penalty"));
-  STRATA_ASSIGN_OR_RETURN(double pres, f.Double("presence-penalty"));
-  p->repetition_penalty = static_cast<float>(rep);
-  p->frequency_penalty = static_cast<float>(freq);
-  p->presence_penalty = static_cast<float>(pres);
   return absl::OkStatus();
 }
 
