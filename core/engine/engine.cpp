@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -421,11 +422,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
   // Every row on the host: bring all the logits back in one copy, as without a device sampler.
   if (!sampled_rows.empty() && host_rows.size() == sampled_rows.size()) on_device = false;
-  std::vector<int64_t> host_position(sampled_rows.size(), -1);  // row -> its logits in logits_
-  for (size_t i = 0; i < sampled_rows.size(); ++i) host_position[i] = on_device ? -1 : static_cast<int64_t>(i);
-  if (on_device) {
-    for (size_t i = 0; i < host_rows.size(); ++i) host_position[host_rows[i]] = static_cast<int64_t>(i);
-  }
+  // Row -> where its logits will be in logits_ (-1: the device samples it). Off the device,
+  // every row's; else only the host rows', in their order.
+  std::vector<int64_t> host_position(sampled_rows.size(), -1);
+  if (!on_device) std::iota(host_position.begin(), host_position.end(), int64_t{0});
+  else for (size_t i = 0; i < host_rows.size(); ++i) host_position[host_rows[i]] = static_cast<int64_t>(i);
   // Identities, not Sequence pointers: applying a launched step's tokens may end (and
   // destroy) requests scheduled in this step.
   std::vector<SampledRow> scheduled_rows;

@@ -342,12 +342,6 @@ __device__ Cut ScanGathered(CutShared& s, int n, double above_mass, long long ab
   return r;
 }
 
-// Sums of mass and count over the keys above `key` (exact, doubles), in one pass.
-struct Above {
-  double mass;
-  long long count;
-};
-
 // The n-th token (1-based, by index) among those whose key is `key`. Each warp walks its own
 // contiguous part of the row, 128 tokens (4 per lane) at a time, counting matches with
 // ballots; a scan of the warps' counts tells which warp holds the n-th, and that warp walks
