@@ -13,53 +13,20 @@
 #include <fstream>
 #include <random>
 
-#include "core/device/device.h"
 #include "core/engine/engine.h"
 #include "core/engine/generator.h"
 #include "core/model/model_tokenizer.h"
 #include "core/model/model_warmup.h"
 #include "nlohmann/json.hpp"
-#include "plugins/plugin_loader.h"
+#include "tests/backends/cuda/cuda_test_device.h"
 
 namespace strata {
 namespace {
 
 const std::string kStoriesDir = std::string(STRATA_SHARED_DIR) + "/models/stories260K";
 
-struct CudaDevice {
-  std::unique_ptr<PluginRegistry> registry;
-  std::unique_ptr<Device> device;
-  std::string skip_reason;
-};
-
-CudaDevice OpenCuda(const char* options) {
-  CudaDevice c;
-  c.registry = std::make_unique<PluginRegistry>();
-  const std::string path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cuda.so";
-  if (!c.registry->LoadFile(path)) {
-    c.skip_reason = "CUDA plugin refused: " + c.registry->rejected().back().reason;
-    return c;
-  }
-  const LoadedPlugin* p = c.registry->Find("cuda");
-  if (p == nullptr || !p->usable || p->device_count == 0) {
-    c.skip_reason = "no CUDA device: " + (p != nullptr ? p->unavailable_reason : std::string("no plugin"));
-    return c;
-  }
-  strata_device_options o{};
-  o.struct_size = sizeof(o);
-  o.options = options;
-  auto dev = Device::Open(p->backend, "cuda", 0, o);
-  EXPECT_TRUE(dev.ok()) << dev.status();
-  if (dev.ok()) c.device = std::move(*dev);
-  return c;
-}
-
-#define REQUIRE_CUDA(c)                                          \
-  if ((c).device == nullptr && !(c).skip_reason.empty()) GTEST_SKIP() << (c).skip_reason; \
-  ASSERT_NE((c).device, nullptr)
-
 TEST(CudaGraphs, ReplayReadsBufferContentsAtReplayTime) {
-  CudaDevice c = OpenCuda("activations=f32");
+  CudaTestDevice c = OpenCudaTestDevice("activations=f32");
   REQUIRE_CUDA(c);
   Device& d = *c.device;
   ASSERT_TRUE(d.SupportsGraphs());
@@ -126,7 +93,7 @@ struct Case {
 TEST(CudaGraphs, EngineWithDecodeGraphsMatchesLlama2cAndEagerRuns) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
-  CudaDevice c = OpenCuda("activations=f32");
+  CudaTestDevice c = OpenCudaTestDevice("activations=f32");
   REQUIRE_CUDA(c);
   auto file = LoadModelFile(path);
   ASSERT_TRUE(file.ok()) << file.status();
