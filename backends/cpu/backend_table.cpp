@@ -412,6 +412,16 @@ strata_status OpApplyPenalties(strata_device dev, const strata_tensor* logits, c
   });
 }
 
+strata_status OpApplyPenaltiesFeedback(strata_device dev, const strata_tensor* logits,
+                                       const strata_penalty_params* params, const int32_t* feedback_rows,
+                                       const strata_tensor* feedback) {
+  return Guarded("apply_penalties_feedback", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "apply_penalties_feedback"));
+    if (feedback == nullptr) return absl::InvalidArgumentError("apply_penalties_feedback: null feedback");
+    return ApplyPenalties(dev, logits, params, feedback_rows, feedback);
+  });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs,
                            int32_t num_pairs) {
   return Guarded("copy_blocks", [&]() -> absl::Status {
@@ -602,6 +612,8 @@ const strata_backend_v1 kTable = {
     ReadbackFinish,
     // ABI 1.5: penalties before sample().
     OpApplyPenalties,
+    // ABI 1.6: penalties that count a token sampled on the device.
+    OpApplyPenaltiesFeedback,
 };
 
 const strata_plugin_info kInfo = {

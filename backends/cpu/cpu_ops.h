@@ -32,7 +32,9 @@ absl::Status GatherRows(strata_device_s* dev, const strata_tensor* x,
                         const strata_tensor* indices, const strata_tensor* out);
 absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
                     const strata_tensor* out_ids);
-absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params);
+// feedback_rows / feedback: apply_penalties_feedback (ABI 1.6); null for apply_penalties.
+absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params,
+                            const int32_t* feedback_rows = nullptr, const strata_tensor* feedback = nullptr);
 absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
                     const strata_sample_params* params, const strata_tensor* out_ids);
 

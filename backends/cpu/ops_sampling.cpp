@@ -119,22 +119,41 @@ absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
   return absl::OkStatus();
 }
 
-absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params) {
+absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, const strata_penalty_params* params,
+                            const int32_t* feedback_rows, const strata_tensor* feedback) {
   auto l = CheckTensor(logits, "apply_penalties: logits", {STRATA_DTYPE_F32});
   if (!l.ok()) return l.status();
   if (const char* e = strata_penalty_params_error(params, l->rows, l->cols)) {
     return absl::InvalidArgumentError(absl::StrCat("apply_penalties: ", e));
   }
+  const int32_t* fb = nullptr;
+  if (feedback != nullptr) {
+    auto fb_v = CheckTensor(feedback, "apply_penalties: feedback", {STRATA_DTYPE_I32});
+    if (!fb_v.ok()) return fb_v.status();
+    if (!fb_v->packed()) return absl::InvalidArgumentError("apply_penalties: feedback must be packed");
+    if (const char* e = strata_penalty_feedback_error(feedback_rows, l->rows, fb_v->numel())) {
+      return absl::InvalidArgumentError(absl::StrCat("apply_penalties: ", e));
+    }
+    fb = fb_v->Row<int32_t>(0);
+  }
   for (int64_t r = 0; r < l->rows; ++r) {
     float* row = l->Row<float>(r);
     const float rep = params->repetition_penalty[r], freq = params->frequency_penalty[r],
                 pres = params->presence_penalty[r];
-    for (int32_t i = params->row_start[r]; i < params->row_start[r + 1]; ++i) {
-      // The same float operations as the host Sampler's ApplyPenalties, in the same order.
-      float& x = row[params->token_ids[i]];
+    // The token sampled on the device that the list does not have yet (-1: none).
+    int32_t extra = fb != nullptr && feedback_rows[r] >= 0 ? fb[feedback_rows[r]] : -1;
+    if (extra >= l->cols) extra = -1;
+    // The same float operations as the host Sampler's ApplyPenalties, in the same order.
+    auto penalize = [&](float& x, int32_t count) {
       if (rep != 1.0f) x = x > 0.0f ? x / rep : x * rep;
-      if (params->counts[i] > 0) x -= static_cast<float>(params->counts[i]) * freq + pres;
+      if (count > 0) x -= static_cast<float>(count) * freq + pres;
+    };
+    for (int32_t i = params->row_start[r]; i < params->row_start[r + 1]; ++i) {
+      const bool again = params->token_ids[i] == extra;
+      penalize(row[params->token_ids[i]], params->counts[i] + (again ? 1 : 0));
+      if (again) extra = -1;
     }
+    if (extra >= 0) penalize(row[extra], 1);
   }
   return absl::OkStatus();
 }

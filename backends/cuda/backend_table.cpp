@@ -808,6 +808,17 @@ strata_status OpApplyPenalties(strata_device dev, const strata_tensor* logits, c
                     [&](Device* d) { return ApplyPenalties(d, logits, params); });
 }
 
+strata_status OpApplyPenaltiesFeedback(strata_device dev, const strata_tensor* logits,
+                                       const strata_penalty_params* params, const int32_t* feedback_rows,
+                                       const strata_tensor* feedback) {
+  return RunKeyedOp("apply_penalties_feedback", dev,
+                    [&] { return ProfileKey{StrCat("apply_penalties_feedback n=", RowsOf(logits))}; },
+                    [&](Device* d) -> Status {
+                      if (feedback == nullptr) return InvalidArgument("apply_penalties_feedback: null feedback");
+                      return ApplyPenalties(d, logits, params, feedback_rows, feedback);
+                    });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs, int32_t num_pairs) {
   return RunOp("copy_blocks", dev, [&](Device* d) -> Status {
     STRATA_CUDA_RETURN_IF_ERROR(CheckHandle(kv, HandleKind::kKvCache, "copy_blocks: kv"));
@@ -929,6 +940,7 @@ const strata_backend_v1 kTable = {
     ReadbackStart,
     ReadbackFinish,
     OpApplyPenalties,
+    OpApplyPenaltiesFeedback,
 };
 
 const strata_plugin_info kInfo = {

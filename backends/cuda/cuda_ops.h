@@ -31,7 +31,9 @@ Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, 
 Status Add(Device* dev, const strata_tensor* a, const strata_tensor* b, const strata_tensor* out);
 Status GatherRows(Device* dev, const strata_tensor* x, const strata_tensor* indices, const strata_tensor* out);
 Status Argmax(Device* dev, const strata_tensor* logits, const strata_tensor* out_ids);
-Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params);
+// feedback_rows / feedback: apply_penalties_feedback (ABI 1.6); null for apply_penalties.
+Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params,
+                      const int32_t* feedback_rows = nullptr, const strata_tensor* feedback = nullptr);
 Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_params* params,
               const strata_tensor* out_ids);
 Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,

@@ -680,14 +680,24 @@ Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_para
                   "sample");
 }
 
-Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params) {
+Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params,
+                      const int32_t* feedback_rows, const strata_tensor* feedback) {
   View lv;
   STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(logits, "apply_penalties: logits", {kF32}, &lv));
   if (const char* e = strata_penalty_params_error(params, lv.rows, lv.cols)) return InvalidArgument("apply_penalties: ", e);
+  View fv;
+  if (feedback != nullptr) {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(feedback, "apply_penalties: feedback", {kI32}, &fv));
+    if (!fv.packed()) return InvalidArgument("apply_penalties: feedback must be packed");
+    if (const char* e = strata_penalty_feedback_error(feedback_rows, lv.rows, fv.numel())) {
+      return InvalidArgument("apply_penalties: ", e);
+    }
+  }
   if (lv.rows == 0) return Ok();
-  // One upload: the three per-row arrays, row_start, then token_ids and counts.
+  // One upload: the three per-row arrays, row_start, token_ids, counts, then feedback_rows.
   const int64_t rows = lv.rows, n = params->row_start[rows];
-  std::vector<uint8_t> packed(static_cast<size_t>(3 * rows * 4 + (rows + 1) * 4 + 2 * n * 4));
+  const int64_t fb_rows = feedback != nullptr ? rows : 0;
+  std::vector<uint8_t> packed(static_cast<size_t>(3 * rows * 4 + (rows + 1) * 4 + 2 * n * 4 + fb_rows * 4));
   uint8_t* at = packed.data();
   auto put = [&at](const void* src, int64_t count) {
     if (count > 0) std::memcpy(at, src, static_cast<size_t>(count) * 4);
@@ -699,11 +709,17 @@ Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_pen
   put(params->row_start, rows + 1);
   put(params->token_ids, n);
   put(params->counts, n);
+  put(feedback_rows, fb_rows);
   void* d = nullptr;
   STRATA_CUDA_RETURN_IF_ERROR(UploadSmall(dev, packed.data(), packed.size(), &d, "apply_penalties: params"));
   const float* f = static_cast<const float*>(d);
   const int32_t* i32 = reinterpret_cast<const int32_t*>(f + 3 * rows);
-  const PenaltyRows p{f, f + rows, f + 2 * rows, i32, i32 + rows + 1, i32 + rows + 1 + n};
+  PenaltyRows p{f, f + rows, f + 2 * rows, i32, i32 + rows + 1, i32 + rows + 1 + n};
+  if (feedback != nullptr) {
+    p.feedback_rows = i32 + rows + 1 + 2 * n;
+    p.feedback = reinterpret_cast<const int32_t*>(fv.base);
+    p.vocab = lv.cols;
+  }
   return Launched(LaunchApplyPenalties(reinterpret_cast<float*>(lv.base), rows, lv.stride, p, dev->stream),
                   "apply_penalties");
 }

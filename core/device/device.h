@@ -155,6 +155,9 @@ class Device {
 
   // Penalties applied on the device before sample() (ABI 1.5 apply_penalties).
   bool SupportsPenalties() const;
+  // ... that also count a token the previous step sampled on the device (ABI 1.6
+  // apply_penalties_feedback), so penalized steps can overlap.
+  bool SupportsPenaltyFeedback() const;
 
   // Overlapped steps (ABI 1.4): embedding_feedback, readback_start and readback_finish.
   bool SupportsOverlappedSteps() const;

@@ -379,9 +379,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // logits do and the host samples.
   bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32) && !config_.sample_on_host;
   bool all_argmax = true;
-  // Rows with penalties are sampled on the device too where it applies them (ABI 1.5); their
-  // steps are not overlapped, since the penalties count the tokens sampled before.
+  // Rows with penalties are sampled on the device too where it applies them (ABI 1.5). Their
+  // penalties count every token sampled before, so their steps overlap only where the device
+  // also counts the token the step in flight samples, which the host has not seen (ABI 1.6).
   const bool device_penalties = model_.device().SupportsPenalties();
+  const bool penalty_feedback = device_penalties && model_.device().SupportsPenaltyFeedback();
   const int64_t vocab_size = model_.config().vocab_size;
   device_rows_ = DeviceSampleRows{};
   // Per logits row: the request's identity, which outlives it (applying a launched step's
@@ -397,17 +399,25 @@ absl::StatusOr<bool> Engine::StepLocked() {
     LiveRequest* r = it != live_.end() ? it->second.get() : nullptr;
     sampled_rows.push_back(SampledRow{sc.seq->id, r != nullptr ? r->serial : 0, 0});
     const Sampler* smp = r != nullptr ? r->sampler.get() : nullptr;
-    // A penalized request's tokens are all known (its steps never overlap), so a placeholder
-    // would be a bug: then the host, which samples after the previous step is in, takes it.
+    // A penalized request's last token may be a placeholder (the step in flight samples it),
+    // which the device counts itself where it can. Otherwise (or with more than one, which
+    // the engine never leaves) the host, which samples after the previous step is in, takes
+    // the row.
+    const int64_t placeholders = r != nullptr ? r->seq.num_placeholder_tokens : 0;
     if (smp != nullptr && (!smp->IsDeviceSamplable(device_penalties) || r->want_logprobs ||
-                           (smp->HasPenalties() && r->seq.num_placeholder_tokens > 0))) {
+                           (smp->HasPenalties() && placeholders > (penalty_feedback ? 1 : 0)))) {
       host_rows.push_back(sampled_rows.size() - 1);
       smp = nullptr;  // neutral parameters on the device
     }
     if (smp != nullptr && smp->HasPenalties()) {
       const SamplingParams& sp = smp->params();
+      // The tokens the host knows; a placeholder -(row + 1) is counted on the device.
+      const std::span<const int32_t> known = r->seq.known_token_ids();
+      const int32_t feedback_row = placeholders == 1 ? -r->seq.token_ids.back() - 1 : -1;
       device_rows_.AddPenalties(sp.repetition_penalty, sp.frequency_penalty, sp.presence_penalty,
-                                smp->PenaltyTokens(r->seq.prompt_ids(), r->seq.generated_ids(), vocab_size));
+                                smp->PenaltyTokens(r->seq.prompt_ids(), known.subspan(r->seq.prompt_ids().size()),
+                                                   vocab_size),
+                                feedback_row);
     } else {
       device_rows_.AddPenalties(1.0f, 0.0f, 0.0f, {});
     }
@@ -440,7 +450,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     PublishMetrics(&out);
   };
   const double forward_start = MonotonicSeconds();
-  if (in.ok() && on_device && overlap_steps_ && !device_rows_.penalized() && host_rows.empty() &&
+  if (in.ok() && on_device && overlap_steps_ && (!device_rows_.penalized() || penalty_feedback) && host_rows.empty() &&
       model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()))) {
     // Overlapped: launch this step, then apply the previous one's tokens while it runs.
     absl::StatusOr<PendingSample> launched =

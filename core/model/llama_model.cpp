@@ -395,7 +395,7 @@ absl::Status LlamaModel::FinishSample(PendingSample& pending, std::vector<int32_
 }
 
 void DeviceSampleRows::AddPenalties(float repetition, float frequency, float presence,
-                                    const std::vector<std::pair<int32_t, int32_t>>& tokens) {
+                                    const std::vector<std::pair<int32_t, int32_t>>& tokens, int32_t feedback_row) {
   if (penalty_row_start.empty()) penalty_row_start.push_back(0);
   repetition_penalty.push_back(repetition);
   frequency_penalty.push_back(frequency);
@@ -405,13 +405,16 @@ void DeviceSampleRows::AddPenalties(float repetition, float frequency, float pre
     penalty_counts.push_back(count);
   }
   penalty_row_start.push_back(static_cast<int32_t>(penalty_token_ids.size()));
+  penalty_feedback_rows.push_back(feedback_row);
   any_penalty = any_penalty || repetition != 1.0f || frequency != 0.0f || presence != 0.0f;
+  any_penalty_feedback = any_penalty_feedback || feedback_row >= 0;
 }
 
 absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRows& rows) {
   if (!device_.Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32))
     return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend has no sampler"));
   const size_t r = in.logits_rows.size();
+  const int64_t previous_rows = feedback_rows_;  // the rows a feedback index may name
   if (rows.temperature.size() != r || rows.top_k.size() != r || rows.top_p.size() != r || rows.min_p.size() != r ||
       rows.seed.size() != r || rows.step.size() != r)
     return absl::InvalidArgumentError(absl::StrCat("ForwardSample: sampling parameters for ", rows.temperature.size(),
@@ -419,9 +422,20 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
   if (rows.penalized()) {
     if (!device_.SupportsPenalties())
       return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot apply penalties"));
-    if (rows.repetition_penalty.size() != r || rows.penalty_row_start.size() != r + 1)
+    if (rows.repetition_penalty.size() != r || rows.penalty_row_start.size() != r + 1 ||
+        rows.penalty_feedback_rows.size() != r)
       return absl::InvalidArgumentError(absl::StrCat("ForwardSample: penalties for ", rows.repetition_penalty.size(),
                                                      " rows, the step has ", r, " logits rows"));
+    if (rows.any_penalty_feedback) {
+      if (!device_.SupportsPenaltyFeedback())
+        return absl::UnimplementedError(
+            absl::StrCat(device_.backend_name(), " backend cannot count a sampled token in the penalties"));
+      for (int32_t f : rows.penalty_feedback_rows) {
+        if (f >= previous_rows)
+          return absl::InvalidArgumentError(absl::StrCat("ForwardSample: penalties count sampled row ", f,
+                                                         " of the previous step, which sampled ", previous_rows, " rows"));
+      }
+    }
   }
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
   const int64_t n = static_cast<int64_t>(r);
@@ -435,9 +449,18 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
     pp.row_start = rows.penalty_row_start.data();
     pp.token_ids = rows.penalty_token_ids.data();
     pp.counts = rows.penalty_counts.data();
-    feedback_rows_ = 0;
-    STRATA_RETURN_IF_ERROR(
-        device_.Check(device_.api().apply_penalties(device_.handle(), &logits, &pp), "apply_penalties"));
+    if (rows.any_penalty_feedback) {
+      // The previous step's sampled ids, still in sampled_ids_ (this step samples after).
+      const strata_tensor previous = sampled_ids_.View(STRATA_DTYPE_I32, {previous_rows});
+      feedback_rows_ = 0;
+      STRATA_RETURN_IF_ERROR(device_.Check(device_.api().apply_penalties_feedback(
+                                               device_.handle(), &logits, &pp, rows.penalty_feedback_rows.data(), &previous),
+                                           "apply_penalties_feedback"));
+    } else {
+      feedback_rows_ = 0;
+      STRATA_RETURN_IF_ERROR(
+          device_.Check(device_.api().apply_penalties(device_.handle(), &logits, &pp), "apply_penalties"));
+    }
   }
   const strata_tensor ids = sampled_ids_.View(STRATA_DTYPE_I32, {n});
   strata_sample_params p{};

@@ -77,11 +77,16 @@ struct DeviceSampleRows {
   // AddPenalties() once per row, in row order, when penalized() (else never, or for all).
   std::vector<float> repetition_penalty, frequency_penalty, presence_penalty;
   std::vector<int32_t> penalty_row_start, penalty_token_ids, penalty_counts;
+  // Per row: -1, or the logits row of the latest sampling step whose token (not yet known
+  // to the host, so not in the row's list) the penalties count too (apply_penalties_feedback).
+  std::vector<int32_t> penalty_feedback_rows;
   bool any_penalty = false;
+  bool any_penalty_feedback = false;
 
-  // The next row's penalties; tokens: (token id, count in the generated tokens).
+  // The next row's penalties; tokens: (token id, count in the generated tokens);
+  // feedback_row: see penalty_feedback_rows.
   void AddPenalties(float repetition, float frequency, float presence,
-                    const std::vector<std::pair<int32_t, int32_t>>& tokens);
+                    const std::vector<std::pair<int32_t, int32_t>>& tokens, int32_t feedback_row = -1);
   bool penalized() const { return any_penalty; }
 };
 

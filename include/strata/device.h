@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 5
+#define STRATA_DEVICE_ABI_MINOR 6
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -402,6 +402,18 @@ static inline const char* strata_penalty_params_error(const strata_penalty_param
   return NULL;
 }
 
+/* NULL when feedback_rows (rows entries) are each -1 or in [0, m), else what is wrong
+ * (apply_penalties_feedback). */
+static inline const char* strata_penalty_feedback_error(const int32_t* feedback_rows, int64_t rows, int64_t m) {
+  int64_t r;
+  if (feedback_rows == NULL) return "feedback_rows is null";
+  for (r = 0; r < rows; ++r) {
+    if (feedback_rows[r] < -1) return "a feedback row is below -1";
+    if (feedback_rows[r] >= m) return "a feedback row is outside the feedback tensor";
+  }
+  return NULL;
+}
+
 typedef struct strata_block_pair {
   int32_t src;
   int32_t dst;
@@ -584,10 +596,29 @@ typedef struct strata_backend_v1 {
    * host data, so it cannot be recorded into a graph. */
   strata_status (*apply_penalties)(strata_device dev, const strata_tensor* logits,
                                    const strata_penalty_params* params);
+
+  /* ---- Since ABI 1.6 (NULL when absent; the core then does not overlap a step that has ----
+   * penalized rows). apply_penalties() where a row also counts one generated token that the
+   * host has not seen yet, named as embedding_feedback() names it: where feedback_rows[r] >= 0
+   * (a host array of one entry per row; -1: none), the token t = feedback[feedback_rows[r]]
+   * (feedback I32 [m], usually the previous step's sampled ids, read on the device) is one
+   * more occurrence in row r's generated tokens: listed, it is penalized with its count + 1;
+   * unlisted, as if listed with count 1. A t outside the vocabulary is not counted. So a
+   * penalized request's step can be launched while the step that samples its previous token
+   * still runs. feedback_rows[r] >= m is refused (INVALID_ARGUMENT) before any logit is
+   * touched. */
+  strata_status (*apply_penalties_feedback)(strata_device dev, const strata_tensor* logits,
+                                            const strata_penalty_params* params, const int32_t* feedback_rows,
+                                            const strata_tensor* feedback);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.6 penalties that count a token sampled on the device. */
+#define STRATA_BACKEND_HAS_PENALTY_FEEDBACK(api)                                                \
+  ((api)->struct_size >= offsetof(strata_backend_v1, apply_penalties_feedback) + sizeof(void*) && \
+   (api)->apply_penalties_feedback != NULL)
 
 /* True when `api` has the ABI 1.5 penalties on the device. */
 #define STRATA_BACKEND_HAS_PENALTIES(api)                                                 \

@@ -138,6 +138,11 @@ struct PenaltyRows {
   const int32_t* row_start;
   const int32_t* token_ids;
   const int32_t* counts;
+  // apply_penalties_feedback (ABI 1.6), else null: per row -1 or an index into feedback,
+  // whose token (when in [0, vocab)) counts once more.
+  const int32_t* feedback_rows = nullptr;
+  const int32_t* feedback = nullptr;
+  int64_t vocab = 0;
 };
 cudaError_t LaunchApplyPenalties(float* logits, int64_t rows, int64_t stride, const PenaltyRows& p,
                                  cudaStream_t stream);

@@ -503,6 +503,55 @@ TEST_F(CpuBackendTest, ApplyPenaltiesFollowsTheDefinitionAndRefusesBadLists) {
   EXPECT_EQ(be_->apply_penalties(dev_, &t, nullptr), STRATA_ERROR_INVALID_ARGUMENT);
 }
 
+// apply_penalties_feedback (ABI 1.6): a row also counts the token a previous step sampled
+// into `feedback`. Against the definition written out: listed, that token's count is one
+// more; unlisted, it is penalized as if listed once; rows with -1 are apply_penalties'.
+TEST_F(CpuBackendTest, ApplyPenaltiesCountsTheFeedbackToken) {
+  ASSERT_TRUE(STRATA_BACKEND_HAS_PENALTY_FEEDBACK(be_));
+  const int64_t rows = 4, vocab = 50;
+  const std::vector<float> l = RandomVec(rows * vocab, 44, -3, 3);
+  const std::vector<float> rep = {1.5f, 1.0f, 1.2f, 1.3f}, freq = {0.0f, 0.5f, 0.3f, 0.2f},
+                           pres = {0.0f, 0.25f, 0.1f, 0.0f};
+  const std::vector<int32_t> row_start = {0, 3, 5, 5, 6};  // row 2 lists nothing
+  const std::vector<int32_t> ids = {2, 7, 9, 1, 4, 11}, counts = {0, 3, 0, 1, 2, 1};
+  strata_penalty_params p{sizeof(p), rep.data(), freq.data(), pres.data(), row_start.data(), ids.data(), counts.data()};
+  // The previous step's sampled ids: row 0 names 9 (listed, count 0: only in the prompt),
+  // row 1 names 4 (listed, count 2), row 2 names 30 (unlisted), row 3 none.
+  const std::vector<int32_t> sampled = {30, 4, 9};
+  const std::vector<int32_t> feedback_rows = {2, 1, 0, -1};
+  strata_tensor fb = I32(sampled);
+  strata_tensor lt = F32(l, {rows, vocab});
+  ASSERT_EQ(be_->apply_penalties_feedback(dev_, &lt, &p, feedback_rows.data(), &fb), STRATA_OK) << be_->last_error();
+  std::vector<float> want = l;
+  auto penalize = [&](int64_t r, int32_t token, int32_t count) {
+    float& x = want[r * vocab + token];
+    if (rep[r] != 1.0f) x = x > 0.0f ? x / rep[r] : x * rep[r];
+    if (count > 0) x -= static_cast<float>(count) * freq[r] + pres[r];
+  };
+  penalize(0, 2, 0);
+  penalize(0, 7, 3);
+  penalize(0, 9, 1);  // the feedback token: count 0 + 1
+  penalize(1, 1, 1);
+  penalize(1, 4, 3);  // count 2 + 1
+  penalize(2, 30, 1);  // unlisted: as if listed once
+  penalize(3, 11, 1);  // no feedback
+  const std::vector<float> got = Read<float>(lt.buffer, rows * vocab);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got[2 * vocab + 30], l[2 * vocab + 30]);
+
+  // A feedback row outside the feedback tensor is refused before any logit changes.
+  const std::vector<int32_t> beyond = {2, 3, 0, -1}, below = {2, 1, -2, -1};
+  for (const auto* bad : {&beyond, &below}) {
+    strata_tensor t = F32(l, {rows, vocab});
+    EXPECT_EQ(be_->apply_penalties_feedback(dev_, &t, &p, bad->data(), &fb), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(be_->last_error()).find("feedback row"), std::string::npos) << be_->last_error();
+    EXPECT_EQ(Read<float>(t.buffer, rows * vocab), l);
+  }
+  strata_tensor t = F32(l, {rows, vocab});
+  EXPECT_EQ(be_->apply_penalties_feedback(dev_, &t, &p, feedback_rows.data(), nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->apply_penalties_feedback(dev_, &t, &p, nullptr, &fb), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
 // ------------------------------------------------------------------------------------------
 // Reads block `blk` of a cache through swap_blocks (the documented packed layout).
 std::vector<uint8_t> SwapOut(const strata_backend_v1* be, strata_device dev, strata_kv_cache kv,

@@ -1304,6 +1304,47 @@ TEST(CudaSample, PenaltiesMatchCpu) {
   lt.row_stride = stride;
   EXPECT_EQ(P.cuda.api()->apply_penalties(P.cuda.dev(), &lt, &bad), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(P.cuda.ReadFloats(lb, rows * stride, F32), logits);
+
+  // apply_penalties_feedback (ABI 1.6): each row also counts a token read from a device
+  // buffer of "sampled ids" (a listed token of its row, an unlisted one, or none), bit for bit
+  // as the CPU backend, which tests/backends/cpu checks against the definition.
+  ASSERT_TRUE(STRATA_BACKEND_HAS_PENALTY_FEEDBACK(P.cuda.api()));
+  std::vector<int32_t> sampled, feedback_rows(rows, -1);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 4 == 3) continue;  // none
+    const bool listed = r % 2 == 0 && row_start[r + 1] > row_start[r];
+    sampled.push_back(listed ? ids[row_start[r] + static_cast<int32_t>(rng() % (row_start[r + 1] - row_start[r]))]
+                             : static_cast<int32_t>(rng() % vocab));
+    feedback_rows[r] = static_cast<int32_t>(sampled.size() - 1);
+  }
+  std::vector<float> fed[2];
+  for (int k = 0; k < 2; ++k) {
+    Dev& D = *devs[k];
+    strata_buffer fb = D.Ints(sampled);
+    const strata_tensor ft = T(fb, STRATA_DTYPE_I32, {static_cast<int64_t>(sampled.size())});
+    strata_buffer b = D.Floats(logits, F32);
+    strata_tensor t = T(b, F32, {rows, vocab});
+    t.row_stride = stride;
+    ASSERT_EQ(D.api()->apply_penalties_feedback(D.dev(), &t, &pp, feedback_rows.data(), &ft), STRATA_OK) << D.err();
+    fed[k] = D.ReadFloats(b, rows * stride, F32);
+  }
+  int64_t fed_differ = 0, fed_changed = 0;
+  for (size_t i = 0; i < fed[0].size(); ++i) {
+    fed_differ += std::memcmp(&fed[0][i], &fed[1][i], 4) != 0;
+    fed_changed += fed[1][i] != out[1][i];  // what the feedback tokens changed
+  }
+  EXPECT_EQ(fed_differ, 0);
+  EXPECT_GE(fed_changed, 4);
+  std::vector<int32_t> beyond = feedback_rows;
+  beyond[0] = static_cast<int32_t>(sampled.size());
+  strata_buffer fb = P.cuda.Ints(sampled);
+  const strata_tensor ft = T(fb, STRATA_DTYPE_I32, {static_cast<int64_t>(sampled.size())});
+  strata_buffer b2 = P.cuda.Floats(logits, F32);
+  strata_tensor t2 = T(b2, F32, {rows, vocab});
+  t2.row_stride = stride;
+  EXPECT_EQ(P.cuda.api()->apply_penalties_feedback(P.cuda.dev(), &t2, &pp, beyond.data(), &ft),
+            STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(P.cuda.ReadFloats(b2, rows * stride, F32), logits);
 }
 
 // Argmax reads a row with up to 8 blocks of one cluster, in float4s where the row is 16-byte

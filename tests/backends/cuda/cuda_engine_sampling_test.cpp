@@ -1,8 +1,9 @@
 // Seeded sampling through the engine on the CUDA backend (decode graphs on, activations
 // f32), the GPU half of ServingEngine.SeededSamplingGivesTheSameTokensOnDeviceAndHost:
 //  - requests with temperature, top-k, top-p, min-p and penalties (apply_penalties, ABI 1.5)
-//    draw the same tokens when the device samples every row as when the host Sampler
-//    samples the downloaded logits (EngineConfig::sample_on_host);
+//    draw the same tokens when the device samples every row, in overlapped steps (the
+//    penalties count the token still in flight: apply_penalties_feedback, ABI 1.6), as when
+//    the host Sampler samples the downloaded logits (EngineConfig::sample_on_host);
 //  - a request that wants logprobs brings back its own row only (LlamaModel::ReadLogitsRows
 //    after a replayed graph), while the device samples the others: its tokens and logprobs
 //    are those of the all-host run, and so are everyone else's tokens.
@@ -148,6 +149,9 @@ TEST(CudaEngineSampling, DeviceHostAndLogprobsRowsDrawTheSameTokens) {
     EXPECT_LE(host.logprobs[t].logprob, 0.0f);
   }
   EXPECT_EQ(device.metrics.num_host_sampled_steps, 0);
+  // Overlapped although every decode step has penalized rows: the device counts the token
+  // still in flight (apply_penalties_feedback, ABI 1.6).
+  EXPECT_GT(device.metrics.num_overlapped_steps, 30);
   EXPECT_GT(host.metrics.num_host_sampled_steps, 30);
   EXPECT_GT(mixed.metrics.num_host_sampled_steps, 30);  // the steps with the logprobs row
 }
