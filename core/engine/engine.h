@@ -22,7 +22,8 @@
 // A request that ends on a token it cannot foresee (EOS, a stop string) has one more token
 // computed and dropped, and leaves the batch one step late; one ending at its max_tokens is
 // foreseen and leaves in the step that samples its last token, as without overlap. Outputs
-// are the same as without overlap.
+// are the same as without overlap. A step with penalized rows overlaps where the device's
+// penalties count the token still in flight themselves (ABI 1.6 apply_penalties_feedback).
 //
 // Without Start(), the caller drives the engine with Step() (tests and the offline
 // benchmark do, for reproducible step counts).
