@@ -116,7 +116,9 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("shared-prefix-tokens", "", "1000", "synthetic: length of the shared prefix");
   f.Value("seed", "", "1", "synthetic: random seed");
   f.Value("max-num-seqs", "", "16", "serving: requests running at once (sequences per step)");
-  f.Value("max-batched-tokens", "", "512", "serving: tokens per step (decodes + prefill chunks)");
+  f.Value("max-batched-tokens", "", "auto",
+          "serving: tokens per step (decodes + prefill chunks); auto = by device, as vLLM's offline "
+          "defaults: 16384 on GPUs of >= 70 GiB, 8192 on other GPUs, 512 on CPUs");
   f.Value("scheduling-policy", "", "fcfs", "serving: fcfs, priority, buckets or static (a batch runs to its end); as in serve");
   AddKvPoolFlags(f);
   f.Switch("no-prefix-cache", "serving: turn automatic prefix caching off");
@@ -159,13 +161,13 @@ bool IsServingBench(const FlagSet& f) {
 
 absl::Status BenchServing(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
-  STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, f.Int("max-batched-tokens"));
   STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
   STRATA_ASSIGN_OR_RETURN(const SamplingParams sampling, BenchSampling(f));
-  if (max_seqs <= 0 || max_tokens <= 0)
-    return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
   const strata_device_info info = dev.device->info();
+  STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, StepTokensFlag(f, "max-batched-tokens", info, StepBudgetUse::kOffline));
+  if (max_seqs <= 0 || max_tokens <= 0)
+    return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   auto adjust = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
     o.max_seqs = static_cast<int32_t>(max_seqs);
     o.max_batch_tokens = static_cast<int32_t>(max_tokens);

@@ -27,7 +27,9 @@ void AddModelFlags(FlagSet& f) {
   f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, llama-110m)");
   f.Value("synthetic-dtype", "", "bf16", "weight type of --synthetic: f32, f16, bf16");
   f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
-  f.Value("batch-tokens", "", "512", "tokens per forward step (prefill chunk)");
+  f.Value("batch-tokens", "", "auto",
+          "tokens per forward step (prefill chunk); auto = by device, as vLLM: 8192 on GPUs of >= 70 GiB, "
+          "2048 on other GPUs, 512 on CPUs");
   f.Value("block-size", "", "16", "tokens per KV-cache block");
   f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16");
   f.Switch("enforce-eager", "issue every op of every step; no recorded decode graphs (CUDA graphs)");
@@ -61,6 +63,12 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   o.num_threads = static_cast<int32_t>(threads);
   STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, 0, o));
   return rt;
+}
+
+absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, const strata_device_info& info,
+                                       StepBudgetUse use) {
+  if (flags.Get(name) == "auto") return DefaultStepTokens(info, use);
+  return flags.Int(name);
 }
 
 absl::StatusOr<ModelRuntime> LoadModel(
@@ -97,7 +105,7 @@ absl::StatusOr<ModelRuntime> LoadModel(
   }
   ModelRuntimeOptions o;
   STRATA_ASSIGN_OR_RETURN(int64_t ctx, flags.Int("ctx-size"));
-  STRATA_ASSIGN_OR_RETURN(int64_t bt, flags.Int("batch-tokens"));
+  STRATA_ASSIGN_OR_RETURN(int64_t bt, StepTokensFlag(flags, "batch-tokens", device.info(), StepBudgetUse::kOnline));
   STRATA_ASSIGN_OR_RETURN(int64_t bs, flags.Int("block-size"));
   if (ctx < 0 || bt <= 0 || bs <= 0) return absl::InvalidArgumentError("--ctx-size, --batch-tokens, --block-size must be positive");
   if (ctx > 0 && rt.file->config.max_position > 0 && ctx > rt.file->config.max_position)

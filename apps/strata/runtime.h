@@ -2,6 +2,7 @@
 // chosen backend and its device, the model and its tokenizer. Flags are declared here once.
 #pragma once
 
+#include "core/engine/step_budget.h"
 #include <functional>
 #include <memory>
 
@@ -45,6 +46,11 @@ absl::StatusOr<ModelRuntime> LoadModel(
     const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust = {});
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
+
+// A tokens-per-step flag (--batch-tokens, --max-batched-tokens): a positive count, or "auto",
+// the default for this device and use (core/engine/step_budget.h).
+absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, const strata_device_info& info,
+                                       StepBudgetUse use);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty and
 // --presence-penalty (which both `run` and `bench` take, each with its own defaults) into p;

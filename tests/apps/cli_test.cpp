@@ -126,6 +126,26 @@ TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
   EXPECT_NE(bad.out.find("top_p must be in (0, 1]"), std::string::npos) << bad.out;
 }
 
+// The tokens per step default to "auto" (core/engine/step_budget.h): 512 on a CPU, as
+// before; a count given is taken as is; anything else is refused with the flag's name.
+TEST(Cli, BenchStepTokensDefaultByDevice) {
+  const std::string args = "bench -m " + kStories + "/stories260K.gguf --num-requests 3 --max-num-seqs 2 "
+                           "--prompt-len-min 10 --prompt-len-max 20 --output-len-min 4 --output-len-max 4 --json";
+  Output by_default = RunStrata(args);
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.out;
+  EXPECT_EQ(nlohmann::json::parse(by_default.out)["max_batched_tokens"], 512);
+  Output given = RunStrata(args + " --max-batched-tokens 64");
+  ASSERT_EQ(given.exit_code, 0) << given.out;
+  EXPECT_EQ(nlohmann::json::parse(given.out)["max_batched_tokens"], 64);
+  Output bad = RunStrata(args + " --max-batched-tokens lots", /*merge_stderr=*/true);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("max-batched-tokens"), std::string::npos) << bad.out;
+  Output bad_chunk = RunStrata("run -m " + kStories + "/stories260K.gguf --prompt-ids 1,2 -n 2 --batch-tokens 0",
+                               /*merge_stderr=*/true);
+  EXPECT_NE(bad_chunk.exit_code, 0);
+  EXPECT_NE(bad_chunk.out.find("--batch-tokens"), std::string::npos) << bad_chunk.out;
+}
+
 TEST(Cli, TokenizeMatchesReferenceEncodings) {
   std::ifstream in(std::string(STRATA_SHARED_DIR) + "/tokenizers/reference_encodings.json");
   ASSERT_TRUE(in.good());
