@@ -31,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "core/engine/engine.h"
+#include "core/engine/step_budget.h"
 #include "core/model/model_file.h"
 #include "core/model/model_tokenizer.h"
 #include "core/model/synthetic_model.h"
@@ -206,11 +207,14 @@ absl::Status OpenOffline(const Options& o, int max_seqs, Offline* off) {
   off->tokenizer = std::move(*t);
   strata::ModelRuntimeOptions mo;
   mo.max_seqs = max_seqs;
+  // The step budget `strata serve` takes by default on this device, so the two compare.
+  mo.max_batch_tokens = strata::DefaultStepTokens(off->device->info(), strata::StepBudgetUse::kOnline);
   auto m = strata::LlamaModel::Load(*off->device, *off->file, mo);
   if (!m.ok()) return m.status();
   off->model = std::move(*m);
   strata::EngineConfig ec;
   ec.max_num_seqs = max_seqs;
+  ec.max_batched_tokens = mo.max_batch_tokens;
   auto e = strata::Engine::Create(*off->model, off->tokenizer.get(), ec);
   if (!e.ok()) return e.status();
   off->engine = std::move(*e);
