@@ -389,10 +389,15 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // Per logits row: the request's identity, which outlives it (applying a launched step's
   // tokens may end requests of this step).
   std::vector<SampledRow> sampled_rows;
-  // Rows the host samples from their logits: a request that wants logprobs (even when
-  // greedy), or one whose penalties the device cannot apply. Only their rows come back; the
-  // device samples the others. On the device such a row is a plain argmax, ignored.
+  // Rows whose logits come back (only theirs): the host draws the token of a request whose
+  // penalties the device cannot apply, or of one that wants logprobs and has penalties (the
+  // device would leave its logits penalized); for another request that wants logprobs the
+  // device draws the token and the host computes the logprobs from the raw row. The device
+  // samples every other row. Where the host draws, the device's row is a plain argmax,
+  // ignored.
   std::vector<size_t> host_rows;
+  std::vector<char> host_draws;  // per sampled row
+  size_t num_host_draws = 0;
   for (const ScheduledSequence& sc : out.scheduled) {
     if (!sc.samples) continue;
     auto it = live_.find(sc.seq->id);
@@ -404,9 +409,19 @@ absl::StatusOr<bool> Engine::StepLocked() {
     // the engine never leaves) the host, which samples after the previous step is in, takes
     // the row.
     const int64_t placeholders = r != nullptr ? r->seq.num_placeholder_tokens : 0;
-    if (smp != nullptr && (!smp->IsDeviceSamplable(device_penalties) || r->want_logprobs ||
-                           (smp->HasPenalties() && placeholders > (penalty_feedback ? 1 : 0)))) {
-      host_rows.push_back(sampled_rows.size() - 1);
+    bool host_draw = false, logits_back = false;
+    if (smp != nullptr && r->want_logprobs) {
+      logits_back = true;
+      host_draw = smp->HasPenalties();
+    } else if (smp != nullptr) {
+      host_draw = !smp->IsDeviceSamplable(device_penalties) ||
+                  (smp->HasPenalties() && placeholders > (penalty_feedback ? 1 : 0));
+      logits_back = host_draw;
+    }
+    if (logits_back) host_rows.push_back(sampled_rows.size() - 1);
+    host_draws.push_back(host_draw);
+    if (host_draw) {
+      ++num_host_draws;
       smp = nullptr;  // neutral parameters on the device
     }
     if (smp != nullptr && smp->HasPenalties()) {
@@ -430,8 +445,9 @@ absl::StatusOr<bool> Engine::StepLocked() {
     device_rows_.step.push_back(smp != nullptr ? smp->step() : 0);
   }
   if (!all_argmax && !model_.device().Supports(STRATA_OP_SAMPLE, STRATA_DTYPE_F32)) on_device = false;
-  // Every row on the host: bring all the logits back in one copy, as without a device sampler.
-  if (!sampled_rows.empty() && host_rows.size() == sampled_rows.size()) on_device = false;
+  // The host draws every row: bring all the logits back in one copy, as without a device
+  // sampler.
+  if (!sampled_rows.empty() && num_host_draws == sampled_rows.size()) on_device = false;
   // Row -> where its logits will be in logits_ (-1: the device samples it). Off the device,
   // every row's; else only the host rows', in their order.
   std::vector<int64_t> host_position(sampled_rows.size(), -1);
@@ -498,7 +514,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     return true;
   }
   if (in.ok()) {
-    if (!sampled_rows.empty() && (!on_device || !host_rows.empty())) {
+    if (!sampled_rows.empty() && (!on_device || num_host_draws > 0)) {
       std::lock_guard<std::mutex> lock(mu_);
       ++metrics_.num_host_sampled_steps;
     }
@@ -523,9 +539,24 @@ absl::StatusOr<bool> Engine::StepLocked() {
     if (found == nullptr) continue;
     LiveRequest& r = *found;
     const int64_t index = r.seq.num_tokens();
-    if (host_position[row] < 0) {
+    if (on_device && !host_draws[row]) {
       r.sampler->SkipDraw();  // the device used this request's (seed, step)
-      ProcessSample(r, greedy_ids_[row], out.step, index);
+      if (host_position[row] < 0) {
+        ProcessSample(r, greedy_ids_[row], out.step, index);
+        continue;
+      }
+      // The device drew the token; its log-probabilities come from the raw row.
+      const std::span<const float> logits =
+          std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);
+      absl::StatusOr<SampleResult> res = r.sampler->LogprobsOf(logits, greedy_ids_[row]);
+      if (res.ok()) {
+        GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
+        ProcessSample(r, res->token, out.step, index, &lp);
+      } else {
+        StreamEvent ev;
+        ev.step = out.step;
+        FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
+      }
     } else {
       const std::span<const float> logits =
           std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);

@@ -347,9 +347,13 @@ absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vecto
   const double t = MonotonicSeconds();
   const uint64_t row_bytes = static_cast<uint64_t>(config_.vocab_size) * 4;
   logits->resize(rows.size() * static_cast<size_t>(config_.vocab_size));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    STRATA_RETURN_IF_ERROR(
-        device_.Download(logits->data() + i * static_cast<size_t>(config_.vocab_size), logits_, rows[i] * row_bytes, row_bytes));
+  // One copy per run of consecutive rows (every row, when every request wants logprobs).
+  for (size_t i = 0; i < rows.size();) {
+    size_t run = 1;
+    while (i + run < rows.size() && rows[i + run] == rows[i] + run) ++run;
+    STRATA_RETURN_IF_ERROR(device_.Download(logits->data() + i * static_cast<size_t>(config_.vocab_size), logits_,
+                                            rows[i] * row_bytes, run * row_bytes));
+    i += run;
   }
   call_times_.readback_s += MonotonicSeconds() - t;
   return absl::OkStatus();

@@ -286,27 +286,40 @@ absl::StatusOr<SampleResult> Sampler::SampleWithLogprobs(std::span<const float> 
                                                          std::span<const int32_t> generated_ids) {
   absl::StatusOr<Candidates> c = ComputeCandidates(logits, prompt_ids, generated_ids);
   if (!c.ok()) return c.status();
+  return LogprobsOf(logits, Draw(*c));
+}
+
+absl::StatusOr<SampleResult> Sampler::LogprobsOf(std::span<const float> logits, int32_t token) const {
+  if (token < 0 || static_cast<size_t>(token) >= logits.size())
+    return absl::InvalidArgumentError(absl::StrCat("sampler: token ", token, " is outside the vocabulary [0, ",
+                                                   logits.size(), ")"));
   SampleResult result;
-  result.token = Draw(*c);
-
+  result.token = token;
   // log_softmax of the raw logits, in double.
-  std::vector<float> raw(logits.size());
-  std::transform(logits.begin(), logits.end(), raw.begin(), Sanitize);
-  const double max_raw = *std::max_element(raw.begin(), raw.end());
+  float max_raw = -std::numeric_limits<float>::infinity();
+  for (float l : logits) max_raw = std::max(max_raw, Sanitize(l));
   double sum = 0.0;
-  for (float l : raw) sum += std::exp(static_cast<double>(l) - max_raw);
+  for (float l : logits) sum += std::exp(static_cast<double>(Sanitize(l)) - max_raw);
   const double log_sum = max_raw + std::log(sum);
-  result.logprob = static_cast<float>(raw[result.token] - log_sum);
+  result.logprob = static_cast<float>(Sanitize(logits[token]) - log_sum);
 
-  const size_t n = std::min<size_t>(std::max(params_.logprobs, 0), raw.size());
+  // The n most likely (ties: lower id first) in one pass, kept sorted in a short list: n is
+  // at most kMaxLogprobs, the vocabulary ~10^5.
+  const size_t n = std::min<size_t>(std::max(params_.logprobs, 0), logits.size());
   if (n > 0) {
-    std::vector<int32_t> ids(raw.size());
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), ByValueDesc(raw));
-    result.top.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      result.top.push_back({ids[i], static_cast<float>(raw[ids[i]] - log_sum)});
+    std::vector<int32_t> best;
+    best.reserve(n + 1);
+    auto before = [&](int32_t a, int32_t b) {  // a ranks before b
+      const float va = Sanitize(logits[a]), vb = Sanitize(logits[b]);
+      return va != vb ? va > vb : a < b;
+    };
+    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+      if (best.size() == n && !before(i, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), i, before), i);
+      if (best.size() > n) best.pop_back();
     }
+    result.top.reserve(n);
+    for (int32_t id : best) result.top.push_back({id, static_cast<float>(Sanitize(logits[id]) - log_sum)});
   }
   return result;
 }

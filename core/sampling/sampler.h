@@ -55,6 +55,10 @@ class Sampler {
   int32_t Sample(std::span<const float> logits, std::span<const int32_t> prompt_ids,
                  std::span<const int32_t> generated_ids);
 
+  // The log-probability of `token` (drawn elsewhere, e.g. by the device's sampler) and the
+  // top params.logprobs alternatives, under the raw logits. Draws nothing.
+  absl::StatusOr<SampleResult> LogprobsOf(std::span<const float> logits, int32_t token) const;
+
   // The next token with its log-probability and the top params.logprobs alternatives.
   absl::StatusOr<SampleResult> SampleWithLogprobs(std::span<const float> logits,
                                                   std::span<const int32_t> prompt_ids,

@@ -586,9 +586,12 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
 // generator (whose device sampler picks each token), in a batch whose rows the device
 // samples (the backend's apply_penalties() and sample() ops), in a batch the host Sampler
 // samples (EngineConfig::sample_on_host), which applies the penalties and draws (seed,
-// step) the same way, and in a batch with a request that wants logprobs, whose row alone
-// the host samples. Two of the requests have penalties (repetition; frequency and
-// presence). No request's tokens may change; only the last two runs sample on the host.
+// step) the same way, and in a batch with two requests that want logprobs: the device draws
+// the first's tokens and only its row comes back for the logprobs; the second has a
+// penalty, so the host draws its tokens. Two of the other requests have penalties
+// (repetition; frequency and presence). No request's tokens may change; the logprobs
+// requests' tokens and logprobs are those of the all-host run; the mixed run samples on the
+// host only in the penalized logprobs request's 30 steps.
 TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
@@ -624,8 +627,13 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     prompts.push_back(prompt);
     expected.push_back(res->generated_ids);
   }
+  struct LogprobsStream {
+    std::vector<int32_t> tokens;
+    std::vector<GeneratedTokenLogprob> logprobs;
+  };
+  std::map<std::string, LogprobsStream> streams[3];  // per mode, per logprobs request
   for (int mode = 0; mode < 3; ++mode) {
-    const bool on_host = mode == 1, with_logprobs = mode == 2;
+    const bool on_host = mode == 1, with_logprobs = mode != 0;
     SCOPED_TRACE(on_host ? "host sampling" : with_logprobs ? "a request with logprobs" : "device sampling");
     Loaded l = LoadModel(path, 64, 8, 256);
     ASSERT_NE(l.model, nullptr);
@@ -648,14 +656,21 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       ASSERT_TRUE(h.ok()) << h.status();
       handles.push_back(*h);
     }
-    if (with_logprobs) {
+    for (int k = 0; with_logprobs && k < 2; ++k) {
       EngineRequest r;
-      r.request_id = "logprobs";
+      r.request_id = k == 0 ? "logprobs" : "logprobs-penalized";
       r.prompt_ids = {1, 50, 60, 70};
       r.sampling.temperature = 0.8f;
-      r.sampling.logprobs = 2;
-      r.sampling.max_new_tokens = 60;
+      r.sampling.seed = 77 + static_cast<uint64_t>(k);
+      r.sampling.logprobs = 2 + k;
+      r.sampling.max_new_tokens = k == 0 ? 60 : 30;
       r.sampling.ignore_eos = true;
+      if (k == 1) r.sampling.repetition_penalty = 1.2f;
+      LogprobsStream* out = &streams[mode][r.request_id];
+      r.on_event = [out](const StreamEvent& e) {
+        out->tokens.insert(out->tokens.end(), e.token_ids.begin(), e.token_ids.end());
+        out->logprobs.insert(out->logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      };
       ASSERT_TRUE((*engine)->Submit(r).ok());
     }
     for (int steps = 0; steps < 10000; ++steps) {
@@ -671,15 +686,33 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     if (mode == 0) {
       EXPECT_EQ(m.num_host_sampled_steps, 0);
       EXPECT_GT(m.num_overlapped_steps, 30);  // every decode step has penalized rows
-    } else {
+    } else if (mode == 1) {
       EXPECT_GT(m.num_host_sampled_steps, 30);
+    } else {
+      EXPECT_EQ(m.num_host_sampled_steps, 30);  // the penalized logprobs request's steps
+    }
+  }
+  for (const char* id : {"logprobs", "logprobs-penalized"}) {
+    SCOPED_TRACE(id);
+    const LogprobsStream &host = streams[1][id], &mixed = streams[2][id];
+    ASSERT_EQ(host.tokens.size(), std::string(id) == "logprobs" ? 60u : 30u);
+    EXPECT_EQ(mixed.tokens, host.tokens);
+    ASSERT_EQ(mixed.logprobs.size(), host.logprobs.size());
+    for (size_t t = 0; t < host.logprobs.size(); ++t) {
+      EXPECT_EQ(mixed.logprobs[t].token, host.logprobs[t].token);
+      EXPECT_EQ(mixed.logprobs[t].logprob, host.logprobs[t].logprob);
+      ASSERT_EQ(mixed.logprobs[t].top.size(), host.logprobs[t].top.size());
+      for (size_t k = 0; k < host.logprobs[t].top.size(); ++k) {
+        EXPECT_EQ(mixed.logprobs[t].top[k].token, host.logprobs[t].top[k].token);
+        EXPECT_EQ(mixed.logprobs[t].top[k].logprob, host.logprobs[t].top[k].logprob);
+      }
     }
   }
 }
 
 // Overlapped steps against steps finished one at a time, on requests that end where the
 // engine cannot foresee it (EOS, stop strings), seeded device sampling, a request whose
-// logprobs force host sampling for the steps it is in (so overlapped and waiting steps
+// logprobs bring its row back in the steps it is in (so overlapped and waiting steps
 // alternate), a KV pool small enough to preempt, and an abort: every request's tokens and
 // finish reason are the same, no block is lost at any step, and the pool is empty at the
 // end.
@@ -715,7 +748,7 @@ TEST(ServingEngine, OverlappedStepsGiveTheSameTokensAndFinishes) {
       if (i % 4 == 1) r.sampling.stop = {"."};
       if (i % 5 == 0) r.sampling.ignore_eos = true;  // long runs: preemption, and r0 to abort
       if (i == 7) {
-        r.return_logprobs = true;  // host sampling for the steps it is in
+        r.return_logprobs = true;  // its row comes back: those steps do not overlap
         r.sampling.max_new_tokens = 25;
       }
       auto h = (*engine)->Submit(r);

@@ -274,6 +274,41 @@ TEST(SamplerTest, LogprobsAreThoseOfTheRawLogits) {
   EXPECT_NEAR(r->top[1].logprob, 2.0 - lse, 1e-6);
 }
 
+// LogprobsOf (the device drew the token; the host reports its logprobs): against a full
+// sort of a row with ties and NaNs (NaN ranks last, as -inf), and a log-sum-exp written out.
+TEST(SamplerTest, LogprobsOfAGivenTokenMatchAFullSort) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.logprobs = 20;
+  Sampler s(p);
+  std::mt19937 rng(12);
+  std::vector<float> logits(5000);
+  for (float& v : logits) v = static_cast<float>(static_cast<int>(rng() % 400)) / 40.0f;  // many ties
+  for (int i = 0; i < 50; ++i) logits[rng() % logits.size()] = std::nanf("");
+  const SampleResult before = [&] {
+    absl::StatusOr<SampleResult> r = s.LogprobsOf(logits, 4321);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : SampleResult{};
+  }();
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  auto value = [&](int32_t i) { return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i]; };
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return value(a) != value(b) ? value(a) > value(b) : a < b; });
+  double m = value(ids[0]), sum = 0.0;
+  for (int32_t i : ids) sum += std::exp(static_cast<double>(value(i)) - m);
+  const double lse = m + std::log(sum);
+  EXPECT_EQ(before.token, 4321);
+  EXPECT_NEAR(before.logprob, value(4321) - lse, 1e-5);
+  ASSERT_EQ(before.top.size(), 20u);
+  for (size_t k = 0; k < 20; ++k) {
+    EXPECT_EQ(before.top[k].token, ids[k]) << k;
+    EXPECT_NEAR(before.top[k].logprob, value(ids[k]) - lse, 1e-5) << k;
+  }
+  EXPECT_EQ(s.step(), Sampler(p).step());  // drew nothing
+  EXPECT_FALSE(s.LogprobsOf(logits, 5000).ok());
+  EXPECT_FALSE(s.LogprobsOf(logits, -1).ok());
+}
+
 TEST(SamplerTest, BadRowsGiveErrorsNotCrashes) {
   Sampler s(Seeded(1));
   EXPECT_EQ(s.Sample({}, {}, {}), -1);
