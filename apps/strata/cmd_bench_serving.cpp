@@ -130,11 +130,17 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("repeat-penalty", "", "1", "sampling: repetition penalty over prompt and output; 1 = off");
   f.Value("frequency-penalty", "", "0", "sampling: OpenAI frequency penalty; 0 = off");
   f.Value("presence-penalty", "", "0", "sampling: OpenAI presence penalty; 0 = off");
+  f.Value("logprobs", "", "0",
+          "sampling: every request wants its tokens' log-probabilities and this many alternatives (OpenAI "
+          "top_logprobs); 0 = off");
+  f.Switch("sample-on-host", "serving: the host Sampler draws every row from downloaded logits (to compare samplers)");
 }
 
 absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& f) {
   SamplingParams p;
   STRATA_RETURN_IF_ERROR(ParseSamplingFlags(f, &p));
+  STRATA_ASSIGN_OR_RETURN(int64_t logprobs, f.Int("logprobs"));
+  p.logprobs = static_cast<int>(logprobs);
   p.ignore_eos = true;
   STRATA_RETURN_IF_ERROR(p.Validate());
   return p;
@@ -142,7 +148,7 @@ absl::StatusOr<SamplingParams> BenchSampling(const FlagSet& f) {
 
 nlohmann::json BenchSamplingJson(const SamplingParams& p) {
   const bool penalties = p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
-  if (p.temperature == 0.0f && !penalties) return "greedy";
+  if (p.temperature == 0.0f && !penalties && p.logprobs == 0) return "greedy";
   // As given on the command line, not as the nearest float prints in double.
   auto given = [](float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; };
   nlohmann::json j{{"temperature", given(p.temperature)}, {"top_k", p.top_k}, {"top_p", given(p.top_p)},
@@ -152,6 +158,7 @@ nlohmann::json BenchSamplingJson(const SamplingParams& p) {
     j["frequency_penalty"] = given(p.frequency_penalty);
     j["presence_penalty"] = given(p.presence_penalty);
   }
+  if (p.logprobs > 0) j["logprobs"] = p.logprobs;
   return j;
 }
 
@@ -187,6 +194,7 @@ absl::Status BenchServing(const FlagSet& f) {
   ec.policy.policy = policy;
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
   ec.async_scheduling = AsyncSchedulingFrom(f);
+  ec.sample_on_host = f.On("sample-on-host");
   ec.max_waiting = static_cast<int32_t>(std::max<size_t>(items.size(), 1));
   ec.model_identity = f.Get("model");
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
@@ -270,6 +278,7 @@ absl::Status BenchServing(const FlagSet& f) {
       {"async_scheduling", ec.async_scheduling != AsyncScheduling::kOff},
       {"overlapped_steps", mt.num_overlapped_steps},
       {"host_sampled_steps", mt.num_host_sampled_steps},
+      {"sample_on_host", ec.sample_on_host},
       // Per step: the model call, and the step thread's other work (device idle then).
       {"forward_ms_per_step", mt.num_steps > 0 ? 1e3 * mt.forward_seconds / static_cast<double>(mt.num_steps) : 0.0},
       {"host_ms_per_step",

@@ -117,6 +117,23 @@ TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
   EXPECT_NEAR(pj["sampling"]["frequency_penalty"].get<double>(), 0.5, 1e-6);
   EXPECT_NEAR(pj["sampling"]["repetition_penalty"].get<double>(), 1.2, 1e-6);
   EXPECT_EQ(pj["host_sampled_steps"], 0);
+  // Logprobs: the device still draws every token (only the rows come back), unless the host
+  // is asked to sample.
+  Output with_logprobs = RunStrata(args + " --temp 0.8 --logprobs 3");
+  ASSERT_EQ(with_logprobs.exit_code, 0) << with_logprobs.out;
+  const nlohmann::json lj = nlohmann::json::parse(with_logprobs.out);
+  EXPECT_EQ(lj["sampling"]["logprobs"], 3);
+  EXPECT_EQ(lj["host_sampled_steps"], 0);
+  EXPECT_EQ(lj["sample_on_host"], false);
+  Output on_host = RunStrata(args + " --temp 0.8 --logprobs 3 --sample-on-host");
+  ASSERT_EQ(on_host.exit_code, 0) << on_host.out;
+  const nlohmann::json hj = nlohmann::json::parse(on_host.out);
+  EXPECT_GT(hj["host_sampled_steps"].get<int64_t>(), 10);
+  EXPECT_EQ(hj["sample_on_host"], true);
+  EXPECT_EQ(hj["output_tokens"], lj["output_tokens"]);
+  Output bad_logprobs = RunStrata(args + " --logprobs 21", /*merge_stderr=*/true);
+  EXPECT_NE(bad_logprobs.exit_code, 0);
+  EXPECT_NE(bad_logprobs.out.find("logprobs must be in"), std::string::npos) << bad_logprobs.out;
   Output single = RunStrata("bench -m " + kStories + "/stories260K.gguf --prompt-tokens 8 --gen-tokens 8 -r 1 "
                             "--temp 1 --top-p 0.5 --json");
   ASSERT_EQ(single.exit_code, 0) << single.out;
