@@ -313,10 +313,15 @@ absl::StatusOr<SampleResult> Sampler::LogprobsOf(std::span<const float> logits, 
       const float va = Sanitize(logits[a]), vb = Sanitize(logits[b]);
       return va != vb ? va > vb : a < b;
     };
+    // Once n are kept, a later entry (higher id) gets in only above the last one's value.
+    float floor_value = -std::numeric_limits<float>::infinity();
+    bool full = false;
     for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
-      if (best.size() == n && !before(i, best.back())) continue;
+      if (full && !(Sanitize(logits[i]) > floor_value)) continue;
       best.insert(std::upper_bound(best.begin(), best.end(), i, before), i);
       if (best.size() > n) best.pop_back();
+      full = best.size() == n;
+      if (full) floor_value = Sanitize(logits[best.back()]);
     }
     result.top.reserve(n);
     for (int32_t id : best) result.top.push_back({id, static_cast<float>(Sanitize(logits[id]) - log_sum)});
