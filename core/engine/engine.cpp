@@ -535,70 +535,54 @@ absl::StatusOr<bool> Engine::StepLocked() {
     return st;
   }
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  // The logprobs of the rows the device drew, computed first on several threads: ~0.5 ms a
-  // row of 128,256 logits, and each is the request's own.
+  // The logprobs of the rows the device drew, computed first on several threads (each row is
+  // its own request's): ~0.1-0.5 ms a row of 128,256 logits.
   std::vector<size_t> logprob_rows;
   std::vector<const Sampler*> logprob_samplers;
+  std::vector<int64_t> logprob_index(sampled_rows.size(), -1);
   for (size_t row = 0; on_device && row < sampled_rows.size(); ++row) {
     if (host_draws[row] || host_position[row] < 0) continue;
     if (LiveRequest* r = FindLive(sampled_rows[row])) {
+      logprob_index[row] = static_cast<int64_t>(logprob_rows.size());
       logprob_rows.push_back(row);
       logprob_samplers.push_back(r->sampler.get());
     }
   }
+  auto row_logits = [&](size_t row) {
+    return std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);
+  };
   std::vector<absl::StatusOr<SampleResult>> logprobs(logprob_rows.size(), absl::UnknownError("not computed"));
   ParallelFor(logprob_rows.size(), std::max(1u, std::thread::hardware_concurrency()), [&](size_t i) {
-    const size_t row = logprob_rows[i];
-    logprobs[i] = logprob_samplers[i]->LogprobsOf(
-        std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab),
-        greedy_ids_[row]);
+    logprobs[i] = logprob_samplers[i]->LogprobsOf(row_logits(logprob_rows[i]), greedy_ids_[logprob_rows[i]]);
   });
-  size_t next_logprobs = 0;
   for (size_t row = 0; row < sampled_rows.size(); ++row) {
     // Gone if the launched step's token ended it.
     LiveRequest* found = FindLive(sampled_rows[row]);
     if (found == nullptr) continue;
     LiveRequest& r = *found;
     const int64_t index = r.seq.num_tokens();
-    if (on_device && !host_draws[row]) {
-      r.sampler->SkipDraw();  // the device used this request's (seed, step)
-      if (host_position[row] < 0) {
-        ProcessSample(r, greedy_ids_[row], out.step, index);
-        continue;
-      }
-      // The device drew the token; its log-probabilities came from the raw row, above.
-      while (next_logprobs < logprob_rows.size() && logprob_rows[next_logprobs] < row) ++next_logprobs;
-      absl::StatusOr<SampleResult> res =
-          next_logprobs < logprob_rows.size() && logprob_rows[next_logprobs] == row
-              ? std::move(logprobs[next_logprobs])
-              : r.sampler->LogprobsOf(std::span<const float>(logits_).subspan(
-                                          static_cast<size_t>(host_position[row]) * vocab, vocab),
-                                      greedy_ids_[row]);
-      if (res.ok()) {
-        GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
-        ProcessSample(r, res->token, out.step, index, &lp);
-      } else {
-        StreamEvent ev;
-        ev.step = out.step;
-        FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
-      }
+    const bool device_drew = on_device && !host_draws[row];
+    if (device_drew) r.sampler->SkipDraw();  // the device used this request's (seed, step)
+    if (device_drew && logprob_index[row] < 0) {
+      ProcessSample(r, greedy_ids_[row], out.step, index);
+      continue;
+    }
+    if (!device_drew && !r.want_logprobs) {
+      ProcessSample(r, r.sampler->Sample(row_logits(row), r.seq.prompt_ids(), r.seq.generated_ids()), out.step, index);
+      continue;
+    }
+    // The device drew the token and its logprobs came from the raw row above, or the host
+    // draws it now.
+    absl::StatusOr<SampleResult> res =
+        device_drew ? std::move(logprobs[static_cast<size_t>(logprob_index[row])])
+                    : r.sampler->SampleWithLogprobs(row_logits(row), r.seq.prompt_ids(), r.seq.generated_ids());
+    if (res.ok()) {
+      GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
+      ProcessSample(r, res->token, out.step, index, &lp);
     } else {
-      const std::span<const float> logits =
-          std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);
-      if (r.want_logprobs) {
-        absl::StatusOr<SampleResult> res =
-            r.sampler->SampleWithLogprobs(logits, r.seq.prompt_ids(), r.seq.generated_ids());
-        if (res.ok()) {
-          GeneratedTokenLogprob lp{res->token, res->logprob, std::move(res->top)};
-          ProcessSample(r, res->token, out.step, index, &lp);
-        } else {
-          StreamEvent ev;
-          ev.step = out.step;
-          FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
-        }
-      } else {
-        ProcessSample(r, r.sampler->Sample(logits, r.seq.prompt_ids(), r.seq.generated_ids()), out.step, index);
-      }
+      StreamEvent ev;
+      ev.step = out.step;
+      FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", res.status().message()), std::move(ev));
     }
   }
   {
