@@ -375,10 +375,10 @@ absl::StatusOr<bool> Engine::StepLocked() {
   absl::Status st = model_.CopyKvBlocks(kv_->TakePendingCopies());
   absl::StatusOr<StepInput> in = st.ok() ? BuildStepInput(out, *kv_, model_.max_blocks_per_seq())
                                          : absl::StatusOr<StepInput>(st);
-  // When every sampled row can be chosen on the device (no penalties, no logprobs), the
-  // device picks the tokens (argmax when all are greedy, else its seeded sampler, which
-  // draws exactly what the host Sampler would) and only their ids come back; otherwise the
-  // logits do and the host samples.
+  // The device picks the tokens (argmax when all are greedy, else its seeded sampler, which
+  // draws exactly what the host Sampler would) and only their ids come back, but for the
+  // rows below whose logits come back too; with sample_on_host, or where the device has no
+  // sampler, every row's logits come back and the host samples.
   bool on_device = model_.device().Supports(STRATA_OP_ARGMAX, STRATA_DTYPE_F32) && !config_.sample_on_host;
   bool all_argmax = true;
   // Rows with penalties are sampled on the device too where it applies them (ABI 1.5). Their

@@ -115,9 +115,9 @@ class LlamaModel {
   absl::Status ForwardSample(const StepInput& in, const DeviceSampleRows& rows, std::vector<int32_t>* token_ids);
 
   // After ForwardGreedy / ForwardSample: the logits of some of that step's rows (indices
-  // into its logits rows), rows.size() x vocab_size floats, for the host to sample rows the
-  // device could not (logprobs) without bringing back every row. A row whose penalties the
-  // device applied holds the penalized logits.
+  // into its logits rows, ascending), rows.size() x vocab_size floats, for the host to
+  // compute logprobs or sample rows the device could not, without bringing back every row.
+  // A row whose penalties the device applied holds the penalized logits.
   absl::Status ReadLogitsRows(std::span<const size_t> rows, std::vector<float>* logits);
 
   // Overlapped steps (device ABI 1.4): the step's work and the copy of its sampled ids
