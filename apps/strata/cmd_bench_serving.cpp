@@ -115,7 +115,7 @@ void AddServingBenchFlags(FlagSet& f) {
   f.Value("shared-prefix-fraction", "", "0", "synthetic: share of requests that start with the shared prefix");
   f.Value("shared-prefix-tokens", "", "1000", "synthetic: length of the shared prefix");
   f.Value("seed", "", "1", "synthetic: random seed");
-  f.Value("max-num-seqs", "", "16", "serving: requests running at once (sequences per step)");
+  f.Value("max-num-seqs", "", "auto", "serving: requests running at once (sequences per step); auto = 256 on GPUs, 16 on CPUs");
   f.Value("max-batched-tokens", "", "auto",
           "serving: tokens per step (decodes + prefill chunks); auto = by device, as vLLM's offline "
           "defaults: 16384 on GPUs of >= 70 GiB, 8192 on other GPUs, 512 on CPUs");
@@ -167,11 +167,11 @@ bool IsServingBench(const FlagSet& f) {
 }
 
 absl::Status BenchServing(const FlagSet& f) {
-  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
   STRATA_ASSIGN_OR_RETURN(SchedulingPolicy policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
   STRATA_ASSIGN_OR_RETURN(const SamplingParams sampling, BenchSampling(f));
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
   const strata_device_info info = dev.device->info();
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, MaxNumSeqsFlag(f, info));
   STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, StepTokensFlag(f, "max-batched-tokens", info, StepBudgetUse::kOffline));
   if (max_seqs <= 0 || max_tokens <= 0)
     return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");

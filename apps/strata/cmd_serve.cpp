@@ -32,7 +32,7 @@ void AddServeFlags(FlagSet& f) {
   f.Value("api-key", "", "", "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
   f.Value("served-model-name", "", "", "the model name clients send; default: the model file's name");
   f.Value("chat-template", "", "", "Jinja chat template file, instead of (or for a model without) its own");
-  f.Value("max-num-seqs", "", "16", "requests in the running batch");
+  f.Value("max-num-seqs", "", "auto", "requests in the running batch; auto = 256 on GPUs, 16 on CPUs");
   f.Value("max-waiting", "", "1024", "requests allowed to wait for admission; beyond it 429");
   AddKvPoolFlags(f);
   f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
@@ -107,12 +107,13 @@ absl::Status Serve(const FlagSet& f) {
   if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535], got ", port));
   so.port = static_cast<int>(port);
   so.api_key = f.Get("api-key");
-  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, f.Int("max-num-seqs"));
   STRATA_ASSIGN_OR_RETURN(int64_t max_waiting, f.Int("max-waiting"));
   STRATA_ASSIGN_OR_RETURN(int64_t body, f.Int("max-body-bytes"));
   STRATA_ASSIGN_OR_RETURN(int64_t threads, f.Int("http-threads"));
   STRATA_ASSIGN_OR_RETURN(double shutdown_timeout, f.Double("shutdown-timeout"));
-  if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
+  if (f.Get("max-num-seqs") != "auto") {
+    STRATA_RETURN_IF_ERROR(f.Int("max-num-seqs").status());  // a bad value fails before the model loads
+  }
   if (max_waiting <= 0) return absl::InvalidArgumentError("--max-waiting must be positive");
   if (body <= 0) return absl::InvalidArgumentError("--max-body-bytes must be positive");
   if (threads <= 0 || threads > 16384) return absl::InvalidArgumentError("--http-threads must be in [1, 16384]");
@@ -130,6 +131,8 @@ absl::Status Serve(const FlagSet& f) {
   }
 
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, MaxNumSeqsFlag(f, dev.device->info()));
+  if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
   STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs)));
   std::optional<ChatTemplate> model_template;
   if (!override_template && !m.file->chat_template.empty()) {

@@ -71,6 +71,11 @@ absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, c
   return flags.Int(name);
 }
 
+absl::StatusOr<int64_t> MaxNumSeqsFlag(const FlagSet& flags, const strata_device_info& info) {
+  if (flags.Get("max-num-seqs") == "auto") return DefaultMaxNumSeqs(info);
+  return flags.Int("max-num-seqs");
+}
+
 absl::StatusOr<ModelRuntime> LoadModel(
     const FlagSet& flags, Device& device, bool need_tokenizer,
     const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust) {

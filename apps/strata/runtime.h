@@ -51,6 +51,8 @@ absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
 // the default for this device and use (core/engine/step_budget.h).
 absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, const strata_device_info& info,
                                        StepBudgetUse use);
+// --max-num-seqs: a count, or "auto" (DefaultMaxNumSeqs for this device).
+absl::StatusOr<int64_t> MaxNumSeqsFlag(const FlagSet& flags, const strata_device_info& info);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty and
 // --presence-penalty (which both `run` and `bench` take, each with its own defaults) into p;

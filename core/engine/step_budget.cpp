@@ -13,4 +13,6 @@ int32_t DefaultStepTokens(const strata_device_info& info, StepBudgetUse use) {
   return large ? 8192 : 2048;
 }
 
+int32_t DefaultMaxNumSeqs(const strata_device_info& info) { return info.kind == STRATA_DEVICE_GPU ? 256 : 16; }
+
 }  // namespace strata

@@ -143,14 +143,19 @@ TEST(Cli, BenchSamplesWhenAskedAndSaysHow) {
   EXPECT_NE(bad.out.find("top_p must be in (0, 1]"), std::string::npos) << bad.out;
 }
 
-// The tokens per step default to "auto" (core/engine/step_budget.h): 512 on a CPU, as
-// before; a count given is taken as is; anything else is refused with the flag's name.
+// The tokens and sequences per step default to "auto" (core/engine/step_budget.h): 512 and
+// 16 on a CPU, as before; a count given is taken as is; anything else is refused with the
+// flag's name.
 TEST(Cli, BenchStepTokensDefaultByDevice) {
   const std::string args = "bench -m " + kStories + "/stories260K.gguf --num-requests 3 --max-num-seqs 2 "
                            "--prompt-len-min 10 --prompt-len-max 20 --output-len-min 4 --output-len-max 4 --json";
   Output by_default = RunStrata(args);
   ASSERT_EQ(by_default.exit_code, 0) << by_default.out;
   EXPECT_EQ(nlohmann::json::parse(by_default.out)["max_batched_tokens"], 512);
+  Output seqs_by_default = RunStrata("bench -m " + kStories + "/stories260K.gguf --num-requests 3 --prompt-len-min 10 "
+                                     "--prompt-len-max 20 --output-len-min 4 --output-len-max 4 --json");
+  ASSERT_EQ(seqs_by_default.exit_code, 0) << seqs_by_default.out;
+  EXPECT_EQ(nlohmann::json::parse(seqs_by_default.out)["max_num_seqs"], 16);
   Output given = RunStrata(args + " --max-batched-tokens 64");
   ASSERT_EQ(given.exit_code, 0) << given.out;
   EXPECT_EQ(nlohmann::json::parse(given.out)["max_batched_tokens"], 64);

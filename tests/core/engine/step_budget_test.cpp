@@ -33,5 +33,12 @@ TEST(StepBudget, FollowsVllmOnGpusAndKeeps512Elsewhere) {
   EXPECT_EQ(DefaultStepTokens(Info(STRATA_DEVICE_ACCELERATOR, 96), StepBudgetUse::kOffline), 512);
 }
 
+TEST(StepBudget, RunsMoreSequencesOnGpus) {
+  EXPECT_EQ(DefaultMaxNumSeqs(Info(STRATA_DEVICE_GPU, 141)), 256);
+  EXPECT_EQ(DefaultMaxNumSeqs(Info(STRATA_DEVICE_GPU, 24)), 256);
+  EXPECT_EQ(DefaultMaxNumSeqs(Info(STRATA_DEVICE_CPU, 512)), 16);
+  EXPECT_EQ(DefaultMaxNumSeqs(Info(STRATA_DEVICE_ACCELERATOR, 96)), 16);
+}
+
 }  // namespace
 }  // namespace strata
