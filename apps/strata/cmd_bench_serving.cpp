@@ -171,8 +171,9 @@ absl::Status BenchServing(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(const SamplingParams sampling, BenchSampling(f));
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
   const strata_device_info info = dev.device->info();
-  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, MaxNumSeqsFlag(f, info));
-  STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, StepTokensFlag(f, "max-batched-tokens", info, StepBudgetUse::kOffline));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, IntOrAutoFlag(f, "max-num-seqs", DefaultMaxNumSeqs(info)));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_tokens, IntOrAutoFlag(f, "max-batched-tokens",
+                                                            DefaultStepTokens(info, StepBudgetUse::kOffline)));
   if (max_seqs <= 0 || max_tokens <= 0)
     return absl::InvalidArgumentError("--max-num-seqs and --max-batched-tokens must be positive");
   auto adjust = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {

@@ -131,7 +131,7 @@ absl::Status Serve(const FlagSet& f) {
   }
 
   STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
-  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, MaxNumSeqsFlag(f, dev.device->info()));
+  STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, IntOrAutoFlag(f, "max-num-seqs", DefaultMaxNumSeqs(dev.device->info())));
   if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
   STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs)));
   std::optional<ChatTemplate> model_template;

@@ -65,15 +65,9 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   return rt;
 }
 
-absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, const strata_device_info& info,
-                                       StepBudgetUse use) {
-  if (flags.Get(name) == "auto") return DefaultStepTokens(info, use);
+absl::StatusOr<int64_t> IntOrAutoFlag(const FlagSet& flags, const char* name, int64_t auto_value) {
+  if (flags.Get(name) == "auto") return auto_value;
   return flags.Int(name);
-}
-
-absl::StatusOr<int64_t> MaxNumSeqsFlag(const FlagSet& flags, const strata_device_info& info) {
-  if (flags.Get("max-num-seqs") == "auto") return DefaultMaxNumSeqs(info);
-  return flags.Int("max-num-seqs");
 }
 
 absl::StatusOr<ModelRuntime> LoadModel(
@@ -110,7 +104,7 @@ absl::StatusOr<ModelRuntime> LoadModel(
   }
   ModelRuntimeOptions o;
   STRATA_ASSIGN_OR_RETURN(int64_t ctx, flags.Int("ctx-size"));
-  STRATA_ASSIGN_OR_RETURN(int64_t bt, StepTokensFlag(flags, "batch-tokens", device.info(), StepBudgetUse::kOnline));
+  STRATA_ASSIGN_OR_RETURN(int64_t bt, IntOrAutoFlag(flags, "batch-tokens", DefaultStepTokens(device.info(), StepBudgetUse::kOnline)));
   STRATA_ASSIGN_OR_RETURN(int64_t bs, flags.Int("block-size"));
   if (ctx < 0 || bt <= 0 || bs <= 0) return absl::InvalidArgumentError("--ctx-size, --batch-tokens, --block-size must be positive");
   if (ctx > 0 && rt.file->config.max_position > 0 && ctx > rt.file->config.max_position)

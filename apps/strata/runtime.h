@@ -47,12 +47,9 @@ absl::StatusOr<ModelRuntime> LoadModel(
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
 
-// A tokens-per-step flag (--batch-tokens, --max-batched-tokens): a positive count, or "auto",
-// the default for this device and use (core/engine/step_budget.h).
-absl::StatusOr<int64_t> StepTokensFlag(const FlagSet& flags, const char* name, const strata_device_info& info,
-                                       StepBudgetUse use);
-// --max-num-seqs: a count, or "auto" (DefaultMaxNumSeqs for this device).
-absl::StatusOr<int64_t> MaxNumSeqsFlag(const FlagSet& flags, const strata_device_info& info);
+// A count flag that may be "auto" (--batch-tokens, --max-batched-tokens, --max-num-seqs):
+// auto_value then, which the caller takes from core/engine/step_budget.h for its device.
+absl::StatusOr<int64_t> IntOrAutoFlag(const FlagSet& flags, const char* name, int64_t auto_value);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty and
 // --presence-penalty (which both `run` and `bench` take, each with its own defaults) into p;
