@@ -10,17 +10,12 @@
 #include <limits>
 
 #include "core/sampling/log_sum_exp.h"
+#include "core/sampling/sanitized_logit.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace strata {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// The Sampler's view of a logit: NaN -> -inf, +inf -> the largest float.
-HWY_INLINE float Sane(float v) {
-  if (std::isnan(v)) return -std::numeric_limits<float>::infinity();
-  return v == std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::max() : v;
-}
 
 double LogSumExpRow(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
@@ -36,7 +31,7 @@ double LogSumExpRow(const float* x, size_t n) {
     for (; i + L <= n; i += L) vm = hn::Max(vm, sane(hn::LoadU(d, x + i)));
     m = hn::GetLane(hn::MaxOfLanes(d, vm));
   }
-  for (; i < n; ++i) m = std::max(m, Sane(x[i]));
+  for (; i < n; ++i) m = std::max(m, SanitizedLogit(x[i]));
   if (m == -std::numeric_limits<float>::infinity()) return m;
   // exp(v - m) with v - m <= 0; below -100 it is 0 in float (and -inf - m is -inf).
   const V vmax = hn::Set(d, m), floor = hn::Set(d, -100.0f);
@@ -52,7 +47,7 @@ double LogSumExpRow(const float* x, size_t n) {
     }
     total += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, acc)));
   }
-  for (; i < n; ++i) total += std::exp(Sane(x[i]) - m);
+  for (; i < n; ++i) total += std::exp(SanitizedLogit(x[i]) - m);
   return static_cast<double>(m) + std::log(total);
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/shortest_prefix.h"
 #include "core/sampling/log_sum_exp.h"
+#include "core/sampling/sanitized_logit.h"
 #include "strata/device.h"
 
 namespace strata {
@@ -31,13 +32,6 @@ absl::Status CheckRow(std::span<const float> logits) {
   return absl::OkStatus();
 }
 
-// NaN would poison every comparison and sum: it becomes -inf (never chosen). +inf becomes
-// the largest float so that (logit - max) stays finite and such tokens share the mass.
-float Sanitize(float x) {
-  if (std::isnan(x)) return -std::numeric_limits<float>::infinity();
-  if (x == std::numeric_limits<float>::infinity()) return std::numeric_limits<float>::max();
-  return x;
-}
 
 absl::Status CheckIds(std::span<const int32_t> ids, size_t vocab, const char* what) {
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -152,7 +146,7 @@ absl::StatusOr<Sampler::Candidates> Sampler::ComputeCandidates(
     std::span<const int32_t> generated_ids) const {
   if (absl::Status s = CheckRow(logits); !s.ok()) return s;
   std::vector<float> work(logits.size());
-  std::transform(logits.begin(), logits.end(), work.begin(), Sanitize);
+  std::transform(logits.begin(), logits.end(), work.begin(), SanitizedLogit);
   if (absl::Status s = ApplyPenalties(work, prompt_ids, generated_ids); !s.ok()) return s;
 
   Candidates c;
@@ -301,7 +295,7 @@ absl::StatusOr<SampleResult> Sampler::LogprobsOf(std::span<const float> logits, 
   const double log_sum = LogSumExp(logits.data(), logits.size());
   if (log_sum == -std::numeric_limits<double>::infinity())
     return absl::InvalidArgumentError("sampler: every logit is -inf or NaN");
-  result.logprob = static_cast<float>(Sanitize(logits[token]) - log_sum);
+  result.logprob = static_cast<float>(SanitizedLogit(logits[token]) - log_sum);
 
   // The n most likely (ties: lower id first) in one pass, kept sorted in a short list: n is
   // at most kMaxLogprobs, the vocabulary ~10^5.
@@ -310,21 +304,21 @@ absl::StatusOr<SampleResult> Sampler::LogprobsOf(std::span<const float> logits, 
     std::vector<int32_t> best;
     best.reserve(n + 1);
     auto before = [&](int32_t a, int32_t b) {  // a ranks before b
-      const float va = Sanitize(logits[a]), vb = Sanitize(logits[b]);
+      const float va = SanitizedLogit(logits[a]), vb = SanitizedLogit(logits[b]);
       return va != vb ? va > vb : a < b;
     };
     // Once n are kept, a later entry (higher id) gets in only above the last one's value.
     float floor_value = -std::numeric_limits<float>::infinity();
     bool full = false;
     for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
-      if (full && !(Sanitize(logits[i]) > floor_value)) continue;
+      if (full && !(SanitizedLogit(logits[i]) > floor_value)) continue;
       best.insert(std::upper_bound(best.begin(), best.end(), i, before), i);
       if (best.size() > n) best.pop_back();
       full = best.size() == n;
-      if (full) floor_value = Sanitize(logits[best.back()]);
+      if (full) floor_value = SanitizedLogit(logits[best.back()]);
     }
     result.top.reserve(n);
-    for (int32_t id : best) result.top.push_back({id, static_cast<float>(Sanitize(logits[id]) - log_sum)});
+    for (int32_t id : best) result.top.push_back({id, static_cast<float>(SanitizedLogit(logits[id]) - log_sum)});
   }
   return result;
 }
