@@ -537,10 +537,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   // The logprobs of the rows the device drew, computed first on several threads (each row is
   // its own request's): ~0.1-0.5 ms a row of 128,256 logits.
+  // Only steps with rows whose logits came back have any (most steps have none).
   std::vector<size_t> logprob_rows;
   std::vector<const Sampler*> logprob_samplers;
-  std::vector<int64_t> logprob_index(sampled_rows.size(), -1);
-  for (size_t row = 0; on_device && row < sampled_rows.size(); ++row) {
+  std::vector<int64_t> logprob_index(on_device && !host_rows.empty() ? sampled_rows.size() : 0, -1);
+  for (size_t row = 0; row < logprob_index.size(); ++row) {
     if (host_draws[row] || host_position[row] < 0) continue;
     if (LiveRequest* r = FindLive(sampled_rows[row])) {
       logprob_index[row] = static_cast<int64_t>(logprob_rows.size());
@@ -552,9 +553,12 @@ absl::StatusOr<bool> Engine::StepLocked() {
     return std::span<const float>(logits_).subspan(static_cast<size_t>(host_position[row]) * vocab, vocab);
   };
   std::vector<absl::StatusOr<SampleResult>> logprobs(logprob_rows.size(), absl::UnknownError("not computed"));
-  ParallelFor(logprob_rows.size(), std::max(1u, std::thread::hardware_concurrency()), [&](size_t i) {
-    logprobs[i] = logprob_samplers[i]->LogprobsOf(row_logits(logprob_rows[i]), greedy_ids_[logprob_rows[i]]);
-  });
+  if (!logprob_rows.empty()) {
+    static const unsigned kHostThreads = std::max(1u, std::thread::hardware_concurrency());
+    ParallelFor(logprob_rows.size(), kHostThreads, [&](size_t i) {
+      logprobs[i] = logprob_samplers[i]->LogprobsOf(row_logits(logprob_rows[i]), greedy_ids_[logprob_rows[i]]);
+    });
+  }
   for (size_t row = 0; row < sampled_rows.size(); ++row) {
     // Gone if the launched step's token ended it.
     LiveRequest* found = FindLive(sampled_rows[row]);
@@ -563,7 +567,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     const int64_t index = r.seq.num_tokens();
     const bool device_drew = on_device && !host_draws[row];
     if (device_drew) r.sampler->SkipDraw();  // the device used this request's (seed, step)
-    if (device_drew && logprob_index[row] < 0) {
+    if (device_drew && (logprob_index.empty() || logprob_index[row] < 0)) {
       ProcessSample(r, greedy_ids_[row], out.step, index);
       continue;
     }

@@ -453,15 +453,14 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
     pp.row_start = rows.penalty_row_start.data();
     pp.token_ids = rows.penalty_token_ids.data();
     pp.counts = rows.penalty_counts.data();
+    feedback_rows_ = 0;  // unknown if the op fails
     if (rows.any_penalty_feedback) {
       // The previous step's sampled ids, still in sampled_ids_ (this step samples after).
       const strata_tensor previous = sampled_ids_.View(STRATA_DTYPE_I32, {previous_rows});
-      feedback_rows_ = 0;
       STRATA_RETURN_IF_ERROR(device_.Check(device_.api().apply_penalties_feedback(
                                                device_.handle(), &logits, &pp, rows.penalty_feedback_rows.data(), &previous),
                                            "apply_penalties_feedback"));
     } else {
-      feedback_rows_ = 0;
       STRATA_RETURN_IF_ERROR(
           device_.Check(device_.api().apply_penalties(device_.handle(), &logits, &pp), "apply_penalties"));
     }
