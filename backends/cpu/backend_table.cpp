@@ -422,6 +422,15 @@ strata_status OpApplyPenaltiesFeedback(strata_device dev, const strata_tensor* l
   });
 }
 
+strata_status OpLogprobs(strata_device dev, const strata_tensor* logits, const int32_t* row_ids, int32_t num_rows,
+                         const strata_tensor* ids, int32_t top_n, const strata_tensor* values,
+                         const strata_tensor* top_ids) {
+  return Guarded("logprobs", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "logprobs"));
+    return Logprobs(dev, logits, row_ids, num_rows, ids, top_n, values, top_ids);
+  });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs,
                            int32_t num_pairs) {
   return Guarded("copy_blocks", [&]() -> absl::Status {
@@ -614,6 +623,8 @@ const strata_backend_v1 kTable = {
     OpApplyPenalties,
     // ABI 1.6: penalties that count a token sampled on the device.
     OpApplyPenaltiesFeedback,
+    // ABI 1.7: logprobs of chosen rows.
+    OpLogprobs,
 };
 
 const strata_plugin_info kInfo = {

@@ -37,6 +37,10 @@ absl::Status ApplyPenalties(strata_device_s* dev, const strata_tensor* logits, c
                             const int32_t* feedback_rows = nullptr, const strata_tensor* feedback = nullptr);
 absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
                     const strata_sample_params* params, const strata_tensor* out_ids);
+// logprobs (ABI 1.7): see strata_backend_v1::logprobs.
+absl::Status Logprobs(strata_device_s* dev, const strata_tensor* logits, const int32_t* row_ids, int32_t num_rows,
+                      const strata_tensor* ids, int32_t top_n, const strata_tensor* values,
+                      const strata_tensor* top_ids);
 
 absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s** out);
 absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,

@@ -803,6 +803,13 @@ strata_status OpSample(strata_device dev, const strata_tensor* logits, const str
   return RunKeyedOp("sample", dev, [&] { return ProfileKey{StrCat("sample n=", RowsOf(logits))}; }, [&](Device* d) { return Sample(d, logits, params, out_ids); });
 }
 
+strata_status OpLogprobs(strata_device dev, const strata_tensor* logits, const int32_t* row_ids, int32_t num_rows,
+                         const strata_tensor* ids, int32_t top_n, const strata_tensor* values,
+                         const strata_tensor* top_ids) {
+  return RunKeyedOp("logprobs", dev, [&] { return ProfileKey{StrCat("logprobs n=", num_rows, " top=", top_n)}; },
+                    [&](Device* d) { return Logprobs(d, logits, row_ids, num_rows, ids, top_n, values, top_ids); });
+}
+
 strata_status OpApplyPenalties(strata_device dev, const strata_tensor* logits, const strata_penalty_params* params) {
   return RunKeyedOp("apply_penalties", dev, [&] { return ProfileKey{StrCat("apply_penalties n=", RowsOf(logits))}; },
                     [&](Device* d) { return ApplyPenalties(d, logits, params); });
@@ -941,6 +948,7 @@ const strata_backend_v1 kTable = {
     ReadbackFinish,
     OpApplyPenalties,
     OpApplyPenaltiesFeedback,
+    OpLogprobs,
 };
 
 const strata_plugin_info kInfo = {

@@ -36,6 +36,8 @@ Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_pen
                       const int32_t* feedback_rows = nullptr, const strata_tensor* feedback = nullptr);
 Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_params* params,
               const strata_tensor* out_ids);
+Status Logprobs(Device* dev, const strata_tensor* logits, const int32_t* row_ids, int32_t num_rows,
+                const strata_tensor* ids, int32_t top_n, const strata_tensor* values, const strata_tensor* top_ids);
 Status RopeKvWrite(Device* dev, const strata_rope_params* rope, const strata_attention_params* attn,
                    const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
                    const strata_tensor* v, KvCache* kv, int32_t layer);

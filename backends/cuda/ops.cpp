@@ -680,6 +680,52 @@ Status Sample(Device* dev, const strata_tensor* logits, const strata_sample_para
                   "sample");
 }
 
+static_assert(kMaxTopLogprobs == STRATA_MAX_TOP_LOGPROBS, "the kernel's list holds the ABI's maximum");
+
+Status Logprobs(Device* dev, const strata_tensor* logits, const int32_t* row_ids, int32_t num_rows,
+                const strata_tensor* ids, int32_t top_n, const strata_tensor* values, const strata_tensor* top_ids) {
+  View lv, iv, vv, tv;
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(logits, "logprobs: logits", {kF32}, &lv));
+  if (lv.cols == 0) return InvalidArgument("logprobs: logits have no columns");
+  if (lv.cols > INT32_MAX) return InvalidArgument("logprobs: more than 2^31 columns");
+  if (const char* e = strata_logprobs_args_error(row_ids, num_rows, lv.rows, top_n, lv.cols)) {
+    return InvalidArgument("logprobs: ", e);
+  }
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(ids, "logprobs: ids", {kI32}, &iv));
+  if (!iv.packed() || iv.numel() != lv.rows) {
+    return InvalidArgument("logprobs: ids has ", iv.numel(), " elements, logits have ", lv.rows, " rows");
+  }
+  STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(values, "logprobs: values", {kF32}, &vv));
+  if (vv.rows != num_rows || vv.cols != 1 + top_n) {
+    return InvalidArgument("logprobs: values is [", vv.rows, ", ", vv.cols, "], expected [", num_rows, ", ",
+                           1 + top_n, "]");
+  }
+  if (top_n > 0) {
+    if (top_ids == nullptr) return InvalidArgument("logprobs: top_ids is null and top_n > 0");
+    STRATA_CUDA_RETURN_IF_ERROR(CheckTensor(top_ids, "logprobs: top_ids", {kI32}, &tv));
+    if (tv.rows != num_rows || tv.cols != top_n) {
+      return InvalidArgument("logprobs: top_ids is [", tv.rows, ", ", tv.cols, "], expected [", num_rows, ", ", top_n,
+                             "]");
+    }
+  }
+  if (num_rows == 0) return Ok();
+  void* d_rows = nullptr;
+  STRATA_CUDA_RETURN_IF_ERROR(
+      UploadSmall(dev, row_ids, static_cast<uint64_t>(num_rows) * 4, &d_rows, "logprobs: row_ids"));
+  LogprobsArgs a{};
+  a.logits = reinterpret_cast<const float*>(lv.base);
+  a.stride = lv.stride;
+  a.vocab = static_cast<int32_t>(lv.cols);
+  a.row_ids = static_cast<const int32_t*>(d_rows);
+  a.ids = reinterpret_cast<const int32_t*>(iv.base);
+  a.top_n = top_n;
+  a.values = reinterpret_cast<float*>(vv.base);
+  a.values_stride = vv.stride;
+  a.top_ids = top_n > 0 ? reinterpret_cast<int32_t*>(tv.base) : nullptr;
+  a.top_ids_stride = top_n > 0 ? tv.stride : 0;
+  return Launched(LaunchLogprobs(a, num_rows, dev->stream), "logprobs");
+}
+
 Status ApplyPenalties(Device* dev, const strata_tensor* logits, const strata_penalty_params* params,
                       const int32_t* feedback_rows, const strata_tensor* feedback) {
   View lv;

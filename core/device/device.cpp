@@ -215,6 +215,8 @@ bool Device::SupportsPenalties() const { return STRATA_BACKEND_HAS_PENALTIES(api
 
 bool Device::SupportsPenaltyFeedback() const { return STRATA_BACKEND_HAS_PENALTY_FEEDBACK(api_); }
 
+bool Device::SupportsLogprobs() const { return STRATA_BACKEND_HAS_LOGPROBS(api_); }
+
 absl::StatusOr<DeviceReadback> Device::StartReadback(const DeviceBuffer& src, uint64_t offset, uint64_t bytes) {
   if (!SupportsOverlappedSteps())
     return absl::UnimplementedError(absl::StrCat(backend_name_, " backend has no readback_start (ABI 1.4)"));

@@ -158,6 +158,9 @@ class Device {
   // ... that also count a token the previous step sampled on the device (ABI 1.6
   // apply_penalties_feedback), so penalized steps can overlap.
   bool SupportsPenaltyFeedback() const;
+  // logprobs of chosen rows computed on the device (ABI 1.7 logprobs), so a request that
+  // wants them does not bring its row of logits back.
+  bool SupportsLogprobs() const;
 
   // Overlapped steps (ABI 1.4): embedding_feedback, readback_start and readback_finish.
   bool SupportsOverlappedSteps() const;

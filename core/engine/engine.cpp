@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -312,6 +313,33 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, int64_t in
   r.handle->Push(std::move(ev));
 }
 
+namespace {
+
+// Logprob row i of what the device computed (logprobs(), ABI 1.7) for a request that wants
+// `wanted` alternatives of the device's top_n.
+absl::StatusOr<GeneratedTokenLogprob> DeviceLogprobOf(const DeviceLogprobs& lp, int64_t i, int32_t token,
+                                                      int32_t wanted) {
+  if (i < 0 || static_cast<size_t>(i) >= lp.rows()) return absl::InternalError("no device logprobs for the row");
+  const float* values = lp.values.data() + static_cast<size_t>(i) * static_cast<size_t>(1 + lp.top_n);
+  // NaN: the row had no number (as the host Sampler says it).
+  if (std::isnan(values[0])) return absl::InvalidArgumentError("sampler: every logit is -inf or NaN");
+  GeneratedTokenLogprob out{token, values[0], {}};
+  const int32_t n = std::min(wanted, lp.top_n);
+  const int32_t* ids = lp.top_ids.data() + static_cast<size_t>(i) * static_cast<size_t>(lp.top_n);
+  out.top.reserve(static_cast<size_t>(std::max(n, 0)));
+  for (int32_t j = 0; j < n; ++j) out.top.push_back({ids[j], values[1 + j]});
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> Engine::DeviceLogprobIndex(size_t rows) const {
+  std::vector<int64_t> of(rows, -1);
+  for (size_t i = 0; i < device_rows_.logprob_rows.size(); ++i)
+    of[static_cast<size_t>(device_rows_.logprob_rows[i])] = static_cast<int64_t>(i);
+  return of;
+}
+
 Engine::LiveRequest* Engine::FindLive(const SampledRow& row) {
   auto it = live_.find(row.id);
   return it != live_.end() && it->second->serial == row.serial ? it->second.get() : nullptr;
@@ -322,7 +350,7 @@ absl::Status Engine::FinishInFlight() {
   InFlightStep step = std::move(*in_flight_);
   in_flight_.reset();
   const double wait_start = MonotonicSeconds();
-  absl::Status st = model_.FinishSample(step.pending, &in_flight_ids_);
+  absl::Status st = model_.FinishSample(step.pending, &in_flight_ids_, &in_flight_logprobs_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.forward_seconds += MonotonicSeconds() - wait_start;
@@ -336,7 +364,20 @@ absl::Status Engine::FinishInFlight() {
       FinishRequest(*r, kFinishError, std::string(st.message()), {});
       continue;
     }
-    ProcessSample(*r, in_flight_ids_[i], step.step, step.rows[i].index);
+    const int32_t tok = in_flight_ids_[i];
+    if (step.rows[i].logprob < 0) {
+      ProcessSample(*r, tok, step.step, step.rows[i].index);
+      continue;
+    }
+    absl::StatusOr<GeneratedTokenLogprob> lp =
+        DeviceLogprobOf(in_flight_logprobs_, step.rows[i].logprob, tok, r->sampler->params().logprobs);
+    if (lp.ok()) {
+      ProcessSample(*r, tok, step.step, step.rows[i].index, &*lp);
+    } else {
+      StreamEvent ev;
+      ev.step = step.step;
+      FinishRequest(*r, kFinishError, absl::StrCat("sampling failed: ", lp.status().message()), std::move(ev));
+    }
   }
   return st;
 }
@@ -386,6 +427,9 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // also counts the token the step in flight samples, which the host has not seen (ABI 1.6).
   const bool device_penalties = model_.device().SupportsPenalties();
   const bool penalty_feedback = device_penalties && model_.device().SupportsPenaltyFeedback();
+  // Logprobs computed on the device (ABI 1.7), from the raw logits: for rows that want
+  // them and have no penalties (which change the logits in place first).
+  const bool device_logprobs = model_.device().SupportsLogprobs();
   const int64_t vocab_size = model_.config().vocab_size;
   device_rows_ = DeviceSampleRows{};
   // Per logits row: the request's identity, which outlives it (applying a launched step's
@@ -394,9 +438,9 @@ absl::StatusOr<bool> Engine::StepLocked() {
   // Rows whose logits come back (only theirs): the host draws the token of a request whose
   // penalties the device cannot apply, or of one that wants logprobs and has penalties (the
   // device would leave its logits penalized); for another request that wants logprobs the
-  // device draws the token and the host computes the logprobs from the raw row. The device
-  // samples every other row. Where the host draws, the device's row is a plain argmax,
-  // ignored.
+  // device draws the token and computes its logprobs (device_rows_.logprob_rows) or, where
+  // it cannot, the host computes them from the raw row. The device samples every other
+  // row. Where the host draws, the device's row is a plain argmax, ignored.
   std::vector<size_t> host_rows;
   std::vector<char> host_draws;  // per sampled row
   size_t num_host_draws = 0;
@@ -412,7 +456,11 @@ absl::StatusOr<bool> Engine::StepLocked() {
     // the row.
     const int64_t placeholders = r != nullptr ? r->seq.num_placeholder_tokens : 0;
     bool host_draw = false, logits_back = false;
-    if (smp != nullptr && r->want_logprobs) {
+    if (smp != nullptr && r->want_logprobs && device_logprobs && !smp->HasPenalties()) {
+      device_rows_.logprob_rows.push_back(static_cast<int32_t>(sampled_rows.size() - 1));
+      device_rows_.logprob_top_n = std::max(device_rows_.logprob_top_n, smp->params().logprobs);
+      all_argmax = false;  // sample() draws it (greedy where it is), then logprobs() reads its id
+    } else if (smp != nullptr && r->want_logprobs) {
       logits_back = true;
       host_draw = smp->HasPenalties();
     } else if (smp != nullptr) {
@@ -469,7 +517,8 @@ absl::StatusOr<bool> Engine::StepLocked() {
   };
   const double forward_start = MonotonicSeconds();
   if (in.ok() && on_device && overlap_steps_ && (!device_rows_.penalized() || penalty_feedback) && host_rows.empty() &&
-      model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()))) {
+      model_.CanLaunchSampled(static_cast<int64_t>(in->logits_rows.size()),
+                              static_cast<int64_t>(device_rows_.logprob_rows.size()), device_rows_.logprob_top_n)) {
     // Overlapped: launch this step, then apply the previous one's tokens while it runs.
     absl::StatusOr<PendingSample> launched =
         all_argmax ? model_.LaunchGreedy(*in) : model_.LaunchSample(*in, device_rows_);
@@ -485,12 +534,13 @@ absl::StatusOr<bool> Engine::StepLocked() {
     InFlightStep next;
     next.step = out.step;
     next.pending = *std::move(launched);
+    const std::vector<int64_t> logprob_of = DeviceLogprobIndex(sampled_rows.size());
     for (size_t row = 0; row < sampled_rows.size(); ++row) {
       LiveRequest* r = FindLive(sampled_rows[row]);
       if (r == nullptr) continue;
       r->sampler->SkipDraw();  // the device used this request's (seed, step)
       const int64_t index = r->seq.num_tokens();
-      next.rows.push_back(SampledRow{r->seq.id, r->serial, index});
+      next.rows.push_back(SampledRow{r->seq.id, r->serial, index, logprob_of[row]});
       // The next step computes this token's KV before its id is back: a placeholder names
       // it to the device. Not for a request's last token (max_tokens), never fed back.
       if (index + 1 - r->seq.num_prompt_tokens < r->budget) {
@@ -522,7 +572,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     }
     if (!on_device) st = model_.Forward(*in, &logits_);
     else if (all_argmax) st = model_.ForwardGreedy(*in, &greedy_ids_);
-    else st = model_.ForwardSample(*in, device_rows_, &greedy_ids_);
+    else st = model_.ForwardSample(*in, device_rows_, &greedy_ids_, &step_logprobs_);
     if (st.ok() && on_device && !host_rows.empty()) st = model_.ReadLogitsRows(host_rows, &logits_);
   } else {
     st = in.status();
@@ -559,6 +609,9 @@ absl::StatusOr<bool> Engine::StepLocked() {
       logprobs[i] = logprob_samplers[i]->LogprobsOf(row_logits(logprob_rows[i]), greedy_ids_[logprob_rows[i]]);
     });
   }
+  // Rows whose logprobs the device computed: their place in step_logprobs_.
+  const std::vector<int64_t> device_logprob_of =
+      on_device ? DeviceLogprobIndex(sampled_rows.size()) : std::vector<int64_t>(sampled_rows.size(), -1);
   for (size_t row = 0; row < sampled_rows.size(); ++row) {
     // Gone if the launched step's token ended it.
     LiveRequest* found = FindLive(sampled_rows[row]);
@@ -567,6 +620,18 @@ absl::StatusOr<bool> Engine::StepLocked() {
     const int64_t index = r.seq.num_tokens();
     const bool device_drew = on_device && !host_draws[row];
     if (device_drew) r.sampler->SkipDraw();  // the device used this request's (seed, step)
+    if (device_drew && device_logprob_of[row] >= 0) {
+      absl::StatusOr<GeneratedTokenLogprob> lp =
+          DeviceLogprobOf(step_logprobs_, device_logprob_of[row], greedy_ids_[row], r.sampler->params().logprobs);
+      if (lp.ok()) {
+        ProcessSample(r, greedy_ids_[row], out.step, index, &*lp);
+      } else {
+        StreamEvent ev;
+        ev.step = out.step;
+        FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", lp.status().message()), std::move(ev));
+      }
+      continue;
+    }
     if (device_drew && (logprob_index.empty() || logprob_index[row] < 0)) {
       ProcessSample(r, greedy_ids_[row], out.step, index);
       continue;

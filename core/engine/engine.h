@@ -121,6 +121,7 @@ class Engine {
     std::string id;
     uint64_t serial = 0;
     int64_t index = 0;
+    int64_t logprob = -1;  // its row in the step's DeviceLogprobs, or -1
   };
   // A step launched with overlap whose tokens are not applied yet.
   struct InFlightStep {
@@ -140,6 +141,8 @@ class Engine {
   // Waits for the launched step (if any) and applies its tokens.
   absl::Status FinishInFlight();
   LiveRequest* FindLive(const SampledRow& row);
+  // Per sampled row of the step being built: its row in the device's logprobs, or -1.
+  std::vector<int64_t> DeviceLogprobIndex(size_t rows) const;
   void Loop();
   void PublishMetrics(const SchedulerOutput* out);
 
@@ -159,6 +162,8 @@ class Engine {
   std::mutex step_mu_;  // one Step() at a time
   std::optional<InFlightStep> in_flight_;
   std::vector<int32_t> in_flight_ids_;
+  DeviceLogprobs in_flight_logprobs_;  // what the device computed for the launched step's logprob rows
+  DeviceLogprobs step_logprobs_;       // ... for a step run without overlap
   uint64_t next_serial_ = 0;
   bool overlap_steps_ = false;  // from config_.async_scheduling and the device
 

@@ -217,7 +217,9 @@ absl::Status LlamaModel::AllocateWorkspace() {
   STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
   STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
-  STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, T * 4));
+  // A sampling step's ids, then (ABI 1.7) its logprob rows' values and top ids right behind
+  // them, so that one readback brings back all of it; at most max_seqs rows want logprobs.
+  STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, (T + int64_t{S} * (1 + 2 * STRATA_MAX_TOP_LOGPROBS)) * 4));
   const StepLayout most = StepLayout::For(T, S, T, max_blocks_per_seq_);
   STRATA_RETURN_IF_ERROR(alloc(step_arrays_, most.total * 4));
   return absl::OkStatus();
@@ -337,10 +339,35 @@ absl::Status LlamaModel::ForwardGreedy(const StepInput& in, std::vector<int32_t>
 }
 
 absl::Status LlamaModel::ForwardSample(const StepInput& in, const DeviceSampleRows& rows,
-                                       std::vector<int32_t>* token_ids) {
+                                       std::vector<int32_t>* token_ids, DeviceLogprobs* logprobs) {
+  if (!rows.logprob_rows.empty() && logprobs == nullptr)
+    return absl::InvalidArgumentError("ForwardSample: logprob rows but nowhere to put their logprobs");
   STRATA_RETURN_IF_ERROR(EnqueueSample(in, rows));
-  token_ids->resize(in.logits_rows.size());
-  return ReadBack(token_ids->data(), sampled_ids_, token_ids->size() * 4, MonotonicSeconds());
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  const int64_t k = static_cast<int64_t>(rows.logprob_rows.size());
+  if (k == 0) {
+    token_ids->resize(static_cast<size_t>(r));
+    return ReadBack(token_ids->data(), sampled_ids_, token_ids->size() * 4, MonotonicSeconds());
+  }
+  std::vector<int32_t> words(static_cast<size_t>(r + k * (1 + 2 * int64_t{rows.logprob_top_n})));
+  STRATA_RETURN_IF_ERROR(ReadBack(words.data(), sampled_ids_, words.size() * 4, MonotonicSeconds()));
+  return UnpackSampled(words, r, k, rows.logprob_top_n, token_ids, logprobs);
+}
+
+absl::Status LlamaModel::UnpackSampled(std::span<const int32_t> words, int64_t rows, int64_t logprob_rows,
+                                       int32_t logprob_top_n, std::vector<int32_t>* token_ids,
+                                       DeviceLogprobs* logprobs) {
+  const size_t r = static_cast<size_t>(rows), nv = static_cast<size_t>(logprob_rows * (1 + logprob_top_n)),
+               nt = static_cast<size_t>(logprob_rows * logprob_top_n);
+  if (words.size() != r + nv + nt) return absl::InternalError("sampled readback has the wrong size");
+  token_ids->assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(r));
+  if (logprob_rows == 0) return absl::OkStatus();
+  if (logprobs == nullptr) return absl::InvalidArgumentError("logprobs came back but nowhere to put them");
+  logprobs->top_n = logprob_top_n;
+  logprobs->values.resize(nv);
+  std::memcpy(logprobs->values.data(), words.data() + r, nv * 4);
+  logprobs->top_ids.assign(words.begin() + static_cast<std::ptrdiff_t>(r + nv), words.end());
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vector<float>* logits) {
@@ -361,20 +388,26 @@ absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vecto
 
 bool LlamaModel::SupportsOverlappedSteps() const { return device_.SupportsOverlappedSteps(); }
 
-bool LlamaModel::CanLaunchSampled(int64_t rows) const {
-  return SupportsOverlappedSteps() && rows > 0 && static_cast<uint64_t>(rows) * 4 <= STRATA_READBACK_MAX_BYTES;
+bool LlamaModel::CanLaunchSampled(int64_t rows, int64_t logprob_rows, int32_t logprob_top_n) const {
+  const uint64_t words = static_cast<uint64_t>(rows + logprob_rows * (1 + 2 * int64_t{logprob_top_n}));
+  return SupportsOverlappedSteps() && rows > 0 && words * 4 <= STRATA_READBACK_MAX_BYTES;
 }
 
-absl::Status LlamaModel::CheckLaunchable(int64_t rows) const {
-  if (CanLaunchSampled(rows)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("cannot launch a step of ", rows, " sampled rows without waiting (",
-                                                 device_.backend_name(), " backend)"));
+absl::Status LlamaModel::CheckLaunchable(int64_t rows, int64_t logprob_rows, int32_t logprob_top_n) const {
+  if (CanLaunchSampled(rows, logprob_rows, logprob_top_n)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("cannot launch a step of ", rows, " sampled rows (", logprob_rows,
+                                                 " with logprobs) without waiting (", device_.backend_name(),
+                                                 " backend)"));
 }
 
-absl::StatusOr<PendingSample> LlamaModel::StartSampleReadback(int64_t rows) {
+absl::StatusOr<PendingSample> LlamaModel::StartSampleReadback(int64_t rows, int64_t logprob_rows,
+                                                              int32_t logprob_top_n) {
   PendingSample p;
   p.rows = rows;
-  STRATA_ASSIGN_OR_RETURN(p.readback, device_.StartReadback(sampled_ids_, 0, static_cast<uint64_t>(rows) * 4));
+  p.logprob_rows = logprob_rows;
+  p.logprob_top_n = logprob_top_n;
+  const uint64_t words = static_cast<uint64_t>(rows + logprob_rows * (1 + 2 * int64_t{logprob_top_n}));
+  STRATA_ASSIGN_OR_RETURN(p.readback, device_.StartReadback(sampled_ids_, 0, words * 4));
   return p;
 }
 
@@ -385,15 +418,26 @@ absl::StatusOr<PendingSample> LlamaModel::LaunchGreedy(const StepInput& in) {
 }
 
 absl::StatusOr<PendingSample> LlamaModel::LaunchSample(const StepInput& in, const DeviceSampleRows& rows) {
-  STRATA_RETURN_IF_ERROR(CheckLaunchable(static_cast<int64_t>(in.logits_rows.size())));
+  const int64_t r = static_cast<int64_t>(in.logits_rows.size());
+  const int64_t k = static_cast<int64_t>(rows.logprob_rows.size());
+  STRATA_RETURN_IF_ERROR(CheckLaunchable(r, k, rows.logprob_top_n));
   STRATA_RETURN_IF_ERROR(EnqueueSample(in, rows));
-  return StartSampleReadback(static_cast<int64_t>(in.logits_rows.size()));
+  return StartSampleReadback(r, k, rows.logprob_top_n);
 }
 
-absl::Status LlamaModel::FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids) {
+absl::Status LlamaModel::FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids,
+                                      DeviceLogprobs* logprobs) {
   const double t = MonotonicSeconds();
-  token_ids->resize(static_cast<size_t>(pending.rows));
-  absl::Status st = device_.FinishReadback(pending.readback, token_ids->data());
+  absl::Status st;
+  if (pending.logprob_rows == 0) {
+    token_ids->resize(static_cast<size_t>(pending.rows));
+    st = device_.FinishReadback(pending.readback, token_ids->data());
+  } else {
+    std::vector<int32_t> words(
+        static_cast<size_t>(pending.rows + pending.logprob_rows * (1 + 2 * int64_t{pending.logprob_top_n})));
+    st = device_.FinishReadback(pending.readback, words.data());
+    if (st.ok()) st = UnpackSampled(words, pending.rows, pending.logprob_rows, pending.logprob_top_n, token_ids, logprobs);
+  }
   call_times_.readback_s += MonotonicSeconds() - t;
   return st;
 }
@@ -441,6 +485,24 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
       }
     }
   }
+  if (!rows.logprob_rows.empty()) {
+    if (!device_.SupportsLogprobs())
+      return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot compute logprobs"));
+    if (rows.logprob_rows.size() > static_cast<size_t>(options_.max_seqs) || rows.logprob_top_n < 0 ||
+        rows.logprob_top_n > STRATA_MAX_TOP_LOGPROBS)
+      return absl::InvalidArgumentError(absl::StrCat("ForwardSample: ", rows.logprob_rows.size(), " logprob rows with ",
+                                                     rows.logprob_top_n, " alternatives"));
+    for (size_t i = 0; i < rows.logprob_rows.size(); ++i) {
+      const int32_t row = rows.logprob_rows[i];
+      if (row < 0 || static_cast<size_t>(row) >= r || (i > 0 && row <= rows.logprob_rows[i - 1]))
+        return absl::InvalidArgumentError(absl::StrCat("ForwardSample: logprob row ", row, " of ", r, " (ascending)"));
+      // Logprobs are of the raw logits, which the penalties would change first.
+      if (rows.penalized() &&
+          (rows.repetition_penalty[row] != 1.0f || rows.frequency_penalty[row] != 0.0f ||
+           rows.presence_penalty[row] != 0.0f))
+        return absl::InvalidArgumentError(absl::StrCat("ForwardSample: logprob row ", row, " is penalized"));
+    }
+  }
   STRATA_RETURN_IF_ERROR(RunToLogits(in));
   const int64_t n = static_cast<int64_t>(r);
   const strata_tensor logits = logits_.View(STRATA_DTYPE_F32, {n, config_.vocab_size});
@@ -477,6 +539,17 @@ absl::Status LlamaModel::EnqueueSample(const StepInput& in, const DeviceSampleRo
   feedback_rows_ = 0;  // unknown if the op fails
   STRATA_RETURN_IF_ERROR(device_.Check(device_.api().sample(device_.handle(), &logits, &p, &ids), "sample"));
   feedback_rows_ = n;
+  if (!rows.logprob_rows.empty()) {
+    // Behind the ids (UnpackSampled reads them there): values, then top ids.
+    const int64_t k = static_cast<int64_t>(rows.logprob_rows.size()), top = rows.logprob_top_n;
+    const strata_tensor values = sampled_ids_.View(STRATA_DTYPE_F32, {k, 1 + top}, static_cast<uint64_t>(n) * 4);
+    const strata_tensor top_ids =
+        sampled_ids_.View(STRATA_DTYPE_I32, {k, std::max<int64_t>(top, 1)}, static_cast<uint64_t>(n + k * (1 + top)) * 4);
+    STRATA_RETURN_IF_ERROR(device_.Check(
+        device_.api().logprobs(device_.handle(), &logits, rows.logprob_rows.data(), static_cast<int32_t>(k), &ids,
+                               rows.logprob_top_n, &values, top > 0 ? &top_ids : nullptr),
+        "logprobs"));
+  }
   return absl::OkStatus();
 }
 

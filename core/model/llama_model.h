@@ -83,6 +83,12 @@ struct DeviceSampleRows {
   bool any_penalty = false;
   bool any_penalty_feedback = false;
 
+  // Rows (ascending) whose logprobs the device computes after sampling them (logprobs(),
+  // ABI 1.7), from the raw logits, so the rows must not be penalized; logprob_top_n
+  // alternatives for each (the most any of them wants).
+  std::vector<int32_t> logprob_rows;
+  int32_t logprob_top_n = 0;
+
   // The next row's penalties; tokens: (token id, count in the generated tokens);
   // feedback_row: see penalty_feedback_rows.
   void AddPenalties(float repetition, float frequency, float presence,
@@ -90,11 +96,22 @@ struct DeviceSampleRows {
   bool penalized() const { return any_penalty; }
 };
 
-// A step launched with LaunchGreedy / LaunchSample whose sampled ids are still on their way
-// to the host; FinishSample waits for them. Dropped unfinished, the ids are discarded.
+// What the device's logprobs() gave for a step's DeviceSampleRows::logprob_rows, in that order.
+struct DeviceLogprobs {
+  int32_t top_n = 0;
+  std::vector<float> values;     // per row 1 + top_n: the sampled token's logprob, then the top_n's
+  std::vector<int32_t> top_ids;  // per row top_n, most likely first (ties: lower id)
+  size_t rows() const { return values.size() / static_cast<size_t>(1 + top_n); }
+};
+
+// A step launched with LaunchGreedy / LaunchSample whose sampled ids (and logprobs) are still
+// on their way to the host; FinishSample waits for them. Dropped unfinished, they are
+// discarded.
 struct PendingSample {
   DeviceReadback readback;
   int64_t rows = 0;
+  int64_t logprob_rows = 0;
+  int32_t logprob_top_n = 0;
 };
 
 class LlamaModel {
@@ -112,7 +129,9 @@ class LlamaModel {
 
   // Runs the step and samples each logits row on the device with `rows` (the device ABI's
   // sample(): the same draws as the host Sampler), so only the ids cross to the host.
-  absl::Status ForwardSample(const StepInput& in, const DeviceSampleRows& rows, std::vector<int32_t>* token_ids);
+  // With rows.logprob_rows, *logprobs (which must then be given) receives their logprobs.
+  absl::Status ForwardSample(const StepInput& in, const DeviceSampleRows& rows, std::vector<int32_t>* token_ids,
+                             DeviceLogprobs* logprobs = nullptr);
 
   // After ForwardGreedy / ForwardSample: the logits of some of that step's rows (indices
   // into its logits rows, ascending), rows.size() x vocab_size floats, for the host to
@@ -126,12 +145,16 @@ class LlamaModel {
   // before the host has them: a token id -(r + 1) is the id sampled for logits row r of the
   // latest sampling step (LaunchX or ForwardGreedy / ForwardSample), read on the device.
   bool SupportsOverlappedSteps() const;
-  // Whether a step with `rows` sampled rows can be launched this way.
-  bool CanLaunchSampled(int64_t rows) const;
+  // Whether a step with `rows` sampled rows, `logprob_rows` of them with logprobs computed on
+  // the device (logprob_top_n alternatives), can be launched this way: what comes back must
+  // fit one readback.
+  bool CanLaunchSampled(int64_t rows, int64_t logprob_rows = 0, int32_t logprob_top_n = 0) const;
   absl::StatusOr<PendingSample> LaunchGreedy(const StepInput& in);
   absl::StatusOr<PendingSample> LaunchSample(const StepInput& in, const DeviceSampleRows& rows);
-  // Waits for the launched step's ids (one per logits row).
-  absl::Status FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids);
+  // Waits for the launched step's ids (one per logits row) and, where it computed any, its
+  // logprobs (logprobs may then not be null).
+  absl::Status FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids,
+                            DeviceLogprobs* logprobs = nullptr);
 
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
@@ -170,10 +193,14 @@ class LlamaModel {
   // The step through its argmax / sampling into sampled_ids_ (rows = its logits rows).
   absl::Status EnqueueGreedy(const StepInput& in);
   absl::Status EnqueueSample(const StepInput& in, const DeviceSampleRows& rows);
-  // InvalidArgument unless CanLaunchSampled(rows).
-  absl::Status CheckLaunchable(int64_t rows) const;
-  // Enqueues the download of the latest step's sampled ids.
-  absl::StatusOr<PendingSample> StartSampleReadback(int64_t rows);
+  // InvalidArgument unless CanLaunchSampled(...).
+  absl::Status CheckLaunchable(int64_t rows, int64_t logprob_rows = 0, int32_t logprob_top_n = 0) const;
+  // Enqueues the download of the latest step's sampled ids and the logprobs behind them.
+  absl::StatusOr<PendingSample> StartSampleReadback(int64_t rows, int64_t logprob_rows = 0,
+                                                    int32_t logprob_top_n = 0);
+  // Splits what a sampling step sent back (ids, then logprobs; see sampled_ids_) into its parts.
+  static absl::Status UnpackSampled(std::span<const int32_t> words, int64_t rows, int64_t logprob_rows,
+                                    int32_t logprob_top_n, std::vector<int32_t>* token_ids, DeviceLogprobs* logprobs);
   // Pads a graphable decode step to its bucket, uploads it and replays (or, the first time,
   // runs and records) the bucket's graph. False in *handled when the step must run eagerly.
   absl::Status RunDecodeGraph(const StepInput& in, bool* handled);

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 6
+#define STRATA_DEVICE_ABI_MINOR 7
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -414,6 +414,24 @@ static inline const char* strata_penalty_feedback_error(const int32_t* feedback_
   return NULL;
 }
 
+/* The most alternatives logprobs() returns per row (the OpenAI API's top_logprobs limit). */
+#define STRATA_MAX_TOP_LOGPROBS 20
+
+/* NULL when logprobs() may read rows row_ids (num_rows entries) of a [rows, vocab] logits
+ * tensor with top_n alternatives, else what is wrong. */
+static inline const char* strata_logprobs_args_error(const int32_t* row_ids, int32_t num_rows, int64_t rows,
+                                                     int32_t top_n, int64_t vocab) {
+  int32_t i;
+  if (num_rows < 0) return "num_rows is negative";
+  if (num_rows > 0 && row_ids == NULL) return "row_ids is null";
+  if (top_n < 0 || top_n > STRATA_MAX_TOP_LOGPROBS) return "top_n is outside [0, STRATA_MAX_TOP_LOGPROBS]";
+  if (top_n > vocab) return "top_n is larger than the vocabulary";
+  for (i = 0; i < num_rows; ++i) {
+    if (row_ids[i] < 0 || row_ids[i] >= rows) return "a row id is outside the logits";
+  }
+  return NULL;
+}
+
 typedef struct strata_block_pair {
   int32_t src;
   int32_t dst;
@@ -610,10 +628,35 @@ typedef struct strata_backend_v1 {
   strata_status (*apply_penalties_feedback)(strata_device dev, const strata_tensor* logits,
                                             const strata_penalty_params* params, const int32_t* feedback_rows,
                                             const strata_tensor* feedback);
+
+  /* ---- Since ABI 1.7 (NULL when absent; the core then downloads the rows' logits and ----
+   * computes their logprobs on the host). The log-probabilities, log_softmax of the row,
+   * of some rows of logits F32 [rows, vocab], each logit read as the host sampler reads it
+   * (NaN as -inf, +inf as the largest float), so that a request that wants logprobs needs
+   * a few bytes back instead of its vocabulary of floats. For i < num_rows, with
+   * r = row_ids[i] (a host array; each in [0, rows)):
+   *   values[i, 0]     = the logprob of token ids[r] (ids I32 [rows] read on the device,
+   *                      usually what sample() just drew; -inf for an id outside the
+   *                      vocabulary);
+   *   top_ids[i, j], values[i, 1 + j] = the j-th most likely token of row r (ties: lower id
+   *                      first) and its logprob, for j < top_n.
+   * values F32 [num_rows, 1 + top_n]; top_ids I32 [num_rows, top_n] (may be NULL when
+   * top_n is 0); 0 <= top_n <= min(vocab, STRATA_MAX_TOP_LOGPROBS). A row whose every logit
+   * is -inf or NaN gives NaN values. Reads the logits as they are: call it before anything
+   * that changes them in place (apply_penalties). Needs host data (row_ids), so it cannot
+   * be recorded into a graph. */
+  strata_status (*logprobs)(strata_device dev, const strata_tensor* logits, const int32_t* row_ids,
+                            int32_t num_rows, const strata_tensor* ids, int32_t top_n, const strata_tensor* values,
+                            const strata_tensor* top_ids);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.7 logprobs on the device. */
+#define STRATA_BACKEND_HAS_LOGPROBS(api)                                                  \
+  ((api)->struct_size >= offsetof(strata_backend_v1, logprobs) + sizeof(void*) &&         \
+   (api)->logprobs != NULL)
 
 /* True when `api` has the ABI 1.6 penalties that count a token sampled on the device. */
 #define STRATA_BACKEND_HAS_PENALTY_FEEDBACK(api)                                                \

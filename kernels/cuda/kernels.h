@@ -147,6 +147,23 @@ struct PenaltyRows {
 cudaError_t LaunchApplyPenalties(float* logits, int64_t rows, int64_t stride, const PenaltyRows& p,
                                  cudaStream_t stream);
 
+// logprobs (ABI 1.7) of num_rows rows of F32 logits [*, vocab] (row_ids: a device array),
+// see strata_backend_v1::logprobs; top_ids may be null when top_n is 0.
+constexpr int kMaxTopLogprobs = 20;  // STRATA_MAX_TOP_LOGPROBS
+struct LogprobsArgs {
+  const float* logits;
+  int64_t stride;
+  int32_t vocab;
+  const int32_t* row_ids;
+  const int32_t* ids;
+  int32_t top_n;
+  float* values;
+  int64_t values_stride;
+  int32_t* top_ids;
+  int64_t top_ids_stride;
+};
+cudaError_t LaunchLogprobs(const LogprobsArgs& args, int32_t num_rows, cudaStream_t stream);
+
 // For each pair, copies block src to dst in every layer, K and V.
 cudaError_t LaunchCopyBlocks(const KvLayout& kv, int32_t num_layers, const int32_t* pairs,
                              int32_t num_pairs, cudaStream_t stream);

@@ -36,6 +36,9 @@
 #            also runs bench/cuda/gemm_search and a third mode with its table)
 #   clocks   SM clock, power draw and throttle reasons (nvidia-smi, every 50 ms) during a
 #            128-sequence serving run: whether the run is power-capped
+#   logprobs requests that want logprobs: the engine sampling test on the GPU, then 1, 32 and
+#            128 sequences (Llama-3-8B shape, top-p 0.9, 128 in / 128 out) without logprobs,
+#            and with --logprobs 5 (computed on the device, ABI 1.7), one line each
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -278,6 +281,29 @@ phase_prefill() {
   done
 }
 
+phase_logprobs() {
+  stamp "engine sampling through the CUDA backend (device, host and logprobs rows)"
+  timeout 120 "$BUILD/bin/cuda_engine_sampling_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_engine_sampling_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --temp 0.8 --top-p 0.9"
+  local lines="$OUT/logprobs_bench.jsonl"
+  : > "$lines"
+  for c in ${STRATA_LOGPROBS_SEQS:-1 32 128}; do
+    for mode in none logprobs; do
+      local flags=""
+      [ "$mode" = logprobs ] && flags="--logprobs 5"
+      timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+        --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 $flags 2>/dev/null | \
+        python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["bench_mode"]=sys.argv[1]; print(json.dumps(r))' "$mode" \
+        >> "$lines"
+      python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readlines()[-1])
+print("%4d seqs %-8s output tok/s %8.1f  TPOT p50 %.2f ms  host ms/step %.2f  overlapped %d/%d  host-sampled %d" % (
+    r["requests"], r["bench_mode"], r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["host_ms_per_step"],
+    r["overlapped_steps"], r["steps"], r["host_sampled_steps"]))' "$lines"
+    done
+  done
+}
+
 phase_ncu() {
   stamp "Nsight Compute: prefill attention kernels"
   OUT="$OUT" timeout 540 bash scripts/gpu/ncu_prefill_attention.sh "$BUILD"
@@ -291,8 +317,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs)" ;;
   esac
 done
 stamp "done"

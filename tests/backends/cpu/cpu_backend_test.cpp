@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -550,6 +551,83 @@ TEST_F(CpuBackendTest, ApplyPenaltiesCountsTheFeedbackToken) {
   strata_tensor t = F32(l, {rows, vocab});
   EXPECT_EQ(be_->apply_penalties_feedback(dev_, &t, &p, feedback_rows.data(), nullptr), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(be_->apply_penalties_feedback(dev_, &t, &p, nullptr, &fb), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+// logprobs (ABI 1.7) against log_softmax written out in double and a full stable sort: the
+// sampled token's logprob and the top n (ties: lower id first), for rows named in any order;
+// NaN reads as -inf and +inf as the largest float; an all -inf row gives NaN, an id outside
+// the vocabulary -inf.
+TEST_F(CpuBackendTest, LogprobsMatchLogSoftmaxAndASort) {
+  ASSERT_TRUE(STRATA_BACKEND_HAS_LOGPROBS(be_));
+  const int64_t rows = 5, vocab = 1000;
+  const int32_t top_n = 6;
+  std::vector<float> l = RandomVec(rows * vocab, 45, -8, 8);
+  l[0 * vocab + 700] = l[0 * vocab + 20] = 9.5f;  // a tie at the top: 20 before 700
+  l[1 * vocab + 3] = std::numeric_limits<float>::quiet_NaN();
+  l[1 * vocab + 4] = 20.0f;
+  l[2 * vocab + 999] = std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < vocab; ++j) l[4 * vocab + j] = -std::numeric_limits<float>::infinity();
+  const std::vector<int32_t> sampled = {700, 3, 5, 5000, 17};  // row 3's id is outside
+  const std::vector<int32_t> row_ids = {3, 0, 2, 1, 4};
+  const int32_t k = static_cast<int32_t>(row_ids.size());
+  strata_tensor lt = F32(l, {rows, vocab}), ids = I32(sampled);
+  strata_tensor values = OutF32({k, 1 + top_n});
+  strata_tensor top = T(Alloc(k * top_n * 4), STRATA_DTYPE_I32, {k, top_n});
+  ASSERT_EQ(be_->logprobs(dev_, &lt, row_ids.data(), k, &ids, top_n, &values, &top), STRATA_OK) << be_->last_error();
+  const std::vector<float> got = Read<float>(values.buffer, k * (1 + top_n));
+  const std::vector<int32_t> got_ids = Read<int32_t>(top.buffer, k * top_n);
+  auto sane = [](float x) -> double {
+    if (std::isnan(x)) return -std::numeric_limits<double>::infinity();
+    return std::isinf(x) && x > 0 ? std::numeric_limits<float>::max() : x;
+  };
+  for (int32_t i = 0; i < k; ++i) {
+    const int32_t r = row_ids[i];
+    const float* x = l.data() + r * vocab;
+    const float* g = got.data() + i * (1 + top_n);
+    const int32_t* gi = got_ids.data() + i * top_n;
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sane(x[a]) > sane(x[b]); });
+    EXPECT_EQ(std::vector<int32_t>(gi, gi + top_n), std::vector<int32_t>(order.begin(), order.begin() + top_n))
+        << "row " << r;
+    if (r == 4) {  // every logit -inf
+      for (int32_t j = 0; j <= top_n; ++j) EXPECT_TRUE(std::isnan(g[j])) << j;
+      continue;
+    }
+    double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j) m = std::max(m, sane(x[j]));
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(sane(x[j]) - m);
+    const double lse = m + std::log(sum);
+    const int32_t t = sampled[r];
+    if (t >= vocab || std::isnan(x[t])) {  // outside, or NaN (read as -inf)
+      EXPECT_EQ(g[0], -std::numeric_limits<float>::infinity()) << "row " << r;
+    } else {
+      EXPECT_NEAR(g[0], sane(x[t]) - lse, 1e-5) << "row " << r;
+    }
+    for (int32_t j = 0; j < top_n; ++j) EXPECT_NEAR(g[1 + j], sane(x[order[j]]) - lse, 1e-5) << r << " " << j;
+  }
+  EXPECT_EQ(got_ids[1 * top_n + 0], 20);  // row 0 (second listed): the tie, lower id first
+  EXPECT_EQ(got_ids[1 * top_n + 1], 700);
+  EXPECT_EQ(got_ids[2 * top_n + 0], 999);  // row 2: +inf is the largest
+  EXPECT_NEAR(got[2 * (1 + top_n) + 1], 0.0f, 1e-6);
+
+  // No alternatives: top_ids may be null.
+  strata_tensor v0 = OutF32({k, 1});
+  ASSERT_EQ(be_->logprobs(dev_, &lt, row_ids.data(), k, &ids, 0, &v0, nullptr), STRATA_OK) << be_->last_error();
+  EXPECT_EQ(Read<float>(v0.buffer, 1, 4)[0], got[1 * (1 + top_n)]);
+
+  // Refused: a row outside the logits, too many alternatives, wrong output shapes, no top_ids.
+  const std::vector<int32_t> outside = {0, 5};
+  strata_tensor v2 = OutF32({2, 1 + top_n});
+  strata_tensor t2 = T(Alloc(2 * top_n * 4), STRATA_DTYPE_I32, {2, top_n});
+  EXPECT_EQ(be_->logprobs(dev_, &lt, outside.data(), 2, &ids, top_n, &v2, &t2), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(be_->last_error()).find("row id"), std::string::npos) << be_->last_error();
+  strata_tensor v21 = OutF32({k, 22});
+  strata_tensor t21 = T(Alloc(k * 21 * 4), STRATA_DTYPE_I32, {k, 21});
+  EXPECT_EQ(be_->logprobs(dev_, &lt, row_ids.data(), k, &ids, 21, &v21, &t21), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->logprobs(dev_, &lt, row_ids.data(), k, &ids, top_n, &v0, &top), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->logprobs(dev_, &lt, row_ids.data(), k, &ids, top_n, &values, nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(be_->logprobs(dev_, &lt, nullptr, k, &ids, top_n, &values, &top), STRATA_ERROR_INVALID_ARGUMENT);
 }
 
 // ------------------------------------------------------------------------------------------

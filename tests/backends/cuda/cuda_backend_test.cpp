@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <ostream>
@@ -1345,6 +1346,90 @@ TEST(CudaSample, PenaltiesMatchCpu) {
   EXPECT_EQ(P.cuda.api()->apply_penalties_feedback(P.cuda.dev(), &t2, &pp, beyond.data(), &ft),
             STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(P.cuda.ReadFloats(b2, rows * stride, F32), logits);
+}
+
+// logprobs (ABI 1.7) on the GPU against the CPU backend (which tests/backends/cpu checks
+// against log_softmax in double and a sort): the same top ids, in order, and logprobs within
+// 1e-5 (the GPU sums float exponentials per thread, the CPU doubles). Rows of 128,256 and
+// 4,099 logits, padded (row_stride), named out of order; ties at the top (the lower id
+// first), a NaN (read as -inf), a +inf (the largest float), an all -inf row (NaN values), an
+// id outside the vocabulary (-inf); 20 alternatives, and none (top_ids null); one row alone.
+// The outputs are poisoned first.
+TEST(CudaSample, LogprobsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  Pair P(Mode{F32, kDefault});
+  ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+  ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+  ASSERT_TRUE(STRATA_BACKEND_HAS_LOGPROBS(P.cuda.api()));
+  std::mt19937 rng(37);
+  for (int64_t vocab : {int64_t{128256}, int64_t{4099}}) {
+    const int64_t rows = 6, stride = vocab + 3;
+    std::vector<float> logits = Random(rng, rows * stride, 8.0f);
+    logits[0 * stride + vocab - 1] = logits[0 * stride + 5] = 30.0f;  // a tie at the top
+    logits[0 * stride + 77] = 29.0f;
+    logits[1 * stride + 10] = std::numeric_limits<float>::quiet_NaN();
+    logits[2 * stride + 3] = std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < vocab; ++j) logits[4 * stride + j] = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < vocab; j += 7) logits[5 * stride + j] = 40.0f;  // many equal values at the top
+    const std::vector<int32_t> sampled = {5, 10, 3, static_cast<int32_t>(vocab), 0, 7};
+    for (int32_t top_n : {20, 0}) {
+      for (const std::vector<int32_t>& row_ids : {std::vector<int32_t>{5, 0, 3, 2, 4, 1}, std::vector<int32_t>{2}}) {
+        SCOPED_TRACE("vocab " + std::to_string(vocab) + ", top " + std::to_string(top_n) + ", " +
+                     std::to_string(row_ids.size()) + " rows");
+        const int32_t k = static_cast<int32_t>(row_ids.size());
+        std::vector<float> values[2];
+        std::vector<int32_t> top[2];
+        Dev* devs[2] = {&P.cuda, &P.cpu};
+        for (int d = 0; d < 2; ++d) {
+          Dev& D = *devs[d];
+          strata_buffer lb = D.Floats(logits, F32);
+          strata_tensor lt = T(lb, F32, {rows, vocab});
+          lt.row_stride = stride;
+          strata_buffer ib = D.Ints(sampled);
+          const strata_tensor it = T(ib, STRATA_DTYPE_I32, {rows});
+          strata_buffer vb = D.Poisoned(static_cast<size_t>(k) * (1 + top_n) * 4);
+          const strata_tensor vt = T(vb, F32, {k, 1 + top_n});
+          strata_buffer tb = D.Poisoned(static_cast<size_t>(k) * std::max(top_n, 1) * 4);
+          const strata_tensor tt = T(tb, STRATA_DTYPE_I32, {k, std::max(top_n, 1)});
+          ASSERT_EQ(D.api()->logprobs(D.dev(), &lt, row_ids.data(), k, &it, top_n, &vt, top_n > 0 ? &tt : nullptr),
+                    STRATA_OK)
+              << D.err();
+          values[d] = D.ReadFloats(vb, static_cast<size_t>(k) * (1 + top_n), F32);
+          top[d] = D.ReadInts(tb, static_cast<size_t>(k) * top_n);
+        }
+        EXPECT_EQ(top[0], top[1]);
+        int64_t far = 0;
+        for (size_t i = 0; i < values[1].size(); ++i) {
+          const float g = values[0][i], c = values[1][i];
+          if (std::isnan(c) || std::isinf(c)) {
+            far += std::memcmp(&g, &c, 4) != 0 && !(std::isnan(g) && std::isnan(c));
+          } else {
+            far += !(std::fabs(g - c) <= 1e-5f);
+          }
+        }
+        EXPECT_EQ(far, 0);
+        if (top_n > 0 && k == 6) {
+          EXPECT_EQ(top[0][1 * top_n + 0], 5);  // row 0: the tie, lower id first
+          EXPECT_EQ(top[0][1 * top_n + 1], vocab - 1);
+          EXPECT_EQ(top[0][1 * top_n + 2], 77);
+          EXPECT_EQ(top[0][3 * top_n + 0], 3);  // row 2: +inf
+          EXPECT_TRUE(std::isnan(values[0][4 * (1 + top_n)]));  // row 4: every logit -inf
+          EXPECT_EQ(values[0][2 * (1 + top_n)], -std::numeric_limits<float>::infinity());  // row 3: id outside
+          EXPECT_EQ(values[0][5 * (1 + top_n)], -std::numeric_limits<float>::infinity());  // row 1: NaN token
+        }
+      }
+    }
+  }
+  // Refused before anything runs: a row outside the logits.
+  strata_buffer lb = P.cuda.Floats(std::vector<float>(4 * 10, 0.0f), F32);
+  const strata_tensor lt = T(lb, F32, {4, 10});
+  strata_buffer ib = P.cuda.Ints({0, 0, 0, 0});
+  const strata_tensor it = T(ib, STRATA_DTYPE_I32, {4});
+  strata_buffer vb = P.cuda.Poisoned(8);
+  const strata_tensor vt = T(vb, F32, {2, 1});
+  const std::vector<int32_t> outside = {0, 4};
+  EXPECT_EQ(P.cuda.api()->logprobs(P.cuda.dev(), &lt, outside.data(), 2, &it, 0, &vt, nullptr),
+            STRATA_ERROR_INVALID_ARGUMENT);
 }
 
 // Argmax reads a row with up to 8 blocks of one cluster, in float4s where the row is 16-byte

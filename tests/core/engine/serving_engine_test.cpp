@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <fstream>
 #include <map>
 #include <random>
@@ -31,11 +32,12 @@ struct Loaded {
 };
 
 // Skips (with the reason) when the shared model is missing; fails on a load error.
+// table_size > 0: the CPU backend's table cut to that size, as an older plugin's.
 Loaded LoadModel(const std::string& path, int32_t batch_tokens, int32_t max_seqs, int32_t num_blocks,
-                 DecodeGraphMode graphs = DecodeGraphMode::kOn) {
+                 DecodeGraphMode graphs = DecodeGraphMode::kOn, uint32_t table_size = 0) {
   Loaded l;
   if (!std::filesystem::exists(path)) return l;
-  l.dev = testing::OpenCpuTestDevice();
+  l.dev = table_size > 0 ? testing::OpenCpuTestDevice(table_size) : testing::OpenCpuTestDevice();
   if (l.dev == nullptr) return l;
   auto file = LoadModelFile(path);
   EXPECT_TRUE(file.ok()) << file.status();
@@ -587,11 +589,14 @@ TEST(ServingEngine, ReportsLogprobsOfTheRawLogits) {
 // samples (the backend's apply_penalties() and sample() ops), in a batch the host Sampler
 // samples (EngineConfig::sample_on_host), which applies the penalties and draws (seed,
 // step) the same way, and in a batch with two requests that want logprobs: the device draws
-// the first's tokens and only its row comes back for the logprobs; the second has a
+// the first's tokens and computes its logprobs (logprobs(), ABI 1.7), or, on a table without
+// that op (ABI 1.6), only its row comes back and the host computes them; the second has a
 // penalty, so the host draws its tokens. Two of the other requests have penalties
 // (repetition; frequency and presence). No request's tokens may change; the logprobs
-// requests' tokens and logprobs are those of the all-host run; the mixed run samples on the
-// host only in the penalized logprobs request's 30 steps.
+// requests' tokens and logprobs are those of the all-host run (to the bit where the host
+// computes them, within 1e-5 where the device does); the mixed runs sample on the host only
+// in the penalized logprobs request's 30 steps, and with device logprobs the first's steps
+// after those overlap.
 TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
@@ -631,12 +636,19 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
     std::vector<int32_t> tokens;
     std::vector<GeneratedTokenLogprob> logprobs;
   };
-  std::map<std::string, LogprobsStream> streams[3];  // per mode, per logprobs request
-  for (int mode = 0; mode < 3; ++mode) {
+  // Modes: 0 device sampling, 1 host sampling (with the logprobs requests), 2 device sampling
+  // with the logprobs requests, 3 the same on an
+  // ABI 1.6 table (no device logprobs).
+  std::map<std::string, LogprobsStream> streams[4];  // per mode, per logprobs request
+  for (int mode = 0; mode < 4; ++mode) {
     const bool on_host = mode == 1, with_logprobs = mode != 0;
-    SCOPED_TRACE(on_host ? "host sampling" : with_logprobs ? "a request with logprobs" : "device sampling");
-    Loaded l = LoadModel(path, 64, 8, 256);
+    const char* names[] = {"device sampling", "host sampling", "requests with logprobs",
+                           "requests with logprobs, ABI 1.6 table"};
+    SCOPED_TRACE(names[mode]);
+    Loaded l = LoadModel(path, 64, 8, 256, DecodeGraphMode::kOn,
+                         mode == 3 ? static_cast<uint32_t>(offsetof(strata_backend_v1, logprobs)) : 0);
     ASSERT_NE(l.model, nullptr);
+    EXPECT_EQ(l.dev->SupportsLogprobs(), mode != 3);
     EngineConfig c;
     c.max_num_seqs = 8;
     c.max_batched_tokens = 64;
@@ -690,21 +702,40 @@ TEST(ServingEngine, SeededSamplingGivesTheSameTokensOnDeviceAndHost) {
       EXPECT_GT(m.num_host_sampled_steps, 30);
     } else {
       EXPECT_EQ(m.num_host_sampled_steps, 30);  // the penalized logprobs request's steps
+      // With device logprobs the other logprobs request's last 30 steps overlap (its row
+      // no longer comes back); without, it is the only request left and none does.
+      if (mode == 2) {
+        EXPECT_GE(m.num_overlapped_steps, 25);
+      } else {
+        EXPECT_LT(m.num_overlapped_steps, 10);  // only prefill steps before it joins
+      }
     }
   }
-  for (const char* id : {"logprobs", "logprobs-penalized"}) {
-    SCOPED_TRACE(id);
-    const LogprobsStream &host = streams[1][id], &mixed = streams[2][id];
-    ASSERT_EQ(host.tokens.size(), std::string(id) == "logprobs" ? 60u : 30u);
-    EXPECT_EQ(mixed.tokens, host.tokens);
-    ASSERT_EQ(mixed.logprobs.size(), host.logprobs.size());
-    for (size_t t = 0; t < host.logprobs.size(); ++t) {
-      EXPECT_EQ(mixed.logprobs[t].token, host.logprobs[t].token);
-      EXPECT_EQ(mixed.logprobs[t].logprob, host.logprobs[t].logprob);
-      ASSERT_EQ(mixed.logprobs[t].top.size(), host.logprobs[t].top.size());
-      for (size_t k = 0; k < host.logprobs[t].top.size(); ++k) {
-        EXPECT_EQ(mixed.logprobs[t].top[k].token, host.logprobs[t].top[k].token);
-        EXPECT_EQ(mixed.logprobs[t].top[k].logprob, host.logprobs[t].top[k].logprob);
+  for (int mode : {2, 3}) {
+    for (const char* id : {"logprobs", "logprobs-penalized"}) {
+      // Computed on the device (the CPU backend's double log-sum-exp) or on the host from
+      // the same row (the host's float exponentials): equal to ~1e-6.
+      const bool device_computed = mode == 2 && std::string(id) == "logprobs";
+      SCOPED_TRACE(std::string(id) + (mode == 2 ? " (ABI 1.7)" : " (ABI 1.6 table)"));
+      const LogprobsStream &host = streams[1][id], &mixed = streams[mode][id];
+      ASSERT_EQ(host.tokens.size(), std::string(id) == "logprobs" ? 60u : 30u);
+      EXPECT_EQ(mixed.tokens, host.tokens);
+      ASSERT_EQ(mixed.logprobs.size(), host.logprobs.size());
+      auto same = [&](float a, float b) {
+        if (device_computed) {
+          EXPECT_NEAR(a, b, 1e-5);
+        } else {
+          EXPECT_EQ(a, b);
+        }
+      };
+      for (size_t t = 0; t < host.logprobs.size(); ++t) {
+        EXPECT_EQ(mixed.logprobs[t].token, host.logprobs[t].token);
+        same(mixed.logprobs[t].logprob, host.logprobs[t].logprob);
+        ASSERT_EQ(mixed.logprobs[t].top.size(), host.logprobs[t].top.size());
+        for (size_t k = 0; k < host.logprobs[t].top.size(); ++k) {
+          EXPECT_EQ(mixed.logprobs[t].top[k].token, host.logprobs[t].top[k].token);
+          same(mixed.logprobs[t].top[k].logprob, host.logprobs[t].top[k].logprob);
+        }
       }
     }
   }
@@ -748,7 +779,10 @@ TEST(ServingEngine, OverlappedStepsGiveTheSameTokensAndFinishes) {
       if (i % 4 == 1) r.sampling.stop = {"."};
       if (i % 5 == 0) r.sampling.ignore_eos = true;  // long runs: preemption, and r0 to abort
       if (i == 7) {
-        r.return_logprobs = true;  // its row comes back: those steps do not overlap
+        // Its row comes back (a penalized request's logprobs are the host's): those steps
+        // do not overlap.
+        r.return_logprobs = true;
+        r.sampling.repetition_penalty = 1.1f;
         r.sampling.max_new_tokens = 25;
       }
       auto h = (*engine)->Submit(r);
