@@ -31,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "core/engine/engine.h"
+#include "core/engine/kv_sizing.h"
 #include "core/engine/step_budget.h"
 #include "core/model/model_file.h"
 #include "core/model/model_tokenizer.h"
@@ -209,6 +210,9 @@ absl::Status OpenOffline(const Options& o, int max_seqs, Offline* off) {
   mo.max_seqs = max_seqs;
   // The step budget `strata serve` takes by default on this device, so the two compare.
   mo.max_batch_tokens = strata::DefaultStepTokens(off->device->info(), strata::StepBudgetUse::kOnline);
+  // ... and the KV pool it sizes by default (--gpu-memory-utilization), not one full
+  // context per sequence, which at 256 sequences of Llama-3-8B would want 256 GiB.
+  mo.num_blocks = strata::KvBlocksForDevice(*off->file, off->device->info(), mo, strata::kDefaultGpuMemoryUtilization);
   auto m = strata::LlamaModel::Load(*off->device, *off->file, mo);
   if (!m.ok()) return m.status();
   off->model = std::move(*m);

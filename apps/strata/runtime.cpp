@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_tokenizer.h"
 #include "core/engine/kv_sizing.h"
@@ -126,7 +127,7 @@ absl::StatusOr<ModelRuntime> LoadModel(
 
 void AddKvPoolFlags(FlagSet& f) {
   f.Value("kv-blocks", "", "0", "KV-cache blocks; 0 = size the pool from the device's free memory");
-  f.Value("gpu-memory-utilization", "", "0.90",
+  f.Value("gpu-memory-utilization", "", absl::StrFormat("%.2f", kDefaultGpuMemoryUtilization),
           "share of the device's free memory that weights and KV cache may use (with --kv-blocks 0)");
 }
 
@@ -141,16 +142,7 @@ absl::Status SizeKvPool(const FlagSet& f, const ModelFile& file, const strata_de
     o.num_blocks = static_cast<int32_t>(kv_blocks);
     return absl::OkStatus();
   }
-  const int64_t ctx = o.max_context > 0 ? o.max_context : file.config.max_position;
-  const int32_t per_seq = static_cast<int32_t>((ctx + o.block_size - 1) / o.block_size);
-  const strata_dtype kv_dt = o.kv_dtype == STRATA_DTYPE_COUNT
-                                 ? static_cast<strata_dtype>(info.preferred_activation_dtype)
-                                 : o.kv_dtype;
-  // No more than every sequence at full context twice over: the rest would only keep more
-  // prefixes cached, and on a CPU it is host RAM that other processes need.
-  o.num_blocks = KvBlocksForMemory(info.memory_free, utilization, ModelTensorBytes(file),
-                                   KvBytesPerBlock(file.config, o.block_size, kv_dt), per_seq,
-                                   2 * per_seq * o.max_seqs);
+  o.num_blocks = KvBlocksForDevice(file, info, o, utilization);
   return absl::OkStatus();
 }
 

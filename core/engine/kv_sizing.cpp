@@ -28,4 +28,15 @@ int32_t KvBlocksForMemory(uint64_t free_bytes, double fraction, uint64_t weight_
   return std::max(n, min_blocks);
 }
 
+int32_t KvBlocksForDevice(const ModelFile& file, const strata_device_info& info, const ModelRuntimeOptions& o,
+                          double fraction) {
+  const int64_t ctx = o.max_context > 0 ? o.max_context : file.config.max_position;
+  const int32_t per_seq = static_cast<int32_t>((ctx + o.block_size - 1) / o.block_size);
+  const strata_dtype kv_dt = o.kv_dtype == STRATA_DTYPE_COUNT
+                                 ? static_cast<strata_dtype>(info.preferred_activation_dtype)
+                                 : o.kv_dtype;
+  return KvBlocksForMemory(info.memory_free, fraction, ModelTensorBytes(file),
+                           KvBytesPerBlock(file.config, o.block_size, kv_dt), per_seq, 2 * per_seq * o.max_seqs);
+}
+
 }  // namespace strata

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/model/llama_model.h"
 #include "core/model/model_config.h"
 #include "core/model/model_file.h"
 #include "strata/device.h"
@@ -20,5 +21,15 @@ uint64_t ModelTensorBytes(const ModelFile& file);
 // at least `min_blocks`, at most `max_blocks` (0 = no cap).
 int32_t KvBlocksForMemory(uint64_t free_bytes, double fraction, uint64_t weight_bytes,
                           uint64_t bytes_per_block, int32_t min_blocks, int32_t max_blocks);
+
+// --gpu-memory-utilization's default, as vLLM's.
+inline constexpr double kDefaultGpuMemoryUtilization = 0.90;
+
+// The pool `--kv-blocks 0` takes (strata serve, run and bench, and openai_load --offline):
+// `fraction` of the device's free memory after the weights, at least one sequence at the
+// options' full context, at most every sequence at full context twice over (the rest would
+// only keep more prefixes cached, and on a CPU it is host RAM that other processes need).
+int32_t KvBlocksForDevice(const ModelFile& file, const strata_device_info& info, const ModelRuntimeOptions& o,
+                          double fraction);
 
 }  // namespace strata

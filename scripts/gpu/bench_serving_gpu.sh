@@ -50,19 +50,25 @@ if [[ " $PARTS " == *" http "* ]]; then
 TOK="$ROOT/.gpu/shared/tokenizers/llama3/tokenizer.json"
 PROMPT="The annual report of the company describes revenue, costs and the outlook for next year in detail."
 LOADGEN="$BUILD/bin/openai_load"
-LEVELS=16,64
-echo "--- strata serve vs in-process engine, llama3-8b, concurrency $LEVELS"
+# STRATA_HTTP_LEVELS: the closed loop's concurrency levels; STRATA_HTTP_MAX_NUM_SEQS: the
+# server's --max-num-seqs (default 64, as in the earlier runs; "auto" is serve's default, 256
+# on GPUs), which the in-process engine then takes too (auto: 256).
+LEVELS="${STRATA_HTTP_LEVELS:-16,64}"
+SEQS="${STRATA_HTTP_MAX_NUM_SEQS:-64}"
+OFFLINE_SEQS="$SEQS"; [ "$SEQS" = auto ] && OFFLINE_SEQS=256
+REQUESTS="${STRATA_HTTP_REQUESTS:-256}"
+echo "--- strata serve vs in-process engine, llama3-8b, concurrency $LEVELS, max-num-seqs $SEQS"
 "$BUILD/bin/strata" serve --synthetic llama3-8b --tokenizer "$TOK" --device cuda --port 8123 \
-  --max-num-seqs 64 > "$OUT/serve.log" 2>&1 &
+  --max-num-seqs "$SEQS" > "$OUT/serve.log" 2>&1 &
 SERVER=$!
 for i in $(seq 1 120); do
   curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break
   sleep 1
 done
-timeout 150 "$LOADGEN" --url http://127.0.0.1:8123 --concurrency $LEVELS --requests 256 --max-tokens 128 \
+timeout 150 "$LOADGEN" --url http://127.0.0.1:8123 --concurrency $LEVELS --requests "$REQUESTS" --max-tokens 128 \
   --prompt "$PROMPT" | tee "$OUT/http_load.json"
 curl -s http://127.0.0.1:8123/metrics | grep -E "^strata_(requests|kv)" | head -12
 kill -TERM $SERVER; wait $SERVER; echo "server exit: $?"
-timeout 150 "$LOADGEN" --offline synthetic:llama3-8b --tokenizer "$TOK" --max-num-seqs 64 --concurrency $LEVELS \
-  --requests 256 --max-tokens 128 --prompt "$PROMPT" | tee "$OUT/offline_load.json"
+timeout 150 "$LOADGEN" --offline synthetic:llama3-8b --tokenizer "$TOK" --max-num-seqs "$OFFLINE_SEQS" \
+  --concurrency $LEVELS --requests "$REQUESTS" --max-tokens 128 --prompt "$PROMPT" | tee "$OUT/offline_load.json"
 fi
