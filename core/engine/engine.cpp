@@ -315,6 +315,9 @@ void Engine::ProcessSample(LiveRequest& r, int32_t tok, int64_t step, int64_t in
 
 namespace {
 
+// Every request's logprobs fit what the device's logprobs() returns.
+static_assert(SamplingParams::kMaxLogprobs <= STRATA_MAX_TOP_LOGPROBS);
+
 // Logprob row i of what the device computed (logprobs(), ABI 1.7) for a request that wants
 // `wanted` alternatives of the device's top_n.
 absl::StatusOr<GeneratedTokenLogprob> DeviceLogprobOf(const DeviceLogprobs& lp, int64_t i, int32_t token,
