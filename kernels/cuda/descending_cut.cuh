@@ -28,6 +28,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/block_reduce.cuh"
+
 namespace strata::cuda::cut {
 
 constexpr int kCutThreads = 1024;
@@ -52,16 +54,8 @@ struct ProbRow {
 // ---- block-wide helpers (every thread of the block calls them, uniformly) -----------------
 
 template <typename T, typename Op>
-__device__ T BlockReduce(T v, Op op) {
-  __shared__ T part[kCutWarps];
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  T r = part[0];
-  for (int w = 1; w < kCutWarps; ++w) r = op(r, part[w]);
-  return r;
+__device__ __forceinline__ T BlockReduce(T v, Op op) {
+  return ::strata::cuda::BlockReduce<kCutWarps>(v, op);
 }
 __device__ __forceinline__ double BlockSumD(double v) {
   return BlockReduce(v, [](double a, double b) { return a + b; });

@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace strata::cuda {
@@ -46,32 +47,8 @@ __device__ Entry BlockFirst(Entry e, Entry* shared) {
   return best;
 }
 
-__device__ float BlockMax(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float m = shared[0];
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, shared[w]);
-  return m;
-}
-
-__device__ double BlockSum(double v, double* shared) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  double s = 0.0;
-  for (int w = 0; w < kWarps; ++w) s += shared[w];
-  return s;
-}
-
 __global__ void __launch_bounds__(kThreads) LogprobsKernel(LogprobsArgs a) {
   __shared__ Entry entry_shared[kWarps];
-  __shared__ float max_shared[kWarps];
-  __shared__ double sum_shared[kWarps];
   const int32_t row = a.row_ids[blockIdx.x];
   const float* x = a.logits + static_cast<int64_t>(row) * a.stride;
   const int n = a.top_n;
@@ -93,14 +70,14 @@ __global__ void __launch_bounds__(kThreads) LogprobsKernel(LogprobsArgs a) {
       if (count < n) ++count;
     }
   }
-  m = BlockMax(m, max_shared);
+  m = BlockReduce<kWarps>(m, [](float a, float b) { return fmaxf(a, b); });
 
   // Pass 2: the normalizer. -inf (and exp underflow) adds 0.
   float part = 0.0f;
   if (m != -INFINITY) {
     for (int32_t j = static_cast<int32_t>(threadIdx.x); j < a.vocab; j += kThreads) part += expf(Sane(__ldg(x + j)) - m);
   }
-  const double total = BlockSum(static_cast<double>(part), sum_shared);
+  const double total = BlockReduce<kWarps>(static_cast<double>(part), [](double a, double b) { return a + b; });
   const double lse = m == -INFINITY ? -INFINITY : static_cast<double>(m) + log(total);
   const bool empty = m == -INFINITY;
   auto logprob = [&](float v) { return empty ? __int_as_float(0x7fffffff) : static_cast<float>(static_cast<double>(v) - lse); };
