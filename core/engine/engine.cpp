@@ -336,6 +336,18 @@ absl::StatusOr<GeneratedTokenLogprob> DeviceLogprobOf(const DeviceLogprobs& lp, 
 
 }  // namespace
 
+void Engine::ProcessDeviceLogprobSample(LiveRequest& r, int32_t tok, int64_t step, int64_t index,
+                                        const DeviceLogprobs& lp, int64_t i) {
+  absl::StatusOr<GeneratedTokenLogprob> logprob = DeviceLogprobOf(lp, i, tok, r.sampler->params().logprobs);
+  if (logprob.ok()) {
+    ProcessSample(r, tok, step, index, &*logprob);
+    return;
+  }
+  StreamEvent ev;
+  ev.step = step;
+  FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", logprob.status().message()), std::move(ev));
+}
+
 std::vector<int64_t> Engine::DeviceLogprobIndex(size_t rows) const {
   std::vector<int64_t> of(rows, -1);
   for (size_t i = 0; i < device_rows_.logprob_rows.size(); ++i)
@@ -367,19 +379,11 @@ absl::Status Engine::FinishInFlight() {
       FinishRequest(*r, kFinishError, std::string(st.message()), {});
       continue;
     }
-    const int32_t tok = in_flight_ids_[i];
     if (step.rows[i].logprob < 0) {
-      ProcessSample(*r, tok, step.step, step.rows[i].index);
-      continue;
-    }
-    absl::StatusOr<GeneratedTokenLogprob> lp =
-        DeviceLogprobOf(in_flight_logprobs_, step.rows[i].logprob, tok, r->sampler->params().logprobs);
-    if (lp.ok()) {
-      ProcessSample(*r, tok, step.step, step.rows[i].index, &*lp);
+      ProcessSample(*r, in_flight_ids_[i], step.step, step.rows[i].index);
     } else {
-      StreamEvent ev;
-      ev.step = step.step;
-      FinishRequest(*r, kFinishError, absl::StrCat("sampling failed: ", lp.status().message()), std::move(ev));
+      ProcessDeviceLogprobSample(*r, in_flight_ids_[i], step.step, step.rows[i].index, in_flight_logprobs_,
+                                 step.rows[i].logprob);
     }
   }
   return st;
@@ -624,15 +628,7 @@ absl::StatusOr<bool> Engine::StepLocked() {
     const bool device_drew = on_device && !host_draws[row];
     if (device_drew) r.sampler->SkipDraw();  // the device used this request's (seed, step)
     if (device_drew && device_logprob_of[row] >= 0) {
-      absl::StatusOr<GeneratedTokenLogprob> lp =
-          DeviceLogprobOf(step_logprobs_, device_logprob_of[row], greedy_ids_[row], r.sampler->params().logprobs);
-      if (lp.ok()) {
-        ProcessSample(r, greedy_ids_[row], out.step, index, &*lp);
-      } else {
-        StreamEvent ev;
-        ev.step = out.step;
-        FinishRequest(r, kFinishError, absl::StrCat("sampling failed: ", lp.status().message()), std::move(ev));
-      }
+      ProcessDeviceLogprobSample(r, greedy_ids_[row], out.step, index, step_logprobs_, device_logprob_of[row]);
       continue;
     }
     if (device_drew && (logprob_index.empty() || logprob_index[row] < 0)) {

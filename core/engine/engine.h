@@ -138,6 +138,10 @@ class Engine {
   // token_ids[index] (a placeholder, or the end); `logprob` (may be null) is streamed with it.
   void ProcessSample(LiveRequest& r, int32_t tok, int64_t step, int64_t index,
                      GeneratedTokenLogprob* logprob = nullptr);
+  // ProcessSample with the logprobs the device computed for the token (row i of lp), or
+  // the request fails where the row had none (every logit -inf or NaN).
+  void ProcessDeviceLogprobSample(LiveRequest& r, int32_t tok, int64_t step, int64_t index, const DeviceLogprobs& lp,
+                                  int64_t i);
   // Waits for the launched step (if any) and applies its tokens.
   absl::Status FinishInFlight();
   LiveRequest* FindLive(const SampledRow& row);
