@@ -11,5 +11,6 @@ int TokenizeCommand(const std::vector<std::string>& args);
 int DevicesCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
+int ConvertCommand(const std::vector<std::string>& args);
 
 }  // namespace strata::cli

@@ -1,4 +1,4 @@
-// strata: run | tokenize | devices | bench | serve
+// strata: run | tokenize | devices | bench | serve | convert
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,7 +13,8 @@ const char* kUsage =
     "  tokenize  print the token ids of a text\n"
     "  devices   list backend plugins, their devices and the plugins refused\n"
     "  bench     measure prefill and decode speed\n"
-    "  serve     OpenAI-compatible HTTP server (completions, chat, streaming, /metrics)\n\n"
+    "  serve     OpenAI-compatible HTTP server (completions, chat, streaming, /metrics)\n"
+    "  convert   write a model as a GGUF file (for llama.cpp and strata)\n\n"
     "MODEL is a .gguf file, a llama2.c .bin (with --tokenizer FILE) or a Hugging Face\n"
     "directory (config.json + model.safetensors). 'strata COMMAND --help' shows the flags.\n";
 }  // namespace
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   if (cmd == "devices") return strata::cli::DevicesCommand(args);
   if (cmd == "bench") return strata::cli::BenchCommand(args);
   if (cmd == "serve") return strata::cli::ServeCommand(args);
+  if (cmd == "convert") return strata::cli::ConvertCommand(args);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::cout << kUsage;
     return 0;

@@ -25,7 +25,7 @@ void AddModelFlags(FlagSet& f) {
   f.Value("tokenizer", "", "",
           "llama2.c tokenizer.bin for a llama2.c checkpoint, or a Hugging Face tokenizer.json that replaces "
           "the model's own (e.g. with --synthetic; tokenizer_config.json beside it is read for special tokens)");
-  f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, llama-110m)");
+  f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, qwen3-8b, llama-110m)");
   f.Value("synthetic-dtype", "", "bf16", "weight type of --synthetic: f32, f16, bf16");
   f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
   f.Value("batch-tokens", "", "auto",

@@ -431,6 +431,13 @@ strata_status OpLogprobs(strata_device dev, const strata_tensor* logits, const i
   });
 }
 
+strata_status OpRmsNormHeads(strata_device dev, const strata_tensor* x, const strata_tensor* weight, float eps) {
+  return Guarded("rms_norm_heads", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "rms_norm_heads"));
+    return RmsNormHeads(dev, x, weight, eps);
+  });
+}
+
 strata_status OpCopyBlocks(strata_device dev, strata_kv_cache kv, const strata_block_pair* pairs,
                            int32_t num_pairs) {
   return Guarded("copy_blocks", [&]() -> absl::Status {
@@ -625,6 +632,8 @@ const strata_backend_v1 kTable = {
     OpApplyPenaltiesFeedback,
     // ABI 1.7: logprobs of chosen rows.
     OpLogprobs,
+    // ABI 1.8: per-head RMSNorm (Qwen3's q/k norms).
+    OpRmsNormHeads,
 };
 
 const strata_plugin_info kInfo = {

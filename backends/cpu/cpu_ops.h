@@ -24,6 +24,8 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
                     const strata_tensor* bias, const strata_tensor* out);
 absl::Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor* residual,
                      const strata_tensor* weight, float eps, const strata_tensor* out);
+// rms_norm_heads (ABI 1.8): x [n, heads * head_dim] normalized per head in place, weight [heads, head_dim].
+absl::Status RmsNormHeads(strata_device_s* dev, const strata_tensor* x, const strata_tensor* weight, float eps);
 absl::Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_tensor* up,
                      const strata_tensor* out);
 absl::Status Add(strata_device_s* dev, const strata_tensor* a, const strata_tensor* b,

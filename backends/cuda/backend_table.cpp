@@ -732,6 +732,11 @@ strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_
   return RunKeyedOp("rms_norm", dev, key, [&](Device* d) { return RmsNorm(d, x, residual, weight, eps, out); });
 }
 
+strata_status OpRmsNormHeads(strata_device dev, const strata_tensor* x, const strata_tensor* weight, float eps) {
+  return RunKeyedOp("rms_norm_heads", dev, [&] { return ProfileKey{StrCat("rms_norm_heads n=", RowsOf(x))}; },
+                    [&](Device* d) { return RmsNormHeads(d, x, weight, eps); });
+}
+
 strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight w, const strata_tensor* bias,
                        const strata_tensor* out) {
   return RunKeyedOp("matmul", dev, [&] { return ProductKey("matmul", "", x, w); }, [&](Device* d) -> Status {
@@ -949,6 +954,7 @@ const strata_backend_v1 kTable = {
     OpApplyPenalties,
     OpApplyPenaltiesFeedback,
     OpLogprobs,
+    OpRmsNormHeads,
 };
 
 const strata_plugin_info kInfo = {

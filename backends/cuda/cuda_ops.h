@@ -25,6 +25,8 @@ Status Matmul(Device* dev, const strata_tensor* x, Weight* w, const strata_tenso
 // the prologue kernel into params->prologue_scratch and the product adding into out.
 Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_matmul_params* params,
                 const strata_tensor* out);
+// rms_norm_heads (ABI 1.8): x [n, heads * head_dim] normalized per head in place.
+Status RmsNormHeads(Device* dev, const strata_tensor* x, const strata_tensor* weight, float eps);
 Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residual,
                const strata_tensor* weight, float eps, const strata_tensor* out);
 Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, const strata_tensor* out);

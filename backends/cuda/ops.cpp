@@ -583,6 +583,24 @@ Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residua
                   "rms_norm");
 }
 
+Status RmsNormHeads(Device* dev, const strata_tensor* x, const strata_tensor* weight, float eps) {
+  ASSIGN_VIEW(xv, x, "rms_norm_heads: x", kF32, kBF16);
+  ASSIGN_VIEW(wv, weight, "rms_norm_heads: weight", kF32);
+  if (weight->ndim != 2 || !wv.packed() || wv.rows <= 0 || wv.cols <= 0) {
+    return InvalidArgument("rms_norm_heads: weight must be a packed [num_heads, head_dim] tensor");
+  }
+  if (xv.cols != wv.rows * wv.cols) {
+    return InvalidArgument("rms_norm_heads: x rows have ", xv.cols, " elements, weight is [", wv.rows, ", ", wv.cols,
+                           "]");
+  }
+  if (wv.rows > 0x7fffffff || wv.cols > 0x7fffffff) return InvalidArgument("rms_norm_heads: weight is too large");
+  if (!(eps >= 0.0f) || !std::isfinite(eps)) return InvalidArgument("rms_norm_heads: eps ", eps, " must be >= 0");
+  return Launched(LaunchRmsNormHeads(xv.base, xv.stride, reinterpret_cast<const float*>(wv.base), eps, xv.rows,
+                                     static_cast<int32_t>(wv.rows), static_cast<int32_t>(wv.cols), xv.dtype,
+                                     dev->stream),
+                  "rms_norm_heads");
+}
+
 namespace {
 // Two same-shaped, same-typed inputs and an output like them (silu_mul, add).
 Status CheckElementwise2(const char* op, const strata_tensor* a, const char* an, const strata_tensor* b,

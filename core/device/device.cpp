@@ -216,6 +216,7 @@ bool Device::SupportsPenalties() const { return STRATA_BACKEND_HAS_PENALTIES(api
 bool Device::SupportsPenaltyFeedback() const { return STRATA_BACKEND_HAS_PENALTY_FEEDBACK(api_); }
 
 bool Device::SupportsLogprobs() const { return STRATA_BACKEND_HAS_LOGPROBS(api_); }
+bool Device::SupportsRmsNormHeads() const { return STRATA_BACKEND_HAS_RMS_NORM_HEADS(api_); }
 
 absl::StatusOr<DeviceReadback> Device::StartReadback(const DeviceBuffer& src, uint64_t offset, uint64_t bytes) {
   if (!SupportsOverlappedSteps())

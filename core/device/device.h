@@ -161,6 +161,8 @@ class Device {
   // logprobs of chosen rows computed on the device (ABI 1.7 logprobs), so a request that
   // wants them does not bring its row of logits back.
   bool SupportsLogprobs() const;
+  // ABI 1.8 rms_norm_heads (else the core normalizes each head with rms_norm).
+  bool SupportsRmsNormHeads() const;
 
   // Overlapped steps (ABI 1.4): embedding_feedback, readback_start and readback_finish.
   bool SupportsOverlappedSteps() const;

@@ -179,6 +179,13 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
       STRATA_ASSIGN_OR_RETURN(L.qkv_bias, make_f32({bq, bk, bv}));
       L.has_qkv_bias = true;
     }
+    if (config_.qk_norm) {
+      STRATA_ASSIGN_OR_RETURN(const TensorView* qn, Require(file, p + "q_norm"));
+      STRATA_ASSIGN_OR_RETURN(const TensorView* kn, Require(file, p + "k_norm"));
+      std::vector<const TensorView*> heads(static_cast<size_t>(config_.num_heads), qn);
+      heads.insert(heads.end(), static_cast<size_t>(config_.num_kv_heads), kn);
+      STRATA_ASSIGN_OR_RETURN(L.qk_norm, make_f32(heads));
+    }
   }
   STRATA_ASSIGN_OR_RETURN(inv_freq_, device_.Alloc(rope_.inv_freq.size() * 4 + 4));
   STRATA_RETURN_IF_ERROR(device_.Upload(inv_freq_, 0, rope_.inv_freq.data(), rope_.inv_freq.size() * 4));
@@ -626,6 +633,26 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   return absl::OkStatus();
 }
 
+absl::Status LlamaModel::NormalizeQkHeads(const Layer& L, const strata_tensor& qk) {
+  const int64_t heads = config_.num_heads + config_.num_kv_heads, hd = config_.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  if (device_.SupportsRmsNormHeads()) {
+    const strata_tensor w = L.qk_norm.View(STRATA_DTYPE_F32, {heads, hd});
+    return device_.Check(device_.api().rms_norm_heads(device_.handle(), &qk, &w, eps), "rms_norm_heads");
+  }
+  // A plugin before ABI 1.8: each head's column slice is a [n, head_dim] view of its own.
+  for (int64_t h = 0; h < heads; ++h) {
+    strata_tensor head = qk;
+    head.offset += static_cast<uint64_t>(h * hd) * DTypeSize(static_cast<strata_dtype>(qk.dtype));
+    head.shape[1] = hd;
+    head.row_stride = qk.row_stride != 0 ? qk.row_stride : qk.shape[1];
+    const strata_tensor w = L.qk_norm.View(STRATA_DTYPE_F32, {hd}, static_cast<uint64_t>(h * hd) * 4);
+    STRATA_RETURN_IF_ERROR(
+        device_.Check(device_.api().rms_norm(device_.handle(), &head, nullptr, &w, eps, &head), "rms_norm (q/k head)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_backend_v1& api = device_.api();
   strata_device dev = device_.handle();
@@ -749,6 +776,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
     }
+    if (config_.qk_norm) STRATA_RETURN_IF_ERROR(NormalizeQkHeads(L, qkv_.View(A, {n, qdim + kvdim}, 0, qkvdim)));
     if (fused_attention) {
       STRATA_RETURN_IF_ERROR(check(
           api.rope_attention(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li, &attn_out), "rope_attention"));

@@ -173,12 +173,18 @@ class LlamaModel {
  private:
   struct Layer {
     DeviceBuffer attn_norm, ffn_norm, qkv_bias;  // F32
+    // Qwen3's q_norm repeated for every query head, then k_norm for every key head: F32
+    // [num_heads + num_kv_heads, head_dim], one rms_norm_heads over q and k together.
+    DeviceBuffer qk_norm;
     DeviceWeight wqkv, wo, w_gate_up, w_down;
     bool has_qkv_bias = false;
   };
 
   explicit LlamaModel(Device& device) : device_(device) {}
   absl::Status UploadWeights(const ModelFile& file);
+  // Qwen3's per-head RMSNorm of q and k (qk: the [n, (heads + kv_heads) * head_dim] q and k
+  // columns of the fused QKV output), in place, before RoPE.
+  absl::Status NormalizeQkHeads(const Layer& L, const strata_tensor& qk);
   absl::Status AllocateWorkspace();
   absl::Status UploadStep(const StepInput& in);
   // Sends step_staging_ (laid out for `shape`: tokens, sequences, logits rows) to

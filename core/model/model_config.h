@@ -25,7 +25,7 @@ struct RopeScaling {
 enum class RopeStyle { kInterleaved, kNeox };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "mistral", "qwen2"
+  std::string architecture;  // "llama", "mistral", "qwen2", "qwen3" (core/model/formats/architectures.h)
   std::string name;          // for messages and model identity
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -38,10 +38,14 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Per-frequency divisors (GGUF rope_freqs.weight: how llama.cpp stores Llama 3's scaling);
+  // empty = none, else rotary_dim / 2 entries.
+  std::vector<float> rope_freq_factors;
   RopeStyle rope_style = RopeStyle::kNeox;
   double partial_rotary_factor = 1.0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // per-head RMSNorm of q and k before RoPE (Qwen3: q_norm, k_norm)
   int64_t sliding_window = 0;   // 0 = full attention
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

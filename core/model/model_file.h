@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/mapped_file.h"
 #include "core/model/model_config.h"
+#include "core/tokenizer/gguf_bpe_vocab.h"
 #include "core/tokenizer/sentencepiece_vocab.h"
 
 namespace strata {
@@ -41,6 +42,8 @@ struct TensorView {
 //   "layers.{i}.wq"              [heads*head_dim, hidden]   (+ "layers.{i}.wq.bias")
 //   "layers.{i}.wk"              [kv_heads*head_dim, hidden] (+ ".bias")
 //   "layers.{i}.wv"              [kv_heads*head_dim, hidden] (+ ".bias")
+//   "layers.{i}.q_norm"          [head_dim]  (qk_norm: Qwen3)
+//   "layers.{i}.k_norm"          [head_dim]  (qk_norm)
 //   "layers.{i}.wo"              [hidden, heads*head_dim]
 //   "layers.{i}.ffn_norm"        [hidden]
 //   "layers.{i}.w_gate"          [intermediate, hidden]
@@ -52,10 +55,12 @@ struct TensorView {
 
 // Where the tokenizer comes from.
 struct TokenizerSource {
-  enum class Kind { kNone, kSentencePieceVocab, kTokenizerJson } kind = Kind::kNone;
+  enum class Kind { kNone, kSentencePieceVocab, kTokenizerJson, kGgufBpe } kind = Kind::kNone;
   SentencePieceVocab vocab;        // kSentencePieceVocab (GGUF, llama2.c tokenizer.bin)
+  GgufBpeVocab bpe_vocab;          // kGgufBpe (GGUF "gpt2": Llama 3, Qwen)
   std::string tokenizer_json_path; // kTokenizerJson
   std::string tokenizer_config_path;  // may be empty
+  std::string unavailable_reason;     // kNone: why the file's own tokenizer cannot be used, if it has one
 };
 
 class ModelFile {

@@ -75,6 +75,11 @@ RopeTable ComputeRopeTable(const ModelConfig& c) {
       t.attention_factor = ApplyYarn(c.rope_scaling, c.rope_theta, dim, inv);
       break;
   }
+  // GGUF files bake Llama 3's frequency scaling into rope_freqs.weight, which divides the
+  // frequencies (llama.cpp's freq_factors); the loader checked its length.
+  if (c.rope_freq_factors.size() == inv.size()) {
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= c.rope_freq_factors[i];
+  }
   t.inv_freq.assign(inv.begin(), inv.end());
   return t;
 }

@@ -16,14 +16,15 @@ struct Shape {
   const char* arch;
   int64_t vocab, hidden, inter, layers, heads, kv_heads, ctx;
   double theta;
-  bool qkv_bias, tied;
+  bool qkv_bias, tied, qk_norm;
 };
 
 constexpr Shape kShapes[] = {
-    {"llama3-8b", "llama", 128256, 4096, 14336, 32, 32, 8, 8192, 500000.0, false, false},
-    {"llama3-1b", "llama", 128256, 2048, 8192, 16, 32, 8, 8192, 500000.0, false, true},
-    {"qwen2-7b", "qwen2", 152064, 3584, 18944, 28, 28, 4, 8192, 1000000.0, true, false},
-    {"llama-110m", "llama", 32000, 768, 2048, 12, 12, 12, 1024, 10000.0, false, false},
+    {"llama3-8b", "llama", 128256, 4096, 14336, 32, 32, 8, 8192, 500000.0, false, false, false},
+    {"llama3-1b", "llama", 128256, 2048, 8192, 16, 32, 8, 8192, 500000.0, false, true, false},
+    {"qwen2-7b", "qwen2", 152064, 3584, 18944, 28, 28, 4, 8192, 1000000.0, true, false, false},
+    {"qwen3-8b", "qwen3", 151936, 4096, 12288, 36, 32, 8, 8192, 1000000.0, false, false, true},
+    {"llama-110m", "llama", 32000, 768, 2048, 12, 12, 12, 1024, 10000.0, false, false, false},
 };
 
 }  // namespace
@@ -57,6 +58,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> MakeSyntheticModel(const std::string&
   c.rope_style = RopeStyle::kNeox;
   c.tie_word_embeddings = shape->tied;
   c.attention_bias = shape->qkv_bias;
+  c.qk_norm = shape->qk_norm;
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
   m->source_path = c.name;
@@ -110,6 +112,10 @@ absl::StatusOr<std::unique_ptr<ModelFile>> MakeSyntheticModel(const std::string&
     add(p + "w_gate", {c.intermediate_size, d}, rnd);
     add(p + "w_up", {c.intermediate_size, d}, rnd);
     add(p + "w_down", {d, c.intermediate_size}, rnd);
+    if (c.qk_norm) {
+      add(p + "q_norm", {c.head_dim}, one);
+      add(p + "k_norm", {c.head_dim}, one);
+    }
     if (c.attention_bias) {
       // Biases near zero: the shared random buffer's values are small.
       add(p + "wq.bias", {q}, rnd);

@@ -13,7 +13,7 @@
 
 namespace strata {
 
-// Names: llama3-8b, llama3-1b, qwen2-7b, llama-110m (dim 768, 12 layers, vocab 32000).
+// Names: llama3-8b, llama3-1b, qwen2-7b, qwen3-8b, llama-110m (dim 768, 12 layers, vocab 32000).
 std::vector<std::string> SyntheticModelNames();
 
 // dtype: kF32, kF16 or kBF16. Weights ~ N(0, 0.02) (norms 1), seed fixed.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "core/tokenizer/added_tokens.h"
 #include "core/tokenizer/regex_splitter.h"
 #include "core/tokenizer/tokenizer.h"
@@ -90,5 +91,13 @@ class JsonBpeTokenizer : public Tokenizer {
   mutable std::mutex cache_mu_;
   mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_;
 };
+
+struct TokenizerJsonDocument;
+
+// The tokenizer a parsed tokenizer.json document describes, before tokenizer_config.json is
+// applied (tokenizer_json_loader.cpp); `name` labels errors. Also how GGUF vocabularies are
+// built (gguf_bpe_tokenizer.cpp), from a document made in memory.
+absl::StatusOr<std::unique_ptr<JsonBpeTokenizer>> LoadTokenizerDocument(const std::string& name,
+                                                                        const TokenizerJsonDocument& doc);
 
 }  // namespace strata

@@ -392,14 +392,10 @@ std::optional<std::string> ConfigToken(const json& cfg, const char* key) {
   return std::nullopt;
 }
 
-absl::Status ApplyConfig(const std::string& path, JsonBpeTokenizer* tok) {
+// Applies tokenizer_config.json (`cfg`, an object; `path` names it in messages).
+absl::Status ApplyConfig(const json& cfg, const std::string& path, JsonBpeTokenizer* tok) {
   // Defaults without a config: BOS is what the template puts first.
   if (!tok->prefix_ids.empty()) tok->bos = tok->prefix_ids.front();
-  json cfg = json::object();
-  if (!path.empty()) {
-    STRATA_ASSIGN_OR_RETURN(cfg, ParseJsonFile(path));
-    if (!cfg.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
   auto id_of = [&](const char* key, int32_t* id) -> absl::Status {
     std::optional<std::string> name = ConfigToken(cfg, key);
     if (!name) return absl::OkStatus();
@@ -438,17 +434,26 @@ absl::Status ApplyConfig(const std::string& path, JsonBpeTokenizer* tok) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<JsonBpeTokenizer>> LoadTokenizerDocument(const std::string& name,
+                                                                        const TokenizerJsonDocument& doc) {
+  try {
+    Loader loader(name, doc);
+    return loader.Load(doc.root);
+  } catch (const json::exception& e) {  // a type the checks above did not foresee
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(const std::string& tokenizer_json_path,
                                                             const std::string& tokenizer_config_path) {
   STRATA_ASSIGN_OR_RETURN(TokenizerJsonDocument doc, ReadTokenizerJson(tokenizer_json_path));
-  std::unique_ptr<JsonBpeTokenizer> tok;
-  try {
-    Loader loader(tokenizer_json_path, doc);
-    STRATA_ASSIGN_OR_RETURN(tok, loader.Load(doc.root));
-  } catch (const json::exception& e) {  // a type the checks above did not foresee
-    return absl::InvalidArgumentError(absl::StrCat(tokenizer_json_path, ": ", e.what()));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<JsonBpeTokenizer> tok, LoadTokenizerDocument(tokenizer_json_path, doc));
+  json cfg = json::object();
+  if (!tokenizer_config_path.empty()) {
+    STRATA_ASSIGN_OR_RETURN(cfg, ParseJsonFile(tokenizer_config_path));
+    if (!cfg.is_object()) return absl::InvalidArgumentError(absl::StrCat(tokenizer_config_path, ": not a JSON object"));
   }
-  STRATA_RETURN_IF_ERROR(ApplyConfig(tokenizer_config_path, tok.get()));
+  STRATA_RETURN_IF_ERROR(ApplyConfig(cfg, tokenizer_config_path, tok.get()));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 7
+#define STRATA_DEVICE_ABI_MINOR 8
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -648,10 +648,25 @@ typedef struct strata_backend_v1 {
   strata_status (*logprobs)(strata_device dev, const strata_tensor* logits, const int32_t* row_ids,
                             int32_t num_rows, const strata_tensor* ids, int32_t top_n, const strata_tensor* values,
                             const strata_tensor* top_ids);
+
+  /* ---- Since ABI 1.8 (NULL when absent; the core then calls rms_norm() once per head). ----
+   * RMSNorm of each head of each row, in place, as Qwen3 normalizes its queries and keys
+   * before RoPE: x [n, num_heads * head_dim] (row_stride allowed, so q and k may be column
+   * slices of a fused QKV output), for every row r and head h the head_dim elements
+   * x[r, h*head_dim .. (h+1)*head_dim) become rmsnorm(those elements) * weight[h, :], where
+   * weight is F32 [num_heads, head_dim] (one weight row per head; the core repeats q_norm
+   * for the query heads and k_norm for the key heads, so both are one call). */
+  strata_status (*rms_norm_heads)(strata_device dev, const strata_tensor* x, const strata_tensor* weight,
+                                  float eps);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.8 per-head RMSNorm. */
+#define STRATA_BACKEND_HAS_RMS_NORM_HEADS(api)                                             \
+  ((api)->struct_size >= offsetof(strata_backend_v1, rms_norm_heads) + sizeof(void*) &&   \
+   (api)->rms_norm_heads != NULL)
 
 /* True when `api` has the ABI 1.7 logprobs on the device. */
 #define STRATA_BACKEND_HAS_LOGPROBS(api)                                                  \

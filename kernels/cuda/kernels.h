@@ -37,6 +37,11 @@ cudaError_t LaunchRmsNorm(const void* x, int64_t x_stride, void* residual, int64
                           const float* weight, float eps, void* out, int64_t out_stride,
                           int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream);
 
+// Per-head RMSNorm in place: x [rows, heads * head_dim] (row stride x_stride), head h of each
+// row times weight[h, :] (F32 [heads, head_dim]).
+cudaError_t LaunchRmsNormHeads(void* x, int64_t x_stride, const float* weight, float eps, int64_t rows,
+                               int32_t heads, int32_t head_dim, int32_t dtype, cudaStream_t stream);
+
 // out = silu(gate) * up.
 cudaError_t LaunchSiluMul(const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
                           void* out, int64_t o_stride, int64_t rows, int64_t cols, int32_t dtype,

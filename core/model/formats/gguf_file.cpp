@@ -1,6 +1,8 @@
 #include "core/model/formats/gguf_file.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -8,8 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/common/half.h"
+#include "core/model/formats/architectures.h"
 #include "core/model/formats/byte_reader.h"
 #include "core/model/formats/format_status.h"
+#include "core/model/formats/gguf_tensor_names.h"
 #include "core/model/formats/tensor_storage.h"
 
 namespace strata {
@@ -500,34 +504,10 @@ absl::StatusOr<std::vector<int32_t>> GgufFile::GetIntArray(const std::string& ke
 
 namespace {
 
-// "blk.3.attn_q.weight" -> "layers.3.wq"; returns empty for names strata does not know.
-std::string CanonicalGgufName(const std::string& name) {
-  static const std::map<std::string, std::string> kGlobal = {
-      {"token_embd.weight", "tok_embeddings"},
-      {"output_norm.weight", "norm"},
-      {"output.weight", "output"},
-  };
-  static const std::map<std::string, std::string> kLayer = {
-      {"attn_norm.weight", "attn_norm"}, {"attn_q.weight", "wq"},
-      {"attn_q.bias", "wq.bias"},        {"attn_k.weight", "wk"},
-      {"attn_k.bias", "wk.bias"},        {"attn_v.weight", "wv"},
-      {"attn_v.bias", "wv.bias"},        {"attn_output.weight", "wo"},
-      {"ffn_norm.weight", "ffn_norm"},   {"ffn_gate.weight", "w_gate"},
-      {"ffn_up.weight", "w_up"},         {"ffn_down.weight", "w_down"},
-  };
-  if (auto it = kGlobal.find(name); it != kGlobal.end()) return it->second;
-  if (!absl::StartsWith(name, "blk.")) return "";
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string::npos) return "";
-  int layer;
-  if (!absl::SimpleAtoi(name.substr(4, dot - 4), &layer) || layer < 0) return "";
-  auto it = kLayer.find(name.substr(dot + 1));
-  if (it == kLayer.end()) return "";
-  return absl::StrCat("layers.", layer, ".", it->second);
-}
-
-absl::Status ReadLlamaConfig(const GgufFile& g, ModelConfig* c) {
-  const std::string a = "llama.";
+// The hyperparameters under "<arch>." (llama.cpp writes the same keys for every
+// Llama-family architecture).
+absl::Status ReadLlamaConfig(const GgufFile& g, const ArchitectureSpec& arch, ModelConfig* c) {
+  const std::string a = absl::StrCat(arch.gguf_arch, ".");
   STRATA_FMT_ASSIGN_OR_RETURN(c->max_position, g.GetInt(a + "context_length"));
   STRATA_FMT_ASSIGN_OR_RETURN(c->hidden_size, g.GetInt(a + "embedding_length"));
   STRATA_FMT_ASSIGN_OR_RETURN(c->num_layers, g.GetInt(a + "block_count"));
@@ -538,7 +518,7 @@ absl::Status ReadLlamaConfig(const GgufFile& g, ModelConfig* c) {
   STRATA_FMT_ASSIGN_OR_RETURN(c->rope_theta, g.GetFloatOr(a + "rope.freq_base", 10000.0));
   if (c->num_heads <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(g.path(), ": llama.attention.head_count is ", c->num_heads));
+        absl::StrCat(g.path(), ": ", a, "attention.head_count is ", c->num_heads));
   }
   STRATA_FMT_ASSIGN_OR_RETURN(c->head_dim,
                               g.GetIntOr(a + "attention.key_length", c->hidden_size / c->num_heads));
@@ -569,12 +549,62 @@ absl::Status ReadLlamaConfig(const GgufFile& g, ModelConfig* c) {
   if (c->rope_scaling.type != RopeScalingType::kNone) {
     if (!(factor > 0.0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          g.path(), ": rope scaling '", scaling, "' needs a positive llama.rope.scaling.factor"));
+          g.path(), ": rope scaling '", scaling, "' needs a positive ", a, "rope.scaling.factor"));
     }
     c->rope_scaling.factor = factor;
   }
-  // llama.cpp's converter permutes HF Q/K rows back to the interleaved pairing of Meta's code.
-  c->rope_style = RopeStyle::kInterleaved;
+  // llama.cpp's converter permutes HF Q/K rows back to the interleaved pairing of Meta's code
+  // for 'llama'; Qwen's rows stay in rotate-half order.
+  c->rope_style = arch.gguf_rope_style;
+  c->qk_norm = arch.qk_norm;
+  return absl::OkStatus();
+}
+
+// tokenizer.ggml.model "gpt2": byte-level BPE (Llama 3, Qwen), built by MakeGgufBpeTokenizer.
+absl::Status ReadByteLevelBpe(const GgufFile& g, ModelFile* m) {
+  GgufBpeVocab& v = m->tokenizer.bpe_vocab;
+  STRATA_FMT_ASSIGN_OR_RETURN(v.tokens, g.GetStringArray("tokenizer.ggml.tokens"));
+  if (g.Find("tokenizer.ggml.merges") != nullptr) {
+    STRATA_FMT_ASSIGN_OR_RETURN(v.merges, g.GetStringArray("tokenizer.ggml.merges"));
+  }
+  if (g.Find("tokenizer.ggml.token_type") != nullptr) {
+    STRATA_FMT_ASSIGN_OR_RETURN(v.types, g.GetIntArray("tokenizer.ggml.token_type"));
+  }
+  STRATA_FMT_ASSIGN_OR_RETURN(v.pre, g.GetStringOr("tokenizer.ggml.pre", "default"));
+  if (!IsSupportedGgufPreTokenizer(v.pre)) {
+    // The weights still load; text needs a tokenizer from elsewhere (--tokenizer).
+    m->tokenizer.kind = TokenizerSource::Kind::kNone;
+    m->tokenizer.unavailable_reason = absl::StrCat("its tokenizer.ggml.pre '", v.pre, "' is not supported (supported: ",
+                                                   SupportedGgufPreTokenizers(), ")");
+    v = GgufBpeVocab{};
+    return absl::OkStatus();
+  }
+  const int64_t n = static_cast<int64_t>(v.tokens.size());
+  if (!v.types.empty() && static_cast<int64_t>(v.types.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(g.path(), ": tokenizer.ggml.tokens has ", n,
+                                                   " entries but token_type has ", v.types.size()));
+  }
+  auto id_key = [&](const char* key, int32_t* out) -> absl::Status {
+    STRATA_FMT_ASSIGN_OR_RETURN(int64_t id, g.GetIntOr(key, -1));
+    if (id == -1) return absl::OkStatus();
+    if (id < 0 || id >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(g.path(), ": ", key, " ", id, " is outside the vocab of ", n));
+    }
+    *out = static_cast<int32_t>(id);
+    return absl::OkStatus();
+  };
+  STRATA_FMT_RETURN_IF_ERROR(id_key("tokenizer.ggml.bos_token_id", &v.bos_id));
+  v.eos_ids.clear();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    int32_t id = -1;
+    STRATA_FMT_RETURN_IF_ERROR(id_key(key, &id));
+    if (id >= 0 && std::find(v.eos_ids.begin(), v.eos_ids.end(), id) == v.eos_ids.end()) v.eos_ids.push_back(id);
+  }
+  STRATA_FMT_ASSIGN_OR_RETURN(v.add_bos, g.GetBoolOr("tokenizer.ggml.add_bos_token", false));
+  STRATA_FMT_ASSIGN_OR_RETURN(v.add_eos, g.GetBoolOr("tokenizer.ggml.add_eos_token", false));
+  if (v.bos_id >= 0) m->config.bos_token_id = v.bos_id;
+  if (!v.eos_ids.empty()) m->config.eos_token_ids = v.eos_ids;
+  m->tokenizer.kind = TokenizerSource::Kind::kGgufBpe;
   return absl::OkStatus();
 }
 
@@ -589,10 +619,13 @@ absl::Status ReadTokenizer(const GgufFile& g, ModelFile* m) {
   if (in_vocab(bos)) m->config.bos_token_id = static_cast<int32_t>(bos);
   if (in_vocab(eos)) m->config.eos_token_ids = {static_cast<int32_t>(eos)};
 
+  if (kind == "gpt2") return ReadByteLevelBpe(g, m);
   if (kind != "llama") {
-    // Byte-level BPE ("gpt2") and others are not embedded-tokenizer formats strata reads yet:
-    // the model still loads, and the caller must supply a tokenizer.
+    // Other vocabularies (BERT's WordPiece, RWKV, ...) are not tokenizers strata reads: the
+    // model still loads, and the caller must supply a tokenizer.
     m->tokenizer.kind = TokenizerSource::Kind::kNone;
+    m->tokenizer.unavailable_reason =
+        absl::StrCat("its tokenizer.ggml.model '", kind, "' is not supported (supported: llama, gpt2)");
     return absl::OkStatus();
   }
   SentencePieceVocab& v = m->tokenizer.vocab;
@@ -669,30 +702,45 @@ absl::StatusOr<std::unique_ptr<ModelFile>> LoadGgufModel(const std::string& path
   m->source_path = path;
   m->format = "gguf";
 
-  STRATA_FMT_ASSIGN_OR_RETURN(std::string arch, g->GetString("general.architecture"));
-  if (arch != "llama") {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (only 'llama')"));
+  STRATA_FMT_ASSIGN_OR_RETURN(std::string arch_name, g->GetString("general.architecture"));
+  const ArchitectureSpec* arch = FindArchitectureByGgufArch(arch_name);
+  if (arch == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(path, ": GGUF architecture '", arch_name,
+                                                 "' is not supported (supported: ", SupportedGgufArchitectures(), ")"));
   }
   ModelConfig& c = m->config;
-  c.architecture = arch;
+  c.architecture = arch->name;
   STRATA_FMT_ASSIGN_OR_RETURN(c.name, g->GetStringOr("general.name", ""));
-  STRATA_FMT_RETURN_IF_ERROR(ReadLlamaConfig(*g, &c));
+  STRATA_FMT_RETURN_IF_ERROR(ReadLlamaConfig(*g, *arch, &c));
 
   int64_t vocab = 0;
   if (const GgufValue* toks = g->Find("tokenizer.ggml.tokens");
       toks != nullptr && toks->type == GgufType::kArray) {
     vocab = static_cast<int64_t>(toks->array.size());
   }
-  STRATA_FMT_ASSIGN_OR_RETURN(c.vocab_size, g->GetIntOr("llama.vocab_size", vocab));
+  STRATA_FMT_ASSIGN_OR_RETURN(c.vocab_size, g->GetIntOr(absl::StrCat(arch->gguf_arch, ".vocab_size"), vocab));
   STRATA_FMT_RETURN_IF_ERROR(ReadTokenizer(*g, m.get()));
   STRATA_FMT_ASSIGN_OR_RETURN(m->chat_template, g->GetStringOr("tokenizer.chat_template", ""));
 
   for (const auto& t : g->tensors) {
-    std::string name = CanonicalGgufName(t.name);
+    std::string name = CanonicalFromGgufName(t.name);
     if (name.empty()) name = t.name;  // kept under its GGUF name (e.g. rope_freqs.weight)
     STRATA_FMT_ASSIGN_OR_RETURN(TensorView v, ReadTensor(*m, *file, *g, t));
     m->tensors[name] = std::move(v);
+  }
+  if (const TensorView* f = m->Find("rope_freqs.weight")) {
+    // Llama 3 (3.1, 3.2) frequency scaling, as llama.cpp's converter writes it.
+    const int64_t rotary = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor) / 2 * 2;
+    if (f->dtype != TensorDType::kF32 || f->shape.size() != 1 || f->shape[0] != rotary / 2) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'rope_freqs.weight' must be F32 [", rotary / 2,
+                                                     "] (rotary dims / 2)"));
+    }
+    c.rope_freq_factors.resize(static_cast<size_t>(rotary / 2));
+    std::memcpy(c.rope_freq_factors.data(), f->data, c.rope_freq_factors.size() * 4);
+    for (float x : c.rope_freq_factors) {
+      if (!(x > 0.0f) || !std::isfinite(x))
+        return absl::InvalidArgumentError(absl::StrCat(path, ": rope_freqs.weight holds ", x, " (must be > 0)"));
+    }
   }
   c.tie_word_embeddings = m->Find("output") == nullptr;
   c.attention_bias = m->Find("layers.0.wq.bias") != nullptr;

@@ -141,24 +141,4 @@ absl::Status GgufWriter::Write(const std::string& path) const {
   return absl::OkStatus();
 }
 
-std::string GgufNameFromCanonical(const std::string& canonical) {
-  static const std::map<std::string, std::string> kGlobal = {
-      {"tok_embeddings", "token_embd.weight"}, {"norm", "output_norm.weight"},
-      {"output", "output.weight"}};
-  static const std::map<std::string, std::string> kLayer = {
-      {"attn_norm", "attn_norm.weight"}, {"wq", "attn_q.weight"},   {"wq.bias", "attn_q.bias"},
-      {"wk", "attn_k.weight"},           {"wk.bias", "attn_k.bias"}, {"wv", "attn_v.weight"},
-      {"wv.bias", "attn_v.bias"},        {"wo", "attn_output.weight"},
-      {"ffn_norm", "ffn_norm.weight"},   {"w_gate", "ffn_gate.weight"},
-      {"w_up", "ffn_up.weight"},         {"w_down", "ffn_down.weight"}};
-  if (auto it = kGlobal.find(canonical); it != kGlobal.end()) return it->second;
-  if (!absl::StartsWith(canonical, "layers.")) return "";
-  const size_t dot = canonical.find('.', 7);
-  int layer;
-  if (dot == std::string::npos || !absl::SimpleAtoi(canonical.substr(7, dot - 7), &layer)) return "";
-  auto it = kLayer.find(canonical.substr(dot + 1));
-  if (it == kLayer.end()) return "";
-  return absl::StrCat("blk.", layer, ".", it->second);
-}
-
 }  // namespace strata

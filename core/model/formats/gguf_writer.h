@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/model/formats/gguf_tensor_names.h"  // GgufNameFromCanonical, for callers
 #include "core/model/model_file.h"
 
 namespace strata {
@@ -48,8 +49,5 @@ class GgufWriter {
   uint64_t n_kv_ = 0;
   std::vector<Tensor> tensors_;
 };
-
-// The GGUF tensor name of a canonical name ("layers.3.wq" -> "blk.3.attn_q.weight"), or "".
-std::string GgufNameFromCanonical(const std::string& canonical);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/formats/architectures.h"
 #include "core/model/formats/format_status.h"
 #include "nlohmann/json.hpp"
 
@@ -157,17 +158,14 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
     arch_class = (*a)[0].get<std::string>();
   }
   STRATA_FMT_ASSIGN_OR_RETURN(std::string model_type, GetStringOr(j, "model_type", "", path));
-  if (arch_class == "LlamaForCausalLM" || (arch_class.empty() && model_type == "llama")) {
-    c.architecture = "llama";
-  } else if (arch_class == "MistralForCausalLM" || (arch_class.empty() && model_type == "mistral")) {
-    c.architecture = "mistral";
-  } else if (arch_class == "Qwen2ForCausalLM" || (arch_class.empty() && model_type == "qwen2")) {
-    c.architecture = "qwen2";
-  } else {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": architecture '", arch_class.empty() ? model_type : arch_class,
-        "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)"));
+  const ArchitectureSpec* arch = arch_class.empty() ? FindArchitectureByModelType(model_type)
+                                                    : FindArchitectureByHfClass(arch_class);
+  if (arch == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(path, ": architecture '", arch_class.empty() ? model_type : arch_class,
+                                                 "' is not supported (supported: ", SupportedHfClasses(), ")"));
   }
+  c.architecture = arch->name;
+  c.qk_norm = arch->qk_norm;
   STRATA_FMT_ASSIGN_OR_RETURN(c.name, GetStringOr(j, "_name_or_path", "", path));
 
   STRATA_FMT_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path));
@@ -186,7 +184,7 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
                               GetIntOr(j, "max_position_embeddings", default_max_pos, path));
   STRATA_FMT_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDoubleOr(j, "rms_norm_eps", 1e-6, path));
   STRATA_FMT_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBoolOr(j, "tie_word_embeddings", false, path));
-  if (c.architecture == "qwen2") {
+  if (arch->qkv_bias) {
     c.attention_bias = true;  // Qwen2Attention always has q/k/v biases
   } else {
     STRATA_FMT_ASSIGN_OR_RETURN(c.attention_bias, GetBoolOr(j, "attention_bias", false, path));
@@ -202,11 +200,11 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
   // (and then only from max_window_layers on, which strata does not model yet).
   if (c.architecture == "mistral") {
     STRATA_FMT_ASSIGN_OR_RETURN(c.sliding_window, GetIntOr(j, "sliding_window", 0, path));
-  } else if (c.architecture == "qwen2") {
+  } else if (c.architecture == "qwen2" || c.architecture == "qwen3") {
     STRATA_FMT_ASSIGN_OR_RETURN(bool use_swa, GetBoolOr(j, "use_sliding_window", false, path));
     if (use_swa) {
       return absl::UnimplementedError(
-          absl::StrCat(path, ": Qwen2 use_sliding_window=true is not supported"));
+          absl::StrCat(path, ": ", arch->hf_class, " with use_sliding_window=true is not supported"));
     }
   }
   if (c.sliding_window < 0) return Bad(path, "sliding_window is negative");

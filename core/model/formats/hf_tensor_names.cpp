@@ -31,6 +31,8 @@ const std::vector<std::pair<std::string, std::string>>& LayerNames() {
       {"self_attn.v_proj.weight", "wv"},
       {"self_attn.v_proj.bias", "wv.bias"},
       {"self_attn.o_proj.weight", "wo"},
+      {"self_attn.q_norm.weight", "q_norm"},
+      {"self_attn.k_norm.weight", "k_norm"},
       {"post_attention_layernorm.weight", "ffn_norm"},
       {"mlp.gate_proj.weight", "w_gate"},
       {"mlp.up_proj.weight", "w_up"},

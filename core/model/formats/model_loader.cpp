@@ -120,6 +120,10 @@ absl::Status ValidateLlamaTensors(const ModelFile& m) {
       STRATA_FMT_RETURN_IF_ERROR(expect(l + "wk.bias", {KV}));
       STRATA_FMT_RETURN_IF_ERROR(expect(l + "wv.bias", {KV}));
     }
+    if (c.qk_norm) {
+      STRATA_FMT_RETURN_IF_ERROR(expect(l + "q_norm", {c.head_dim}));
+      STRATA_FMT_RETURN_IF_ERROR(expect(l + "k_norm", {c.head_dim}));
+    }
     STRATA_FMT_RETURN_IF_ERROR(expect(l + "wo", {H, Q}));
     STRATA_FMT_RETURN_IF_ERROR(expect(l + "ffn_norm", {H}));
     STRATA_FMT_RETURN_IF_ERROR(expect(l + "w_gate", {F, H}));
@@ -139,6 +143,11 @@ absl::Status ValidateLlamaTensors(const ModelFile& m) {
     }
   } else {
     STRATA_FMT_RETURN_IF_ERROR(expect("output", {V, H}));
+  }
+  if (m.tokenizer.kind == TokenizerSource::Kind::kGgufBpe &&
+      static_cast<int64_t>(m.tokenizer.bpe_vocab.tokens.size()) > V) {
+    return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": tokenizer has ", m.tokenizer.bpe_vocab.tokens.size(),
+                                                   " tokens but vocab_size is ", V));
   }
   if (m.tokenizer.kind == TokenizerSource::Kind::kSentencePieceVocab) {
     const SentencePieceVocab& v = m.tokenizer.vocab;

@@ -1,5 +1,8 @@
-// The tiny Hugging Face models (Llama with GQA, Qwen2 with QKV bias and tied embeddings)
-// against float64 logits and greedy continuations computed by transformers 5.17.
+// The tiny Hugging Face models (Llama with GQA, Qwen2 with QKV bias and tied embeddings,
+// Qwen3 with per-head q/k norms) against float64 logits and greedy continuations computed by
+// transformers 5.17 — read from their Hugging Face directories, and from GGUF files that
+// `strata convert` (ExportModelAsGguf) writes of them, where the GGUF 'llama' layout has
+// the Q/K rows re-paired for interleaved RoPE and 'qwen2' / 'qwen3' keep them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +11,7 @@
 
 #include "core/engine/generator.h"
 #include "core/model/formats/hf_bf16_export.h"
+#include "core/model/gguf_export.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/engine/cpu_test_device.h"
 
@@ -19,15 +23,27 @@ constexpr double kBf16MinCosine = 0.999;    // last-position logits, bf16 weight
 
 const std::string kHfDir = std::string(STRATA_SHARED_DIR) + "/models/hf-tiny";
 
+// "NAME" reads hf-tiny/NAME; "NAME.gguf" a GGUF written from it.
 class HfTinyReference : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = kHfDir + "/" + GetParam();
+    std::string name = GetParam();
+    const bool gguf = name.size() > 5 && name.substr(name.size() - 5) == ".gguf";
+    if (gguf) name.resize(name.size() - 5);
+    dir_ = kHfDir + "/" + name;
     std::ifstream in(dir_ + "/reference.json");
     ASSERT_TRUE(in.good()) << "missing " << dir_ << "/reference.json";
     ref_ = nlohmann::json::parse(in);
     dev_ = testing::OpenCpuTestDevice();
     ASSERT_NE(dev_, nullptr);
+    if (gguf) {
+      auto hf = LoadModelFile(dir_);
+      ASSERT_TRUE(hf.ok()) << hf.status();
+      const std::string out = std::string(STRATA_TEST_TMP) + "/hf-tiny-" + name + ".gguf";
+      auto report = ExportModelAsGguf(**hf, out);
+      ASSERT_TRUE(report.ok()) << report.status();
+      dir_ = out;
+    }
   }
 
   std::unique_ptr<LlamaModel> Load(const std::string& dir, std::unique_ptr<ModelFile>* file) {
@@ -121,7 +137,9 @@ TEST_P(HfTinyReference, GreedyContinuationIdentical) {
   }
 }
 
+// A bf16 copy: a Hugging Face directory (ExportHfModelAsBf16) or a GGUF with bf16 matrices.
 TEST_P(HfTinyReference, Bf16ConversionKeepsCosineSimilarity) {
+  const bool gguf = dir_.size() > 5 && dir_.substr(dir_.size() - 5) == ".gguf";
   std::unique_ptr<ModelFile> f32;
   {
     auto f = LoadModelFile(dir_);
@@ -130,7 +148,14 @@ TEST_P(HfTinyReference, Bf16ConversionKeepsCosineSimilarity) {
   }
   const std::string out = std::string(STRATA_TEST_TMP) + "/bf16-" + GetParam();
   std::filesystem::remove_all(out);
-  ASSERT_TRUE(ExportHfModelAsBf16(*f32, out).ok());
+  if (gguf) {
+    GgufExportOptions o;
+    o.matrix_dtype = TensorDType::kBF16;
+    auto report = ExportModelAsGguf(*f32, out, o);
+    ASSERT_TRUE(report.ok()) << report.status();
+  } else {
+    ASSERT_TRUE(ExportHfModelAsBf16(*f32, out).ok());
+  }
   std::unique_ptr<ModelFile> file;
   auto model = Load(out, &file);
   ASSERT_NE(model, nullptr);
@@ -151,7 +176,14 @@ TEST_P(HfTinyReference, Bf16ConversionKeepsCosineSimilarity) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfTinyReference, ::testing::Values("llama-gqa", "qwen2-bias"));
+INSTANTIATE_TEST_SUITE_P(Models, HfTinyReference,
+                         ::testing::Values("llama-gqa", "qwen2-bias", "qwen3", "llama-gqa.gguf", "qwen2-bias.gguf",
+                                           "qwen3.gguf"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/engine/generator.h"
+#include "core/model/gguf_export.h"
 #include "core/model/model_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/engine/cpu_test_device.h"
@@ -56,6 +57,18 @@ void CheckGreedy(const std::string& model_path, const std::string& tokenizer_pat
 }
 
 TEST(StoriesGreedy, GgufMatchesLlama2c) { CheckGreedy(kDir + "/stories260K.gguf", ""); }
+
+// The llama2.c checkpoint written as GGUF by `strata convert`: its SentencePiece vocab, its
+// interleaved Q/K rows (GGUF 'llama' pairs them the same way) and the weights, in f16 too.
+TEST(StoriesGreedy, GgufExportOfTheCheckpointMatchesLlama2c) {
+  auto file = LoadModelFile(kDir + "/stories260K.bin", kDir + "/tok512.bin");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::string out = std::string(STRATA_TEST_TMP) + "/stories260K-export.gguf";
+  auto report = ExportModelAsGguf(**file, out);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->notes.empty());
+  CheckGreedy(out, "");
+}
 
 // Each decode step launched before the previous one's token is back (forced on: the CPU
 // backend's default is off); the prompts that end on BOS have one step computed and dropped.

@@ -273,7 +273,7 @@ TEST_P(FusedMatmulHfTiny, GreedyContinuationIdentical) {
   EXPECT_EQ(ids[1], ids[0]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FusedMatmulHfTiny, ::testing::Values("llama-gqa", "qwen2-bias"),
+INSTANTIATE_TEST_SUITE_P(Models, FusedMatmulHfTiny, ::testing::Values("llama-gqa", "qwen2-bias", "qwen3"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& ch : n) {
