@@ -411,6 +411,33 @@ TEST_F(CpuBackendTest, RmsNormPlainAndFusedResidual) {
   }
 }
 
+// ABI 1.8 rms_norm_heads: the q and k heads of a fused QKV row (a strided view) each
+// normalized with their own weight row, in place, against float64; the v columns stay.
+TEST_F(CpuBackendTest, RmsNormHeadsNormalizesEachHeadInPlace) {
+  const int64_t n = 3, hd = 16, heads = 3, kv = 1, width = (heads + 2 * kv) * hd, qk = (heads + kv) * hd;
+  const float eps = 1e-6f;
+  const auto x = RandomVec(n * width, 41, -4.0f, 4.0f), w = RandomVec((heads + kv) * hd, 42, 0.5f, 1.5f);
+  strata_tensor xt = F32(x, {n, width}), wt = F32(w, {heads + kv, hd});
+  strata_tensor view = xt;
+  view.shape[1] = qk;
+  view.row_stride = width;
+  ASSERT_EQ(be_->rms_norm_heads(dev_, &view, &wt, eps), STRATA_OK) << be_->last_error();
+  std::vector<double> ref(x.begin(), x.end());
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t h = 0; h < heads + kv; ++h) {
+      double ss = 0;
+      for (int64_t c = 0; c < hd; ++c) ss += static_cast<double>(x[r * width + h * hd + c]) * x[r * width + h * hd + c];
+      const double inv = 1.0 / std::sqrt(ss / hd + eps);
+      for (int64_t c = 0; c < hd; ++c) ref[r * width + h * hd + c] = x[r * width + h * hd + c] * inv * w[h * hd + c];
+    }
+  }
+  ExpectNear(Read<float>(xt.buffer, n * width), ref, {}, kRelF32, kAbsF32, "rms_norm_heads");
+  strata_tensor bad = F32(w, {heads, hd});  // rows are (heads + kv) * hd wide
+  EXPECT_EQ(be_->rms_norm_heads(dev_, &view, &bad, eps), STRATA_ERROR_INVALID_ARGUMENT);
+  strata_tensor flat = F32(w, {(heads + kv) * hd});  // weight must be [heads, head_dim]
+  EXPECT_EQ(be_->rms_norm_heads(dev_, &view, &flat, eps), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(CpuBackendTest, SiluMulAddAndGatherRows) {
   const int64_t n = 7, f = 45;
   const auto g = RandomVec(n * f, 31, -6, 6), u = RandomVec(n * f, 32);

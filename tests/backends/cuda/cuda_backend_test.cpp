@@ -388,6 +388,34 @@ TEST_P(CudaOps, RmsNormPlainAndFusedResidual) {
   }
 }
 
+// ABI 1.8: Qwen3's per-head q/k norm on the q and k columns of a fused QKV row (a strided
+// view), one weight row per head; the v columns behind them stay as they were.
+TEST_P(CudaOps, RmsNormHeadsOnQkColumnsMatchCpu) {
+  Pair& P = *pair_;
+  const int64_t n = 7, hd = 128, heads = 6, kv_heads = 2, qkv = (heads + 2 * kv_heads) * hd;
+  const std::vector<float> x = Rounded(Random(rng_, n * qkv, 2.0f), P.act);
+  const std::vector<float> w = Random(rng_, (heads + kv_heads) * hd, 1.5f);
+  std::vector<float> out[2];
+  Dev* devs[2] = {&P.cuda, &P.cpu};
+  for (int b = 0; b < 2; ++b) {
+    Dev& D = *devs[b];
+    const int32_t t = b == 0 ? P.act : F32;
+    ASSERT_NE(D.api()->rms_norm_heads, nullptr);
+    strata_buffer xb = D.Floats(x, t), wb = D.Floats(w, F32);
+    strata_tensor qk = T(xb, t, {n, (heads + kv_heads) * hd}, 0, qkv), wt = T(wb, F32, {heads + kv_heads, hd});
+    ASSERT_EQ(D.api()->rms_norm_heads(D.dev(), &qk, &wt, 1e-6f), STRATA_OK) << D.err();
+    out[b] = D.ReadFloats(xb, n * qkv, t);
+    strata_tensor bad_w = T(wb, F32, {heads, hd});  // rows of x are not heads * head_dim of it
+    EXPECT_EQ(D.api()->rms_norm_heads(D.dev(), &qk, &bad_w, 1e-6f), STRATA_ERROR_INVALID_ARGUMENT);
+  }
+  ExpectClose(out[0], out[1], P.tol(), "rms_norm_heads");
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = (heads + kv_heads) * hd; c < qkv; ++c) {
+      ASSERT_EQ(out[0][r * qkv + c], x[r * qkv + c]) << "v column " << c << " of row " << r << " changed";
+    }
+  }
+}
+
 TEST_P(CudaOps, MatmulAllWeightTypesBiasStridesAndF32Logits) {
   Pair& P = *pair_;
   const int64_t k = 192, m = 136;
