@@ -422,33 +422,47 @@ struct OpenAiServer::Impl {
     call->stream = std::make_shared<ChoiceStream>(num_choices);
     for (const auto& p : prompts) call->prompt_tokens += static_cast<int64_t>(p.size());
 
-    for (int k = 0; k < num_choices; ++k) {
-      EngineRequest er;
-      er.request_id = absl::StrCat(call->id, "-", k);
-      er.prompt_ids = prompts[k / g.n];
-      er.sampling = g.sampling;
-      er.return_logprobs = g.want_logprobs;
-      // n seeded choices must differ, yet stay reproducible.
-      if (er.sampling.seed && g.n > 1) *er.sampling.seed += static_cast<uint64_t>(k % g.n);
-      er.cache_salt = g.cache_salt;
-      er.on_event = call->stream->CallbackFor(k);
+    // Each prompt's n choices are one engine group: the prompt is prefilled once and its KV
+    // shared copy-on-write by the n samples (Engine::SubmitGroup).
+    for (int first = 0; first < num_choices; first += g.n) {
+      std::vector<EngineRequest> group;
+      for (int k = first; k < first + g.n; ++k) {
+        EngineRequest er;
+        er.request_id = absl::StrCat(call->id, "-", k);
+        er.prompt_ids = prompts[k / g.n];
+        er.sampling = g.sampling;
+        er.return_logprobs = g.want_logprobs;
+        // n seeded choices must differ, yet stay reproducible.
+        if (er.sampling.seed && g.n > 1) *er.sampling.seed += static_cast<uint64_t>(k % g.n);
+        er.cache_salt = g.cache_salt;
+        er.on_event = call->stream->CallbackFor(k);
+        group.push_back(std::move(er));
+      }
+      std::vector<std::string> eids;
       {
         std::lock_guard<std::mutex> lock(mu);
-        in_flight.insert(er.request_id);
+        for (const EngineRequest& er : group) {
+          in_flight.insert(er.request_id);
+          eids.push_back(er.request_id);
+        }
       }
-      const std::string eid = er.request_id;
-      absl::StatusOr<std::shared_ptr<RequestHandle>> h = engine.Submit(std::move(er));
-      if (!h.ok()) {
+      absl::Status submitted;
+      if (group.size() == 1) {
+        submitted = engine.Submit(std::move(group.front())).status();
+      } else {
+        submitted = engine.SubmitGroup(std::move(group)).status();
+      }
+      if (!submitted.ok()) {
         {
           std::lock_guard<std::mutex> lock(mu);
-          in_flight.erase(eid);
+          for (const std::string& eid : eids) in_flight.erase(eid);
         }
-        for (int j = k; j < num_choices; ++j) call->stream->MarkFinished(j);
+        for (int j = first; j < num_choices; ++j) call->stream->MarkFinished(j);
         AbortUnfinished(*call);
         Forget(*call);
-        return fail(FromStatus(h.status(), "prompt"));
+        return fail(FromStatus(submitted, "prompt"));
       }
-      call->engine_ids.push_back(eid);
+      for (const std::string& eid : eids) call->engine_ids.push_back(eid);
     }
     {
       std::lock_guard<std::mutex> lock(mu);

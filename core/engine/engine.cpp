@@ -30,6 +30,8 @@ struct Engine::LiveRequest {
   double submit_time = 0;
   double first_token_time = -1;
   double last_token_time = -1;
+  // Parallel sampling: the request (id, serial) it forks off (SubmitGroup); empty if none.
+  std::string fork_of;
 };
 
 Engine::Engine(LlamaModel& model, const Tokenizer* tokenizer, EngineConfig config)
@@ -78,7 +80,7 @@ Engine::~Engine() {
   for (LiveRequest* r : rest) FinishRequest(*r, kFinishAborted, "", {});
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest request) {
+absl::StatusOr<std::unique_ptr<Engine::LiveRequest>> Engine::Prepare(EngineRequest& request) {
   STRATA_RETURN_IF_ERROR(request.sampling.Validate());
   std::vector<int32_t> ids = std::move(request.prompt_ids);
   if (ids.empty() && !request.prompt.empty()) {
@@ -120,29 +122,66 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest requ
   r->want_logprobs = request.return_logprobs || request.sampling.logprobs > 0;
   r->budget = budget;
   r->submit_time = MonotonicSeconds();
+  return r;
+}
 
+absl::StatusOr<std::vector<std::shared_ptr<RequestHandle>>> Engine::Enqueue(
+    std::vector<std::unique_ptr<LiveRequest>> requests, std::vector<EngineRequest>& sources, bool group) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string id = std::move(request.request_id);
-  if (id.empty()) {
-    do id = absl::StrCat("req-", next_id_++);
-    while (live_ids_.contains(id));
-  } else if (live_ids_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("request '", id, "' is already running"));
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::string id = std::move(sources[i].request_id);
+    if (id.empty()) {
+      do id = absl::StrCat("req-", next_id_++);
+      while (live_ids_.contains(id) || std::find(ids.begin(), ids.end(), id) != ids.end());
+    } else if (live_ids_.contains(id) || std::find(ids.begin(), ids.end(), id) != ids.end()) {
+      return absl::AlreadyExistsError(absl::StrCat("request '", id, "' is already running"));
+    }
+    ids.push_back(std::move(id));
   }
   const int64_t waiting = scheduler_waiting_ + static_cast<int64_t>(inbox_.size());
-  if (waiting >= config_.max_waiting) {
+  if (waiting + static_cast<int64_t>(requests.size()) > config_.max_waiting) {
     ++metrics_.num_requests_rejected;
     return absl::ResourceExhaustedError(absl::StrCat("engine overloaded: ", waiting,
                                                      " requests are waiting (limit ", config_.max_waiting,
                                                      "); retry later"));
   }
-  r->seq.id = id;
-  r->handle = std::make_shared<RequestHandle>(id, len, std::move(request.on_event));
-  std::shared_ptr<RequestHandle> handle = r->handle;
-  live_ids_.insert(id);
-  inbox_.push_back(std::move(r));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    LiveRequest& r = *requests[i];
+    r.seq.id = ids[i];
+    if (group && i > 0) r.fork_of = ids[0];
+    r.handle = std::make_shared<RequestHandle>(ids[i], r.seq.num_prompt_tokens, std::move(sources[i].on_event));
+    handles.push_back(r.handle);
+    live_ids_.insert(ids[i]);
+    inbox_.push_back(std::move(requests[i]));
+  }
   cv_.notify_all();
-  return handle;
+  return handles;
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(EngineRequest request) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LiveRequest> r, Prepare(request));
+  std::vector<std::unique_ptr<LiveRequest>> one;
+  one.push_back(std::move(r));
+  std::vector<EngineRequest> sources;
+  sources.push_back(std::move(request));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestHandle>> handles,
+                          Enqueue(std::move(one), sources, /*group=*/false));
+  return handles.front();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RequestHandle>>> Engine::SubmitGroup(std::vector<EngineRequest> requests) {
+  if (requests.empty()) return absl::InvalidArgumentError("SubmitGroup: no requests");
+  std::vector<std::unique_ptr<LiveRequest>> prepared;
+  for (EngineRequest& req : requests) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<LiveRequest> r, Prepare(req));
+    if (!prepared.empty() && (r->seq.token_ids != prepared.front()->seq.token_ids ||
+                              r->seq.cache_salt != prepared.front()->seq.cache_salt))
+      return absl::InvalidArgumentError("SubmitGroup: the requests of a group must share their prompt and cache_salt");
+    prepared.push_back(std::move(r));
+  }
+  return Enqueue(std::move(prepared), requests, /*group=*/true);
 }
 
 bool Engine::Abort(std::string_view request_id) {
@@ -221,8 +260,12 @@ void Engine::TakeInbox() {
     raw->serial = ++next_serial_;
     const std::string id = raw->seq.id;
     live_[id] = std::move(r);
-    if (absl::Status s = scheduler_->AddSequence(&raw->seq); !s.ok())
-      FinishRequest(*raw, kFinishError, std::string(s.message()), {});
+    // A fork whose parent is gone (ended, or finished its prompt already) is prefilled on
+    // its own; the scheduler decides which.
+    auto parent = raw->fork_of.empty() ? live_.end() : live_.find(raw->fork_of);
+    absl::Status s = parent != live_.end() ? scheduler_->AddFork(&raw->seq, &parent->second->seq)
+                                           : scheduler_->AddSequence(&raw->seq);
+    if (!s.ok()) FinishRequest(*raw, kFinishError, std::string(s.message()), {});
   }
   for (const std::string& id : aborts) {
     auto it = live_.find(id);
@@ -667,7 +710,7 @@ void Engine::PublishMetrics(const SchedulerOutput* out) {
   std::lock_guard<std::mutex> lock(mu_);
   EngineMetrics& m = metrics_;
   m.num_running = scheduler_->num_running();
-  scheduler_waiting_ = scheduler_->num_waiting();
+  scheduler_waiting_ = scheduler_->num_waiting() + scheduler_->num_pending_forks();
   m.kv_blocks_total = kv_->pool().num_blocks();
   m.kv_blocks_used = kv_->pool().num_used_blocks();
   m.kv_blocks_free = kv_->pool().num_free_blocks();

@@ -91,6 +91,13 @@ class Engine {
   // ResourceExhausted when the waiting queue is full (overloaded).
   absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(EngineRequest request);
 
+  // Parallel sampling (the OpenAI API's n): requests with one prompt (and cache_salt) that
+  // differ in their sampling (e.g. seeds). The prompt is prefilled once: the others fork
+  // off the first when its prompt is computed, sharing its KV blocks copy-on-write
+  // (Scheduler::AddFork). Each gets its own handle, in order; the same errors as Submit,
+  // for all or none (InvalidArgument also when the prompts differ).
+  absl::StatusOr<std::vector<std::shared_ptr<RequestHandle>>> SubmitGroup(std::vector<EngineRequest> requests);
+
   // Ends the request at the next step (its blocks are freed in that step and its stream
   // ends with "aborted"). False when no live request has this id.
   bool Abort(std::string_view request_id);
@@ -131,6 +138,12 @@ class Engine {
   };
 
   Engine(LlamaModel& model, const Tokenizer* tokenizer, EngineConfig config);
+  // A submitted request checked and encoded, not yet named or queued.
+  absl::StatusOr<std::unique_ptr<LiveRequest>> Prepare(EngineRequest& request);
+  // Names and queues prepared requests (all or none: the waiting limit counts them all);
+  // the ids of requests[1..] fork off requests[0] when `group`.
+  absl::StatusOr<std::vector<std::shared_ptr<RequestHandle>>> Enqueue(std::vector<std::unique_ptr<LiveRequest>> requests,
+                                                                      std::vector<EngineRequest>& sources, bool group);
   absl::StatusOr<bool> StepLocked();  // the step itself (step thread)
   void TakeInbox();
   void FinishRequest(LiveRequest& r, const char* reason, std::string error, StreamEvent event);

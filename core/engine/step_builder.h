@@ -1,8 +1,9 @@
 // Turns the scheduler's decision into the model's ragged StepInput: each scheduled
 // sequence's tokens with their positions, slots (from its block table), query start,
 // context length and block-table row, and one logits row for every sequence that samples
-// (its last token in this step). A step where nobody samples still gets one (ignored)
-// logits row, because the model always computes at least one.
+// (its last token in this step); a sequence forked this step (parallel sampling) computes
+// nothing and samples its parent's row again. A step where nobody samples still gets one
+// (ignored) logits row, because the model always computes at least one.
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -42,6 +42,76 @@ absl::Status Scheduler::AddSequence(Sequence* seq) {
   return absl::OkStatus();
 }
 
+absl::Status Scheduler::AddFork(Sequence* child, Sequence* parent) {
+  if (child == nullptr || parent == nullptr || child == parent)
+    return absl::InvalidArgumentError("scheduler: a fork needs a child and a different parent");
+  const std::span<const int32_t> prompt = parent->prompt_ids();
+  if (!std::equal(child->token_ids.begin(), child->token_ids.end(), prompt.begin(), prompt.end()) ||
+      child->num_prompt_tokens != parent->num_prompt_tokens ||
+      child->cache_salt != parent->cache_salt)
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: fork '", child->id, "' does not have the prompt of '", parent->id, "'"));
+  // Only a parent whose prompt is still to be computed can share it; one that has sampled
+  // (or was never added) cannot.
+  const bool waiting = std::find(waiting_.begin(), waiting_.end(), parent) != waiting_.end();
+  const bool prefilling = std::find(running_.begin(), running_.end(), parent) != running_.end() &&
+                          parent->num_tokens() == parent->num_prompt_tokens &&
+                          parent->num_computed_tokens < parent->num_prompt_tokens;
+  if (!(waiting || prefilling) || parent->num_placeholder_tokens > 0) return AddSequence(child);
+  if (kv_.HasRequest(child->id))
+    return absl::AlreadyExistsError(absl::StrCat("scheduler: sequence '", child->id, "' already holds KV blocks"));
+  child->arrival_order = next_arrival_++;
+  child->enqueued_step = step_;
+  child->num_computed_tokens = 0;
+  child->status = SequenceStatus::kWaiting;
+  child->fork_parent = parent;
+  parent->pending_forks.push_back(child);
+  ++num_pending_forks_;
+  return absl::OkStatus();
+}
+
+void Scheduler::DetachFork(Sequence* child) {
+  Sequence* parent = child->fork_parent;
+  if (parent == nullptr) return;
+  auto& forks = parent->pending_forks;
+  forks.erase(std::remove(forks.begin(), forks.end(), child), forks.end());
+  child->fork_parent = nullptr;
+  --num_pending_forks_;
+}
+
+absl::Status Scheduler::ForkCompletedPrompts(SchedulerOutput& out) {
+  const size_t scheduled = out.scheduled.size();
+  for (size_t i = 0; i < scheduled; ++i) {
+    Sequence* parent = out.scheduled[i].seq;
+    if (parent->pending_forks.empty() || !out.scheduled[i].samples) continue;
+    std::vector<Sequence*> forks;
+    forks.swap(parent->pending_forks);
+    for (Sequence* child : forks) {
+      child->fork_parent = nullptr;
+      --num_pending_forks_;
+      if (running_.size() >= static_cast<size_t>(config_.max_num_seqs)) {
+        // No room to run it now: it is prefilled later on its own (its full blocks are then
+        // prefix-cache hits).
+        waiting_.push_back(child);
+        continue;
+      }
+      STRATA_RETURN_IF_ERROR(kv_.Fork(parent->id, child->id));
+      child->num_computed_tokens = parent->num_computed_tokens;
+      child->num_cached_tokens = parent->num_cached_tokens;
+      child->status = SequenceStatus::kRunning;
+      running_.push_back(child);
+      ScheduledSequence s;
+      s.seq = child;
+      s.start_position = child->num_computed_tokens;
+      s.num_tokens = 0;
+      s.samples = true;
+      s.logits_of = static_cast<int32_t>(i);
+      out.scheduled.push_back(s);
+    }
+  }
+  return absl::OkStatus();
+}
+
 void Scheduler::Add(Sequence* seq, int64_t n, SchedulerOutput& out, int32_t& budget) {
   const bool prefill = seq->in_prefill();
   ScheduledSequence s;
@@ -164,10 +234,22 @@ absl::StatusOr<SchedulerOutput> Scheduler::Schedule() {
   // A step that had to preempt has no blocks to spare for newcomers (and must not take the
   // victim straight back).
   if (out.preempted.empty()) STRATA_RETURN_IF_ERROR(AdmitWaiting(out, budget));
+  // Last: no decision of this step can take a parent back out of the batch any more.
+  if (num_pending_forks_ > 0) STRATA_RETURN_IF_ERROR(ForkCompletedPrompts(out));
   return out;
 }
 
 absl::Status Scheduler::FinishSequence(Sequence* seq) {
+  if (seq->fork_parent != nullptr) {  // ended before it was forked
+    DetachFork(seq);
+    seq->status = SequenceStatus::kFinished;
+    return absl::OkStatus();
+  }
+  // Forks still waiting on it are prefilled on their own now.
+  for (Sequence* child : std::vector<Sequence*>(seq->pending_forks)) {
+    DetachFork(child);
+    waiting_.push_back(child);
+  }
   auto r = std::find(running_.begin(), running_.end(), seq);
   auto w = std::find(waiting_.begin(), waiting_.end(), seq);
   if (r == running_.end() && w == waiting_.end())

@@ -16,6 +16,14 @@
 // tokens kept: it is recomputed later, mostly from its cached prefix blocks
 // (preemption by recompute). A request may preempt itself when it is the victim.
 //
+// Parallel sampling: a sequence added with AddFork(child, parent) waits on its parent,
+// whose prompt it shares. In the step that computes the parent's last prompt token, the
+// children are forked off it at the end of Schedule() (after every preemption decision
+// of the step): each shares the parent's KV blocks (copy-on-write on the partly filled
+// last one), joins running, and samples its first token from the parent's logits row, so
+// the prompt is prefilled once for all of them. Children beyond max_num_seqs, and those
+// of a parent that ends before its prompt is computed, become ordinary waiting sequences.
+//
 // New requests (AddSequence) join at the next Schedule(). Finished or aborted ones leave at
 // once (FinishSequence frees their blocks in the step they end).
 //
@@ -55,6 +63,12 @@ class Scheduler {
   // have at least one token and stay alive until FinishSequence.
   absl::Status AddSequence(Sequence* seq);
 
+  // `child` (same prompt and cache_salt as `parent`, no generated tokens) is forked off
+  // `parent` once the parent's prompt is computed, instead of being prefilled itself.
+  // The parent must be waiting, or running and still in its first prefill; else the child
+  // is added as an ordinary sequence. InvalidArgument when the prompts differ.
+  absl::Status AddFork(Sequence* child, Sequence* parent);
+
   // Decides the next step and reserves its KV slots; advances each scheduled sequence's
   // num_computed_tokens. Errors only on misuse of the KV manager (a bug), never for a
   // full pool.
@@ -67,6 +81,8 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // Forks waiting on a parent (counted neither as waiting nor as running).
+  int32_t num_pending_forks() const { return num_pending_forks_; }
   const std::vector<Sequence*>& running() const { return running_; }
   const std::vector<Sequence*>& waiting() const { return waiting_; }
   int64_t num_preemptions() const { return num_preemptions_; }
@@ -83,6 +99,10 @@ class Scheduler {
   absl::Status Preempt(Sequence* victim, SchedulerOutput& out, int32_t& budget);
   absl::Status ScheduleRunning(bool decodes, SchedulerOutput& out, int32_t& budget);
   absl::Status AdmitWaiting(SchedulerOutput& out, int32_t& budget);
+  // The forks of every parent whose prompt this step completes (see AddFork).
+  absl::Status ForkCompletedPrompts(SchedulerOutput& out);
+  // A pending fork leaves its parent and waits to be prefilled on its own.
+  void DetachFork(Sequence* child);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
@@ -93,6 +113,7 @@ class Scheduler {
   int64_t step_ = 0;
   uint64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
+  int32_t num_pending_forks_ = 0;
 };
 
 }  // namespace strata

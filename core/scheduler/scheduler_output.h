@@ -16,11 +16,15 @@ struct ScheduledSequence {
   // After this step every known token of the sequence has KV, so its last token's logits
   // give the next token (a decode, or the last chunk of a prefill).
   bool samples = false;
+  // A sequence forked this step (parallel sampling): it computes no token (num_tokens 0)
+  // and samples from the last logits row of scheduled[logits_of], its parent. -1 otherwise.
+  int32_t logits_of = -1;
 };
 
 struct SchedulerOutput {
   int64_t step = 0;
-  // Batch order: running decodes, then running prefill chunks, then newly admitted ones.
+  // Batch order: running decodes, then running prefill chunks, then newly admitted ones,
+  // then the sequences forked off those that finished their prompt (logits_of >= 0).
   std::vector<ScheduledSequence> scheduled;
   // Sent back to waiting this step (blocks freed, KV to be recomputed).
   std::vector<Sequence*> preempted;

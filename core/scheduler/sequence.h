@@ -40,6 +40,12 @@ struct Sequence {
   int32_t num_preemptions = 0;
   // Prompt tokens that came from the prefix cache at the last admission.
   int64_t num_cached_tokens = 0;
+  // Parallel sampling (the OpenAI API's n): sequences with this one's prompt that are not
+  // prefilled themselves. When this sequence's prompt is computed they fork off it
+  // (Scheduler::AddFork): they share its KV blocks (copy-on-write) and sample their first
+  // token from its last logits row in the same step. fork_parent is set while waiting so.
+  std::vector<Sequence*> pending_forks;
+  Sequence* fork_parent = nullptr;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   // Tokens still to compute before the next token can be sampled.

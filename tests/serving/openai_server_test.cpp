@@ -126,12 +126,30 @@ TEST_F(OpenAiServerTest, StreamingFramingAndUsage) {
   EXPECT_EQ(usage["completion_tokens"], 30);
 }
 
+// The value of a counter in /metrics (-1 when absent).
+double MetricValue(int port, const std::string& name) {
+  const HttpResponse m = Http(port, "GET", "/metrics");
+  size_t at = 0;
+  while ((at = m.body.find(name, at)) != std::string::npos) {
+    const size_t line_start = m.body.rfind('\n', at);
+    const size_t end = m.body.find('\n', at);
+    const std::string line = m.body.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at += name.size();
+    if ((line_start == std::string::npos ? 0 : line_start + 1) != at - name.size()) continue;  // not at line start
+    const size_t sp = line.rfind(' ');
+    if (sp != std::string::npos) return std::stod(line.substr(sp + 1));
+  }
+  return -1;
+}
+
 TEST_F(OpenAiServerTest, StopStringsAndNChoices) {
   json run = RunGreedy("-n 40 -p 'Once upon a time'");
   ASSERT_TRUE(run.is_object());
   const std::string full = run["text"];
   const size_t cut = full.find("Lily");
   ASSERT_NE(cut, std::string::npos) << "reference text changed: " << full;
+  const double prefill_before = MetricValue(port(), "strata_prefill_tokens_computed_total");
+  ASSERT_GE(prefill_before, 0);
   HttpResponse r = Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
                                             {"stop", {"Lily", "zebra"}}, {"n", 3}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -146,6 +164,9 @@ TEST_F(OpenAiServerTest, StopStringsAndNChoices) {
   completion = j["usage"]["completion_tokens"];
   EXPECT_GT(completion, 0);
   EXPECT_EQ(completion % 3, 0);
+  // The three choices share one prefill of the prompt (forked KV), not three.
+  EXPECT_EQ(MetricValue(port(), "strata_prefill_tokens_computed_total") - prefill_before,
+            j["usage"]["prompt_tokens"].get<double>());
   HttpResponse s = Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
                                             {"stop", "Lily"}});
   EXPECT_EQ(json::parse(s.body)["choices"][0]["text"].get<std::string>(), full.substr(0, cut));

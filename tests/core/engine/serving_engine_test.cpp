@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "core/engine/engine.h"
 #include "core/engine/generator.h"
@@ -945,6 +946,118 @@ TEST(ServingEngine, RandomWorkloadOverlappedMatchesWaited) {
   EXPECT_GT(preemptions[0], 0);  // the pool is small enough
   EXPECT_GT(preemptions[1], 0);
 }
+
+// ---- Parallel sampling (SubmitGroup, the OpenAI API's n). ----
+
+class ParallelSampling : public ::testing::TestWithParam<bool> {};  // overlapped steps
+
+// n = 4 greedy choices: four times llama2.c's continuation, the prompt prefilled once
+// (the engine's prefill-token counter) and its blocks shared, every block free at the end.
+TEST_P(ParallelSampling, GreedyGroupPrefillsOnceAndMatchesTheSoloRun) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 8, 256);
+  REQUIRE_MODEL(l, path);
+  std::ifstream in(kStoriesDir + "/expected/greedy.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json rec = nlohmann::json::parse(in)[1];
+  const std::vector<int32_t> prompt = rec["prompt_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> want = rec["generated_ids"].get<std::vector<int32_t>>();
+  EngineConfig c{8, 64};
+  c.async_scheduling = GetParam() ? AsyncScheduling::kOn : AsyncScheduling::kOff;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<EngineRequest> group(4);
+  for (EngineRequest& r : group) {
+    r.prompt_ids = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = static_cast<int>(want.size());
+    r.sampling.ignore_eos = true;
+  }
+  auto hs = (*engine)->SubmitGroup(group);
+  ASSERT_TRUE(hs.ok()) << hs.status();
+  ASSERT_EQ(hs->size(), 4u);
+  while (*(*engine)->Step()) {
+  }
+  for (auto& h : *hs) {
+    const RequestOutput o = h->Wait();
+    EXPECT_EQ(o.finish_reason, "length");
+    // llama2.c stopped at its BOS; ours run on (ignore_eos): compare its part.
+    ASSERT_GE(o.generated_ids.size(), want.size());
+    EXPECT_EQ(std::vector<int32_t>(o.generated_ids.begin(), o.generated_ids.begin() + want.size()), want);
+  }
+  const EngineMetrics m = (*engine)->Metrics();
+  EXPECT_EQ(m.num_prefill_tokens, static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ((*engine)->num_live_requests(), 0);
+}
+
+// Seeded sampling at temperature 0.8: the four choices differ, and the same group again
+// gives the same four.
+TEST_P(ParallelSampling, SeededGroupDiffersWithinAndRepeatsAcross) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 8, 256);
+  REQUIRE_MODEL(l, path);
+  EngineConfig c{8, 64};
+  c.async_scheduling = GetParam() ? AsyncScheduling::kOn : AsyncScheduling::kOff;
+  auto run = [&]() {
+    auto engine = Engine::Create(*l.model, l.tok.get(), c);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    std::vector<EngineRequest> group(4);
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i].prompt = "Once upon a time, there was a little";
+      group[i].sampling.temperature = 0.8f;
+      group[i].sampling.seed = 1000 + i;
+      group[i].sampling.max_new_tokens = 24;
+      group[i].sampling.ignore_eos = true;
+    }
+    auto hs = (*engine)->SubmitGroup(group);
+    EXPECT_TRUE(hs.ok()) << hs.status();
+    while (*(*engine)->Step()) {
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (auto& h : *hs) out.push_back(h->Wait().generated_ids);
+    EXPECT_EQ((*engine)->Metrics().kv_blocks_used, 0);
+    return out;
+  };
+  const auto a = run(), b = run();
+  EXPECT_EQ(a, b);
+  std::set<std::vector<int32_t>> distinct(a.begin(), a.end());
+  EXPECT_GE(distinct.size(), 3u);
+}
+
+// A group's members must share their prompt; a group needs room for all of it.
+TEST_P(ParallelSampling, GroupsAreCheckedAsAWhole) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 64);
+  REQUIRE_MODEL(l, path);
+  EngineConfig c{4, 64};
+  c.max_waiting = 3;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<EngineRequest> group(2);
+  group[0].prompt_ids = {1, 403, 407};
+  group[1].prompt_ids = {1, 403};
+  EXPECT_TRUE(absl::IsInvalidArgument((*engine)->SubmitGroup(group).status()));
+  group[1].prompt_ids = group[0].prompt_ids;
+  group.push_back(group[0]);
+  group.push_back(group[0]);  // four waiting would exceed the limit of three
+  EXPECT_TRUE(absl::IsResourceExhausted((*engine)->SubmitGroup(group).status()));
+  EXPECT_EQ((*engine)->num_live_requests(), 0);  // none of them was queued
+  group.pop_back();
+  auto ok = (*engine)->SubmitGroup(group);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  // Aborting the first (the one that prefills) before any step leaves the others to run.
+  EXPECT_TRUE((*engine)->Abort((*ok)[0]->request_id()));
+  while (*(*engine)->Step()) {
+  }
+  EXPECT_EQ((*ok)[0]->Wait().finish_reason, "aborted");
+  EXPECT_FALSE((*ok)[1]->Wait().generated_ids.empty());
+  EXPECT_FALSE((*ok)[2]->Wait().generated_ids.empty());
+  EXPECT_EQ((*engine)->Metrics().kv_blocks_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Steps, ParallelSampling, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "overlapped" : "waited"; });
 
 }  // namespace
 }  // namespace strata

@@ -47,6 +47,24 @@ class SchedulerTest : public ::testing::Test {
     return reqs_.back().get();
   }
 
+  // A request with `parent`'s prompt that forks off it (parallel sampling).
+  FakeRequest* AddForkOf(const std::string& id, FakeRequest* parent, int64_t max_new) {
+    auto r = std::make_unique<FakeRequest>();
+    r->seq.id = id;
+    r->seq.token_ids.assign(parent->seq.prompt_ids().begin(), parent->seq.prompt_ids().end());
+    r->seq.num_prompt_tokens = parent->seq.num_prompt_tokens;
+    r->max_new = max_new;
+    EXPECT_TRUE(sched_->AddFork(&r->seq, &parent->seq).ok());
+    reqs_.push_back(std::move(r));
+    return reqs_.back().get();
+  }
+
+  static const ScheduledSequence* EntryOf(const SchedulerOutput& out, const Sequence* s) {
+    for (const ScheduledSequence& x : out.scheduled)
+      if (x.seq == s) return &x;
+    return nullptr;
+  }
+
   FakeRequest* Find(const Sequence* s) {
     for (auto& r : reqs_)
       if (&r->seq == s) return r.get();
@@ -333,6 +351,128 @@ TEST_F(SchedulerTest, RejectsBadConfig) {
   EXPECT_FALSE(Scheduler::Create(SchedulerConfig{4, 0, {}}, **kv).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(ParseSchedulingPolicy("lifo").status()));
   EXPECT_EQ(*ParseSchedulingPolicy("buckets"), SchedulingPolicy::kBuckets);
+}
+
+// ---- Parallel sampling: forks share the parent's prompt KV (AddFork). ----
+
+// The prompt is computed once; in that step the forks join with no tokens of their own and
+// sample from the parent's row; its blocks are shared, and the partly filled last block is
+// copied for each writer but the last on the next decode.
+TEST_F(SchedulerTest, ForksSharePromptBlocksAndSampleInTheParentsStep) {
+  Init(64, 4, SchedulerConfig{8, 16, {}});
+  FakeRequest* p = Add("p", 10, 3);
+  FakeRequest* c1 = AddForkOf("c1", p, 3);
+  FakeRequest* c2 = AddForkOf("c2", p, 3);
+  EXPECT_EQ(sched_->num_pending_forks(), 2);
+  SchedulerOutput s1 = Step();
+  ASSERT_EQ(s1.scheduled.size(), 3u);
+  EXPECT_EQ(TokensOf(s1, &p->seq), 10);
+  EXPECT_EQ(s1.num_prefill_tokens, 10);  // once, not three times
+  for (FakeRequest* c : {c1, c2}) {
+    const ScheduledSequence* e = EntryOf(s1, &c->seq);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->num_tokens, 0);
+    EXPECT_TRUE(e->samples);
+    ASSERT_GE(e->logits_of, 0);
+    EXPECT_EQ(s1.scheduled[static_cast<size_t>(e->logits_of)].seq, &p->seq);
+    EXPECT_EQ(c->seq.num_computed_tokens, 10);
+  }
+  EXPECT_EQ(sched_->num_pending_forks(), 0);
+  EXPECT_EQ(sched_->num_running(), 3);
+  EXPECT_EQ(kv_->pool().num_used_blocks(), 3);  // ceil(10 / 4), shared by all three
+  SchedulerOutput s2 = Step();                   // three decodes at position 10
+  EXPECT_EQ(s2.num_decode_tokens, 3);
+  EXPECT_EQ(kv_->num_copy_on_writes(), 2);  // the last writer keeps the shared block
+  EXPECT_EQ(kv_->pool().num_used_blocks(), 5);
+  Step();  // the third token ends all three
+  EXPECT_FALSE(sched_->has_work());
+  EXPECT_EQ(kv_->pool().num_used_blocks(), 0);
+}
+
+// A chunked prompt forks in the step of its last chunk, not before.
+TEST_F(SchedulerTest, ForksWaitForTheLastPrefillChunk) {
+  Init(64, 4, SchedulerConfig{8, 8, {}});
+  FakeRequest* p = Add("p", 20, 2);
+  FakeRequest* c = AddForkOf("c", p, 2);
+  EXPECT_EQ(EntryOf(Step(), &c->seq), nullptr);
+  EXPECT_EQ(EntryOf(Step(), &c->seq), nullptr);
+  SchedulerOutput s3 = Step();  // the last 4 prompt tokens
+  EXPECT_EQ(TokensOf(s3, &p->seq), 4);
+  ASSERT_NE(EntryOf(s3, &c->seq), nullptr);
+  EXPECT_EQ(c->seq.generated_ids().size(), 1u);
+}
+
+// Forks beyond max_num_seqs are prefilled on their own later, hitting the cached prefix.
+TEST_F(SchedulerTest, ForksBeyondTheSequenceLimitArePrefilledOnTheirOwn) {
+  Init(64, 4, SchedulerConfig{2, 32, {}});
+  FakeRequest* p = Add("p", 9, 2);
+  FakeRequest* c1 = AddForkOf("c1", p, 2);
+  FakeRequest* c2 = AddForkOf("c2", p, 2);
+  SchedulerOutput s1 = Step();
+  EXPECT_NE(EntryOf(s1, &c1->seq), nullptr);
+  EXPECT_EQ(EntryOf(s1, &c2->seq), nullptr);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  Step();  // p and c1 end
+  SchedulerOutput s3 = Step();
+  ASSERT_NE(EntryOf(s3, &c2->seq), nullptr);
+  EXPECT_EQ(TokensOf(s3, &c2->seq), 1);  // two full blocks were cached: only the 9th token
+  EXPECT_EQ(c2->seq.num_cached_tokens, 8);
+}
+
+// A parent that ends before its prompt is computed leaves its forks to prefill themselves;
+// a fork that ends before it is forked is simply dropped.
+TEST_F(SchedulerTest, ForksOfAnEndedParentAndEndedForks) {
+  Init(64, 4, SchedulerConfig{8, 8, {}});
+  FakeRequest* p = Add("p", 20, 2);
+  FakeRequest* c1 = AddForkOf("c1", p, 2);
+  FakeRequest* c2 = AddForkOf("c2", p, 2);
+  Step();  // p's first chunk
+  EXPECT_TRUE(sched_->FinishSequence(&c2->seq).ok());
+  EXPECT_EQ(sched_->num_pending_forks(), 1);
+  EXPECT_TRUE(sched_->FinishSequence(&p->seq).ok());  // aborted mid-prefill
+  EXPECT_EQ(sched_->num_pending_forks(), 0);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  EXPECT_EQ(c1->seq.fork_parent, nullptr);
+  int steps = 0;
+  while (sched_->has_work() && steps < 20) {
+    Step();
+    ++steps;
+  }
+  EXPECT_EQ(c1->seq.generated_ids().size(), 2u);
+  EXPECT_TRUE(c2->seq.generated_ids().empty());
+  EXPECT_EQ(kv_->pool().num_used_blocks(), 0);
+}
+
+// A fork of a parent that has already sampled, or of another prompt.
+TEST_F(SchedulerTest, AddForkOfASampledParentOrAnotherPrompt) {
+  Init(64, 4, SchedulerConfig{8, 16, {}});
+  FakeRequest* p = Add("p", 6, 5);
+  Step();  // p sampled its first token
+  FakeRequest* late = AddForkOf("late", p, 1);  // too late to share: an ordinary request
+  EXPECT_EQ(late->seq.fork_parent, nullptr);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  Sequence other;
+  other.id = "other";
+  other.token_ids = {1, 2, 3};
+  other.num_prompt_tokens = 3;
+  EXPECT_TRUE(absl::IsInvalidArgument(sched_->AddFork(&other, &p->seq)));
+}
+
+// Preemption after the fork: forks are ordinary running sequences from then on.
+TEST_F(SchedulerTest, ForksArePreemptedAndRecomputedLikeOthers) {
+  Init(8, 4, SchedulerConfig{8, 32, {}});
+  FakeRequest* p = Add("p", 7, 8);
+  FakeRequest* c1 = AddForkOf("c1", p, 8);
+  FakeRequest* c2 = AddForkOf("c2", p, 8);
+  int steps = 0;
+  while (sched_->has_work() && steps < 100) {
+    Step();
+    ++steps;
+  }
+  EXPECT_FALSE(sched_->has_work());
+  for (FakeRequest* r : {p, c1, c2}) EXPECT_EQ(r->seq.generated_ids().size(), 8u) << r->seq.id;
+  EXPECT_GT(sched_->num_preemptions(), 0);  // 3 x 15 tokens do not fit 8 blocks of 4
+  EXPECT_EQ(kv_->pool().num_used_blocks(), 0);
 }
 
 }  // namespace
