@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define STRATA_DEVICE_ABI_MAJOR 1
-#define STRATA_DEVICE_ABI_MINOR 8
+#define STRATA_DEVICE_ABI_MINOR 9
 #define STRATA_DEVICE_ABI_VERSION ((STRATA_DEVICE_ABI_MAJOR << 16) | STRATA_DEVICE_ABI_MINOR)
 #define STRATA_ABI_MAJOR_OF(v) (((uint32_t)(v)) >> 16)
 #define STRATA_ABI_MINOR_OF(v) (((uint32_t)(v)) & 0xffffu)
@@ -129,6 +129,10 @@ typedef enum strata_weight_format {
   /* LLM.int8(): INT8 per-channel for most columns plus a dense (F16/BF16) matrix of the
    * `num_outlier_cols` outlier columns listed in `outlier_cols` (I32). */
   STRATA_WEIGHT_INT8_OUTLIER_SPLIT = 4,
+  /* Since ABI 1.9. FP8 W8A8: FP8_E4M3 values, one F32 scale per output row (a per-tensor
+   * scale is given repeated for every row): W[r][c] = q[r][c] * scales[r]; activations are
+   * quantized to FP8 per token (dynamic) or with `act_scale` (static) at run time. */
+  STRATA_WEIGHT_FP8 = 5,
   STRATA_WEIGHT_FORMAT_COUNT
 } strata_weight_format;
 
@@ -177,7 +181,32 @@ typedef struct strata_weight_desc {
   int32_t outlier_dtype;        /* OUTLIER_SPLIT: F16 or BF16 */
   const void* outlier_weights;  /* OUTLIER_SPLIT: [rows, num_outlier_cols] */
   const char* name;             /* for messages; may be NULL */
+
+  /* ---- Since ABI 1.9 (read only when struct_size covers them; a plugin of 1.8 or older
+   * sees a 1.9 desc as its own shorter struct, so new fields must keep their zero meaning). */
+  /* INT4_GROUP act-order (GPTQ desc_act): the group of each input column, I32 [cols];
+   * NULL = column / group_size. A backend may permute columns once at weight_create. */
+  const int32_t* g_idx;
+  /* W8A8, FP8 and OUTLIER_SPLIT activations: STRATA_ACT_SCALE_DYNAMIC (0, per token) or
+   * STRATA_ACT_SCALE_STATIC (1, the per-tensor `act_scale`, from calibration). */
+  int32_t act_scale_mode;
+  float act_scale;
+  /* OUTLIER_SPLIT: activation magnitude above which a column counts as an outlier at run
+   * time (LLM.int8 default 6.0); columns beyond it that are not in outlier_cols are still
+   * computed exactly and counted (quant_counters). 0 = no run-time detection. */
+  float outlier_threshold;
+  /* Slot of this weight in the device's quantization counters (quant_counters), usually the
+   * layer index; -1 (or a slot >= STRATA_MAX_QUANT_COUNTER_SLOTS) = not counted. */
+  int32_t counter_slot;
 } strata_weight_desc;
+
+#define STRATA_ACT_SCALE_DYNAMIC 0
+#define STRATA_ACT_SCALE_STATIC 1
+#define STRATA_MAX_QUANT_COUNTER_SLOTS 1024
+
+/* True when `desc` (a strata_weight_desc of desc->struct_size bytes) carries `field`. */
+#define STRATA_WEIGHT_DESC_HAS(desc, field)                                              \
+  ((desc)->struct_size >= offsetof(strata_weight_desc, field) + sizeof((desc)->field))
 
 /* ------------------------------------------------------------------------------------ */
 /* Devices and capabilities                                                              */
@@ -245,8 +274,21 @@ typedef struct strata_kv_cache_desc {
   int32_t block_size; /* tokens per block */
   int32_t num_kv_heads;
   int32_t head_dim;
-  int32_t dtype; /* F32, F16 or BF16 (FP8 later) */
+  int32_t dtype; /* F32, F16 or BF16; since ABI 1.9 also FP8_E4M3 and I8 */
+
+  /* ---- Since ABI 1.9: 8-bit caches (read only when struct_size covers them). ----
+   * FP8_E4M3: K and V are stored as value / k_scale (v_scale), per tensor (scale_mode
+   * STRATA_KV_SCALE_PER_TENSOR, scales given here; 0 = 1.0). I8: STRATA_KV_SCALE_PER_BLOCK_HEAD,
+   * one scale per (block, kv head, K/V) chosen by the backend when it writes a block; the
+   * scales live inside the block (kv_block_bytes() counts them), so copy_blocks and
+   * swap_blocks move them with the values. */
+  int32_t scale_mode;
+  float k_scale;
+  float v_scale;
 } strata_kv_cache_desc;
+
+#define STRATA_KV_SCALE_PER_TENSOR 0
+#define STRATA_KV_SCALE_PER_BLOCK_HEAD 1
 
 /*
  * Rotary embedding. The core computes the inverse frequencies (all scaling variants:
@@ -658,10 +700,25 @@ typedef struct strata_backend_v1 {
    * for the query heads and k_norm for the key heads, so both are one call). */
   strata_status (*rms_norm_heads)(strata_device dev, const strata_tensor* x, const strata_tensor* weight,
                                   float eps);
+
+  /* ---- Since ABI 1.9 (NULL when absent: the core reports no counts). ----
+   * Quantization health counters, cumulative since device_open, per counter slot (a weight's
+   * desc.counter_slot): saturated[s] = activation values that had to be clamped to the 8-bit
+   * range in matmuls of slot s (0 with dynamic per-token scales unless a value is non-finite);
+   * nonfinite[s] = NaN/Inf activations seen there; outliers[s] = run-time outlier columns
+   * (OUTLIER_SPLIT) beyond the stored ones. Writes min(num_slots, STRATA_MAX_QUANT_COUNTER_SLOTS)
+   * entries of each array (any may be NULL). Synchronizes with the device's queued work. */
+  strata_status (*quant_counters)(strata_device dev, int32_t num_slots, uint64_t* saturated,
+                                  uint64_t* nonfinite, uint64_t* outliers);
 } strata_backend_v1;
 
 #define STRATA_READBACK_MAX_BYTES (64u * 1024u)
 #define STRATA_MAX_PENDING_READBACKS 4
+
+/* True when `api` has the ABI 1.9 quantization counters. */
+#define STRATA_BACKEND_HAS_QUANT_COUNTERS(api)                                             \
+  ((api)->struct_size >= offsetof(strata_backend_v1, quant_counters) + sizeof(void*) &&   \
+   (api)->quant_counters != NULL)
 
 /* True when `api` has the ABI 1.8 per-head RMSNorm. */
 #define STRATA_BACKEND_HAS_RMS_NORM_HEADS(api)                                             \
