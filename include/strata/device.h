@@ -117,7 +117,9 @@ static inline const char* strata_dtype_name(int32_t dtype) {
 typedef enum strata_weight_format {
   /* Dense, in `dtype` (F32, F16 or BF16). */
   STRATA_WEIGHT_DENSE = 0,
-  /* INT8 values (dtype I8), one scale per output row: W[r][c] = q[r][c] * scales[r]. */
+  /* INT8 values (dtype I8), one scale per output row: W[r][c] = q[r][c] * scales[r]. Since
+   * ABI 1.9, group_size > 0 means one scale per (row, group of group_size columns) instead
+   * (GGUF Q8_0: groups of 32, F16 scales), [rows, ceil(cols / group_size)]. */
   STRATA_WEIGHT_INT8_PER_CHANNEL = 1,
   /* SmoothQuant W8A8: INT8 weights per output channel, activations quantized per token to
    * INT8 at run time after dividing by `smooth` (per input column, may be absent). */
