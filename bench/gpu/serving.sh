@@ -8,7 +8,7 @@
 #  issue 4, weight-bound: the same 1,000-request comparison on the Llama-3-8B shape
 #           (batching8b), at --max-num-seqs 64 (a decode step costs about the same for few
 #           or many sequences) and 256
-# JSON results go to $OUT. Usage: bench_serving_gpu.sh [batching] [batching8b] [http]
+# JSON results go to $OUT. Usage: bench/gpu/serving.sh [batching] [batching8b] [http]
 # (default: batching http)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
