@@ -156,7 +156,10 @@ absl::Status Serve(const FlagSet& f) {
     // Before the port opens: the first requests do not pay for kernel loading, GEMM
     // algorithm choice or decode-graph recording.
     WarmupReport w;
-    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w));
+    LoadProgress warm_progress(f, "warming up", ProgressUnit::kItems);
+    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w,
+                                       [&](int32_t done, int32_t total) { warm_progress.Update(done, total); }));
+    warm_progress.Finish();
     std::cerr << "strata serve: warmed up in " << static_cast<int>(w.seconds * 1e3) << " ms (prefill of "
               << w.prefill_tokens << " tokens, " << w.decode_buckets << " decode steps)\n";
   }

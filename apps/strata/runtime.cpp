@@ -1,11 +1,15 @@
 #include "apps/strata/runtime.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_tokenizer.h"
 #include "core/engine/kv_sizing.h"
@@ -120,9 +124,43 @@ absl::StatusOr<ModelRuntime> LoadModel(
   }
   if (flags.On("enforce-eager")) o.decode_graphs = DecodeGraphMode::kOff;
   if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));
+  LoadProgress progress(flags, "loading weights");
+  o.on_load_progress = [&](uint64_t done, uint64_t total) { progress.Update(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
+  progress.Finish();
   rt.file->DropTensorData();
   return rt;
+}
+
+ProgressMode ProgressModeFor(const FlagSet& flags) {
+  // Under --json stdout must stay one JSON document and stderr quiet unless something fails.
+  return flags.Defines("json") && flags.On("json") ? ProgressMode::kQuiet : ProgressMode::kAuto;
+}
+
+LoadProgress::LoadProgress(const FlagSet& flags, std::string label, ProgressUnit unit)
+    : mode_(ProgressModeFor(flags)), label_(std::move(label)), unit_(unit) {}
+
+LoadProgress::~LoadProgress() = default;
+
+void LoadProgress::Update(int64_t done, int64_t total) {
+  if (!bar_) {
+    ProgressMode mode = mode_;
+    if (mode == ProgressMode::kAuto && !isatty(fileno(stderr)) &&
+        (unit_ != ProgressUnit::kBytes || total < kLogLinesFromBytes)) {
+      // A log (not a terminal) gets the 10% lines only for work that takes a while; small work
+      // gets its final line alone.
+      small_log_ = true;
+      mode = ProgressMode::kLog;
+    }
+    bar_ = std::make_unique<Progress>(label_, total, unit_, mode);
+  }
+  if (!small_log_) bar_->Update(done);
+}
+
+void LoadProgress::Finish() {
+  if (!bar_) return;
+  if (small_log_) bar_->Update(INT64_MAX);
+  bar_->Finish();
 }
 
 void AddKvPoolFlags(FlagSet& f) {

@@ -98,11 +98,21 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, con
                                                    " for ", DTypeName(m->act_dtype_), " activations"));
   }
   STRATA_RETURN_IF_ERROR(m->UploadWeights(file));
+  m->options_.on_load_progress = nullptr;  // it may capture the caller's locals
   STRATA_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;
 }
 
 absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
+  // Progress in bytes of the file's tensors handed to the backend (all of them count: the
+  // few the model does not use are small).
+  uint64_t load_total = 0, load_done = 0;
+  for (const auto& [name, t] : file.tensors) load_total += t.bytes;
+  if (options_.on_load_progress) options_.on_load_progress(0, load_total);  // starts the clock
+  auto report_loaded = [&](const std::vector<const TensorView*>& parts) {
+    for (const TensorView* p : parts) load_done += p->bytes;
+    if (options_.on_load_progress) options_.on_load_progress(std::min(load_done, load_total), load_total);
+  };
   auto make_weight = [&](const std::vector<const TensorView*>& parts,
                          const std::string& name) -> absl::StatusOr<DeviceWeight> {
     const strata_dtype dt = ToDeviceDType(parts[0]->dtype);
@@ -127,7 +137,9 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     d.data = data;
     d.name = name.c_str();
     weight_bytes_ += static_cast<uint64_t>(rows * d.cols) * DTypeSize(dt);
-    return device_.CreateWeight(d);
+    absl::StatusOr<DeviceWeight> w = device_.CreateWeight(d);
+    report_loaded(parts);
+    return w;
   };
   auto make_f32 = [&](const std::vector<const TensorView*>& parts) -> absl::StatusOr<DeviceBuffer> {
     std::vector<float> v;
@@ -138,6 +150,7 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     STRATA_ASSIGN_OR_RETURN(DeviceBuffer b, device_.Alloc(v.size() * 4));
     STRATA_RETURN_IF_ERROR(device_.Upload(b, 0, v.data(), v.size() * 4));
     weight_bytes_ += v.size() * 4;
+    report_loaded(parts);
     return b;
   };
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -42,6 +43,9 @@ struct ModelRuntimeOptions {
   // Use the backend's rope_attention (ABI 1.3: rope + KV write + attention in one call)
   // where it has one; off issues rope_kv_write and attention (tests compare).
   bool fused_attention = true;
+  // Called as the weights reach the device: bytes handed to the backend so far, and the
+  // total (the CLI draws a progress bar from it; multi-GB models take a while).
+  std::function<void(uint64_t done, uint64_t total)> on_load_progress;
 };
 
 // How the model's decode steps ran so far.
