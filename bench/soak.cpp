@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -454,12 +456,16 @@ int main(int argc, char** argv) {
   sampler.join();
   const long rss_end = ReadRssKb(o.pid, "VmRSS:");
 
-  // RSS at each whole minute (the last sample at or before it) and growth over the last 20.
+  // RSS at each whole minute (the sample nearest to it) and growth over the last 20.
   json per_minute = json::array();
   auto rss_at = [&](double t) {
     long v = -1;
+    double best = 1e300;
     for (const auto& [s, kb] : rss)
-      if (s <= t + 1e-6) v = kb;
+      if (kb >= 0 && std::abs(s - t) < best) {
+        best = std::abs(s - t);
+        v = kb;
+      }
     return v;
   };
   for (int m = 0; m <= static_cast<int>(traffic_seconds / 60); ++m) per_minute.push_back(json{{"minute", m}, {"rss_kb", rss_at(m * 60.0)}});

@@ -83,7 +83,7 @@ TEST(OpenAiRequestTest, ChatMessagesAndMaxCompletionTokens) {
   EXPECT_EQ(e->param, "messages[0].role");
 }
 
-// Found by tests/fuzz (request target): a content part whose "type" is not a string made
+// Found while writing the request fuzz harness: a content part whose "type" is not a string made
 // nlohmann's value() throw, which the server turned into a 500.
 TEST(OpenAiRequestTest, ContentPartOfWrongTypeIsA400) {
   for (const char* body : {R"({"messages":[{"role":"user","content":[{"type":5,"text":"a"}]}]})",
