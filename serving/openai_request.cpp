@@ -168,11 +168,14 @@ std::optional<ApiError> ParseMessages(const Json& b, Json* out) {
     if (content != copy.end() && content->is_array()) {
       std::string text;
       for (const Json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        // No value("type", ""): it throws (a 500) when "type" is there but not a string.
+        auto type = part.find("type");  // end() for a non-object
+        auto text_it = part.find("text");
+        if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" ||
+            text_it == part.end() || !text_it->is_string())
           return BadRequest("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
                             "messages");
-        text += part["text"].get<std::string>();
+        text += text_it->get<std::string>();
       }
       *content = text;
     }
@@ -183,6 +186,15 @@ std::optional<ApiError> ParseMessages(const Json& b, Json* out) {
 }
 
 }  // namespace
+
+std::optional<ApiError> ParseRequestBody(const std::string& body, Json* out) {
+  try {
+    *out = Json::parse(body);
+  } catch (const Json::exception& e) {
+    return BadRequest(absl::StrCat("the request body is not valid JSON: ", e.what()));
+  }
+  return std::nullopt;
+}
 
 std::optional<ApiError> ParseGenerationRequest(const Json& body, Endpoint endpoint, GenerationParams* out) {
   if (!body.is_object()) return BadRequest(absl::StrCat("the request body must be a JSON object, got ", TypeName(body)));

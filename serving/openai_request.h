@@ -44,6 +44,10 @@ struct GenerationParams {
 // Largest n; each choice is an engine request.
 inline constexpr int kMaxChoices = 128;
 
+// Parses a request body as JSON. Every nlohmann error is the client's: a syntax error, and
+// also a number beyond double range ("1e400", out_of_range) that used to escape as a 500.
+std::optional<ApiError> ParseRequestBody(const std::string& body, nlohmann::ordered_json* out);
+
 // Fills `out` or returns the error to send. `body` must be a parsed JSON value.
 std::optional<ApiError> ParseGenerationRequest(const nlohmann::ordered_json& body, Endpoint endpoint,
                                                GenerationParams* out);

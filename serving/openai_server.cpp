@@ -130,14 +130,7 @@ struct OpenAiServer::Impl {
 
   // -- request helpers ------------------------------------------------------------------
 
-  std::optional<ApiError> ParseBody(const httplib::Request& req, Json* out) {
-    try {
-      *out = Json::parse(req.body);
-    } catch (const Json::parse_error& e) {
-      return BadRequest(absl::StrCat("the request body is not valid JSON: ", e.what()));
-    }
-    return std::nullopt;
-  }
+  std::optional<ApiError> ParseBody(const httplib::Request& req, Json* out) { return ParseRequestBody(req.body, out); }
 
   std::optional<ApiError> CheckModel(const std::string& model) {
     if (model.empty() || model == opt.served_model_name) return std::nullopt;
