@@ -11,6 +11,7 @@ PACKAGES=(
   libhwy-dev             # Highway: portable SIMD with run-time dispatch
   libpcre2-dev           # Unicode regexes of byte-level BPE pre-tokenizers
   libcpp-httplib-dev     # HTTP server of `strata serve` (and its tests' client)
+  zlib1g-dev             # gzip request bodies, inflated by the server's reader with a size cap
   libgtest-dev googletest
 )
 missing=()

@@ -3,7 +3,10 @@
 // '-' -> '_', e.g. STRATA_PORT, STRATA_API_KEY); a flag on the command line wins.
 #include <signal.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -40,7 +43,26 @@ void AddServeFlags(FlagSet& f) {
   f.Switch("no-warmup", "skip the warm-up steps at start-up (kernel loading, GEMM choices, decode graphs)");
   f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
   f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
-  f.Value("shutdown-timeout", "", "30", "seconds in-flight requests get to finish after SIGINT/SIGTERM");
+  f.Value("shutdown-timeout", "", "30",
+          "seconds in-flight requests get to finish after SIGINT/SIGTERM (a second signal exits at once)");
+  f.Value("max-choices", "", "256", "prompts x n allowed in one request; beyond it 400");
+  f.Value("header-timeout", "", "10", "seconds a client has to send a request's headers (408)");
+  f.Value("request-timeout", "", "60", "seconds a client has to send a whole request, headers and body (408)");
+  f.Value("idle-timeout", "", "10", "seconds a connection may stay silent (between or within requests) before it is closed");
+  f.Value("max-connections-per-client", "", "auto",
+          "open connections allowed from one client address; auto = 3/4 of --http-threads");
+  f.Value("allowed-origins", "", "",
+          "comma-separated browser origins allowed to call the API (CORS), e.g. https://app.example; * = any");
+  f.Value("allowed-hosts", "", "auto",
+          "comma-separated Host header names accepted (DNS rebinding guard); auto = loopback names when "
+          "listening on loopback, any otherwise; * = any");
+}
+
+std::vector<std::string> CommaList(const std::string& v) {
+  std::vector<std::string> out;
+  for (absl::string_view p : absl::StrSplit(v, ',', absl::SkipWhitespace()))
+    out.emplace_back(absl::StripAsciiWhitespace(p));
+  return out;
 }
 
 // STRATA_<NAME> variables become flags placed before the command line's, so the command
@@ -121,6 +143,24 @@ absl::Status Serve(const FlagSet& f) {
   so.max_body_bytes = static_cast<size_t>(body);
   so.http_threads = static_cast<int>(threads);
   so.shutdown_timeout_s = shutdown_timeout;
+  STRATA_ASSIGN_OR_RETURN(int64_t max_choices, f.Int("max-choices"));
+  if (max_choices < 1 || max_choices > 65536) return absl::InvalidArgumentError("--max-choices must be in [1, 65536]");
+  so.max_choices = static_cast<int>(max_choices);
+  for (const auto& [flag, out] : {std::pair<const char*, double*>{"header-timeout", &so.header_timeout_s},
+                                  {"request-timeout", &so.request_timeout_s},
+                                  {"idle-timeout", &so.idle_timeout_s}}) {
+    STRATA_ASSIGN_OR_RETURN(double v, f.Double(flag));
+    if (!(v > 0) || v > 86400) return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in (0, 86400] seconds"));
+    *out = v;
+  }
+  if (f.Get("max-connections-per-client") != "auto") {
+    STRATA_ASSIGN_OR_RETURN(int64_t per_client, f.Int("max-connections-per-client"));
+    if (per_client < 1 || per_client > 65536)
+      return absl::InvalidArgumentError("--max-connections-per-client must be in [1, 65536] or auto");
+    so.max_connections_per_client = static_cast<int>(per_client);
+  }
+  so.allowed_origins = CommaList(f.Get("allowed-origins"));
+  if (f.Get("allowed-hosts") != "auto") so.allowed_hosts = CommaList(f.Get("allowed-hosts"));
 
   std::optional<ChatTemplate> override_template;
   if (!f.Get("chat-template").empty()) {
@@ -150,6 +190,7 @@ absl::Status Serve(const FlagSet& f) {
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
   ec.async_scheduling = AsyncSchedulingFrom(f);
   STRATA_ASSIGN_OR_RETURN(ec.policy.policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
+  so.priority_scheduling = ec.policy.policy == SchedulingPolicy::kPriority;
   ec.model_identity = m.file->source_path;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
   if (!f.On("no-warmup")) {
@@ -179,12 +220,32 @@ absl::Status Serve(const FlagSet& f) {
   serving::OpenAiServer server(so, *engine, *m.tokenizer, chat);
   STRATA_RETURN_IF_ERROR(server.Bind());
   engine->Start();
+  // The first signal drains (bounded by --shutdown-timeout); a second one, or a drain
+  // that overruns its deadline by kGrace (a stuck client or handler), exits at once.
+  std::atomic<bool> served{false};
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     std::cerr << "strata serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining (up to "
-              << so.shutdown_timeout_s << " s)\n";
-    server.Shutdown();
+              << so.shutdown_timeout_s << " s; a second signal exits now)\n";
+    std::thread drain([&] { server.Shutdown(); });
+    constexpr double kGrace = 5;
+    const auto hard_deadline = std::chrono::steady_clock::now() +
+                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(so.shutdown_timeout_s + kGrace));
+    const timespec slice{0, 100'000'000};
+    while (!served.load()) {
+      const int again = sigtimedwait(&signals, nullptr, &slice);
+      if (again == SIGINT || again == SIGTERM) {
+        std::cerr << "strata serve: second signal: exiting now\n";
+        std::_Exit(128 + again);
+      }
+      if (std::chrono::steady_clock::now() > hard_deadline) {
+        std::cerr << "strata serve: the drain overran --shutdown-timeout by " << kGrace << " s: exiting now\n";
+        std::_Exit(1);
+      }
+    }
+    drain.join();
   });
   std::cerr << "strata serve: model '" << so.served_model_name << "' (context " << so.max_context << ", "
             << m.model->options().num_blocks << " KV blocks of " << m.model->options().block_size << ") on "
@@ -192,7 +253,8 @@ absl::Status Serve(const FlagSet& f) {
   // One line a supervisor (or test) can wait for: the port is known and the server accepts.
   std::cout << "strata serve: listening on http://" << so.host << ":" << server.port() << std::endl;
   server.Serve();
-  // Serve() returns only after Shutdown() began; wait for its drain to finish.
+  // Serve() returns only after Shutdown() began and every connection ended.
+  served = true;
   signal_waiter.join();
   engine->Stop();
   std::cerr << "strata serve: stopped\n";

@@ -254,6 +254,9 @@ void Engine::TakeInbox() {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
+    // They wait in the scheduler now; until PublishMetrics recounts at the end of the
+    // step, count them here, or Enqueue would see them nowhere and overshoot max_waiting.
+    scheduler_waiting_ += static_cast<int32_t>(inbox.size());
   }
   for (auto& r : inbox) {
     LiveRequest* raw = r.get();

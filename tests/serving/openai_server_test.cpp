@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "nlohmann/json.hpp"
@@ -124,6 +125,84 @@ TEST_F(OpenAiServerTest, StreamingFramingAndUsage) {
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(usage["prompt_tokens"], run["prompt_ids"].size());
   EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+// echo: the prompt's text first (as OpenAI's legacy completions), streamed or not;
+// echo with logprobs and suffix are refused naming the field.
+TEST_F(OpenAiServerTest, EchoPrependsThePromptAndSuffixIsRefused) {
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}};
+  HttpResponse plain = Post("/v1/completions", base);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const std::string generated = json::parse(plain.body)["choices"][0]["text"];
+  json echo = base;
+  echo["echo"] = true;
+  HttpResponse r = Post("/v1/completions", echo);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "Once upon a time" + generated);
+  echo["stream"] = true;
+  r = Post("/v1/completions", echo);
+  ASSERT_EQ(r.status, 200) << r.body;
+  bool framing_ok = false;
+  std::string text;
+  for (const std::string& d : SseData(r.body, &framing_ok))
+    if (d != "[DONE]") text += json::parse(d)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Once upon a time" + generated);
+  json ids = {{"prompt", {1, 403, 407}}, {"max_tokens", 1}, {"echo", true}};
+  r = Post("/v1/completions", ids);
+  ASSERT_EQ(r.status, 200) << r.body;
+  HttpResponse d = Post("/detokenize", {{"tokens", {1, 403, 407}}});
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"].get<std::string>().rfind(
+                json::parse(d.body)["prompt"].get<std::string>(), 0),
+            0u);
+  json with_lp = base;
+  with_lp["echo"] = true;
+  with_lp["logprobs"] = 1;
+  ExpectError(Post("/v1/completions", with_lp), 400, "'echo' together with 'logprobs'");
+  json suffix = base;
+  suffix["suffix"] = "The end.";
+  ExpectError(Post("/v1/completions", suffix), 400, "'suffix'");
+}
+
+TEST_F(OpenAiServerTest, PriorityNeedsThePriorityPolicy) {
+  json body = {{"prompt", "hi"}, {"max_tokens", 2}, {"priority", 3}};
+  ExpectError(Post("/v1/completions", body), 400, "--scheduling-policy priority");
+  body["priority"] = 0;
+  EXPECT_EQ(Post("/v1/completions", body).status, 200);
+  body["priority"] = "high";
+  ExpectError(Post("/v1/completions", body), 400, "priority");
+}
+
+// vLLM's request priority (lower = earlier) reaches the scheduler: with one batch slot
+// taken, a later request of priority -5 is served before an earlier one of priority 5.
+TEST(OpenAiServerPriorityTest, LowerPriorityValueIsServedFirst) {
+  if (!FileExists(StoriesModel())) GTEST_SKIP() << "missing shared model " << StoriesModel();
+  ServerProcess s;
+  ASSERT_TRUE(s.Start({"-m", StoriesModel(), "--scheduling-policy", "priority", "--max-num-seqs", "1"})) << s.error();
+  auto request = [&](int priority, int n, int max_tokens) {
+    return Http(s.port(), "POST", "/v1/completions",
+                json{{"prompt", "Once upon a time"}, {"n", n}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                     {"priority", priority}}
+                    .dump());
+  };
+  std::mutex mu;
+  std::vector<int> finished;
+  std::thread busy([&] { EXPECT_EQ(request(0, 16, 300).status, 200); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread late([&] {
+    EXPECT_EQ(request(5, 1, 20).status, 200);
+    std::lock_guard<std::mutex> lock(mu);
+    finished.push_back(5);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread urgent([&] {
+    EXPECT_EQ(request(-5, 1, 20).status, 200);
+    std::lock_guard<std::mutex> lock(mu);
+    finished.push_back(-5);
+  });
+  busy.join();
+  late.join();
+  urgent.join();
+  EXPECT_EQ(finished, (std::vector<int>{-5, 5}));
 }
 
 // The value of a counter in /metrics (-1 when absent).

@@ -9,13 +9,19 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
 namespace strata::testing {
 
-inline std::string StrataBin() { return std::string(STRATA_BIN_DIR) + "/strata"; }
+// STRATA_TEST_SERVER_BIN runs the tests against another build (e.g. to see a regression
+// test fail on the code before its fix).
+inline std::string StrataBin() {
+  const char* other = std::getenv("STRATA_TEST_SERVER_BIN");
+  return other != nullptr && *other ? std::string(other) : std::string(STRATA_BIN_DIR) + "/strata";
+}
 inline std::string StoriesModel() { return std::string(STRATA_SHARED_DIR) + "/models/stories260K/stories260K.gguf"; }
 inline bool FileExists(const std::string& p) { return std::ifstream(p).good(); }
 
