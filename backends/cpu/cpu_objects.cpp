@@ -5,11 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/op_profiler.h"
+#include "backends/cpu/thread_pool.h"
 
 strata_device_s::~strata_device_s() = default;
 strata_weight_s::~strata_weight_s() {
   strata::cpu::AlignedFree(data);
-  strata::cpu::AlignedFree(f32);
 }
 strata_kv_cache_s::~strata_kv_cache_s() { strata::cpu::AlignedFree(data); }
 

@@ -13,12 +13,18 @@
 
 namespace strata::cpu {
 class DnnlMatmul;
+class ThreadPool;
+class OpProfiler;
 }
 
 struct strata_device_s {
-  int32_t num_threads = 1;  // used by every OpenMP region and by oneDNN
+  int32_t num_threads = 1;  // the pool's threads (caller included) and oneDNN's
   int32_t pending_readbacks = 0;  // tickets of readback_start not yet finished
   std::unique_ptr<strata::cpu::DnnlMatmul> dnnl;
+  // Runs every op's parallel loops (backends/cpu/thread_pool.h); never null on an open device.
+  std::unique_ptr<strata::cpu::ThreadPool> pool;
+  // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
+  std::unique_ptr<strata::cpu::OpProfiler> profiler;
   ~strata_device_s();
 };
 
@@ -40,10 +46,6 @@ struct strata_weight_s {
   int64_t rows = 0;
   int64_t cols = 0;
   void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
-  // F32 copy of F16/BF16 weights for the oneDNN (prefill) path, made on first use so
-  // decode-only runs never pay for it.
-  std::once_flag f32_once;
-  float* f32 = nullptr;
   ~strata_weight_s();
 };
 

@@ -23,7 +23,10 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   const dnnl::memory::desc dst_md({m, n}, dt::f32, {ldc, 1});
 
   std::lock_guard<std::mutex> lock(mu_);
-  const Key key{m, k, n, lda, ldc, bias != nullptr};
+  // oneDNN's OpenMP runtime uses the calling thread's max-threads setting, also when it
+  // lays out a new primitive.
+  omp_set_num_threads(num_threads);
+  const Key key{m, k, n, lda, ldc, bias != nullptr, num_threads};
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
@@ -38,8 +41,6 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine_, const_cast<float*>(bias)));
-  // oneDNN's OpenMP runtime uses the calling thread's max-threads setting.
-  omp_set_num_threads(num_threads);
   it->second.execute(stream_, args);
   stream_.wait();
 }

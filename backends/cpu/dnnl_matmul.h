@@ -22,7 +22,8 @@ class DnnlMatmul {
            const float* bias, float* y, int64_t ldc, int32_t num_threads);
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  // Shape, strides, bias, and the thread count (a primitive is laid out for its team size).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t>;
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::mutex mu_;
