@@ -333,8 +333,8 @@ std::vector<int> QuantizeRef(const float* x, int64_t cols, const std::vector<flo
 }
 
 TEST_F(QuantMatmulTest, W8A8DynamicSmoothedAndStaticWithSaturationCounts) {
-  const int64_t rows = 40, cols = 96;
-  for (int mode : {0, 1, 2}) {  // dynamic, dynamic + smooth, static (saturating)
+  for (int mode : {0, 1, 2, 3}) {  // 3: dynamic at a model's shapes (oneDNN's blocking)
+    const int64_t rows = mode == 3 ? 704 : 40, cols = mode == 3 ? 128 : 96;  // dynamic, dynamic + smooth, static (saturating)
     QWeight q = MakeInt8(STRATA_WEIGHT_W8A8, rows, cols, 0, STRATA_DTYPE_F32, 31 + mode);
     if (mode == 1) {
       q.smooth.resize(cols);
