@@ -7,6 +7,7 @@
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/op_profiler.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/quant_weight.h"
 
 strata_device_s::~strata_device_s() = default;
 strata_weight_s::~strata_weight_s() {

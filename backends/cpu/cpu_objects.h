@@ -11,10 +11,20 @@
 #include "absl/status/status.h"
 #include "strata/device.h"
 
+#include <array>
+#include <atomic>
+
 namespace strata::cpu {
 class DnnlMatmul;
 class ThreadPool;
 class OpProfiler;
+struct QuantWeight;
+// ABI 1.9 quantization counters of one device, per counter slot.
+struct QuantCounters {
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> saturated{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> nonfinite{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> outliers{};
+};
 }
 
 struct strata_device_s {
@@ -25,6 +35,7 @@ struct strata_device_s {
   std::unique_ptr<strata::cpu::ThreadPool> pool;
   // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
   std::unique_ptr<strata::cpu::OpProfiler> profiler;
+  strata::cpu::QuantCounters quant_counters;
   ~strata_device_s();
 };
 
@@ -46,6 +57,8 @@ struct strata_weight_s {
   int64_t rows = 0;
   int64_t cols = 0;
   void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
+  // Quantized formats (format != DENSE): the prepared arrays (quant_weight.h); data is unused.
+  std::unique_ptr<strata::cpu::QuantWeight> quant;
   ~strata_weight_s();
 };
 
