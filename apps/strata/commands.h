@@ -12,5 +12,6 @@ int DevicesCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int ConvertCommand(const std::vector<std::string>& args);
+int PerplexityCommand(const std::vector<std::string>& args);
 
 }  // namespace strata::cli
