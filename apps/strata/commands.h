@@ -13,5 +13,6 @@ int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int ConvertCommand(const std::vector<std::string>& args);
 int PerplexityCommand(const std::vector<std::string>& args);
+int QuantizeCommand(const std::vector<std::string>& args);
 
 }  // namespace strata::cli

@@ -20,7 +20,7 @@ absl::StatusOr<std::vector<std::string>> ReadCalibrationTexts(const std::string&
   ss << in.rdbuf();
   const std::string all = ss.str();
   if (all.empty()) return absl::InvalidArgumentError(absl::StrCat("--calib: '", path, "' is empty"));
-  const std::string_view first = absl::StripLeadingAsciiWhitespace(all);
+  const absl::string_view first = absl::StripLeadingAsciiWhitespace(all);
   if (!first.empty() && first.front() == '{') {  // JSONL
     std::vector<std::string> texts;
     int line_no = 0;

@@ -3,6 +3,9 @@
 // scale[r][g] with g = g_idx[c]. Codes are kept one per byte here; the writers pack them.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include <cstdint>
 #include <vector>
 

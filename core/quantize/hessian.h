@@ -3,6 +3,9 @@
 // with the amount of calibration text).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include <cstdint>
 #include <vector>
 

@@ -86,7 +86,8 @@ std::string ReadText(const std::string& name) {
 nlohmann::json Reference(const std::string& text, int n_ctx) {
   std::ifstream in(kShared + "/text/ppl_reference.json");
   EXPECT_TRUE(in.good());
-  for (const auto& r : nlohmann::json::parse(in)["results"])
+  const nlohmann::json all = nlohmann::json::parse(in);
+  for (const auto& r : all["results"])
     if (r["text"] == text && r["n_ctx"] == n_ctx) return r;
   ADD_FAILURE() << "no reference for " << text << " at " << n_ctx;
   return {};
