@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_objects.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/ops_matmul_quant.h"
 #include "backends/cpu/tensor_view.h"
 
 namespace strata::cpu {
@@ -86,7 +87,7 @@ strata_status DeviceInfo(int32_t index, strata_device_info* info) {
   std::snprintf(d.name, sizeof(d.name), "%s", cpu.model_name.c_str());
   HostMemory(&d.memory_total, &d.memory_free);
   d.capabilities = STRATA_CAP_HOST_VISIBLE_MEMORY | STRATA_CAP_FUSED_ROPE_KV_WRITE |
-                   STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+                   STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING | STRATA_CAP_INT8_MATMUL;
   d.compute_units = cpu.logical_cpus;
   d.preferred_activation_dtype = STRATA_DTYPE_F32;
   std::snprintf(d.features, sizeof(d.features), "%s", cpu.features.c_str());
@@ -133,9 +134,19 @@ int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weigh
   if (!IsLiveHandle(dev, HandleKind::kDevice)) return 0;
   switch (op) {
     case STRATA_OP_EMBEDDING:
-    case STRATA_OP_MATMUL:
       return act_dtype == STRATA_DTYPE_F32 && weight_format == STRATA_WEIGHT_DENSE &&
              DenseDtype(weight_dtype);
+    case STRATA_OP_MATMUL:
+      if (act_dtype != STRATA_DTYPE_F32) return 0;
+      switch (weight_format) {
+        case STRATA_WEIGHT_DENSE: return DenseDtype(weight_dtype);
+        case STRATA_WEIGHT_INT8_PER_CHANNEL:
+        case STRATA_WEIGHT_W8A8:
+        case STRATA_WEIGHT_INT8_OUTLIER_SPLIT: return weight_dtype == STRATA_DTYPE_I8;
+        case STRATA_WEIGHT_INT4_GROUP: return weight_dtype == STRATA_DTYPE_U8;
+        case STRATA_WEIGHT_FP8: return weight_dtype == STRATA_DTYPE_FP8_E4M3;
+        default: return 0;
+      }
     case STRATA_OP_RMS_NORM:
     case STRATA_OP_ROPE_KV_WRITE:
     case STRATA_OP_ATTENTION:
@@ -577,6 +588,14 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
   });
 }
 
+strata_status OpQuantCounters(strata_device dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
+                              uint64_t* outliers) {
+  return Guarded("quant_counters", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "quant_counters"));
+    return ReadQuantCounters(dev, num_slots, saturated, nonfinite, outliers);
+  });
+}
+
 void* GetProcAddress(const char* name) { return nullptr; }  // no extensions yet
 
 const char* UnavailableReason() { return nullptr; }  // a CPU is always there
@@ -634,6 +653,8 @@ const strata_backend_v1 kTable = {
     OpLogprobs,
     // ABI 1.8: per-head RMSNorm (Qwen3's q/k norms).
     OpRmsNormHeads,
+    // ABI 1.9: quantization counters.
+    OpQuantCounters,
 };
 
 const strata_plugin_info kInfo = {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/quant_weight.h"
 
 strata_device_s::~strata_device_s() = default;
 strata_weight_s::~strata_weight_s() {

@@ -11,14 +11,25 @@
 #include "absl/status/status.h"
 #include "strata/device.h"
 
+#include <array>
+#include <atomic>
+
 namespace strata::cpu {
 class DnnlMatmul;
+struct QuantWeight;
+// ABI 1.9 quantization counters of one device, per counter slot.
+struct QuantCounters {
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> saturated{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> nonfinite{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> outliers{};
+};
 }
 
 struct strata_device_s {
   int32_t num_threads = 1;  // used by every OpenMP region and by oneDNN
   int32_t pending_readbacks = 0;  // tickets of readback_start not yet finished
   std::unique_ptr<strata::cpu::DnnlMatmul> dnnl;
+  strata::cpu::QuantCounters quant_counters;
   ~strata_device_s();
 };
 
@@ -44,6 +55,8 @@ struct strata_weight_s {
   // decode-only runs never pay for it.
   std::once_flag f32_once;
   float* f32 = nullptr;
+  // Quantized formats (format != DENSE): the prepared arrays (quant_weight.h); data is unused.
+  std::unique_ptr<strata::cpu::QuantWeight> quant;
   ~strata_weight_s();
 };
 

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/ops_matmul_quant.h"
+#include "backends/cpu/quant_weight.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
 
@@ -23,6 +25,7 @@ const char* FormatName(int32_t f) {
     case STRATA_WEIGHT_W8A8: return "W8A8";
     case STRATA_WEIGHT_INT4_GROUP: return "INT4_GROUP";
     case STRATA_WEIGHT_INT8_OUTLIER_SPLIT: return "INT8_OUTLIER_SPLIT";
+    case STRATA_WEIGHT_FP8: return "FP8";
     default: return "unknown format";
   }
 }
@@ -58,9 +61,21 @@ absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out)
                          ? desc->name
                          : "(unnamed)";
   if (desc->format != STRATA_WEIGHT_DENSE) {
-    return absl::UnimplementedError(absl::StrCat(
-        "weight_create: weight '", name, "': format ", FormatName(desc->format), " (", desc->format,
-        ") is not supported by the CPU backend yet (only DENSE F32/F16/BF16)"));
+    auto q = std::make_unique<QuantWeight>();
+    if (absl::Status st = CreateQuantWeight(desc, name, q.get()); !st.ok()) {
+      if (desc->format < 0 || desc->format >= STRATA_WEIGHT_FORMAT_COUNT)
+        return absl::UnimplementedError(absl::StrCat("weight_create: weight '", name, "': format ",
+                                                     FormatName(desc->format), " (", desc->format, ")"));
+      return st;
+    }
+    auto w = std::make_unique<strata_weight_s>();
+    w->format = desc->format;
+    w->dtype = desc->dtype;
+    w->rows = desc->rows;
+    w->cols = desc->cols;
+    w->quant = std::move(q);
+    *out = w.release();
+    return absl::OkStatus();
   }
   if (desc->dtype != STRATA_DTYPE_F32 && desc->dtype != STRATA_DTYPE_F16 &&
       desc->dtype != STRATA_DTYPE_BF16) {
@@ -96,6 +111,9 @@ absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out)
 
 absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
                        const strata_tensor* feedback, const strata_tensor* out) {
+  if (table->quant != nullptr) {
+    return absl::UnimplementedError("embedding: the table is a quantized weight (embeddings must be dense)");
+  }
   auto ids_v = CheckTensor(ids, "embedding: ids", {STRATA_DTYPE_I32});
   if (!ids_v.ok()) return ids_v.status();
   auto out_v = CheckTensor(out, "embedding: out", {STRATA_DTYPE_F32});
@@ -172,6 +190,7 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
   }
   if (n == 0) return absl::OkStatus();
   const View xv = *x_v, ov = *out_v;
+  if (w->quant != nullptr) return QuantMatmul(dev, xv, w, b, ov);
   if (n <= kGemvMaxTokens) {
     // Contiguous row ranges per thread: each thread streams its slice of W once.
     constexpr int64_t kRowsPerTask = 16;

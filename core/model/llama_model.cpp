@@ -12,6 +12,7 @@
 #include "core/model/changed_ranges.h"
 #include "core/model/decode_step_padding.h"
 #include "core/model/step_layout.h"
+#include "core/quant/stack_rows.h"
 
 namespace strata {
 namespace {
@@ -51,6 +52,21 @@ absl::StatusOr<const TensorView*> Require(const ModelFile& f, const std::string&
   const TensorView* t = f.Find(name);
   if (t == nullptr) return absl::NotFoundError(absl::StrCat(f.source_path, ": missing tensor ", name));
   return t;
+}
+
+// One matrix of the file: dense (a TensorView) or kept quantized (ModelFile::quantized).
+struct WeightPart {
+  const TensorView* dense = nullptr;
+  const QuantizedTensor* quant = nullptr;
+  int64_t rows() const { return dense ? dense->shape[0] : quant->rows; }
+};
+
+absl::StatusOr<WeightPart> RequireMatrix(const ModelFile& f, const std::string& name) {
+  auto q = f.quantized.find(name);
+  if (q != f.quantized.end()) return WeightPart{nullptr, &q->second};
+  const TensorView* t = f.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat(f.source_path, ": missing tensor ", name));
+  return WeightPart{t, nullptr};
 }
 
 // Stacks matrices with the same column count and dtype into one [sum(rows), cols] weight, so
@@ -103,8 +119,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, con
 }
 
 absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
-  auto make_weight = [&](const std::vector<const TensorView*>& parts,
-                         const std::string& name) -> absl::StatusOr<DeviceWeight> {
+  auto make_dense = [&](const std::vector<const TensorView*>& parts,
+                        const std::string& name) -> absl::StatusOr<DeviceWeight> {
     const strata_dtype dt = ToDeviceDType(parts[0]->dtype);
     if (!device_.Supports(STRATA_OP_MATMUL, act_dtype_, STRATA_WEIGHT_DENSE, dt))
       return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot multiply ",
@@ -129,6 +145,61 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     weight_bytes_ += static_cast<uint64_t>(rows * d.cols) * DTypeSize(dt);
     return device_.CreateWeight(d);
   };
+  // Quantized parts go to the device quantized (ABI 1.9, counter slot = layer index, -1 for
+  // the output head); parts that cannot be one quantized weight (dense mixed with quantized,
+  // incompatible layouts, a format the backend lacks) become one dense F32 weight instead.
+  auto make_weight = [&](const std::vector<WeightPart>& parts, const std::string& name,
+                         int32_t counter_slot) -> absl::StatusOr<DeviceWeight> {
+    size_t nq = 0;
+    for (const WeightPart& p : parts) nq += p.quant != nullptr;
+    if (nq == 0) {
+      std::vector<const TensorView*> views;
+      for (const WeightPart& p : parts) views.push_back(p.dense);
+      return make_dense(views, name);
+    }
+    std::string why;
+    if (nq == parts.size()) {
+      std::vector<const QuantizedTensor*> qs;
+      for (const WeightPart& p : parts) qs.push_back(p.quant);
+      absl::StatusOr<QuantizedTensor> stacked_or =
+          qs.size() == 1 ? absl::StatusOr<QuantizedTensor>(*qs[0]) : StackQuantizedRows(qs, name);
+      if (stacked_or.ok()) {
+        const QuantizedTensor& q = *stacked_or;
+        const int32_t wdt = q.ToWeightDesc(nullptr, 0).dtype;
+        if (device_.Supports(STRATA_OP_MATMUL, act_dtype_, static_cast<strata_weight_format>(q.format),
+                             static_cast<strata_dtype>(wdt))) {
+          const strata_weight_desc d = q.ToWeightDesc(name.c_str(), counter_slot);
+          weight_bytes_ += q.TotalBytes();
+          has_quantized_weights_ = true;
+          return device_.CreateWeight(d);
+        }
+        why = absl::StrCat(device_.backend_name(), " backend lacks ", WeightFormatName(q.format));
+      } else {
+        why = std::string(stacked_or.status().message());
+      }
+    } else {
+      why = "dense and quantized parts";
+    }
+    // Dense F32 fallback.
+    std::vector<float> all;
+    for (const WeightPart& p : parts) {
+      std::vector<float> f = p.quant ? Dequantize(*p.quant) : ToF32(*p.dense);
+      all.insert(all.end(), f.begin(), f.end());
+    }
+    int64_t rows = 0;
+    for (const WeightPart& p : parts) rows += p.rows();
+    dense_fallbacks_.push_back(absl::StrCat(name, " (", why, ")"));
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = STRATA_DTYPE_F32;
+    d.rows = rows;
+    d.cols = static_cast<int64_t>(all.size()) / rows;
+    d.data = all.data();
+    d.name = name.c_str();
+    weight_bytes_ += all.size() * 4;
+    return device_.CreateWeight(d);
+  };
   auto make_f32 = [&](const std::vector<const TensorView*>& parts) -> absl::StatusOr<DeviceBuffer> {
     std::vector<float> v;
     for (const TensorView* p : parts) {
@@ -141,11 +212,22 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     return b;
   };
 
-  STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
-  STRATA_ASSIGN_OR_RETURN(embedding_, make_weight({emb}, "tok_embeddings"));
-  const TensorView* out = file.Find("output");
-  if (out != nullptr && !config_.tie_word_embeddings) {
-    STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output"));
+  // The embedding table is read by rows (embedding op): always dense.
+  if (auto q = file.quantized.find("tok_embeddings"); q != file.quantized.end()) {
+    const std::vector<float> f = Dequantize(q->second);
+    TensorView v;
+    v.dtype = TensorDType::kF32;
+    v.shape = {q->second.rows, q->second.cols};
+    v.data = reinterpret_cast<const uint8_t*>(f.data());
+    v.bytes = f.size() * 4;
+    STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({&v}, "tok_embeddings"));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
+    STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({emb}, "tok_embeddings"));
+  }
+  if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {
+    STRATA_ASSIGN_OR_RETURN(WeightPart out, RequireMatrix(file, "output"));
+    STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output", -1));
   }
   STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
   STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
@@ -156,19 +238,20 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     Layer& L = layers_[l];
     STRATA_ASSIGN_OR_RETURN(const TensorView* an, Require(file, p + "attn_norm"));
     STRATA_ASSIGN_OR_RETURN(const TensorView* fnn, Require(file, p + "ffn_norm"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wq, Require(file, p + "wq"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wk, Require(file, p + "wk"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wv, Require(file, p + "wv"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wo, Require(file, p + "wo"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wg, Require(file, p + "w_gate"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wu, Require(file, p + "w_up"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wd, Require(file, p + "w_down"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wq, RequireMatrix(file, p + "wq"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wk, RequireMatrix(file, p + "wk"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wv, RequireMatrix(file, p + "wv"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wo, RequireMatrix(file, p + "wo"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wg, RequireMatrix(file, p + "w_gate"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wu, RequireMatrix(file, p + "w_up"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wd, RequireMatrix(file, p + "w_down"));
+    const int32_t slot = static_cast<int32_t>(l);
     STRATA_ASSIGN_OR_RETURN(L.attn_norm, make_f32({an}));
     STRATA_ASSIGN_OR_RETURN(L.ffn_norm, make_f32({fnn}));
-    STRATA_ASSIGN_OR_RETURN(L.wqkv, make_weight({wq, wk, wv}, p + "wqkv"));
-    STRATA_ASSIGN_OR_RETURN(L.wo, make_weight({wo}, p + "wo"));
-    STRATA_ASSIGN_OR_RETURN(L.w_gate_up, make_weight({wg, wu}, p + "w_gate_up"));
-    STRATA_ASSIGN_OR_RETURN(L.w_down, make_weight({wd}, p + "w_down"));
+    STRATA_ASSIGN_OR_RETURN(L.wqkv, make_weight({wq, wk, wv}, p + "wqkv", slot));
+    STRATA_ASSIGN_OR_RETURN(L.wo, make_weight({wo}, p + "wo", slot));
+    STRATA_ASSIGN_OR_RETURN(L.w_gate_up, make_weight({wg, wu}, p + "w_gate_up", slot));
+    STRATA_ASSIGN_OR_RETURN(L.w_down, make_weight({wd}, p + "w_down", slot));
     const TensorView* bq = file.Find(p + "wq.bias");
     const TensorView* bk = file.Find(p + "wk.bias");
     const TensorView* bv = file.Find(p + "wv.bias");
@@ -202,6 +285,20 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
   kv_cache_bytes_ = static_cast<uint64_t>(kd.num_layers) * 2 * kd.num_blocks * kd.block_size *
                     kd.num_kv_heads * kd.head_dim * DTypeSize(options_.kv_dtype);
   return absl::OkStatus();
+}
+
+absl::StatusOr<QuantLayerCounters> LlamaModel::ReadQuantCounters() const {
+  QuantLayerCounters c;
+  const strata_backend_v1& api = device_.api();
+  if (!has_quantized_weights_ || !STRATA_BACKEND_HAS_QUANT_COUNTERS(&api)) return c;
+  const size_t n = static_cast<size_t>(std::min<int64_t>(config_.num_layers, STRATA_MAX_QUANT_COUNTER_SLOTS));
+  c.saturated.resize(n);
+  c.nonfinite.resize(n);
+  c.outliers.resize(n);
+  STRATA_RETURN_IF_ERROR(device_.Check(api.quant_counters(device_.handle(), static_cast<int32_t>(n), c.saturated.data(),
+                                                          c.nonfinite.data(), c.outliers.data()),
+                                       "quant_counters"));
+  return c;
 }
 
 absl::Status LlamaModel::AllocateWorkspace() {

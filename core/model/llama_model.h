@@ -18,6 +18,7 @@
 #include "core/model/model_file.h"
 #include "core/model/rope.h"
 #include "core/model/step_input.h"
+#include "core/quant/quant_counters.h"
 
 namespace strata {
 
@@ -172,6 +173,15 @@ class LlamaModel {
   int32_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
   int64_t max_context() const { return options_.max_context; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Fused weights that were meant to stay quantized but went to the device as dense F32,
+  // each "name (reason)"; empty when every quantized tensor stayed quantized.
+  const std::vector<std::string>& dense_fallbacks() const { return dense_fallbacks_; }
+  // Some weight went to the device quantized.
+  bool has_quantized_weights() const { return has_quantized_weights_; }
+  // The device's quantization counters per layer (ABI 1.9 quant_counters), cumulative since
+  // the device opened; empty when no weight is quantized or the backend keeps no counters.
+  // Synchronizes with the device's queued work: call it from the thread that runs the steps.
+  absl::StatusOr<QuantLayerCounters> ReadQuantCounters() const;
   uint64_t kv_cache_bytes() const { return kv_cache_bytes_; }
   const DecodeGraphStats& decode_graph_stats() const { return graph_stats_; }
   const ModelCallTimes& call_times() const { return call_times_; }
@@ -233,6 +243,8 @@ class LlamaModel {
   RopeTable rope_;
   int32_t max_blocks_per_seq_ = 0;
   uint64_t weight_bytes_ = 0;
+  std::vector<std::string> dense_fallbacks_;
+  bool has_quantized_weights_ = false;
   uint64_t kv_cache_bytes_ = 0;
 
   DeviceWeight embedding_, output_;
