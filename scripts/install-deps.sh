@@ -10,6 +10,7 @@ PACKAGES=(
   libxxhash-dev          # hashing (prefix cache)
   libhwy-dev             # Highway: portable SIMD with run-time dispatch
   libpcre2-dev           # Unicode regexes of byte-level BPE pre-tokenizers
+  libeigen3-dev          # Eigen (header-only): GPTQ's Cholesky factorizations and blocked updates
   libcpp-httplib-dev     # HTTP server of `strata serve` (and its tests' client)
   zlib1g-dev             # gzip request bodies, inflated by the server's reader with a size cap
   libgtest-dev googletest

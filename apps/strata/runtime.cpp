@@ -89,6 +89,14 @@ absl::StatusOr<ModelRuntime> LoadModel(
     if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) or --synthetic is required");
     STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), tokenizer_json ? "" : tokenizer_flag));
   }
+  if (!tokenizer_flag.empty() && !tokenizer_json && rt.file->format != "llama2c" &&
+      rt.file->tokenizer.kind == TokenizerSource::Kind::kNone) {
+    // A llama2.c tokenizer.bin for a model file that carries none (e.g. a Hugging Face
+    // directory that `strata quantize` wrote from a llama2.c checkpoint).
+    STRATA_ASSIGN_OR_RETURN(rt.file->tokenizer.vocab,
+                            ReadLlama2cTokenizer(tokenizer_flag, static_cast<int32_t>(rt.file->config.vocab_size)));
+    rt.file->tokenizer.kind = TokenizerSource::Kind::kSentencePieceVocab;
+  }
   if (tokenizer_json) {
     if (!std::filesystem::is_regular_file(tokenizer_flag))
       return absl::NotFoundError(absl::StrCat("--tokenizer: no file '", tokenizer_flag, "'"));

@@ -758,6 +758,33 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   return absl::OkStatus();
 }
 
+absl::Status LlamaModel::ObserveLinearInputs(const StepInput& in, LinearInputObserver& observer) {
+  if (observer.first_layer() < 0 || observer.last_layer() < observer.first_layer() ||
+      observer.last_layer() >= static_cast<int32_t>(layers_.size()))
+    return absl::InvalidArgumentError(absl::StrCat("observed layers ", observer.first_layer(), "..",
+                                                   observer.last_layer(), " outside the model's ", layers_.size()));
+  STRATA_RETURN_IF_ERROR(UploadStep(in));
+  observer_ = &observer;
+  absl::Status st = EnqueueOps(in, /*graph_form=*/false);
+  observer_ = nullptr;
+  return st;
+}
+
+absl::Status LlamaModel::ObserveInput(int32_t layer, LinearInput input, const DeviceBuffer& buf, int64_t n,
+                                      int64_t cols) {
+  if (layer < observer_->first_layer() || layer > observer_->last_layer()) return absl::OkStatus();
+  const size_t count = static_cast<size_t>(n * cols);
+  std::vector<float> x(count);
+  if (act_dtype_ == STRATA_DTYPE_F32) {
+    STRATA_RETURN_IF_ERROR(device_.Download(x.data(), buf, 0, count * 4));
+  } else {
+    std::vector<uint16_t> h(count);
+    STRATA_RETURN_IF_ERROR(device_.Download(h.data(), buf, 0, count * 2));
+    for (size_t i = 0; i < count; ++i) x[i] = act_dtype_ == STRATA_DTYPE_F16 ? F16ToF32(h[i]) : Bf16ToF32(h[i]);
+  }
+  return observer_->Observe(layer, input, x.data(), n, cols);
+}
+
 absl::Status LlamaModel::NormalizeQkHeads(const Layer& L, const strata_tensor& qk) {
   const int64_t heads = config_.num_heads + config_.num_kv_heads, hd = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -865,7 +892,8 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
   // and down products add themselves into the residual stream h. In decode that saves three
   // kernel launches per layer, each costing about as much as a small kernel.
-  const bool fused = options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
+  // Under observation every product's input must exist as a tensor of its own: unfused.
+  const bool fused = observer_ == nullptr && options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
   // ABI 1.3: rope + KV write + attention as one call (one kernel at a decode step on CUDA).
   const bool fused_attention = options_.fused_attention && STRATA_BACKEND_HAS_ROPE_ATTENTION(&api);
   auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
@@ -898,6 +926,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       } else {
         STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
       }
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kQkv, normed_, n, d));
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
     }
@@ -927,13 +956,17 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       dn.product_scratch = &delta;
       STRATA_RETURN_IF_ERROR(matmul_ex(gate, L.w_down, dn, h, "matmul_ex silu+down+residual"));
     } else {
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kAttnOut, attn_, n, qdim));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
       STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kGateUp, normed_, n, d));
       STRATA_RETURN_IF_ERROR(
           check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
       STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kDown, act_, n, ff));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
     }
+    if (observer_ != nullptr && li == observer_->last_layer()) return absl::OkStatus();  // calibration stops here
   }
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
   if (fused) {  // h already holds the last layer's output

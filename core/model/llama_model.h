@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/model/linear_input_observer.h"
 #include "core/model/model_file.h"
 #include "core/model/rope.h"
 #include "core/model/step_input.h"
@@ -161,6 +162,12 @@ class LlamaModel {
   absl::Status FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids,
                             DeviceLogprobs* logprobs = nullptr);
 
+  // Calibration: runs the step's layers up to observer.last_layer() op by op (no fused
+  // products, no recorded graphs) and hands the inputs of every linear product of the layers
+  // [first_layer(), last_layer()] to the observer (downloaded to the host as F32). The KV
+  // cache of the layers run is written as in Forward; no logits are computed.
+  absl::Status ObserveLinearInputs(const StepInput& in, LinearInputObserver& observer);
+
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
   absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
@@ -229,8 +236,12 @@ class LlamaModel {
   // same calls can be recorded and replayed.
   absl::Status EnqueueOps(const StepInput& in, bool graph_form);
 
+  // Hands `buf` ([n, cols] activations) to observer_ as F32 when `layer` is observed.
+  absl::Status ObserveInput(int32_t layer, LinearInput input, const DeviceBuffer& buf, int64_t n, int64_t cols);
+
   Device& device_;
   ModelConfig config_;
+  LinearInputObserver* observer_ = nullptr;  // set during ObserveLinearInputs only
   ModelRuntimeOptions options_;
   strata_dtype act_dtype_ = STRATA_DTYPE_F32;
   RopeTable rope_;
