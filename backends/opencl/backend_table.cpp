@@ -181,6 +181,14 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->id = cl.id;
     dev->name = StrCat(index, " '", cl.name, "' (", cl.platform_name, ", driver ", cl.driver_version, ")");
     dev->is_cpu = cl.is_cpu();
+    // Options "kernels=gpu" / "kernels=cpu": which kernel shapes to use whatever the device
+    // type (tests run the GPU kernels on PoCL this way).
+    if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
+        options->options != nullptr) {
+      const std::string opts = options->options;
+      if (opts.find("kernels=gpu") != std::string::npos) dev->is_cpu = false;
+      if (opts.find("kernels=cpu") != std::string::npos) dev->is_cpu = true;
+    }
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -194,7 +202,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     STRATA_RETURN_IF_ERROR(BuildProgram(dev.get(), cl));
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));
-    const size_t counter_bytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(cl_ulong);
+    const size_t counter_bytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(cl_uint);
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), counter_bytes, "device_open: quantization counters", &dev->counters));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->counters, counter_bytes, "device_open"));
     e = clFinish(dev->queue);

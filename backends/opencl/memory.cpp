@@ -137,6 +137,56 @@ Status CreateInt8Weight(strata_device_s* dev, const strata_weight_desc* desc, co
   return Ok();
 }
 
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t man = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    man |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t h = man >> shift;
+    const uint32_t rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (man >> 13);
+  const uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+Status CreateDequantizedGroups(strata_device_s* dev, const strata_weight_desc* desc, const char* name,
+                               std::unique_ptr<strata_weight_s> w, strata_weight_s** out) {
+  const int64_t rows = desc->rows, cols = desc->cols, gs = desc->group_size, groups = w->groups;
+  std::vector<uint16_t> values(static_cast<size_t>(rows * cols));
+  const auto* q = static_cast<const int8_t*>(desc->data);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t si = r * groups + c / gs;
+      const float s = desc->scales_dtype == STRATA_DTYPE_F32 ? static_cast<const float*>(desc->scales)[si]
+                                                             : HalfToFloat(static_cast<const uint16_t*>(desc->scales)[si]);
+      values[r * cols + c] = FloatToHalf(static_cast<float>(q[r * cols + c]) * s);
+    }
+  }
+  clReleaseMemObject(w->scales);
+  w->scales = nullptr;
+  w->format = STRATA_WEIGHT_DENSE;
+  w->dtype = STRATA_DTYPE_F16;
+  w->group_size = 0;
+  w->groups = 1;
+  const uint64_t bytes = values.size() * 2;
+  const std::string what = StrCat("weight_create: weight '", name, "'");
+  STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, what.c_str(), &w->data));
+  STRATA_RETURN_IF_ERROR(Upload(dev, w->data, values.data(), bytes, what.c_str()));
+  *out = w.release();
+  return Ok();
+}
+
 }  // namespace
 
 Status CreateWeight(strata_device_s* dev, const strata_weight_desc* desc, strata_weight_s** out) {
@@ -170,6 +220,11 @@ Status CreateWeight(strata_device_s* dev, const strata_weight_desc* desc, strata
   w->cols = desc->cols;
   w->name = name;
   if (int8) STRATA_RETURN_IF_ERROR(CreateInt8Weight(dev, desc, name, w.get()));
+  if (desc->format == STRATA_WEIGHT_INT8_PER_CHANNEL && w->group_size > 0) {
+    // Per-(row, group) scales (GGUF Q8_0) without activation quantization: kept as F16
+    // values q * scale, multiplied by the dense kernels.
+    return CreateDequantizedGroups(dev, desc, name, std::move(w), out);
+  }
   const uint64_t bytes = static_cast<uint64_t>(w->rows) * static_cast<uint64_t>(w->cols) * strata_dtype_size(w->dtype);
   const std::string what = StrCat("weight_create: weight '", name, "'");
   STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, what.c_str(), &w->data));

@@ -45,7 +45,7 @@ struct strata_device_s {
   uint64_t act_q_bytes = 0;
   cl_mem act_scale = nullptr;
   uint64_t act_scale_bytes = 0;
-  cl_mem counters = nullptr;  // ulong [3][STRATA_MAX_QUANT_COUNTER_SLOTS]
+  cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   ~strata_device_s();
 };
 

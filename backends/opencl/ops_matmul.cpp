@@ -14,6 +14,7 @@ const char* DtypeSuffix(int32_t dtype) {
   switch (dtype) {
     case STRATA_DTYPE_F16: return "f16";
     case STRATA_DTYPE_BF16: return "bf16";
+    case STRATA_DTYPE_I8: return "i8";
     default: return "f32";
   }
 }
@@ -41,8 +42,10 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
     return InvalidArgument("matmul: out overlaps x");
   }
   if (n == 0) return Ok();
-  if (w->format != STRATA_WEIGHT_DENSE) return MatmulInt8(dev, xv, w, bias ? &bv : nullptr, ov);
+  if (w->format == STRATA_WEIGHT_W8A8) return MatmulW8A8(dev, xv, w, bias ? &bv : nullptr, ov);
   const cl_mem bias_mem = bias ? bv.mem : w->data;
+  // INT8_PER_CHANNEL (W8A16): the float kernels over int8 values, times the row's scale.
+  const cl_mem rscale = w->scales != nullptr ? w->scales : w->data;
   const std::string suffix = DtypeSuffix(w->dtype);
   if (n <= kGemvMaxTokens) {
     if (dev->is_cpu) {
@@ -52,6 +55,7 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
           .Mem(xv.mem).U64(xv.off).I64(xv.stride)
           .Mem(w->data).I64(w->rows).I64(w->cols)
           .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
+          .Mem(rscale).I32(w->format == STRATA_WEIGHT_INT8_PER_CHANNEL ? 1 : 0)
           .Mem(ov.mem).U64(ov.off).I64(ov.stride).I32(static_cast<int32_t>(n))
           .Run(1, &global, nullptr);
     }
@@ -62,6 +66,7 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
         .Mem(xv.mem).U64(xv.off).I64(xv.stride)
         .Mem(w->data).I64(w->rows).I64(w->cols)
         .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
+          .Mem(rscale).I32(w->format == STRATA_WEIGHT_INT8_PER_CHANNEL ? 1 : 0)
         .Mem(ov.mem).U64(ov.off).I64(ov.stride).I32(static_cast<int32_t>(n))
         .Local(ls * sizeof(float))
         .Run(1, &global, &ls);
@@ -73,6 +78,7 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
       .Mem(xv.mem).U64(xv.off).I64(xv.stride)
       .Mem(w->data).I64(w->rows).I64(w->cols)
       .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
+          .Mem(rscale).I32(w->format == STRATA_WEIGHT_INT8_PER_CHANNEL ? 1 : 0)
       .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(n)
       .Run(2, global, local);
 }

@@ -138,9 +138,9 @@ Status QuantCounters(strata_device_s* dev, int32_t num_slots, uint64_t* saturate
                      uint64_t* outliers) {
   if (num_slots < 0) return InvalidArgument("quant_counters: num_slots < 0");
   const int32_t n = std::min<int32_t>(num_slots, STRATA_MAX_QUANT_COUNTER_SLOTS);
-  std::vector<cl_ulong> all(3 * STRATA_MAX_QUANT_COUNTER_SLOTS, 0);
+  std::vector<cl_uint> all(3 * STRATA_MAX_QUANT_COUNTER_SLOTS, 0);
   if (dev->counters != nullptr) {
-    const cl_int e = clEnqueueReadBuffer(dev->queue, dev->counters, CL_TRUE, 0, all.size() * sizeof(cl_ulong),
+    const cl_int e = clEnqueueReadBuffer(dev->queue, dev->counters, CL_TRUE, 0, all.size() * sizeof(cl_uint),
                                          all.data(), 0, nullptr, nullptr);
     if (e != CL_SUCCESS) return ClFailure(dev, e, "quant_counters");
   } else {

@@ -16,13 +16,15 @@
 #define LOAD_BF16(w, i) bf16_to_f32((w)[i])
 #define LOAD4_F32(w, i) vload4(0, (w) + (i))
 #define LOAD4_F16(w, i) vload_half4(0, (w) + (i))
+#define LOAD_I8(w, i) ((float)(w)[i])
+#define LOAD4_I8(w, i) convert_float4(vload4(0, (w) + (i)))
 #define LOAD4_BF16(w, i) \
   as_float4(convert_uint4(vload4(0, (w) + (i))) << 16)
 
 #define STRATA_MATMUL_KERNELS(SUF, WT, LOAD, LOAD4)                                            \
   __kernel void matmul_rows_##SUF(__global const float* x, ulong x_off, long x_stride,           \
                                   __global const WT* w, long rows, long cols,                    \
-                                  __global const float* bias, ulong b_off, int has_bias,                      \
+                                  __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale,                      \
                                   __global float* out, ulong o_off, long o_stride, int n) {      \
     const long r = get_global_id(0);                                                             \
     if (r >= rows) return;                                                                       \
@@ -42,15 +44,16 @@
       const float wv = LOAD(wr, c);                                                              \
       for (int t = 0; t < n; ++t) acc[t] += wv * x[x_off + t * x_stride + c];                    \
     }                                                                                            \
-    const float b = has_bias ? bias[b_off + r] : 0.0f;                                                   \
+    const float b = has_bias ? bias[b_off + r] : 0.0f;                                           \
+    const float rs = has_rscale ? rscale[r] : 1.0f;                                                   \
     for (int t = 0; t < n; ++t) {                                                                \
-      out[o_off + t * o_stride + r] = acc[t] + (acc4[t].s0 + acc4[t].s1) + (acc4[t].s2 + acc4[t].s3) + b; \
+      out[o_off + t * o_stride + r] = (acc[t] + (acc4[t].s0 + acc4[t].s1) + (acc4[t].s2 + acc4[t].s3)) * rs + b; \
     }                                                                                            \
   }                                                                                              \
                                                                                                  \
   __kernel void matmul_wg_##SUF(__global const float* x, ulong x_off, long x_stride,             \
                                 __global const WT* w, long rows, long cols,                      \
-                                __global const float* bias, ulong b_off, int has_bias,                        \
+                                __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale,                        \
                                 __global float* out, ulong o_off, long o_stride, int n,          \
                                 __local float* red) {                                            \
     const long r = get_group_id(0);                                                              \
@@ -70,14 +73,14 @@
         if (lid < s) red[lid] += red[lid + s];                                                   \
         barrier(CLK_LOCAL_MEM_FENCE);                                                            \
       }                                                                                          \
-      if (lid == 0) out[o_off + t * o_stride + r] = red[0] + (has_bias ? bias[b_off + r] : 0.0f);        \
+      if (lid == 0) out[o_off + t * o_stride + r] = red[0] * (has_rscale ? rscale[r] : 1.0f) + (has_bias ? bias[b_off + r] : 0.0f);        \
       barrier(CLK_LOCAL_MEM_FENCE);                                                              \
     }                                                                                            \
   }                                                                                              \
                                                                                                  \
   __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void matmul_tiled_##SUF(             \
       __global const float* x, ulong x_off, long x_stride, __global const WT* w, long rows,      \
-      long cols, __global const float* bias, ulong b_off, int has_bias, __global float* out, ulong o_off,     \
+      long cols, __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale, __global float* out, ulong o_off,     \
       long o_stride, long n) {                                                                   \
     __local float xs[16][65];                                                                    \
     __local float ws[16][65];                                                                    \
@@ -112,7 +115,7 @@
       if (gm >= n) continue;                                                                     \
       for (int j = 0; j < 4; ++j) {                                                              \
         const long gn = n0 + tx + 16 * j;                                                        \
-        if (gn < rows) out[o_off + gm * o_stride + gn] = acc[i][j] + (has_bias ? bias[b_off + gn] : 0.0f); \
+        if (gn < rows) out[o_off + gm * o_stride + gn] = acc[i][j] * (has_rscale ? rscale[gn] : 1.0f) + (has_bias ? bias[b_off + gn] : 0.0f); \
       }                                                                                          \
     }                                                                                            \
   }
@@ -120,3 +123,5 @@
 STRATA_MATMUL_KERNELS(f32, float, LOAD_F32, LOAD4_F32)
 STRATA_MATMUL_KERNELS(f16, half, LOAD_F16, LOAD4_F16)
 STRATA_MATMUL_KERNELS(bf16, ushort, LOAD_BF16, LOAD4_BF16)
+// INT8_PER_CHANNEL (W8A16): int8 values as floats, the row's scale applied to the sum.
+STRATA_MATMUL_KERNELS(i8, char, LOAD_I8, LOAD4_I8)

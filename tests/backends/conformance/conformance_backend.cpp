@@ -16,6 +16,7 @@ Backend::~Backend() {
 }
 
 bool Required(const std::string& param) {
+  if (param == "opencl_gpu_kernels") return Required("opencl");
   const char* env = std::getenv("STRATA_REQUIRE_BACKENDS");
   if (env == nullptr) return false;
   std::stringstream ss(env);
@@ -38,6 +39,9 @@ std::unique_ptr<Backend> Open(const std::string& param) {
       return b;
     }
     path = env;
+  } else if (param == "opencl_gpu_kernels") {
+    path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-opencl.so";
+    options = "kernels=gpu";
   } else {
     path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-" + param + ".so";
   }

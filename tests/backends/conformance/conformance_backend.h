@@ -3,6 +3,8 @@
 //   cpu     libstrata-backend-cpu.so
 //   cuda    libstrata-backend-cuda.so (F32 activations), where a GPU exists
 //   opencl  libstrata-backend-opencl.so, where an OpenCL device exists (PoCL on CPUs)
+//   opencl_gpu_kernels  the same with option kernels=gpu: the kernels it runs on GPUs,
+//           checked on whatever OpenCL device is here
 //   plugin  the plugin file named by STRATA_CONFORMANCE_PLUGIN (a vendor's)
 // A backend that is not there skips its tests visibly, with the reason; one named in
 // STRATA_REQUIRE_BACKENDS (comma-separated, as CI sets it) fails instead.
@@ -88,6 +90,6 @@ std::vector<uint8_t> Encode(const std::vector<float>& v, int32_t dtype);
 std::vector<float> RoundTo(const std::vector<float>& v, int32_t dtype);
 
 std::string ParamName(const ::testing::TestParamInfo<std::string>& info);
-inline const std::vector<std::string> kBackendParams = {"cpu", "cuda", "opencl", "plugin"};
+inline const std::vector<std::string> kBackendParams = {"cpu", "cuda", "opencl", "opencl_gpu_kernels", "plugin"};
 
 }  // namespace strata::conformance
