@@ -183,11 +183,18 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->is_cpu = cl.is_cpu();
     // Options "kernels=gpu" / "kernels=cpu": which kernel shapes to use whatever the device
     // type (tests run the GPU kernels on PoCL this way).
+    // "cl_build_options=...": appended to the OpenCL C compiler's options (up to the next ';').
+    std::string build_options;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
         options->options != nullptr) {
       const std::string opts = options->options;
       if (opts.find("kernels=gpu") != std::string::npos) dev->is_cpu = false;
       if (opts.find("kernels=cpu") != std::string::npos) dev->is_cpu = true;
+      const size_t at = opts.find("cl_build_options=");
+      if (at != std::string::npos) {
+        const size_t from = at + std::strlen("cl_build_options=");
+        build_options = opts.substr(from, opts.find(';', from) - from);
+      }
     }
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
@@ -199,7 +206,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateContext");
     dev->queue = clCreateCommandQueue(dev->context, cl.id, 0, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateCommandQueue");
-    STRATA_RETURN_IF_ERROR(BuildProgram(dev.get(), cl));
+    STRATA_RETURN_IF_ERROR(BuildProgram(dev.get(), cl, build_options));
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));
     const size_t counter_bytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(cl_uint);

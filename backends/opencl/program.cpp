@@ -169,9 +169,9 @@ std::string ProgramCacheDir() {
   return "";
 }
 
-Status BuildProgram(strata_device_s* dev, const ClDevice& cl) {
+Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string& extra_options) {
   const std::string source = ProgramSource();
-  const std::string options = BuildOptions(cl);
+  const std::string options = BuildOptions(cl) + (extra_options.empty() ? "" : " " + extra_options);
   const std::string dir = ProgramCacheDir();
   std::string path;
   if (!dir.empty()) {

@@ -30,7 +30,8 @@ std::string ProgramCacheDir();
 
 // Builds dev->program (dev->context and dev->id set). On a compiler error the message
 // names the device and the kernel file and line the build log points at.
-Status BuildProgram(strata_device_s* dev, const ClDevice& cl);
+// extra_options are appended to the compiler options (device option cl_build_options=...).
+Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string& extra_options);
 
 // The kernel `name` of dev->program, created on first use.
 Status GetKernel(strata_device_s* dev, const char* name, cl_kernel* out);

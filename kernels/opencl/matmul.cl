@@ -11,6 +11,11 @@
 //    prefill batches.
 #define MM_MAX_TOKENS 8
 
+#ifdef STRATA_TEST_BROKEN_KERNEL
+// The error-path test compiles the program with this defined: a compiler error in this file.
+__kernel void broken_kernel(__global float* x) { x[0] = undefined_identifier; }
+#endif
+
 #define LOAD_F32(w, i) ((w)[i])
 #define LOAD_F16(w, i) vload_half((i), (w))
 #define LOAD_BF16(w, i) bf16_to_f32((w)[i])
