@@ -3,8 +3,8 @@
 //
 // Three shapes of kernel:
 //  - matmul_rows_*: one work-item per output row for all (<= 8) tokens, each streaming
-//    its weight row once with 4-wide loads. CPU devices (PoCL): no barriers, and the
-//    compiler vectorizes the 4-wide loop.
+//    its weight row once with 16-wide loads. CPU devices (PoCL): no barriers, and the
+//    16-wide loop maps onto the CPU's vector registers.
 //  - matmul_wg_*: one work-group per output row for all (<= 8) tokens, the work-items
 //    striding over the columns (coalesced on a GPU) and reducing in local memory.
 //  - matmul_tiled_*: 64x64 output tiles, 16x16 work-items with 4x4 outputs each, for
@@ -22,11 +22,15 @@ __kernel void broken_kernel(__global float* x) { x[0] = undefined_identifier; }
 #define LOAD4_F32(w, i) vload4(0, (w) + (i))
 #define LOAD4_F16(w, i) vload_half4(0, (w) + (i))
 #define LOAD_I8(w, i) ((float)(w)[i])
+#define LOAD16_F32(w, i) vload16(0, (w) + (i))
+#define LOAD16_F16(w, i) vload_half16(0, (w) + (i))
+#define LOAD16_BF16(w, i) as_float16(convert_uint16(vload16(0, (w) + (i))) << 16)
+#define LOAD16_I8(w, i) convert_float16(vload16(0, (w) + (i)))
 #define LOAD4_I8(w, i) convert_float4(vload4(0, (w) + (i)))
 #define LOAD4_BF16(w, i) \
   as_float4(convert_uint4(vload4(0, (w) + (i))) << 16)
 
-#define STRATA_MATMUL_KERNELS(SUF, WT, LOAD, LOAD4)                                            \
+#define STRATA_MATMUL_KERNELS(SUF, WT, LOAD, LOAD16)                                            \
   __kernel void matmul_rows_##SUF(__global const float* x, ulong x_off, long x_stride,           \
                                   __global const WT* w, long rows, long cols,                    \
                                   __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale,                      \
@@ -34,25 +38,27 @@ __kernel void broken_kernel(__global float* x) { x[0] = undefined_identifier; }
     const long r = get_global_id(0);                                                             \
     if (r >= rows) return;                                                                       \
     __global const WT* wr = w + r * cols;                                                        \
-    float4 acc4[MM_MAX_TOKENS];                                                                  \
+    float16 acc16[MM_MAX_TOKENS];                                                                \
     float acc[MM_MAX_TOKENS];                                                                    \
     for (int t = 0; t < MM_MAX_TOKENS; ++t) {                                                    \
-      acc4[t] = (float4)(0.0f);                                                                  \
+      acc16[t] = (float16)(0.0f);                                                                \
       acc[t] = 0.0f;                                                                             \
     }                                                                                            \
-    const long c4 = cols & ~3L;                                                                  \
-    for (long c = 0; c < c4; c += 4) {                                                           \
-      const float4 wv = LOAD4(wr, c);                                                            \
-      for (int t = 0; t < n; ++t) acc4[t] += wv * vload4(0, x + x_off + t * x_stride + c);       \
+    const long c16 = cols & ~15L;                                                                \
+    for (long c = 0; c < c16; c += 16) {                                                         \
+      const float16 wv = LOAD16(wr, c);                                                          \
+      for (int t = 0; t < n; ++t) acc16[t] += wv * vload16(0, x + x_off + t * x_stride + c);     \
     }                                                                                            \
-    for (long c = c4; c < cols; ++c) {                                                           \
+    for (long c = c16; c < cols; ++c) {                                                           \
       const float wv = LOAD(wr, c);                                                              \
       for (int t = 0; t < n; ++t) acc[t] += wv * x[x_off + t * x_stride + c];                    \
     }                                                                                            \
     const float b = has_bias ? bias[b_off + r] : 0.0f;                                           \
     const float rs = has_rscale ? rscale[r] : 1.0f;                                                   \
     for (int t = 0; t < n; ++t) {                                                                \
-      out[o_off + t * o_stride + r] = (acc[t] + (acc4[t].s0 + acc4[t].s1) + (acc4[t].s2 + acc4[t].s3)) * rs + b; \
+      const float8 h8 = acc16[t].lo + acc16[t].hi;                                               \
+      const float4 h4 = h8.lo + h8.hi;                                                           \
+      out[o_off + t * o_stride + r] = (acc[t] + (h4.s0 + h4.s1) + (h4.s2 + h4.s3)) * rs + b;     \
     }                                                                                            \
   }                                                                                              \
                                                                                                  \
@@ -125,8 +131,8 @@ __kernel void broken_kernel(__global float* x) { x[0] = undefined_identifier; }
     }                                                                                            \
   }
 
-STRATA_MATMUL_KERNELS(f32, float, LOAD_F32, LOAD4_F32)
-STRATA_MATMUL_KERNELS(f16, half, LOAD_F16, LOAD4_F16)
-STRATA_MATMUL_KERNELS(bf16, ushort, LOAD_BF16, LOAD4_BF16)
+STRATA_MATMUL_KERNELS(f32, float, LOAD_F32, LOAD16_F32)
+STRATA_MATMUL_KERNELS(f16, half, LOAD_F16, LOAD16_F16)
+STRATA_MATMUL_KERNELS(bf16, ushort, LOAD_BF16, LOAD16_BF16)
 // INT8_PER_CHANNEL (W8A16): int8 values as floats, the row's scale applied to the sum.
-STRATA_MATMUL_KERNELS(i8, char, LOAD_I8, LOAD4_I8)
+STRATA_MATMUL_KERNELS(i8, char, LOAD_I8, LOAD16_I8)
