@@ -4,7 +4,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libdnnl-dev            # oneDNN: CPU GEMMs
-  ocl-icd-opencl-dev opencl-headers  # Debian's dnnl CMake config requires OpenCL (not a dependency of its package)
+  ocl-icd-opencl-dev opencl-headers  # OpenCL ICD loader + Khronos headers: the OpenCL backend (and Debian's dnnl CMake config)
+  pocl-opencl-icd        # PoCL: an OpenCL device on the CPU, so the OpenCL backend's tests run without a GPU
   libabsl-dev            # Abseil: status, strings, containers
   nlohmann-json3-dev     # JSON: configs, tokenizer.json, CLI output
   libxxhash-dev          # hashing (prefix cache)

@@ -22,4 +22,5 @@ bash scripts/build.sh
 # ctest runs as many tests as there are cores and the CPU-backend tests use OpenMP teams of
 # 2: with the default (spinning) wait policy a thread whose partner is descheduled burns its
 # time slice at every barrier, which made some tests 100x slower on 2-core CI machines.
-cd build && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j "$(nproc)"
+# STRATA_REQUIRE_BACKENDS: the OpenCL tests (PoCL, from install-deps.sh) must run, not skip.
+cd build && STRATA_REQUIRE_BACKENDS=cpu,opencl OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j "$(nproc)"

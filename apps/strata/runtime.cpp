@@ -19,7 +19,7 @@
 namespace strata::cli {
 
 void AddDeviceFlags(FlagSet& f) {
-  f.Value("device", "", "auto", "backend: auto (highest score), cpu, cuda, opencl, or a plugin's name");
+  f.Value("device", "", "auto", "backend: auto (highest score), cpu, cuda, opencl, or a plugin's name; NAME:N picks its N-th device (opencl:1)");
   f.Repeated("plugin", "load this backend plugin file too (may repeat)");
   f.Value("threads", "-t", "0", "CPU threads; 0 = all cores");
 }
@@ -61,12 +61,13 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   rt.registry->DiscoverAndLoad(opts);
   for (const RejectedPlugin& r : rt.registry->rejected()) std::cerr << "strata: plugin refused: " << r.reason << "\n";
   STRATA_ASSIGN_OR_RETURN(rt.plugin, SelectBackend(*rt.registry, flags.Get("device")));
+  STRATA_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(flags.Get("device")));
   STRATA_ASSIGN_OR_RETURN(int64_t threads, flags.Int("threads"));
   if (threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
   strata_device_options o{};
   o.struct_size = sizeof(o);
   o.num_threads = static_cast<int32_t>(threads);
-  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, 0, o));
+  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, spec.index, o));
   return rt;
 }
 

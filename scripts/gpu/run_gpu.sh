@@ -15,6 +15,8 @@
 #   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
 #   logprobs   1, 32 and 128 sequences with and without --logprobs 5
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
+#              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
 # A/Bs, Nsight Compute probes) were removed once decided; their results are in
 # docs/benchmarks-log.md and the scripts in git history (before this file's tidy-up commit).
@@ -95,6 +97,38 @@ phase_bench() {
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 --enforce-eager | tee "$OUT/bench_8b_decode_eager.json"
   stamp "batch-1 decode without programmatic dependent launch (STRATA_CUDA_PDL=off)"
   STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode_nopdl.json"
+}
+
+phase_opencl() {
+  export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
+  stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
+  "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
+  stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
+  # A cache folder of this run's own: the first device_open builds the kernels from source.
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  STRATA_REQUIRE_BACKENDS=opencl timeout 300 "$BUILD/bin/opencl_backend_test" --gtest_color=no 2>&1 | tail -4
+  STRATA_REQUIRE_BACKENDS=opencl timeout 500 "$BUILD/bin/backend_conformance_test" --gtest_color=no \
+    --gtest_filter='*/opencl:*/opencl_gpu_kernels:*/cuda' 2>&1 | tee "$OUT/opencl_conformance.log" | grep -E "FAILED|PASSED|Failure" | head -40
+  STRATA_REQUIRE_BACKENDS=opencl timeout 500 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 \
+    | tee "$OUT/opencl_models.log" | grep -E "FAILED|PASSED|OK \]" | tail -30
+  stamp "Llama-3-8B shape, op-level step: OpenCL W8A8 and f32/bf16, CUDA bf16 weights with f32 activations"
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b"
+  local OCL="--plugin $BUILD/bin/libstrata-backend-opencl.so" CU="--plugin $BUILD/bin/libstrata-backend-cuda.so --options activations=f32"
+  for run in "--mode decode --batch 1 --context 128 --reps 10" "--mode decode --batch 32 --context 128 --reps 5" \
+             "--mode prefill --batch 4096 --reps 3"; do
+    timeout 300 $B $OCL --format w8a8 $run | tee -a "$OUT/opencl_figures.jsonl"
+    timeout 300 $B $OCL --format bf16 $run | tee -a "$OUT/opencl_figures.jsonl"
+    timeout 300 $B $CU --format bf16 $run | tee -a "$OUT/opencl_figures.jsonl"
+  done
+  stamp "CUDA engine figures for the same shapes (bf16, strata bench)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/opencl_beside_cuda_decode.json"
+  timeout 120 $S --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 | tee "$OUT/opencl_beside_cuda_prefill.json"
+  timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/opencl_beside_cuda_serving_32.json"
+  stamp "OpenCL engine run (bf16 weights, f32 activations): strata bench --device opencl:0, batch-1 decode"
+  timeout 200 "$BUILD/bin/strata" bench --synthetic llama3-8b --device opencl:0 --json --prompt-tokens 128 \
+    --gen-tokens 64 -r 2 | tee "$OUT/opencl_engine_decode.json"
 }
 
 phase_clocks() {
@@ -180,8 +214,8 @@ print("%4d seqs %-8s output tok/s %8.1f  TPOT p50 %.2f ms  host ms/step %.2f  ov
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl)" ;;
   esac
 done
 stamp "done"
