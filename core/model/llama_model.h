@@ -17,6 +17,7 @@
 #include "core/model/model_file.h"
 #include "core/model/rope.h"
 #include "core/model/step_input.h"
+#include "core/parallel/model_parallelism.h"
 
 namespace strata {
 
@@ -42,6 +43,10 @@ struct ModelRuntimeOptions {
   // Use the backend's rope_attention (ABI 1.3: rope + KV write + attention in one call)
   // where it has one; off issues rope_kv_write and attention (tests compare).
   bool fused_attention = true;
+  // Tensor / pipeline parallel: this rank's plan and communicators (core/parallel). The
+  // model then loads only its shard of the file (core/parallel/tensor_shard.h) and joins
+  // the ranks' partial results; decode graphs and overlapped steps are off.
+  ModelParallelism parallel;
 };
 
 // How the model's decode steps ran so far.
@@ -160,6 +165,13 @@ class LlamaModel {
   // engine applies them before the next Forward.
   absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
 
+  // A rank other than 0 of a parallel run: runs the step rank 0 broadcast (its share of the
+  // layers, its collectives, the logits sent on to rank 0) and waits for it, so an error of
+  // this rank surfaces here. Rank 0 itself runs steps through Forward* / Launch*.
+  absl::Status RunPeerStep(const StepInput& in);
+  // ... and a KV block copy rank 0 broadcast (every rank holds its heads' part of a block).
+  absl::Status CopyPeerKvBlocks(std::span<const strata_block_pair> pairs);
+
   const ModelConfig& config() const { return config_; }
   const ModelRuntimeOptions& options() const { return options_; }
   int32_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
@@ -182,6 +194,15 @@ class LlamaModel {
 
   explicit LlamaModel(Device& device) : device_(device) {}
   absl::Status UploadWeights(const ModelFile& file);
+  // Parallel runs (llama_model_parallel.cpp): the embedding ids of this rank's
+  // vocabulary shard (others map to its zero row); the stage's input activations from the
+  // previous stage; the stage's output to the next stage; the LM head over this rank's
+  // vocabulary rows, gathered; the logits from the last stage to rank 0.
+  std::vector<int32_t> ShardEmbeddingIds(const std::vector<int32_t>& ids) const;
+  absl::Status ReceiveStageInput(const strata_tensor& h);
+  absl::Status SendStageOutput(const strata_tensor& h);
+  absl::Status ParallelLogits(const strata_tensor& rows, const strata_tensor& out);
+  absl::Status LogitsToRankZero(const strata_tensor& out);
   // Qwen3's per-head RMSNorm of q and k (qk: the [n, (heads + kv_heads) * head_dim] q and k
   // columns of the fused QKV output), in place, before RoPE.
   absl::Status NormalizeQkHeads(const Layer& L, const strata_tensor& qk);
@@ -231,6 +252,7 @@ class LlamaModel {
 
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
+  DeviceBuffer logits_shard_;  // vocab-parallel LM head: this rank's columns of the logits
   // The step's arrays, packed into one buffer so that a step is one host-to-device copy
   // (seven small copies cost the GPU ~a few us each between decode steps); the layout
   // depends only on the step's sizes, so a recorded decode graph finds its arrays where it
