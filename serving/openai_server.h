@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <functional>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -37,6 +38,9 @@ struct ServerOptions {
   double shutdown_timeout_s = 30;   // after SIGTERM: in-flight requests get this long
   int64_t max_context = 0;          // the model's context, for prompt-length errors
   int32_t default_max_tokens = 16;  // completions without max_tokens (OpenAI's default)
+  // A parallel replica: not OK while a rank is gone (then generation and /health answer
+  // 503 with the reason). Empty: always healthy.
+  std::function<absl::Status()> replica_health;
 };
 
 class OpenAiServer {

@@ -49,7 +49,7 @@ absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
   return absl::InvalidArgumentError(absl::StrCat("unknown type '", s, "' (f32, f16, bf16)"));
 }
 
-absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index) {
   DeviceRuntime rt;
   rt.registry = std::make_unique<PluginRegistry>();
   PluginSearchOptions opts;
@@ -62,7 +62,10 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   strata_device_options o{};
   o.struct_size = sizeof(o);
   o.num_threads = static_cast<int32_t>(threads);
-  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, 0, o));
+  int32_t count = 1;
+  if (index > 0 && rt.plugin->backend->device_count(&count) == STRATA_OK && count > 0) index %= count;
+  else index = 0;
+  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, index, o));
   return rt;
 }
 
