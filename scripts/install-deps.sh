@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev           # Unicode regexes of byte-level BPE pre-tokenizers
   libcpp-httplib-dev     # HTTP server of `strata serve` (and its tests' client)
   libgtest-dev googletest
+  openmpi-bin            # mpirun: launches the ranks of `strata serve --tensor-parallel-size N` (tests use it)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -51,6 +51,17 @@ std::string Complete(int port, int* status) {
   return json::parse(r.body)["choices"][0]["text"].get<std::string>();
 }
 
+// The completion text of one rank (the reference of every split).
+std::string OneRankText(const std::vector<std::string>& common) {
+  ServerProcess one;
+  EXPECT_TRUE(one.Start(common)) << one.error();
+  int st = 0;
+  const std::string want = Complete(one.port(), &st);
+  EXPECT_EQ(st, 200) << want;
+  EXPECT_EQ(one.SignalAndWait(SIGTERM, 30), 0);
+  return want;
+}
+
 void CheckSplit(const std::string& flag) {
   if (!testing::FileExists(testing::StoriesModel())) GTEST_SKIP() << "missing " << testing::StoriesModel();
   const std::vector<std::string> common = {"-m", testing::StoriesModel(), "--device", "cpu", "--no-warmup",
@@ -92,6 +103,26 @@ void CheckSplit(const std::string& flag) {
 
 TEST(ParallelServe, TensorParallelTwoRanks) { CheckSplit("--tensor-parallel-size"); }
 TEST(ParallelServe, PipelineParallelTwoRanks) { CheckSplit("--pipeline-parallel-size"); }
+
+// `mpirun -np 2 strata serve --tensor-parallel-size 2` (Open MPI on one host): mpirun starts
+// both ranks; the output equals one rank's; SIGTERM to mpirun stops the job.
+TEST(ParallelServe, UnderMpirun) {
+  if (!testing::FileExists(testing::StoriesModel())) GTEST_SKIP() << "missing " << testing::StoriesModel();
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) FAIL() << "mpirun not found (scripts/install-deps.sh installs openmpi-bin)";
+  const std::vector<std::string> common = {"-m", testing::StoriesModel(), "--device", "cpu", "--no-warmup",
+                                           "--max-num-seqs", "4", "--kv-blocks", "64"};
+  const std::string want = OneRankText(common);
+  ServerProcess mpi;
+  mpi.launcher = {"mpirun", "-np", "2", "-x", "OMP_WAIT_POLICY=PASSIVE"};
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"--tensor-parallel-size", "2", "--parallel-timeout", "10"});
+  ASSERT_TRUE(mpi.Start(args, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"})) << mpi.error();
+  int st = 0;
+  EXPECT_EQ(Complete(mpi.port(), &st), want);
+  EXPECT_EQ(st, 200);
+  // mpirun forwards SIGTERM and reports the job as ended by it (status 1): it must end.
+  EXPECT_GE(mpi.SignalAndWait(SIGTERM, 30), 0) << "mpirun did not stop";
+}
 
 }  // namespace
 }  // namespace strata

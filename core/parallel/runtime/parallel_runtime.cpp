@@ -90,7 +90,9 @@ absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment() {
     const char* job = std::getenv("PMIX_NAMESPACE");
     if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
     if (job == nullptr) return absl::InvalidArgumentError("mpirun environment without PMIX_NAMESPACE or a job id");
-    e.control_id = IdFromName(absl::StrCat("strata-mpi-", job));
+    // The ranks of one host share their parent (mpirun or its orted), which tells this
+    // job's segment from a stale one of an earlier job that reused the job id.
+    e.control_id = IdFromName(absl::StrCat("strata-mpi-", job, "-", getppid()));
     e.launcher = "mpirun";
   }
   if (e.world_size < 1 || e.rank < 0 || e.rank >= e.world_size)
