@@ -599,6 +599,7 @@ absl::Status LlamaModel::RunToLogits(const StepInput& in) {
   ++call_times_.calls;
   // Rank 0 of a parallel run tells the other ranks first; they run the same step.
   if (options_.parallel.broadcaster != nullptr) STRATA_RETURN_IF_ERROR(options_.parallel.broadcaster->Step(in));
+  if (options_.parallel.plan.pp_size > 1) return RunPipelined(in);
   // No decode graphs in parallel runs (collectives are not recorded yet).
   if (options_.decode_graphs != DecodeGraphMode::kOff && !options_.parallel.plan.parallel()) {
     bool handled = false;
@@ -852,13 +853,14 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel down
     }
   }
-  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
+  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size},
+                                         static_cast<uint64_t>(logits_row_offset_ * config_.vocab_size) * 4);
   if (!plan.last_stage()) {
     // The residual stream goes on to the next stage whole (the last layer's MLP output
     // added), and rank 0 gets the logits from the last stage.
     if (!fused) STRATA_RETURN_IF_ERROR(check(api.add(dev, &h, &delta, &h), "add (stage output)"));
     STRATA_RETURN_IF_ERROR(SendStageOutput(h));
-    return LogitsToRankZero(out);
+    return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
   }
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
   if (fused) {  // h already holds the last layer's output
@@ -875,7 +877,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
     const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
     STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits"));
   }
-  return LogitsToRankZero(out);
+  return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
 }
 
 }  // namespace strata

@@ -180,6 +180,8 @@ class LlamaModel {
   uint64_t kv_cache_bytes() const { return kv_cache_bytes_; }
   const DecodeGraphStats& decode_graph_stats() const { return graph_stats_; }
   const ModelCallTimes& call_times() const { return call_times_; }
+  // Pipeline parallel: micro-batches run so far (a step of k parts counts k).
+  int64_t pipeline_micro_batches() const { return pipeline_micro_batches_; }
   Device& device() { return device_; }
 
  private:
@@ -203,6 +205,9 @@ class LlamaModel {
   absl::Status SendStageOutput(const strata_tensor& h);
   absl::Status ParallelLogits(const strata_tensor& rows, const strata_tensor& out);
   absl::Status LogitsToRankZero(const strata_tensor& out);
+  // A pipeline stage's step: its micro-batches one after another (the next stage starts on
+  // the first while this one computes the second), then all logits rows to rank 0 at once.
+  absl::Status RunPipelined(const StepInput& in);
   // Qwen3's per-head RMSNorm of q and k (qk: the [n, (heads + kv_heads) * head_dim] q and k
   // columns of the fused QKV output), in place, before RoPE.
   absl::Status NormalizeQkHeads(const Layer& L, const strata_tensor& qk);
@@ -253,6 +258,11 @@ class LlamaModel {
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
   DeviceBuffer logits_shard_;  // vocab-parallel LM head: this rank's columns of the logits
+  // Pipeline micro-batches: where the current part's logits rows start in logits_, and
+  // whether its logits stay here until every part is done (RunPipelined).
+  int64_t logits_row_offset_ = 0;
+  bool defer_stage_logits_ = false;
+  int64_t pipeline_micro_batches_ = 0;
   // The step's arrays, packed into one buffer so that a step is one host-to-device copy
   // (seven small copies cost the GPU ~a few us each between decode steps); the layout
   // depends only on the step's sizes, so a recorded decode graph finds its arrays where it

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/common/monotonic_seconds.h"
 #include "core/model/llama_model.h"
+#include "core/parallel/micro_batches.h"
 
 namespace strata {
 
@@ -47,6 +49,34 @@ absl::Status LlamaModel::LogitsToRankZero(const strata_tensor& out) {
   if (p.world_rank() == 0) return options_.parallel.world->Recv(out, holder);
   if (p.world_rank() == holder) return options_.parallel.world->Send(out, 0);
   return absl::OkStatus();
+}
+
+absl::Status LlamaModel::RunPipelined(const StepInput& in) {
+  // Every rank splits the same step the same way (SplitMicroBatches is deterministic).
+  const std::vector<StepInput> parts = SplitMicroBatches(in, options_.parallel.plan.pp_size, max_blocks_per_seq_);
+  struct Reset {
+    LlamaModel* m;
+    ~Reset() {
+      m->defer_stage_logits_ = false;
+      m->logits_row_offset_ = 0;
+    }
+  } reset{this};
+  defer_stage_logits_ = true;
+  int64_t rows = 0;
+  for (const StepInput& part : parts) {
+    const double t0 = MonotonicSeconds();
+    STRATA_RETURN_IF_ERROR(UploadStep(part));
+    const double t1 = MonotonicSeconds();
+    call_times_.upload_s += t1 - t0;
+    logits_row_offset_ = rows;
+    ++graph_stats_.eager;
+    ++pipeline_micro_batches_;
+    absl::Status st = EnqueueOps(part, /*graph_form=*/false);
+    call_times_.enqueue_s += MonotonicSeconds() - t1;
+    STRATA_RETURN_IF_ERROR(st);
+    rows += static_cast<int64_t>(part.logits_rows.size());
+  }
+  return LogitsToRankZero(logits_.View(STRATA_DTYPE_F32, {rows, config_.vocab_size}));
 }
 
 absl::Status LlamaModel::RunPeerStep(const StepInput& in) {

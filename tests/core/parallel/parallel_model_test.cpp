@@ -19,6 +19,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/generator.h"
 #include "core/model/model_tokenizer.h"
+#include "core/parallel/micro_batches.h"
 #include "core/parallel/runtime/parallel_runtime.h"
 #include "core/parallel/tensor_shard.h"
 #include "nlohmann/json.hpp"
@@ -157,6 +158,39 @@ TEST(TensorShard, EachRankHoldsItsSlices) {
   const TensorView* e = s.Find("tok_embeddings");
   const size_t erow = e->bytes / e->shape[0];
   for (size_t i = 0; i < erow; ++i) ASSERT_EQ(e->data[(V / 2) * erow + i], 0);
+}
+
+// Four sequences (prefill 6 tokens, decode, prefill chunk of 5 with no logits row, decode)
+// in two parts: tokens balanced, every part with a logits row, arrays rebased.
+TEST(MicroBatches, SplitsBySequencesWithLogitsRows) {
+  StepInput in;
+  const int32_t mb = 2;
+  in.token_ids = {10, 11, 12, 13, 14, 15, 20, 30, 31, 32, 33, 34, 40};
+  for (int i = 0; i < 13; ++i) {
+    in.positions.push_back(i);
+    in.slot_mapping.push_back(100 + i);
+  }
+  in.query_start_loc = {0, 6, 7, 12, 13};
+  in.seq_lens = {6, 9, 5, 4};
+  in.block_tables = {0, 1, 2, 3, 4, 5, 6, 7};
+  in.logits_rows = {5, 6, 12};  // the chunk of sequence 2 has none
+  const std::vector<StepInput> parts = SplitMicroBatches(in, 2, mb);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].token_ids, (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));  // 6 of 13 tokens
+  EXPECT_EQ(parts[0].query_start_loc, (std::vector<int32_t>{0, 6}));
+  EXPECT_EQ(parts[0].logits_rows, (std::vector<int32_t>{5}));
+  EXPECT_EQ(parts[1].token_ids, (std::vector<int32_t>{20, 30, 31, 32, 33, 34, 40}));
+  EXPECT_EQ(parts[1].query_start_loc, (std::vector<int32_t>{0, 1, 6, 7}));
+  EXPECT_EQ(parts[1].seq_lens, (std::vector<int32_t>{9, 5, 4}));
+  EXPECT_EQ(parts[1].block_tables, (std::vector<int32_t>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(parts[1].slot_mapping.front(), 106);
+  EXPECT_EQ(parts[1].logits_rows, (std::vector<int32_t>{0, 6}));
+  // One part where a split would leave a part without logits rows, or one sequence.
+  StepInput one = in;
+  one.logits_rows = {12};
+  EXPECT_EQ(SplitMicroBatches(one, 2, mb).size(), 1u);
+  EXPECT_EQ(SplitMicroBatches(in, 1, mb).size(), 1u);
+  EXPECT_EQ(SplitMicroBatches(in, 4, mb).size(), 3u);  // at most one part per logits row
 }
 
 // ---- Logits of mixed steps. ----
@@ -371,6 +405,8 @@ TEST_P(ParallelEngine, GreedyMatchesOneDevice) {
   EXPECT_GT(m.prefix_hit_tokens, 0);
   EXPECT_GT(m.num_preemptions, 0);
   EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
+  // Pipeline stages ran steps of several sequences as micro-batches.
+  if (sc.pp > 1) EXPECT_GT(r.model->pipeline_micro_batches(), r.model->call_times().calls);
   engine->reset();
   EXPECT_TRUE(r.rt->Shutdown().ok());
 }
