@@ -39,6 +39,11 @@
 #   logprobs requests that want logprobs: the engine sampling test on the GPU, then 1, 32 and
 #            128 sequences (Llama-3-8B shape, top-p 0.9, 128 in / 128 out) without logprobs,
 #            and with --logprobs 5 (computed on the device, ABI 1.7), one line each
+#   parallel issue 30 at one GPU: the NCCL communicator test (one rank: identity collectives,
+#            refusals, a missing rank times out instead of hanging), then the code paths of
+#            --tensor-parallel-size 1 / --pipeline-parallel-size 1: the served greedy text of
+#            stories260K with and without the flags, and batch-1 decode / 32 sequences of the
+#            Llama-3-8B shape for comparison with the figures before issue 30 (not in the default set)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -304,6 +309,34 @@ print("%4d seqs %-8s output tok/s %8.1f  TPOT p50 %.2f ms  host ms/step %.2f  ov
   done
 }
 
+phase_parallel() {
+  stamp "NCCL communicator at one rank (cuda_comm_test; NCCL_NVLS_ENABLE=0)"
+  NCCL_NVLS_ENABLE=0 timeout 120 "$BUILD/bin/cuda_comm_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_comm_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  stamp "served greedy text at --tensor-parallel-size 1 --pipeline-parallel-size 1 vs without the flags"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf"
+  for flags in "" "--tensor-parallel-size 1 --pipeline-parallel-size 1"; do
+    "$BUILD/bin/strata" serve -m "$model" --device cuda --port 0 --no-warmup $flags > "$OUT/parallel_serve.out" 2>/dev/null &
+    local pid=$! port=""
+    for _ in $(seq 100); do
+      port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$OUT/parallel_serve.out")
+      [ -n "$port" ] && break
+      sleep 0.2
+    done
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt":"Once upon a time","max_tokens":64,"temperature":0}' | \
+      python3 -c 'import json,sys; print(sys.argv[1] or "(no flags)", json.dumps(json.load(sys.stdin)["choices"][0]["text"]))' "$flags" | \
+      tee -a "$OUT/parallel_text.log"
+    kill -TERM $pid; wait $pid
+  done
+  [ "$(cut -d'"' -f2- "$OUT/parallel_text.log" | sort -u | wc -l)" = 1 ] && echo "same text" || echo "TEXT DIFFERS"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  stamp "Llama-3-8B shape: batch-1 decode 128/128 and 32 sequences (compare with the figures before issue 30)"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/parallel_bench_decode.json"
+  timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/parallel_bench_serving_32.json"
+}
+
 phase_ncu() {
   stamp "Nsight Compute: prefill attention kernels"
   OUT="$OUT" timeout 540 bash scripts/gpu/ncu_prefill_attention.sh "$BUILD"
@@ -317,8 +350,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs|parallel) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs parallel)" ;;
   esac
 done
 stamp "done"
