@@ -15,6 +15,7 @@ PACKAGES=(
   libcpp-httplib-dev     # HTTP server of `strata serve` (and its tests' client)
   zlib1g-dev             # gzip request bodies, inflated by the server's reader with a size cap
   libgtest-dev googletest
+  openmpi-bin            # mpirun: launches the ranks of `strata serve --tensor-parallel-size N` (tests use it)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -520,6 +520,15 @@ struct OpenAiServer::Impl {
       res.set_header("Connection", "close");
       return fail(e);
     }
+    if (opt.replica_health) {
+      if (absl::Status h = opt.replica_health(); !h.ok()) {
+        ApiError e;
+        e.status = 503;
+        e.type = "service_unavailable";
+        e.message = absl::StrCat("the replica is down: ", h.message());
+        return fail(e);
+      }
+    }
 
     auto call = std::make_shared<Call>();
     call->endpoint = endpoint;
@@ -805,6 +814,13 @@ struct OpenAiServer::Impl {
         r.status = 503;
         r.set_content("{\"status\":\"shutting down\"}", "application/json");
         return;
+      }
+      if (opt.replica_health) {
+        if (absl::Status h = opt.replica_health(); !h.ok()) {
+          r.status = 503;
+          r.set_content(Json{{"status", "replica down"}, {"error", std::string(h.message())}}.dump(), "application/json");
+          return;
+        }
       }
       r.set_content("{\"status\":\"ok\"}", "application/json");
     });

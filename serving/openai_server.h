@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct ServerOptions {
   // Host header values accepted (DNS rebinding). Empty = automatic: when bound to a
   // loopback address only loopback names (localhost, 127.0.0.1, [::1]); otherwise any.
   std::vector<std::string> allowed_hosts;
+  // A parallel replica: not OK while a rank is gone (then generation and /health answer
+  // 503 with the reason). Empty: always healthy.
+  std::function<absl::Status()> replica_health;
 };
 
 class OpenAiServer {

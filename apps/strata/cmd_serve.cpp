@@ -2,6 +2,7 @@
 // engine. Every flag can also come from the environment as STRATA_<FLAG> (upper case,
 // '-' -> '_', e.g. STRATA_PORT, STRATA_API_KEY); a flag on the command line wins.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <cctype>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,7 @@
 #include "core/engine/engine.h"
 #include "core/model/model_tokenizer.h"
 #include "core/model/model_warmup.h"
+#include "core/parallel/runtime/parallel_runtime.h"
 #include "serving/openai_server.h"
 
 namespace strata::cli {
@@ -56,6 +59,55 @@ void AddServeFlags(FlagSet& f) {
   f.Value("allowed-hosts", "", "auto",
           "comma-separated Host header names accepted (DNS rebinding guard); auto = loopback names when "
           "listening on loopback, any otherwise; * = any");
+  f.Value("tensor-parallel-size", "", "1",
+          "ranks (one process per device) that split each layer; started here unless run under mpirun");
+  f.Value("pipeline-parallel-size", "", "1", "pipeline stages (contiguous layer ranges), each of tensor-parallel-size ranks");
+  f.Value("parallel-timeout", "", "60", "seconds a collective may wait for another rank before the replica is declared down");
+}
+
+// The parallel run this process is part of (see core/parallel/runtime/parallel_runtime.h):
+// its env, and the ranks it started itself (`strata serve --tensor-parallel-size N`).
+struct ParallelLaunch {
+  int32_t tp = 1, pp = 1, timeout_ms = 60000;
+  ParallelEnv env;
+  std::vector<int> children;
+  std::unique_ptr<ParallelRuntime> runtime;
+  bool active() const { return tp * pp > 1; }
+};
+
+absl::StatusOr<ParallelLaunch> StartParallel(const FlagSet& f, const std::vector<std::string>& args) {
+  ParallelLaunch l;
+  STRATA_ASSIGN_OR_RETURN(int64_t tp, f.Int("tensor-parallel-size"));
+  STRATA_ASSIGN_OR_RETURN(int64_t pp, f.Int("pipeline-parallel-size"));
+  STRATA_ASSIGN_OR_RETURN(double timeout_s, f.Double("parallel-timeout"));
+  if (tp < 1 || pp < 1 || tp * pp > 64)
+    return absl::InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1 (64 ranks at most)");
+  if (!(timeout_s > 0 && timeout_s < 86400)) return absl::InvalidArgumentError("--parallel-timeout must be in (0, 86400)");
+  l.tp = static_cast<int32_t>(tp);
+  l.pp = static_cast<int32_t>(pp);
+  l.timeout_ms = static_cast<int32_t>(timeout_s * 1000);
+  if (!l.active()) return l;
+  STRATA_ASSIGN_OR_RETURN(l.env, ParallelEnvFromEnvironment());
+  if (!l.env.active()) {
+    // Started by hand: this process is rank 0 and starts the others on this host.
+    std::vector<std::string> argv = {"strata", "serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    STRATA_ASSIGN_OR_RETURN(l.env, SpawnLocalRanks(l.tp * l.pp, argv, &l.children));
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  if (l.env.world_size != l.tp * l.pp)
+    return absl::InvalidArgumentError(absl::StrCat(l.env.launcher, " started ", l.env.world_size, " ranks; --tensor-parallel-size ",
+                                                   l.tp, " x --pipeline-parallel-size ", l.pp, " needs ", l.tp * l.pp));
+  return l;
+}
+
+// Waits for the ranks this process started (after they were told to stop).
+void ReapChildren(ParallelLaunch& l) {
+  for (int pid : l.children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  l.children.clear();
 }
 
 std::vector<std::string> CommaList(const std::string& v) {
@@ -101,18 +153,27 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // LoadModel() of runtime.h sizes the model for one sequence; the server needs a batch.
-absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs) {
+absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs,
+                                              ParallelLaunch* par) {
   if (!f.Get("synthetic").empty() && !absl::EndsWith(f.Get("tokenizer"), ".json"))
     return absl::InvalidArgumentError("serve --synthetic needs --tokenizer PATH/tokenizer.json (random weights have no tokenizer)");
   const strata_device_info info = device.info();
   auto batch = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
     o.max_seqs = max_seqs;
-    return SizeKvPool(f, file, info, o);
+    STRATA_RETURN_IF_ERROR(SizeKvPool(f, file, info, o));
+    if (par->active()) {
+      // Every rank loads its shard with rank 0's sizes (block ids mean the same blocks).
+      STRATA_ASSIGN_OR_RETURN(par->runtime,
+                              ParallelRuntime::Create(device, par->env, file.config, par->tp, par->pp, par->timeout_ms));
+      STRATA_RETURN_IF_ERROR(par->runtime->SyncRuntimeOptions(o));
+      o.parallel = par->runtime->parallelism();
+    }
+    return absl::OkStatus();
   };
   return LoadModel(f, device, /*need_tokenizer=*/true, batch);
 }
 
-absl::Status Serve(const FlagSet& f) {
+absl::Status Serve(const FlagSet& f, const std::vector<std::string>& args) {
   // Signals are taken by one thread with sigwait(); every thread started from here on
   // (engine loop, HTTP pool) inherits the blocked mask. SIGPIPE from a vanished client
   // must never kill the server.
@@ -170,10 +231,26 @@ absl::Status Serve(const FlagSet& f) {
     override_template = std::move(*t);
   }
 
-  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
+  STRATA_ASSIGN_OR_RETURN(ParallelLaunch par, StartParallel(f, args));
+  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f, par.env.local_rank));
+  // The communicators live in the backend plugin: free them before `dev` unloads it (and
+  // after the model, declared below, which uses them).
+  absl::Cleanup free_communicators = [&par] { par.runtime.reset(); };
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, IntOrAutoFlag(f, "max-num-seqs", DefaultMaxNumSeqs(dev.device->info())));
   if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
-  STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs)));
+  absl::StatusOr<ModelRuntime> loaded = LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs), &par);
+  if (!loaded.ok()) {
+    ReapChildren(par);  // they fail too: the control channel or a collective tells them
+    return loaded.status();
+  }
+  ModelRuntime m = std::move(*loaded);
+  if (par.active() && !par.runtime->is_rank_zero()) {
+    // A worker rank: runs rank 0's steps until it stops (or something fails).
+    std::cerr << "strata serve: rank " << par.env.rank << " of " << par.env.world_size << " ready\n";
+    absl::Status st = par.runtime->RunWorker(*m.model);
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("rank ", par.env.rank, ": ", st.message()));
+    return absl::OkStatus();
+  }
   std::optional<ChatTemplate> model_template;
   if (!override_template && !m.file->chat_template.empty()) {
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(m.file->chat_template);
@@ -216,6 +293,7 @@ absl::Status Serve(const FlagSet& f) {
     so.served_model_name = parts.empty() ? f.Get("model") : parts.back();
   }
   so.max_context = m.model->max_context();
+  if (par.active()) so.replica_health = [rt = par.runtime.get()] { return rt->health(); };
 
   serving::OpenAiServer server(so, *engine, *m.tokenizer, chat);
   STRATA_RETURN_IF_ERROR(server.Bind());
@@ -257,6 +335,10 @@ absl::Status Serve(const FlagSet& f) {
   served = true;
   signal_waiter.join();
   engine->Stop();
+  if (par.active()) {
+    par.runtime->Shutdown().IgnoreError();
+    ReapChildren(par);
+  }
   std::cerr << "strata serve: stopped\n";
   return absl::OkStatus();
 }
@@ -278,7 +360,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                  "STRATA_API_KEY=..., STRATA_NO_PREFIX_CACHE=1; the command line wins.\n";
     return 0;
   }
-  if (absl::Status s = Serve(f); !s.ok()) {
+  if (absl::Status s = Serve(f, args); !s.ok()) {
     std::cerr << "strata serve: " << s.message() << "\n";
     return 1;
   }

@@ -53,7 +53,7 @@ absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
   return absl::InvalidArgumentError(absl::StrCat("unknown type '", s, "' (f32, f16, bf16)"));
 }
 
-absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index) {
   DeviceRuntime rt;
   rt.registry = std::make_unique<PluginRegistry>();
   PluginSearchOptions opts;
@@ -67,7 +67,13 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   strata_device_options o{};
   o.struct_size = sizeof(o);
   o.num_threads = static_cast<int32_t>(threads);
-  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, spec.index, o));
+  // --device NAME:N picks the device; a parallel rank (index > 0) takes the next ones.
+  int32_t device_index = spec.index;
+  if (index > 0) {
+    int32_t count = 1;
+    if (rt.plugin->backend->device_count(&count) == STRATA_OK && count > 0) device_index = (spec.index + index) % count;
+  }
+  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, device_index, o));
   return rt;
 }
 

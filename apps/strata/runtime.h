@@ -32,7 +32,9 @@ struct DeviceRuntime {
 
 // Loads the plugins (--plugin, next to the executable, STRATA_PLUGIN_PATH) and opens the
 // device chosen by --device. Rejected plugins are reported on stderr.
-absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags);
+// `index`: the device of a parallel run's local rank (taken modulo the backend's device
+// count, so CPU ranks share the one CPU device).
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index = 0);
 
 struct ModelRuntime {
   std::unique_ptr<ModelFile> file;

@@ -34,6 +34,8 @@ const char* KindName(HandleKind k) {
     case HandleKind::kBuffer: return "buffer";
     case HandleKind::kWeight: return "weight";
     case HandleKind::kKvCache: return "KV cache";
+    case HandleKind::kReadback: return "readback";
+    case HandleKind::kComm: return "communicator";
   }
   return "handle";
 }

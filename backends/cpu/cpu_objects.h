@@ -80,7 +80,7 @@ struct strata_kv_cache_s {
 
 namespace strata::cpu {
 
-enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kReadback };
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kReadback, kComm };
 
 // Live handles; Lookup fails with INVALID_ARGUMENT naming `what` for unknown pointers.
 void RegisterHandle(const void* handle, HandleKind kind);

@@ -13,6 +13,7 @@
 #include "core/model/decode_step_padding.h"
 #include "core/model/step_layout.h"
 #include "core/quant/stack_rows.h"
+#include "core/parallel/tensor_shard.h"
 
 namespace strata {
 namespace {
@@ -93,8 +94,22 @@ absl::StatusOr<std::vector<uint8_t>> StackRows(const std::vector<const TensorVie
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, const ModelFile& file,
                                                              const ModelRuntimeOptions& options) {
   STRATA_RETURN_IF_ERROR(ValidateLlamaTensors(file));
+  // A parallel rank loads only its shard (tensor_shard.h); its config counts its heads,
+  // intermediate rows and layers.
+  const ParallelPlan& plan = options.parallel.plan;
+  std::unique_ptr<ModelFile> shard;
+  if (plan.parallel()) {
+    if ((plan.tp_size > 1 && options.parallel.tp == nullptr) || (plan.pp_size > 1 && options.parallel.world == nullptr))
+      return absl::InvalidArgumentError("a parallel model needs its communicators");
+    // The shard copies dense tensors only (tensor_shard.h): quantized weights would be lost.
+    if (!file.quantized.empty())
+      return absl::UnimplementedError(absl::StrCat(file.source_path, ": tensor and pipeline parallelism do not take "
+                                                   "quantized weights yet (", file.quantized.size(), " quantized tensors)"));
+    STRATA_ASSIGN_OR_RETURN(shard, ShardModelFile(file, plan));
+  }
+  const ModelFile& src = shard != nullptr ? *shard : file;
   std::unique_ptr<LlamaModel> m(new LlamaModel(device));
-  m->config_ = file.config;
+  m->config_ = src.config;
   m->options_ = options;
   m->act_dtype_ = static_cast<strata_dtype>(device.info().preferred_activation_dtype);
   if (m->options_.max_context <= 0) m->options_.max_context = file.config.max_position;
@@ -113,7 +128,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, con
       return absl::UnimplementedError(absl::StrCat(device.backend_name(), " backend lacks op ", op,
                                                    " for ", DTypeName(m->act_dtype_), " activations"));
   }
-  STRATA_RETURN_IF_ERROR(m->UploadWeights(file));
+  STRATA_RETURN_IF_ERROR(m->UploadWeights(src));
   m->options_.on_load_progress = nullptr;  // it may capture the caller's locals
   STRATA_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;
@@ -240,25 +255,31 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     return b;
   };
 
-  // The embedding table is read by rows (embedding op): always dense.
-  if (auto q = file.quantized.find("tok_embeddings"); q != file.quantized.end()) {
-    const std::vector<float> f = Dequantize(q->second);
-    TensorView v;
-    v.dtype = TensorDType::kF32;
-    v.shape = {q->second.rows, q->second.cols};
-    v.data = reinterpret_cast<const uint8_t*>(f.data());
-    v.bytes = f.size() * 4;
-    STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({&v}, "tok_embeddings"));
-  } else {
-    STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
-    STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({emb}, "tok_embeddings"));
+  // A pipeline stage holds the embedding only if it is the first, the head only if the last.
+  const ParallelPlan& plan = options_.parallel.plan;
+  if (plan.first_stage()) {
+    // The embedding table is read by rows (embedding op): always dense.
+    if (auto q = file.quantized.find("tok_embeddings"); q != file.quantized.end()) {
+      const std::vector<float> f = Dequantize(q->second);
+      TensorView v;
+      v.dtype = TensorDType::kF32;
+      v.shape = {q->second.rows, q->second.cols};
+      v.data = reinterpret_cast<const uint8_t*>(f.data());
+      v.bytes = f.size() * 4;
+      STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({&v}, "tok_embeddings"));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
+      STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({emb}, "tok_embeddings"));
+    }
   }
-  if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {
-    STRATA_ASSIGN_OR_RETURN(WeightPart out, RequireMatrix(file, "output"));
-    STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output", -1));
+  if (plan.last_stage()) {
+    if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {
+      STRATA_ASSIGN_OR_RETURN(WeightPart out, RequireMatrix(file, "output"));
+      STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output", -1));
+    }
+    STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
+    STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
   }
-  STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
-  STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
 
   layers_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
@@ -349,6 +370,8 @@ absl::Status LlamaModel::AllocateWorkspace() {
   STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
   STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
+  if (options_.parallel.plan.vocab_parallel())
+    STRATA_RETURN_IF_ERROR(alloc(logits_shard_, T * options_.parallel.plan.vocab_per_rank * 4));
   // A sampling step's ids, then (ABI 1.7) its logprob rows' values and top ids right behind
   // them, so that one readback brings back all of it; at most max_seqs rows want logprobs.
   STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, (T + int64_t{S} * (1 + 2 * STRATA_MAX_TOP_LOGPROBS)) * 4));
@@ -401,7 +424,8 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
     const int64_t end = at + static_cast<int64_t>(v.size());
     std::fill(step_staging_.begin() + end, step_staging_.begin() + std::min<int64_t>(L.total, (end + 3) / 4 * 4), 0);
   };
-  put(L.ids, in.token_ids);
+  const ParallelPlan& plan = options_.parallel.plan;
+  put(L.ids, plan.vocab_parallel() && plan.first_stage() ? ShardEmbeddingIds(in.token_ids) : in.token_ids);
   put(L.positions, in.positions);
   put(L.slots, in.slot_mapping);
   put(L.rows, in.logits_rows);
@@ -438,6 +462,12 @@ absl::Status LlamaModel::UploadChangedStepArrays(const std::array<int64_t, 3>& s
 }
 
 absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) {
+  if (pairs.empty()) return absl::OkStatus();
+  if (options_.parallel.broadcaster != nullptr) STRATA_RETURN_IF_ERROR(options_.parallel.broadcaster->CopyBlocks(pairs));
+  return CopyPeerKvBlocks(pairs);
+}
+
+absl::Status LlamaModel::CopyPeerKvBlocks(std::span<const strata_block_pair> pairs) {
   if (pairs.empty()) return absl::OkStatus();
   return device_.Check(device_.api().copy_blocks(device_.handle(), kv_.handle(), pairs.data(),
                                                  static_cast<int32_t>(pairs.size())),
@@ -518,7 +548,10 @@ absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vecto
   return absl::OkStatus();
 }
 
-bool LlamaModel::SupportsOverlappedSteps() const { return device_.SupportsOverlappedSteps(); }
+// Not in parallel runs: the other ranks' steps would need the ids rank 0 sampled on its device.
+bool LlamaModel::SupportsOverlappedSteps() const {
+  return device_.SupportsOverlappedSteps() && !options_.parallel.plan.parallel();
+}
 
 bool LlamaModel::CanLaunchSampled(int64_t rows, int64_t logprob_rows, int32_t logprob_top_n) const {
   const uint64_t words = static_cast<uint64_t>(rows + logprob_rows * (1 + 2 * int64_t{logprob_top_n}));
@@ -693,7 +726,11 @@ absl::Status LlamaModel::ReadBack(void* dst, const DeviceBuffer& src, uint64_t b
 
 absl::Status LlamaModel::RunToLogits(const StepInput& in) {
   ++call_times_.calls;
-  if (options_.decode_graphs != DecodeGraphMode::kOff) {
+  // Rank 0 of a parallel run tells the other ranks first; they run the same step.
+  if (options_.parallel.broadcaster != nullptr) STRATA_RETURN_IF_ERROR(options_.parallel.broadcaster->Step(in));
+  if (options_.parallel.plan.pp_size > 1) return RunPipelined(in);
+  // No decode graphs in parallel runs (collectives are not recorded yet).
+  if (options_.decode_graphs != DecodeGraphMode::kOff && !options_.parallel.plan.parallel()) {
     bool handled = false;
     STRATA_RETURN_IF_ERROR(RunDecodeGraph(in, &handled));
     if (handled) return absl::OkStatus();
@@ -880,20 +917,29 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_tensor act = act_.View(A, {n, ff});
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
-  if (SupportsOverlappedSteps()) {
+  const ParallelPlan& plan = options_.parallel.plan;
+  Communicator* tp = plan.tp_size > 1 ? options_.parallel.tp : nullptr;
+  if (!plan.first_stage()) {
+    STRATA_RETURN_IF_ERROR(ReceiveStageInput(h));  // a later pipeline stage
+  } else if (SupportsOverlappedSteps()) {
     // Ids < 0 are tokens the previous step sampled on the device (overlapped steps).
     const strata_tensor feedback = sampled_ids_.View(STRATA_DTYPE_I32, {options_.max_batch_tokens});
     STRATA_RETURN_IF_ERROR(
         check(api.embedding_feedback(dev, embedding_.handle(), &ids, &feedback, &h), "embedding"));
   } else {
     STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+    // Vocab-parallel: each rank looked up its rows (zeros for the others'); the sum is the lookup.
+    if (plan.vocab_parallel()) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(h));
   }
   // With the backend's fused matmul (ABI 1.2) a layer is four products around attention:
   // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
   // and down products add themselves into the residual stream h. In decode that saves three
   // kernel launches per layer, each costing about as much as a small kernel.
-  // Under observation every product's input must exist as a tensor of its own: unfused.
-  const bool fused = observer_ == nullptr && options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
+  // Under observation every product's input must exist as a tensor of its own: unfused. Not
+  // with tensor parallelism either: there the o and down products are partial sums that are
+  // all-reduced before they join the residual stream.
+  const bool fused = observer_ == nullptr && options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api) &&
+                     plan.tp_size == 1;
   // ABI 1.3: rope + KV write + attention as one call (one kernel at a decode step on CUDA).
   const bool fused_attention = options_.fused_attention && STRATA_BACKEND_HAS_ROPE_ATTENTION(&api);
   auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
@@ -958,6 +1004,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
     } else {
       if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kAttnOut, attn_, n, qdim));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
+      if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel o
       STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
       if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kGateUp, normed_, n, d));
       STRATA_RETURN_IF_ERROR(
@@ -965,8 +1012,18 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
       if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kDown, act_, n, ff));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
+      if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel down
     }
     if (observer_ != nullptr && li == observer_->last_layer()) return absl::OkStatus();  // calibration stops here
+  }
+  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size},
+                                         static_cast<uint64_t>(logits_row_offset_ * config_.vocab_size) * 4);
+  if (!plan.last_stage()) {
+    // The residual stream goes on to the next stage whole (the last layer's MLP output
+    // added), and rank 0 gets the logits from the last stage.
+    if (!fused) STRATA_RETURN_IF_ERROR(check(api.add(dev, &h, &delta, &h), "add (stage output)"));
+    STRATA_RETURN_IF_ERROR(SendStageOutput(h));
+    return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
   }
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
   if (fused) {  // h already holds the last layer's output
@@ -977,9 +1034,13 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_tensor row_idx = arr(SL.rows, {r});
   const strata_tensor rows = rows_.View(A, {r, d});
   STRATA_RETURN_IF_ERROR(check(api.gather_rows(dev, &normed, &row_idx, &rows), "gather_rows"));
-  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
-  const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
-  return check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits");
+  if (plan.vocab_parallel()) {
+    STRATA_RETURN_IF_ERROR(ParallelLogits(rows, out));
+  } else {
+    const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits"));
+  }
+  return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
 }
 
 }  // namespace strata

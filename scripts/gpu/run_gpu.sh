@@ -17,6 +17,8 @@
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
+#   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
+#              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
 # A/Bs, Nsight Compute probes) were removed once decided; their results are in
 # docs/benchmarks-log.md and the scripts in git history (before this file's tidy-up commit).
@@ -211,11 +213,39 @@ print("%4d seqs %-8s output tok/s %8.1f  TPOT p50 %.2f ms  host ms/step %.2f  ov
   done
 }
 
+phase_parallel() {
+  stamp "NCCL communicator at one rank (cuda_comm_test; NCCL_NVLS_ENABLE=0)"
+  NCCL_NVLS_ENABLE=0 timeout 120 "$BUILD/bin/cuda_comm_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_comm_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  stamp "served greedy text at --tensor-parallel-size 1 --pipeline-parallel-size 1 vs without the flags"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf"
+  for flags in "" "--tensor-parallel-size 1 --pipeline-parallel-size 1"; do
+    "$BUILD/bin/strata" serve -m "$model" --device cuda --port 0 --no-warmup $flags > "$OUT/parallel_serve.out" 2>/dev/null &
+    local pid=$! port=""
+    for _ in $(seq 100); do
+      port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$OUT/parallel_serve.out")
+      [ -n "$port" ] && break
+      sleep 0.2
+    done
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt":"Once upon a time","max_tokens":64,"temperature":0}' | \
+      python3 -c 'import json,sys; print(sys.argv[1] or "(no flags)", json.dumps(json.load(sys.stdin)["choices"][0]["text"]))' "$flags" | \
+      tee -a "$OUT/parallel_text.log"
+    kill -TERM $pid; wait $pid
+  done
+  [ "$(cut -d'"' -f2- "$OUT/parallel_text.log" | sort -u | wc -l)" = 1 ] && echo "same text" || echo "TEXT DIFFERS"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  stamp "Llama-3-8B shape: batch-1 decode 128/128 and 32 sequences (compare with the figures before issue 30)"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/parallel_bench_decode.json"
+  timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/parallel_bench_serving_32.json"
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel)" ;;
   esac
 done
 stamp "done"
