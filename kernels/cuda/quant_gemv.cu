@@ -1,0 +1,250 @@
+// The quantized GEMV (W4A16 / W8A16 decode): out[t, :] (+)= x[t, :] * W^T for n <= 8 tokens,
+// W stored as INT8 or packed INT4 with per-(row, group) scales (kernels/cuda/quant.h).
+//
+// The product is a weight stream: each warp owns R consecutive rows and reads them with
+// 16-byte loads (lane j: bytes [16j, 16j + 16) of each 512-byte chunk; U loads in flight per
+// lane and row), so the packed bytes cross the memory bus once. A 16-byte vector holds 32
+// INT4 or 16 INT8 values of one group (the vector path needs group_size a multiple of that),
+// and is dequantized in registers: per token, sum_i (q_i - z) * s * x_i is computed as
+// s * (sum_i q_i x_i - z sum_i x_i), one scale multiply per vector. Integers become floats by
+// the exponent trick (0x4B000000 | q is 2^23 + q), an add instead of a conversion
+// instruction, whose throughput (16 per clock per SM) would bound the kernel before HBM.
+// Anything the vector path does not take (columns not a multiple of 32, odd group sizes,
+// unaligned x) takes the scalar loop: one column per lane, still one pass over W.
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/quant.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+__device__ __forceinline__ float Magic(uint32_t q) { return __uint_as_float(0x4B000000u | q) - 8388608.0f; }
+
+// Eight x values (one 16-byte BF16 vector or two F32 vectors) at element offset e of row xr.
+__device__ __forceinline__ void LoadX8(const __nv_bfloat16* xr, int64_t e, float (&f)[8]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + e));
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void LoadX8(const float* xr, int64_t e, float (&f)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(xr + e));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(xr + e) + 1);
+  f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+  f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
+// Value i (0..7) of 32-bit word w holding 8 INT4 (low nibble first) or i (0..3) of 4 INT8.
+template <int kValues>
+__device__ __forceinline__ float QAt(uint32_t w, int i) {
+  if constexpr (kValues == kQuantInt4) {
+    return Magic((w >> (4 * i)) & 0xfu);
+  } else {
+    // Signed byte: bias by 128 so the exponent trick sees 0..255, then remove it.
+    return Magic(((w >> (8 * i)) & 0xffu) ^ 0x80u) - 128.0f;
+  }
+}
+
+template <int kValues, typename X, typename O, int N, int R, int U>
+__global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) {
+  constexpr int kPerVec = kValues == kQuantInt4 ? 32 : 16;  // values per 16-byte vector
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const QuantWeightView& w = a.w;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  if (row0 >= w.rows) return;
+  const int n = static_cast<int>(a.n);
+  const int64_t nvec = w.cols / kPerVec;
+  const uint4* wrow[R];
+  int64_t srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r < w.rows ? row0 + r : w.rows - 1;
+    wrow[r] = reinterpret_cast<const uint4*>(w.data + row * w.ld);
+    srow[r] = row * w.ngroups;
+  }
+  float acc[R][N];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < N; ++t) acc[r][t] = 0.0f;
+
+  AllowDependentLaunch();
+  const X* xbase = static_cast<const X*>(a.x);
+  uint4 wv[U][R];
+  bool waited = false;
+  for (int64_t base = lane; base < nvec; base += 32 * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t idx = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = idx < nvec ? __ldcs(wrow[r] + idx) : make_uint4(0, 0, 0, 0);
+    }
+    // The weights do not depend on the kernel before; x does.
+    if (!waited) {
+      WaitForPreviousKernel();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t idx = base + 32 * u;
+      if (idx >= nvec) break;
+      const int64_t c0 = idx * kPerVec;
+      const int64_t g = w.group_size > 0 ? c0 / w.group_size : 0;
+      float s[R], z[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        s[r] = __ldg(w.scales + srow[r] + g);
+        z[r] = kValues == kQuantInt4 ? (w.zeros != nullptr ? static_cast<float>(__ldg(w.zeros + srow[r] + g)) : 8.0f)
+                                     : 0.0f;
+      }
+#pragma unroll
+      for (int t = 0; t < N; ++t) {
+        if (t >= n) break;
+        const X* xr = xbase + t * a.ldx + c0;
+        float dq[R], sx = 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) dq[r] = 0.0f;
+        // 8 x values per step: an INT4 word holds 8 values, two INT8 words do.
+        constexpr int kSteps = kValues == kQuantInt4 ? 4 : 2;
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+          float xf[8];
+          LoadX8(xr, step * 8, xf);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) sx += xf[i];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint32_t words[4] = {wv[u][r].x, wv[u][r].y, wv[u][r].z, wv[u][r].w};
+            if constexpr (kValues == kQuantInt4) {
+#pragma unroll
+              for (int i = 0; i < 8; ++i) dq[r] = fmaf(QAt<kValues>(words[step], i), xf[i], dq[r]);
+            } else {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) dq[r] = fmaf(QAt<kValues>(words[2 * step], i), xf[i], dq[r]);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) dq[r] = fmaf(QAt<kValues>(words[2 * step + 1], i), xf[4 + i], dq[r]);
+            }
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][t] = fmaf(s[r], dq[r] - z[r] * sx, acc[r][t]);
+      }
+    }
+  }
+  if (!waited) WaitForPreviousKernel();
+
+  O* out = static_cast<O*>(a.out);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r;
+    const float b = (a.bias != nullptr && row < w.rows) ? a.bias[row] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const float v = WarpSum(acc[r][t]);
+      if (lane == 0 && t < n && row < w.rows) {
+        O* o = out + t * a.ldo + row;
+        *o = FromF32<O>(a.accumulate ? ToF32(*o) + (v + b) : v + b);
+      }
+    }
+  }
+}
+
+// Any shape: one column per lane, scale and zero looked up per element.
+template <typename X, typename O>
+__global__ void __launch_bounds__(kWarps * 32) QuantGemvScalar(QuantGemvArgs a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const QuantWeightView& w = a.w;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  WaitForPreviousKernel();
+  AllowDependentLaunch();
+  if (row >= w.rows) return;
+  const X* xbase = static_cast<const X*>(a.x);
+  const uint8_t* wr = w.data + row * w.ld;
+  float acc[kQuantGemvMaxTokens];
+#pragma unroll
+  for (int t = 0; t < kQuantGemvMaxTokens; ++t) acc[t] = 0.0f;
+  for (int64_t c = lane; c < w.cols; c += 32) {
+    const int64_t g = w.group_size > 0 ? c / w.group_size : 0;
+    const float s = __ldg(w.scales + row * w.ngroups + g);
+    float v;
+    if (w.values == kQuantInt4) {
+      const uint8_t byte = __ldg(wr + (c >> 1));
+      const float q = static_cast<float>((c & 1) ? (byte >> 4) : (byte & 0xf));
+      const float z = w.zeros != nullptr ? static_cast<float>(__ldg(w.zeros + row * w.ngroups + g)) : 8.0f;
+      v = (q - z) * s;
+    } else {
+      v = static_cast<float>(static_cast<int8_t>(__ldg(wr + c))) * s;
+    }
+#pragma unroll
+    for (int t = 0; t < kQuantGemvMaxTokens; ++t) {
+      if (t < a.n) acc[t] = fmaf(v, ToF32(xbase[t * a.ldx + c]), acc[t]);
+    }
+  }
+  O* out = static_cast<O*>(a.out);
+  const float b = a.bias != nullptr ? a.bias[row] : 0.0f;
+#pragma unroll
+  for (int t = 0; t < kQuantGemvMaxTokens; ++t) {
+    const float v = WarpSum(acc[t]);
+    if (lane == 0 && t < a.n) {
+      O* o = out + t * a.ldo + row;
+      *o = FromF32<O>(a.accumulate ? ToF32(*o) + (v + b) : v + b);
+    }
+  }
+}
+
+template <int kValues, typename X, typename O, int N>
+cudaError_t LaunchVector(const QuantGemvArgs& a, cudaStream_t stream) {
+  constexpr int R = N <= 2 ? 2 : 4;
+  constexpr int U = N <= 2 ? 4 : 2;
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
+  const int64_t blocks = (a.w.rows + rows_per_block - 1) / rows_per_block;
+  return LaunchMaybeOverlapping(QuantGemvVector<kValues, X, O, N, R, U>, blocks, kWarps * 32, 0, a.overlap_previous,
+                                stream, a);
+}
+
+template <int kValues, typename X, typename O>
+cudaError_t LaunchVectorN(const QuantGemvArgs& a, cudaStream_t stream) {
+  if (a.n <= 1) return LaunchVector<kValues, X, O, 1>(a, stream);
+  if (a.n <= 2) return LaunchVector<kValues, X, O, 2>(a, stream);
+  if (a.n <= 4) return LaunchVector<kValues, X, O, 4>(a, stream);
+  return LaunchVector<kValues, X, O, 8>(a, stream);
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream) {
+  if (a.n <= 0) return cudaSuccess;
+  if (a.n > kQuantGemvMaxTokens || (a.w.values != kQuantInt4 && a.w.values != kQuantInt8)) {
+    return cudaErrorInvalidValue;
+  }
+  const int per_vec = a.w.values == kQuantInt4 ? 32 : 16;
+  const size_t xs = a.x_dtype == STRATA_DTYPE_F32 ? 4 : 2;
+  const bool vector = a.w.cols % per_vec == 0 && (a.w.group_size == 0 || a.w.group_size % per_vec == 0) &&
+                      Aligned16(a.x) && (a.ldx * xs) % 16 == 0 && Aligned16(a.w.data) && a.w.ld % 16 == 0;
+  cudaError_t e = cudaErrorInvalidValue;
+  auto with_types = [&](auto x_tag, auto o_tag) {
+    using X = decltype(x_tag);
+    using O = decltype(o_tag);
+    if (vector) {
+      e = a.w.values == kQuantInt4 ? LaunchVectorN<kQuantInt4, X, O>(a, stream) : LaunchVectorN<kQuantInt8, X, O>(a, stream);
+    } else {
+      const int64_t blocks = (a.w.rows + kWarps - 1) / kWarps;
+      e = LaunchMaybeOverlapping(QuantGemvScalar<X, O>, blocks, kWarps * 32, 0, a.overlap_previous, stream, a);
+    }
+  };
+  DispatchAct(a.x_dtype, [&](auto x_tag) {
+    if (a.out_dtype == STRATA_DTYPE_F32) {
+      with_types(x_tag, float{});
+    } else {
+      with_types(x_tag, __nv_bfloat16{});
+    }
+  });
+  return e;
+}
+
+}  // namespace strata::cuda
