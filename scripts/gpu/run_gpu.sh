@@ -39,6 +39,10 @@
 #   logprobs requests that want logprobs: the engine sampling test on the GPU, then 1, 32 and
 #            128 sequences (Llama-3-8B shape, top-p 0.9, 128 in / 128 out) without logprobs,
 #            and with --logprobs 5 (computed on the device, ABI 1.7), one line each
+#   quant    issue 28: the quantized matmul tests (cuda_quant_test: every ABI 1.9 weight format
+#            against a float64 reference; a failure stops the run), then the weight products of
+#            Llama-3-8B decode (1 and 128 tokens) and prefill (4096 tokens) steps per format
+#            beside BF16 (bench/cuda/quant_matmul_bench.cpp, JSON lines in quant_bench.jsonl)
 #   ab       batch-1 decode alternately from a base commit's build and this one, on this
 #            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
@@ -309,6 +313,16 @@ phase_ncu() {
   OUT="$OUT" timeout 540 bash scripts/gpu/ncu_prefill_attention.sh "$BUILD"
 }
 
+phase_quant() {
+  stamp "quantized matmul tests (float64 contract reference)"
+  timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -40
+  grep -qE "FAILED|Failure" "$OUT/cuda_quant_test.log" && { stamp "quantized matmul tests failed: stopping"; exit 1; }
+  stamp "Llama-3-8B step weight products per format, beside BF16"
+  timeout 300 "$BUILD/bin/quant_matmul_bench" --tokens "${STRATA_QUANT_TOKENS:-1,128,4096}" \
+    --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
+}
+
 phase_ab() {
   stamp "batch-1 decode, base commit vs this build, alternately"
   BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
@@ -317,8 +331,8 @@ phase_ab() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs)" ;;
+    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs|quant) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs quant)" ;;
   esac
 done
 stamp "done"
