@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "backends/cuda/status.h"
+#include "backends/cuda/stream_timer.h"
 
 namespace strata::cuda {
 
@@ -24,13 +25,27 @@ class QuantLtGemm {
  public:
   static Status Create(cudaStream_t stream, QuantLtGemm** out);
   ~QuantLtGemm();
+  static constexpr int kCandidates = 8;
   // values: kQuantInt8 (acc I32) or kQuantFp8 (acc F32). Leading dims in elements.
+  // may_time: the stream may be synchronized now (not while a graph is recorded): the first
+  // call of a shape then times the heuristic's first kCandidates algorithms on its own
+  // operands and keeps the fastest (the heuristic's first INT8 choice was measured at half
+  // the speed of the BF16 product at 128 and 4096 tokens on the H200, docs/benchmarks.md).
   Status Run(int32_t values, const void* qw, int64_t ldw, const void* qx, int64_t ldx, int64_t m, int64_t n,
-             int64_t k, void* acc, int64_t lda);
+             int64_t k, void* acc, int64_t lda, bool may_time);
+  // FP8 only: out[n, m] (+)= (qx * qw^T) * w_scale[m] * a_scale[n] in out_dtype (BF16 or
+  // F32), the scales applied by cuBLASLt's outer-vector scaling, so no F32 product and no
+  // epilogue pass. UNSUPPORTED where this cuBLASLt has no such kernel for the shape.
+  Status RunFp8Scaled(const void* qw, int64_t ldw, const void* qx, int64_t ldx, int64_t m, int64_t n, int64_t k,
+                      const float* w_scale, const float* a_scale, void* out, int32_t out_dtype, int64_t ldo,
+                      bool accumulate, bool may_time);
 
  private:
   QuantLtGemm() = default;
-  using Key = std::tuple<int32_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  // kind (0 INT8, 1 FP8 -> F32, 2 FP8 scaled), out dtype + accumulate, m, n, k, ldw, ldx, ldo.
+  using Key = std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  struct Problem;
+  Status RunProblem(const Problem& p, bool may_time);
   struct Choice {
     bool ok = false;
     cublasLtMatmulAlgo_t algo{};
@@ -40,6 +55,7 @@ class QuantLtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Choice> algos_;
+  L2Flusher flusher_;
 };
 
 }  // namespace strata::cuda

@@ -152,7 +152,17 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
     STRATA_CUDA_RETURN_IF_ERROR(QuantLtGemm::Create(dev->stream, &g));
     dev->quant_gemm.reset(g);
   }
-  Status st = dev->quant_gemm->Run(wv.values, wv.data, wv.ld, part, ldq, rows, n, cols, acc, rows);
+  const bool may_time = !dev->recording;
+  if (wv.values == kQuantFp8 && bias == nullptr) {
+    // Hopper's FP8 GEMM with the weight and token scales applied by cuBLASLt (outer-vector
+    // scaling) writes out directly; where this cuBLASLt has no such kernel, the F32
+    // product and the epilogue below.
+    const Status direct = dev->quant_gemm->RunFp8Scaled(wv.data, wv.ld, part, ldq, rows, n, cols, wv.scales, qa.scale,
+                                                        ov.base, ov.dtype, ov.stride, accumulate, may_time);
+    if (direct.ok()) return Ok();
+    cudaGetLastError();
+  }
+  Status st = dev->quant_gemm->Run(wv.values, wv.data, wv.ld, part, ldq, rows, n, cols, acc, rows, may_time);
   if (st.code == STRATA_ERROR_UNSUPPORTED) {
     st = Launched(LaunchQuantDot(wv.values, reinterpret_cast<const uint8_t*>(part), ldq, wv.data, wv.ld, n, rows, cols,
                                  acc, rows, dev->stream),

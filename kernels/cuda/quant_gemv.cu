@@ -20,8 +20,6 @@ namespace {
 
 constexpr int kWarps = 4;
 
-__device__ __forceinline__ float Magic(uint32_t q) { return __uint_as_float(0x4B000000u | q) - 8388608.0f; }
-
 // Eight x values (one 16-byte BF16 vector or two F32 vectors) at element offset e of row xr.
 __device__ __forceinline__ void LoadX8(const __nv_bfloat16* xr, int64_t e, float (&f)[8]) {
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + e));
@@ -39,14 +37,43 @@ __device__ __forceinline__ void LoadX8(const float* xr, int64_t e, float (&f)[8]
   f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
-// Value i (0..7) of 32-bit word w holding 8 INT4 (low nibble first) or i (0..3) of 4 INT8.
-template <int kValues>
-__device__ __forceinline__ float QAt(uint32_t w, int i) {
-  if constexpr (kValues == kQuantInt4) {
-    return Magic((w >> (4 * i)) & 0xfu);
-  } else {
-    // Signed byte: bias by 128 so the exponent trick sees 0..255, then remove it.
-    return Magic(((w >> (8 * i)) & 0xffu) ^ 0x80u) - 128.0f;
+// The dequantization, at one integer op and one add per value: a value's bits are masked in
+// place into the mantissa of 2^23 (0x4B000000 | (word & mask)), which as a float is
+// 2^23 + q * 2^p for the value's bit position p; subtracting 2^23 (and the INT8 bias of 128,
+// 2^23 + 128 * 2^p) leaves q * 2^p exactly, and x was scaled by 2^-p beforehand (exact: a
+// power of two), so the FMA adds q * x. The x scaling is shared by the R rows of a warp.
+__device__ __forceinline__ float Masked(uint32_t word, uint32_t mask) { return __uint_as_float(0x4B000000u | (word & mask)); }
+
+// dq += sum of the 8 INT4 values of `word` (q, not q - z) times x (xs[i] = x[i] * 2^-4(i%4)).
+__device__ __forceinline__ float DotInt4Word(uint32_t word, const float (&xs)[8], float dq) {
+  const uint32_t hi = word >> 16;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    dq = fmaf(Masked(word, 0xfu << (4 * j)) - 8388608.0f, xs[j], dq);
+    dq = fmaf(Masked(hi, 0xfu << (4 * j)) - 8388608.0f, xs[4 + j], dq);
+  }
+  return dq;
+}
+// dq += sum of the 4 INT8 values of `word` times x (xs[j] = x[j] * 2^-8(j%2)): bytes 0, 1 in
+// place, bytes 2, 3 after a shift (bit 23 is the exponent's).
+__device__ __forceinline__ float DotInt8Word(uint32_t word, const float* xs, float dq) {
+  const uint32_t u = word ^ 0x80808080u;  // biased: q + 128 in 0..255
+  const uint32_t hi = u >> 16;
+  dq = fmaf(Masked(u, 0xffu) - (8388608.0f + 128.0f), xs[0], dq);
+  dq = fmaf(Masked(u, 0xff00u) - (8388608.0f + 32768.0f), xs[1], dq);
+  dq = fmaf(Masked(hi, 0xffu) - (8388608.0f + 128.0f), xs[2], dq);
+  dq = fmaf(Masked(hi, 0xff00u) - (8388608.0f + 32768.0f), xs[3], dq);
+  return dq;
+}
+
+template <int R, int U>
+__device__ __forceinline__ void LoadRound(uint4 (&wv)[U][R], const uint4* const (&wrow)[R], int64_t base,
+                                          int64_t nvec) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t idx = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = idx < nvec ? __ldcs(wrow[r] + idx) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -75,20 +102,14 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) 
 
   AllowDependentLaunch();
   const X* xbase = static_cast<const X*>(a.x);
-  uint4 wv[U][R];
-  bool waited = false;
+  // Double-buffered rounds of U loads per row: the next round is in flight while this one
+  // is dequantized. The weights do not depend on the kernel before; x does.
+  uint4 cur[U][R], next[U][R];
+  LoadRound<R, U>(cur, wrow, lane, nvec);
+  WaitForPreviousKernel();
   for (int64_t base = lane; base < nvec; base += 32 * U) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t idx = base + 32 * u;
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[u][r] = idx < nvec ? __ldcs(wrow[r] + idx) : make_uint4(0, 0, 0, 0);
-    }
-    // The weights do not depend on the kernel before; x does.
-    if (!waited) {
-      WaitForPreviousKernel();
-      waited = true;
-    }
+    const bool more = base + 32 * U < nvec;
+    if (more) LoadRound<R, U>(next, wrow, base + 32 * U, nvec);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t idx = base + 32 * u;
@@ -115,19 +136,26 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) 
         for (int step = 0; step < kSteps; ++step) {
           float xf[8];
           LoadX8(xr, step * 8, xf);
+          if constexpr (kValues == kQuantInt4) {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) sx += xf[i];
+            for (int i = 0; i < 8; ++i) sx += xf[i];
+          }
+          float xs[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            // INT4: 2^-4(i%4) for the nibbles of a 16-bit half; INT8: 2^-8(i%2) for its bytes.
+            const int p = kValues == kQuantInt4 ? 4 * (i % 4) : 8 * (i % 2);
+            xs[i] = xf[i] * __uint_as_float(static_cast<uint32_t>(127 - p) << 23);
+          }
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            const uint32_t words[4] = {wv[u][r].x, wv[u][r].y, wv[u][r].z, wv[u][r].w};
+            const uint32_t words[4] = {cur[u][r].x, cur[u][r].y, cur[u][r].z, cur[u][r].w};
             if constexpr (kValues == kQuantInt4) {
-#pragma unroll
-              for (int i = 0; i < 8; ++i) dq[r] = fmaf(QAt<kValues>(words[step], i), xf[i], dq[r]);
+              // Word `step` holds columns 8 step + (0..3) in its low half and + (4..7) in its high half.
+              dq[r] = DotInt4Word(words[step], xs, dq[r]);
             } else {
-#pragma unroll
-              for (int i = 0; i < 4; ++i) dq[r] = fmaf(QAt<kValues>(words[2 * step], i), xf[i], dq[r]);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) dq[r] = fmaf(QAt<kValues>(words[2 * step + 1], i), xf[4 + i], dq[r]);
+              dq[r] = DotInt8Word(words[2 * step], xs, dq[r]);
+              dq[r] = DotInt8Word(words[2 * step + 1], xs + 4, dq[r]);
             }
           }
         }
@@ -135,8 +163,13 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) 
         for (int r = 0; r < R; ++r) acc[r][t] = fmaf(s[r], dq[r] - z[r] * sx, acc[r][t]);
       }
     }
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) cur[u][r] = next[u][r];
+    }
   }
-  if (!waited) WaitForPreviousKernel();
 
   O* out = static_cast<O*>(a.out);
 #pragma unroll
@@ -199,8 +232,8 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvScalar(QuantGemvArgs a) 
 
 template <int kValues, typename X, typename O, int N>
 cudaError_t LaunchVector(const QuantGemvArgs& a, cudaStream_t stream) {
-  constexpr int R = N <= 2 ? 2 : 4;
-  constexpr int U = N <= 2 ? 4 : 2;
+  constexpr int R = 4;
+  constexpr int U = N <= 2 ? 2 : 1;
   const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
   const int64_t blocks = (a.w.rows + rows_per_block - 1) / rows_per_block;
   return LaunchMaybeOverlapping(QuantGemvVector<kValues, X, O, N, R, U>, blocks, kWarps * 32, 0, a.overlap_previous,
