@@ -12,6 +12,7 @@
 // products alone allow (attention, norms, sampling and the host come on top).
 //
 // Usage: quant_matmul_bench [--tokens 1,128,4096] [--formats bf16,w4a16,w8a16,w8a8,fp8] [--reps 20]
+//                           [--quant-head 1]  (the LM head in the format too, not BF16)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 128, 4096};
   std::vector<std::string> formats = {"bf16", "w4a16", "w8a16", "w8a8", "fp8"};
   int reps = 20;
+  bool quant_head = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") {
@@ -161,6 +163,8 @@ int main(int argc, char** argv) {
       std::stringstream ss(argv[i + 1]);
       std::string f;
       while (std::getline(ss, f, ',')) formats.push_back(f);
+    } else if (a == "--quant-head") {
+      quant_head = std::atoi(argv[i + 1]) != 0;
     } else if (a == "--reps") {
       reps = std::max(3, std::atoi(argv[i + 1]));
     } else {
@@ -193,6 +197,9 @@ int main(int argc, char** argv) {
   head = MakeWeight("bf16", kVocab, kHidden, &head_bytes);
 
   for (const std::string& format : formats) {
+    strata_weight fhead = head;
+    uint64_t fhead_bytes = head_bytes;
+    if (quant_head && format != "bf16") fhead = MakeWeight(format, kVocab, kHidden, &fhead_bytes);
     std::vector<strata_weight> ws(kLayers * 4);  // [layer][shape]
     uint64_t layer_bytes = 0;  // all layers' weights
     for (int si = 0; si < 4; ++si) {  // shape by shape: one host copy of each
@@ -212,7 +219,7 @@ int main(int argc, char** argv) {
         }
         if (decode) {
           const strata_tensor x = T(xb, n, kHidden, STRATA_DTYPE_BF16), out = T(ob, n, kVocab, STRATA_DTYPE_BF16);
-          Check(g_api->matmul(g_dev, &x, head, nullptr, &out), "matmul head");
+          Check(g_api->matmul(g_dev, &x, fhead, nullptr, &out), "matmul head");
         }
       };
       step();  // grows the scratch, picks cuBLASLt algorithms
@@ -233,14 +240,15 @@ int main(int argc, char** argv) {
       g_api->graph_free(g_dev, graph);
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
-      const double gb = (layer_bytes + (decode ? head_bytes : 0)) / 1e9;
-      std::printf("{\"bench\":\"quant_matmul\",\"format\":\"%s\",\"tokens\":%lld,\"lm_head\":%s,\"step_ms\":%.4f,"
+      const double gb = (layer_bytes + (decode ? fhead_bytes : 0)) / 1e9;
+      std::printf("{\"bench\":\"quant_matmul\",\"format\":\"%s\",\"tokens\":%lld,\"lm_head\":\"%s\",\"step_ms\":%.4f,"
                   "\"min_ms\":%.4f,\"weight_gb\":%.3f,\"gbps\":%.1f,\"gemm_tok_s\":%.1f}\n",
-                  format.c_str(), static_cast<long long>(n), decode ? "true" : "false", med, ms.front(), gb, gb / med * 1e3,
+                  format.c_str(), static_cast<long long>(n), !decode ? "none" : fhead != head ? format.c_str() : "bf16", med, ms.front(), gb, gb / med * 1e3,
                   n / med * 1e3);
       std::fflush(stdout);
     }
     for (strata_weight w : ws) g_api->weight_free(g_dev, w);
+    if (fhead != head) g_api->weight_free(g_dev, fhead);
   }
   g_api->weight_free(g_dev, head);
   g_api->buffer_free(g_dev, xb);
