@@ -157,7 +157,10 @@ Status QuantLtGemm::RunProblem(const Problem& p, bool may_time) {
     cublasLtMatmulHeuristicResult_t r[kCandidates] = {};
     int found = 0;
     // An accumulating product cannot be timed on its own output (each run adds into it).
-    const bool timing = may_time && !p.accumulate;
+    // FP8 -> F32 (the fallback of the scaled FP8 product) keeps the heuristic's first choice:
+    // timing its candidates ended the test process on the H200 (run 2 of issue 28; not
+    // investigated further, that path is the fallback only).
+    const bool timing = may_time && !p.accumulate && p.kind != 1;
     const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
                                                              timing ? kCandidates : 1, r, &found);
     Choice c;

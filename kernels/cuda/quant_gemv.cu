@@ -11,6 +11,11 @@
 // instruction, whose throughput (16 per clock per SM) would bound the kernel before HBM.
 // Anything the vector path does not take (columns not a multiple of 32, odd group sizes,
 // unaligned x) takes the scalar loop: one column per lane, still one pass over W.
+#include <cstdlib>
+#include <type_traits>
+
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant.h"
@@ -77,8 +82,11 @@ __device__ __forceinline__ void LoadRound(uint4 (&wv)[U][R], const uint4* const 
   }
 }
 
-template <int kValues, typename X, typename O, int N, int R, int U>
-__global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) {
+// R rows per warp, U 16-byte loads in flight per lane and row; DB: the next round's loads
+// are issued before this round is dequantized (double buffering); kMinBlocks: blocks per SM
+// the register allocation must allow (more warps in flight, fewer registers each).
+template <int kValues, typename X, typename O, int N, int R, int U, bool DB = true, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) QuantGemvVector(QuantGemvArgs a) {
   constexpr int kPerVec = kValues == kQuantInt4 ? 32 : 16;  // values per 16-byte vector
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const QuantWeightView& w = a.w;
@@ -108,7 +116,8 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) 
   LoadRound<R, U>(cur, wrow, lane, nvec);
   WaitForPreviousKernel();
   for (int64_t base = lane; base < nvec; base += 32 * U) {
-    const bool more = base + 32 * U < nvec;
+    const bool more = DB && base + 32 * U < nvec;
+    if (!DB && base != lane) LoadRound<R, U>(cur, wrow, base, nvec);
     if (more) LoadRound<R, U>(next, wrow, base + 32 * U, nvec);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -187,6 +196,91 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvVector(QuantGemvArgs a) 
   }
 }
 
+// One token, INT4, BF16 x (STRATA_CUDA_QUANT_GEMV=4): the products in packed FP16 pairs, at
+// half the instructions of the F32 form above, which issue-bounds the INT4 stream at ~1.7 TB/s
+// (docs/benchmarks.md). A word's nibbles n and n + 4 land in the two halves of one FP16 pair
+// as 1024 + q ((word >> 4j) & 0x000F000F | 0x64006400); subtracting 1024 + z leaves q - z
+// exactly, and one HFMA2 adds both products. x is scaled by 1/16 (exact) on its way to FP16, so
+// that |x| up to ~70,000 keeps the products finite; a vector's 32 products are summed in FP16
+// (about 1e-3 relative), then scaled and added in F32. BF16 activations only: their own
+// rounding (4e-3) is coarser than that.
+template <typename O>
+__global__ void __launch_bounds__(kWarps * 32) QuantGemvInt4Half(QuantGemvArgs a) {
+  constexpr int R = 2, U = 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const QuantWeightView& w = a.w;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  if (row0 >= w.rows) return;
+  const int64_t nvec = w.cols / 32;
+  const uint4* wrow[R];
+  int64_t srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r < w.rows ? row0 + r : w.rows - 1;
+    wrow[r] = reinterpret_cast<const uint4*>(w.data + row * w.ld);
+    srow[r] = row * w.ngroups;
+  }
+  float acc[R] = {};
+  AllowDependentLaunch();
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(a.x);
+  uint4 cur[U][R];
+  bool waited = false;
+  for (int64_t base = lane; base < nvec; base += 32 * U) {
+    LoadRound<R, U>(cur, wrow, base, nvec);
+    if (!waited) {
+      WaitForPreviousKernel();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t idx = base + 32 * u;
+      if (idx >= nvec) break;
+      const int64_t c0 = idx * 32;
+      const int64_t g = c0 / w.group_size;
+      // x pairs (c, c + 4) of each 8-column word, times 1/16, as FP16.
+      __half2 xh[4][4];
+#pragma unroll
+      for (int word = 0; word < 4; ++word) {
+        float xf[8];
+        LoadX8(x + c0, word * 8, xf);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xh[word][j] = __floats2half2_rn(xf[j] * 0.0625f, xf[4 + j] * 0.0625f);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float s = __ldg(w.scales + srow[r] + g);
+        const float z = w.zeros != nullptr ? static_cast<float>(__ldg(w.zeros + srow[r] + g)) : 8.0f;
+        const __half2 bias2 = __float2half2_rn(1024.0f + z);
+        const uint32_t words[4] = {cur[u][r].x, cur[u][r].y, cur[u][r].z, cur[u][r].w};
+        __half2 sum = __float2half2_rn(0.0f);
+#pragma unroll
+        for (int word = 0; word < 4; ++word) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t bits = ((words[word] >> (4 * j)) & 0x000F000Fu) | 0x64006400u;
+            const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&bits), bias2);
+            sum = __hfma2(q, xh[word][j], sum);
+          }
+        }
+        const float2 f = __half22float2(sum);
+        acc[r] = fmaf(s * 16.0f, f.x + f.y, acc[r]);
+      }
+    }
+  }
+  if (!waited) WaitForPreviousKernel();
+  O* out = static_cast<O*>(a.out);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r;
+    const float b = (a.bias != nullptr && row < w.rows) ? a.bias[row] : 0.0f;
+    const float v = WarpSum(acc[r]);
+    if (lane == 0 && row < w.rows) {
+      O* o = out + row;
+      *o = FromF32<O>(a.accumulate ? ToF32(*o) + (v + b) : v + b);
+    }
+  }
+}
+
 // Any shape: one column per lane, scale and zero looked up per element.
 template <typename X, typename O>
 __global__ void __launch_bounds__(kWarps * 32) QuantGemvScalar(QuantGemvArgs a) {
@@ -230,14 +324,46 @@ __global__ void __launch_bounds__(kWarps * 32) QuantGemvScalar(QuantGemvArgs a) 
   }
 }
 
-template <int kValues, typename X, typename O, int N>
-cudaError_t LaunchVector(const QuantGemvArgs& a, cudaStream_t stream) {
-  constexpr int R = 4;
-  constexpr int U = N <= 2 ? 2 : 1;
+template <int kValues, typename X, typename O, int N, int R, int U, bool DB, int kMinBlocks>
+cudaError_t LaunchShape(const QuantGemvArgs& a, cudaStream_t stream) {
   const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
   const int64_t blocks = (a.w.rows + rows_per_block - 1) / rows_per_block;
-  return LaunchMaybeOverlapping(QuantGemvVector<kValues, X, O, N, R, U>, blocks, kWarps * 32, 0, a.overlap_previous,
-                                stream, a);
+  return LaunchMaybeOverlapping(QuantGemvVector<kValues, X, O, N, R, U, DB, kMinBlocks>, blocks, kWarps * 32, 0,
+                                a.overlap_previous, stream, a);
+}
+
+// The one-token kernel's shape (measurements: STRATA_CUDA_QUANT_GEMV=0..3, docs/benchmarks.md):
+// 0 = 2 rows per warp, 4 loads per lane and row (a 4096-column INT4 row in one round);
+// 1 = 4 rows, 2 loads, double buffered; 2 = 1 row, 4 loads, 8 blocks per SM; 3 = 2 rows,
+// 2 loads, double buffered, 4 blocks per SM.
+// 4 = 0's shape with FP16-pair products (QuantGemvInt4Half: INT4, BF16 x only; else 0).
+int OneTokenShape() {
+  static const int shape = [] {
+    const char* env = std::getenv("STRATA_CUDA_QUANT_GEMV");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v >= 0 && v <= 4 ? v : 0;
+  }();
+  return shape;
+}
+
+template <int kValues, typename X, typename O, int N>
+cudaError_t LaunchVector(const QuantGemvArgs& a, cudaStream_t stream) {
+  if constexpr (N == 1) {
+    if constexpr (kValues == kQuantInt4 && std::is_same_v<X, __nv_bfloat16>) {
+      if (OneTokenShape() == 4) {
+        const int64_t blocks = (a.w.rows + kWarps * 2 - 1) / (kWarps * 2);
+        return LaunchMaybeOverlapping(QuantGemvInt4Half<O>, blocks, kWarps * 32, 0, a.overlap_previous, stream, a);
+      }
+    }
+    switch (OneTokenShape()) {
+      case 1: return LaunchShape<kValues, X, O, 1, 4, 2, true, 1>(a, stream);
+      case 2: return LaunchShape<kValues, X, O, 1, 1, 4, false, 8>(a, stream);
+      case 3: return LaunchShape<kValues, X, O, 1, 2, 2, true, 4>(a, stream);
+      default: return LaunchShape<kValues, X, O, 1, 2, 4, false, 1>(a, stream);
+    }
+  } else {
+    return LaunchShape<kValues, X, O, N, 4, N <= 2 ? 2 : 1, true, 1>(a, stream);
+  }
 }
 
 template <int kValues, typename X, typename O>
