@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/builtin_gemm_configs.h"
 #include "backends/cuda/cublaslt_gemm.h"
@@ -20,6 +21,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/nccl_comm.h"
 #include "backends/cuda/op_profiler.h"
+#include "backends/cuda/quant_lt_gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/tensor_map.h"
 
@@ -384,6 +386,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->download_pinned, kPinnedDownloadBytes, cudaHostAllocDefault),
                      "device_open: download buffer");
     STRATA_CUDA_CALL(cudaMemsetAsync(dev->err_word, 0, sizeof(int), dev->stream), "device_open: error word");
+    constexpr size_t kCounterBytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(unsigned long long);
+    STRATA_CUDA_CALL(cudaMalloc(&dev->quant_counters, kCounterBytes), "device_open: quantization counters");
+    STRATA_CUDA_CALL(cudaMemsetAsync(dev->quant_counters, 0, kCounterBytes, dev->stream),
+                     "device_open: quantization counters");
     STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "device_open: error word");
     LtGemm* g = nullptr;
     STRATA_CUDA_RETURN_IF_ERROR(LtGemm::Create(dev->stream, &g));
@@ -424,9 +430,20 @@ int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weigh
   const int32_t dev_act = AsDevice(dev)->act_dtype;
   switch (op) {
     case STRATA_OP_EMBEDDING:
-    case STRATA_OP_MATMUL:
       // Weights are stored in the device's activation type, so x must be of that type.
       return act_dtype == dev_act && weight_format == STRATA_WEIGHT_DENSE && DenseDtype(weight_dtype);
+    case STRATA_OP_MATMUL:
+      if (act_dtype != dev_act) return 0;
+      switch (weight_format) {
+        case STRATA_WEIGHT_DENSE: return DenseDtype(weight_dtype);
+        // Quantized formats (backends/cuda/quant_weight.h), in their storage type.
+        case STRATA_WEIGHT_INT8_PER_CHANNEL:
+        case STRATA_WEIGHT_W8A8:
+        case STRATA_WEIGHT_INT8_OUTLIER_SPLIT: return weight_dtype == STRATA_DTYPE_I8;
+        case STRATA_WEIGHT_INT4_GROUP: return weight_dtype == STRATA_DTYPE_U8;
+        case STRATA_WEIGHT_FP8: return weight_dtype == STRATA_DTYPE_FP8_E4M3;
+        default: return 0;
+      }
     case STRATA_OP_RMS_NORM:
     case STRATA_OP_ROPE_KV_WRITE:
     case STRATA_OP_ATTENTION:
@@ -667,8 +684,8 @@ int64_t RowsOf(const strata_tensor* t) {
 
 ProfileKey ProductKey(const char* op, const char* parts, const strata_tensor* x, strata_weight w) {
   const Weight* wt = AsWeight(w);
-  return {StrCat(op, parts, " ", wt->rows, "x", wt->cols, " n=", RowsOf(x)),
-          static_cast<double>(wt->rows) * static_cast<double>(wt->cols) * static_cast<double>(DtypeSize(wt->dtype))};
+  return {StrCat(op, parts, wt->quant != nullptr ? "[quantized]" : "", " ", wt->rows, "x", wt->cols, " n=", RowsOf(x)),
+          static_cast<double>(wt->stored_bytes)};
 }
 
 ProfileKey BatchKey(const char* op, const strata_batch_desc* batch) {
@@ -900,6 +917,37 @@ void GraphFree(strata_device dev, strata_graph graph) {
   delete AsGraph(graph);
 }
 
+// ABI 1.9: the counters the activation quantization kernel adds to (one array each of
+// saturated, nonfinite and outliers, STRATA_MAX_QUANT_COUNTER_SLOTS entries).
+strata_status OpQuantCounters(strata_device dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
+                              uint64_t* outliers) {
+  return Guarded("quant_counters", [&]() -> Status {
+    STRATA_CUDA_RETURN_IF_ERROR(CheckDev(dev, "quant_counters"));
+    STRATA_CUDA_RETURN_IF_ERROR(NotWhileRecording(dev, "quant_counters"));
+    if (num_slots < 0) return InvalidArgument("quant_counters: num_slots ", num_slots, " < 0");
+    const int32_t n = std::min<int32_t>(num_slots, STRATA_MAX_QUANT_COUNTER_SLOTS);
+    Device* d = AsDevice(dev);
+    std::vector<unsigned long long> host(3 * STRATA_MAX_QUANT_COUNTER_SLOTS);
+    {
+      std::lock_guard<std::mutex> lock(d->mu);
+      STRATA_CUDA_CALL(cudaMemcpyAsync(host.data(), d->quant_counters, host.size() * sizeof(unsigned long long),
+                                       cudaMemcpyDeviceToHost, d->stream),
+                       "quant_counters");
+    }
+    {
+      std::lock_guard<std::mutex> lock(d->readback_mu);
+      STRATA_CUDA_RETURN_IF_ERROR(SyncAndCheck(d, "quant_counters"));
+    }
+    uint64_t* outs[3] = {saturated, nonfinite, outliers};
+    for (int k = 0; k < 3; ++k) {
+      if (outs[k] == nullptr) continue;
+      for (int32_t i = 0; i < n; ++i) outs[k][i] = host[k * STRATA_MAX_QUANT_COUNTER_SLOTS + i];
+    }
+    return Ok();
+  });
+}
+
+
 // Extensions: the communicator (include/strata/comm.h) over NCCL, where libnccl loads.
 void* GetProcAddress(const char* name) {
   if (name != nullptr && std::strcmp(name, STRATA_COMM_PROC_NAME) == 0)
@@ -961,6 +1009,7 @@ const strata_backend_v1 kTable = {
     OpApplyPenaltiesFeedback,
     OpLogprobs,
     OpRmsNormHeads,
+    OpQuantCounters,
 };
 
 const strata_plugin_info kInfo = {

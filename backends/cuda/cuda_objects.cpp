@@ -4,6 +4,8 @@
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/op_profiler.h"
+#include "backends/cuda/quant_lt_gemm.h"
+#include "backends/cuda/quant_weight.h"
 
 namespace strata::cuda {
 namespace {
@@ -51,6 +53,10 @@ Device::~Device() {
   if (attn_ws != nullptr) cudaFree(attn_ws);
   for (float* p : retired_attn_ws) cudaFree(p);
   if (small != nullptr) cudaFree(small);
+  quant_gemm.reset();
+  if (quant_ws != nullptr) cudaFree(quant_ws);
+  for (void* p : retired_quant_ws) cudaFree(p);
+  if (quant_counters != nullptr) cudaFree(quant_counters);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 

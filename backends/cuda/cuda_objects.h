@@ -23,6 +23,7 @@
 namespace strata::cuda {
 
 class LtGemm;
+class QuantLtGemm;
 class OpProfiler;
 
 // Downloads up to this size go through pinned memory (Device::download_pinned).
@@ -101,6 +102,17 @@ struct Device {
   std::vector<float*> retired_attn_ws;
   void* small = nullptr;
   uint64_t small_bytes = 0;
+  // Scratch of the quantized products (quantized activations, int32/F32 products, a weight
+  // dequantized for a many-token product): grows like attn_ws and is never freed while the
+  // device is open, since a recorded graph keeps the address it was recorded with.
+  void* quant_ws = nullptr;
+  uint64_t quant_ws_bytes = 0;
+  std::vector<void*> retired_quant_ws;
+  // ABI 1.9 quant_counters: saturated, nonfinite, outliers, STRATA_MAX_QUANT_COUNTER_SLOTS
+  // each (device memory, zeroed at open, added to by the activation quantization kernel).
+  unsigned long long* quant_counters = nullptr;
+  // The int8 / FP8 tensor-core products (cuBLASLt), created at the first quantized product.
+  std::unique_ptr<QuantLtGemm> quant_gemm;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;
@@ -121,12 +133,20 @@ struct Buffer {
   uint64_t size = 0;
 };
 
+struct QuantWeight;  // backends/cuda/quant_weight.h: a weight stored quantized
+
 struct Weight {
   int32_t dtype = STRATA_DTYPE_BF16;  // stored (compute) type, may differ from the source
   int32_t source_dtype = STRATA_DTYPE_BF16;
   int64_t rows = 0;
   int64_t cols = 0;
-  void* data = nullptr;  // row-major [rows, cols]
+  void* data = nullptr;  // row-major [rows, cols]; null for a quantized weight
+  // A quantized weight (format != DENSE): its packed data, scales and the rest, repacked at
+  // weight_create into the layout the quantized kernels read. `dtype` is then the
+  // activation type its products take and give.
+  int32_t format = STRATA_WEIGHT_DENSE;
+  std::unique_ptr<QuantWeight> quant;
+  uint64_t stored_bytes = 0;  // device bytes of the weight (profiling: the bytes a product reads)
   ~Weight();
 };
 

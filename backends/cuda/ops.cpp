@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/quant_weight.h"
 #include "backends/cuda/tensor_view.h"
 #include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/gemv.h"
@@ -183,9 +184,15 @@ Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out) {
                       desc->name != nullptr)
                          ? desc->name
                          : "(unnamed)";
+  if (IsQuantFormat(desc->format)) {
+    auto w = std::make_unique<Weight>();
+    STRATA_CUDA_RETURN_IF_ERROR(CreateQuantWeight(dev, desc, name, w.get()));
+    *out = w.release();
+    return Ok();
+  }
   if (desc->format != STRATA_WEIGHT_DENSE) {
     return Unsupported("weight_create: weight '", name, "': format ", desc->format,
-                       " is not supported by the CUDA backend yet (only DENSE F32/F16/BF16)");
+                       " is not supported by the CUDA backend");
   }
   if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16) {
     return Unsupported("weight_create: weight '", name, "': DENSE dtype ", DtypeName(desc->dtype),
@@ -211,6 +218,7 @@ Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out) {
     return Error(STRATA_ERROR_OUT_OF_MEMORY, "weight_create: weight '", name, "': cannot allocate ", bytes,
                  " bytes on the GPU (", cudaGetErrorString(e), ")");
   }
+  w->stored_bytes = bytes;
   if (w->dtype == desc->dtype) {
     // Straight from the caller's memory (the mmap) to the device: no second host copy. On
     // the device's own stream: a plain cudaMemcpy from pageable memory returns before its
@@ -292,6 +300,9 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
 
 Status Embedding(Device* dev, Weight* table, const strata_tensor* ids, const strata_tensor* feedback,
                  const strata_tensor* out) {
+  if (table->quant != nullptr) {
+    return Unsupported("embedding: the table is a quantized weight; the CUDA backend looks up DENSE tables only");
+  }
   ASSIGN_VIEW(iv, ids, "embedding: ids", kI32);
   const int32_t* fb = nullptr;
   int64_t fb_n = 0;
@@ -398,6 +409,7 @@ bool GemvByRule(const Device* dev, int64_t n) { return n <= dev->gemv_max_tokens
 Status RunProduct(Device* dev, const View& xv, Weight* w, const float* b, const View& ov, bool accumulate) {
   const int64_t n = xv.rows;
   if (n == 0) return Ok();
+  if (w->quant != nullptr) return RunQuantProduct(dev, xv, w, b, ov, accumulate);
   GemmArgs g{};
   g.w = w->data;
   g.w_dtype = w->dtype;
@@ -539,7 +551,7 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
     gv.up = uv.base;
     gv.ldup = uv.stride;
   }
-  if (dev->use_gemv && GemvByRule(dev, xv.rows) && GemvSupports(gv)) {
+  if (w->quant == nullptr && dev->use_gemv && GemvByRule(dev, xv.rows) && GemvSupports(gv)) {
     return Launched(LaunchGemv(gv, dev->stream), "matmul_ex: gemv");
   }
   // Otherwise the parts: the prologue into its scratch, then the product (cuBLASLt adds

@@ -17,6 +17,9 @@
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
+#   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
+#              the run), then Llama-3-8B step weight products per format beside BF16
+#              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -239,13 +242,22 @@ phase_parallel() {
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/parallel_bench_decode.json"
   timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
     --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/parallel_bench_serving_32.json"
+phase_quant() {
+  stamp "quantized matmul tests (float64 contract reference)"
+  timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -40
+  grep -qE "FAILED|Failure" "$OUT/cuda_quant_test.log" && { stamp "quantized matmul tests failed: stopping"; exit 1; }
+  stamp "Llama-3-8B step weight products per format, beside BF16"
+  timeout 300 "$BUILD/bin/quant_matmul_bench" --tokens "${STRATA_QUANT_TOKENS:-1,128,4096}" \
+    --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
+}
 }
 
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant)" ;;
   esac
 done
 stamp "done"

@@ -1,0 +1,203 @@
+// The product of a quantized weight (backends/cuda/quant_weight.h), by format and size:
+//   INT4_GROUP, INT8_PER_CHANNEL (weight-only, "A16"): up to kQuantGemvMaxTokens tokens the
+//     quantized GEMV (one pass over the packed weight, dequantized in registers); more tokens
+//     expand the weight into scratch once per product and multiply it with cuBLASLt, where the
+//     product is compute bound and the expansion a small extra pass;
+//   W8A8, INT8_OUTLIER_SPLIT, FP8: the activations are quantized per token (a kernel that also
+//     counts saturation, non-finite values and run-time outliers), multiplied on the 8-bit
+//     tensor cores (cuBLASLt IMMA / FP8; kernels/cuda/quant_dot.cu where cuBLASLt has no
+//     algorithm) and dequantized by the epilogue kernel with the outlier columns, bias and
+//     residual add.
+// Act-order weights read x through their column permutation (a gather into scratch first).
+#include <algorithm>
+
+#include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/quant_lt_gemm.h"
+#include "backends/cuda/quant_weight.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/quant.h"
+
+namespace strata::cuda {
+namespace {
+
+uint64_t Align256(uint64_t v) { return (v + 255) / 256 * 256; }
+
+// The device's quantization scratch, at least `bytes` long. Growing is refused while a graph
+// is being recorded (the graph would keep a buffer that may be replaced); the caller runs the
+// same step once unrecorded first, as for every backend workspace (device.h).
+Status QuantScratch(Device* dev, uint64_t bytes, char** out) {
+  if (bytes > dev->quant_ws_bytes) {
+    if (dev->recording) {
+      return InvalidArgument("matmul: the quantized product needs ", bytes,
+                             " bytes of scratch, more than the device has yet; run the step once unrecorded before "
+                             "recording it");
+    }
+    const uint64_t want = std::max<uint64_t>(bytes, dev->quant_ws_bytes * 2);
+    void* p = nullptr;
+    STRATA_CUDA_CALL(cudaMalloc(&p, want), "matmul: quantized product scratch");
+    if (dev->quant_ws != nullptr) dev->retired_quant_ws.push_back(dev->quant_ws);
+    dev->quant_ws = p;
+    dev->quant_ws_bytes = want;
+  }
+  *out = static_cast<char*>(dev->quant_ws);
+  return Ok();
+}
+
+Status Launched(cudaError_t e, const char* what) { return CudaStatus(e, what); }
+
+}  // namespace
+
+Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate) {
+  const int64_t n = xv.rows;
+  if (n == 0) return Ok();
+  const QuantWeight& q = *w->quant;
+  const QuantWeightView& wv = q.view;
+  const int64_t rows = wv.rows, cols = wv.cols;
+  const bool weight_only = q.format == STRATA_WEIGHT_INT4_GROUP || q.format == STRATA_WEIGHT_INT8_PER_CHANNEL;
+  const size_t xs = xv.elem_size;
+
+  // Scratch layout: [permuted x][the rest], each part 256-byte aligned.
+  const uint64_t perm_bytes = q.perm != nullptr ? Align256(static_cast<uint64_t>(n * cols) * xs) : 0;
+  uint64_t rest = 0;
+  const bool gemv = weight_only && n <= kQuantGemvMaxTokens;
+  const int64_t ldq = (cols + 15) / 16 * 16;
+  uint64_t off_scale = 0, off_rt = 0, off_acc = 0;
+  const bool runtime_outliers = q.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT && q.outlier_threshold > 0.0f;
+  if (weight_only && !gemv) {
+    rest = Align256(static_cast<uint64_t>(rows * cols) * xs);  // the expanded weight
+  } else if (!weight_only) {
+    off_scale = Align256(static_cast<uint64_t>(n * ldq));
+    off_rt = off_scale + Align256(static_cast<uint64_t>(n) * 4);
+    off_acc = off_rt + (runtime_outliers ? Align256(static_cast<uint64_t>(n) * 4 * (1 + 2 * kMaxRuntimeOutliers)) : 0);
+    rest = off_acc + Align256(static_cast<uint64_t>(n * rows) * 4);
+  }
+  char* ws = nullptr;
+  if (perm_bytes + rest > 0) STRATA_CUDA_RETURN_IF_ERROR(QuantScratch(dev, perm_bytes + rest, &ws));
+
+  const void* x = xv.base;
+  int64_t ldx = xv.stride;
+  if (q.perm != nullptr) {
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(
+        LaunchQuantPermuteCols(xv.base, xv.stride, q.perm, ws, cols, n, cols, xv.dtype, dev->stream), "matmul: act-order x"));
+    x = ws;
+    ldx = cols;
+  }
+  char* part = ws + perm_bytes;
+
+  if (gemv) {
+    QuantGemvArgs a;
+    a.w = wv;
+    a.x = x;
+    a.ldx = ldx;
+    a.x_dtype = xv.dtype;
+    a.bias = bias;
+    a.out = ov.base;
+    a.ldo = ov.stride;
+    a.out_dtype = ov.dtype;
+    a.n = n;
+    a.accumulate = accumulate;
+    a.overlap_previous = dev->use_pdl && q.perm == nullptr;
+    return Launched(LaunchQuantGemv(a, dev->stream), "matmul: quantized gemv");
+  }
+  if (weight_only) {
+    STRATA_CUDA_RETURN_IF_ERROR(
+        Launched(LaunchQuantDequant(wv, /*integer_only=*/false, part, xv.dtype, cols, dev->stream), "matmul: dequantize"));
+    GemmArgs g{};
+    g.w = part;
+    g.w_dtype = xv.dtype;
+    g.x = x;
+    g.ldx = ldx;
+    g.x_dtype = xv.dtype;
+    g.out = ov.base;
+    g.ldo = ov.stride;
+    g.out_dtype = ov.dtype;
+    g.m = rows;
+    g.n = n;
+    g.k = cols;
+    g.accumulate = accumulate;
+    STRATA_CUDA_RETURN_IF_ERROR(dev->gemm->Run(g, !dev->recording));
+    if (bias == nullptr) return Ok();
+    return Launched(LaunchBiasAdd(ov.base, ov.stride, bias, n, rows, ov.dtype, dev->stream), "matmul: bias");
+  }
+
+  // 8-bit activations.
+  QuantActArgs qa;
+  qa.x = x;
+  qa.ldx = ldx;
+  qa.x_dtype = xv.dtype;
+  qa.n = n;
+  qa.cols = cols;
+  qa.smooth = q.smooth;
+  qa.skip = q.outlier_mask;
+  qa.values = wv.values;
+  qa.static_scale = q.static_act_scale;
+  qa.act_scale = q.act_scale;
+  qa.outlier_threshold = runtime_outliers ? q.outlier_threshold : 0.0f;
+  int32_t* rt = reinterpret_cast<int32_t*>(part + off_rt);
+  if (runtime_outliers) {
+    qa.rt_count = rt;
+    qa.rt_cols = rt + n;
+    qa.rt_vals = reinterpret_cast<float*>(rt + n + n * kMaxRuntimeOutliers);
+  }
+  qa.q = part;
+  qa.ldq = ldq;
+  qa.scale = reinterpret_cast<float*>(part + off_scale);
+  qa.counters = dev->quant_counters;
+  qa.slot = q.counter_slot;
+  STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantActivations(qa, dev->stream), "matmul: quantize activations"));
+
+  void* acc = part + off_acc;
+  if (dev->quant_gemm == nullptr) {
+    QuantLtGemm* g = nullptr;
+    STRATA_CUDA_RETURN_IF_ERROR(QuantLtGemm::Create(dev->stream, &g));
+    dev->quant_gemm.reset(g);
+  }
+  const bool may_time = !dev->recording;
+  if (wv.values == kQuantFp8 && bias == nullptr) {
+    // Hopper's FP8 GEMM with the weight and token scales applied by cuBLASLt (outer-vector
+    // scaling) writes out directly; where this cuBLASLt has no such kernel, the F32
+    // product and the epilogue below.
+    const Status direct = dev->quant_gemm->RunFp8Scaled(wv.data, wv.ld, part, ldq, rows, n, cols, wv.scales, qa.scale,
+                                                        ov.base, ov.dtype, ov.stride, accumulate, may_time);
+    if (direct.ok()) return Ok();
+    cudaGetLastError();
+  }
+  Status st = dev->quant_gemm->Run(wv.values, wv.data, wv.ld, part, ldq, rows, n, cols, acc, rows, may_time);
+  if (st.code == STRATA_ERROR_UNSUPPORTED) {
+    st = Launched(LaunchQuantDot(wv.values, reinterpret_cast<const uint8_t*>(part), ldq, wv.data, wv.ld, n, rows, cols,
+                                 acc, rows, dev->stream),
+                  "matmul: 8-bit product");
+  }
+  STRATA_CUDA_RETURN_IF_ERROR(st);
+
+  QuantEpilogueArgs e;
+  e.acc = acc;
+  e.lda = rows;
+  e.acc_is_int = wv.values == kQuantInt8;
+  e.w_scale = wv.scales;
+  e.a_scale = qa.scale;
+  e.n = n;
+  e.rows = rows;
+  e.x = x;
+  e.ldx = ldx;
+  e.x_dtype = xv.dtype;
+  e.outlier_cols = q.outlier_cols;
+  e.outlier_w = q.outlier_w;
+  e.outlier_dtype = q.outlier_dtype;
+  e.num_outliers = q.num_outliers;
+  if (runtime_outliers) {
+    e.rt_count = qa.rt_count;
+    e.rt_cols = qa.rt_cols;
+    e.rt_vals = qa.rt_vals;
+    e.wq = reinterpret_cast<const int8_t*>(wv.data);
+    e.ldw = wv.ld;
+  }
+  e.bias = bias;
+  e.out = ov.base;
+  e.ldo = ov.stride;
+  e.out_dtype = ov.dtype;
+  e.accumulate = accumulate;
+  return Launched(LaunchQuantEpilogue(e, dev->stream), "matmul: dequantize products");
+}
+
+}  // namespace strata::cuda

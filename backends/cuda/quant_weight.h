@@ -1,0 +1,47 @@
+// Quantized weights of the CUDA backend (ABI 1.9 formats, device.h): what weight_create
+// keeps on the device for INT8_PER_CHANNEL, W8A8, INT4_GROUP, INT8_OUTLIER_SPLIT and FP8,
+// repacked into the layout of kernels/cuda/quant.h, and the product that reads them.
+#ifndef STRATA_BACKENDS_CUDA_QUANT_WEIGHT_H_
+#define STRATA_BACKENDS_CUDA_QUANT_WEIGHT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/cuda_objects.h"
+#include "backends/cuda/status.h"
+#include "backends/cuda/tensor_view.h"
+#include "kernels/cuda/quant.h"
+#include "strata/device.h"
+
+namespace strata::cuda {
+
+struct QuantWeight {
+  int32_t format = STRATA_WEIGHT_DENSE;
+  QuantWeightView view;         // values, scales and zeros (device pointers into `allocs`)
+  const int32_t* perm = nullptr;  // act-order: stored column j is source column perm[j]
+  const float* smooth = nullptr;  // W8A8: F32 [cols]
+  // INT8_OUTLIER_SPLIT: stored outlier columns, their mask, and their F16/BF16 weights.
+  const uint8_t* outlier_mask = nullptr;  // [cols], 1 = stored outlier column
+  const int32_t* outlier_cols = nullptr;
+  const void* outlier_w = nullptr;  // [rows, num_outliers]
+  int32_t outlier_dtype = STRATA_DTYPE_BF16;
+  int32_t num_outliers = 0;
+  float outlier_threshold = 0.0f;
+  bool static_act_scale = false;
+  float act_scale = 1.0f;
+  int32_t counter_slot = -1;
+  std::vector<void*> allocs;
+  ~QuantWeight();
+};
+
+// True for the formats CreateQuantWeight takes.
+bool IsQuantFormat(int32_t format);
+// Validates desc (a quantized format), repacks and uploads it. `name` is for messages.
+Status CreateQuantWeight(Device* dev, const strata_weight_desc* desc, const char* name, Weight* w);
+// out (+)= x * W^T + bias for a quantized W (x and out validated by the caller, x in the
+// device's activation type).
+Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_BACKENDS_CUDA_QUANT_WEIGHT_H_

@@ -1,0 +1,141 @@
+// Host-side launchers of the quantized-weight kernels (kernels/cuda/quant_*.cu), in the
+// layouts backends/cuda/quant_weight.cpp repacks every quantized format into at
+// weight_create (device.h's formats; the exact semantics are docs/quantization.md's):
+//
+//   INT8 values   I8 [rows, ld] row-major, ld = cols rounded up to 16 bytes (zero padded),
+//                 so every row starts 16-byte aligned (vector loads, cuBLASLt's IMMA
+//                 alignment); FP8_E4M3 values use the same layout.
+//   INT4 values   U8 [rows, ld] with ld = ceil(cols / 2) rounded up to 16 bytes; the low
+//                 nibble is the even column. Act-order (g_idx) weights have their columns
+//                 permuted once at load so that every group is contiguous; the product
+//                 then reads x through the same permutation (QuantPermuteCols).
+//   scales        F32 [rows, ngroups] (ngroups = 1: one per row), whatever the source type.
+//   zeros         U8 [rows, ngroups] (INT4 asymmetric) or none (symmetric: 8).
+//
+// W = (q - z) * s per element for INT4, q * s for INT8 and FP8.
+#ifndef STRATA_KERNELS_CUDA_QUANT_H_
+#define STRATA_KERNELS_CUDA_QUANT_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+enum QuantValues : int32_t {
+  kQuantInt8 = 0,  // I8
+  kQuantInt4 = 1,  // packed U8 pairs
+  kQuantFp8 = 2,   // FP8_E4M3
+};
+
+// A quantized weight as the kernels read it (device pointers).
+struct QuantWeightView {
+  int32_t values = kQuantInt8;
+  const uint8_t* data = nullptr;
+  int64_t ld = 0;  // bytes per row
+  int64_t rows = 0, cols = 0;
+  const float* scales = nullptr;  // [rows, ngroups]
+  int64_t ngroups = 1;
+  int64_t group_size = 0;          // columns per scale; 0 = the whole row
+  const uint8_t* zeros = nullptr;  // INT4 asymmetric: [rows, ngroups]; null = 8
+};
+
+// The most tokens the quantized GEMV takes (more: dequantize + GEMM, or the 8-bit GEMM).
+constexpr int64_t kQuantGemvMaxTokens = 8;
+
+struct QuantGemvArgs {
+  QuantWeightView w;
+  const void* x = nullptr;  // [n, cols], row stride ldx, x_dtype (F32 or BF16)
+  int64_t ldx = 0;
+  int32_t x_dtype = 0;
+  const float* bias = nullptr;  // F32 [rows] or null
+  void* out = nullptr;          // [n, rows], row stride ldo, out_dtype (F32 or BF16)
+  int64_t ldo = 0;
+  int32_t out_dtype = 0;
+  int64_t n = 0;
+  bool accumulate = false;  // out += product (+ bias)
+  bool overlap_previous = false;  // programmatic dependent launch (launch.cuh)
+};
+
+// out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
+// INT4 weights, dequantized in registers while the packed rows stream once.
+cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
+
+// dst[r, c] = W[r, c] (integer_only: q - z, or the FP8 value, without the scale) in
+// dst_dtype (F32 or BF16), row-major [rows, cols] with row stride ld_dst.
+cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void* dst, int32_t dst_dtype,
+                               int64_t ld_dst, cudaStream_t stream);
+
+// dst[t, j] = src[t, perm[j]] for j < cols (act-order: x in the weight's column order).
+cudaError_t LaunchQuantPermuteCols(const void* src, int64_t ld_src, const int32_t* perm, void* dst, int64_t ld_dst,
+                                   int64_t n, int64_t cols, int32_t dtype, cudaStream_t stream);
+
+// Per-token activation quantization (W8A8, LLM.int8, FP8).
+constexpr int kMaxRuntimeOutliers = 16;  // per token, beyond the stored outlier columns
+
+struct QuantActArgs {
+  const void* x = nullptr;  // [n, cols], row stride ldx, x_dtype
+  int64_t ldx = 0;
+  int32_t x_dtype = 0;
+  int64_t n = 0, cols = 0;
+  const float* smooth = nullptr;  // F32 [cols] or null: x / smooth before quantizing
+  const uint8_t* skip = nullptr;  // [cols]: 1 = a stored outlier column (quantized as 0, not in amax)
+  int32_t values = kQuantInt8;    // kQuantInt8 (|q| <= 127) or kQuantFp8 (|q| <= 448)
+  bool static_scale = false;      // true: scale = act_scale; false: max|x_row| / qmax
+  float act_scale = 1.0f;
+  // Run-time outliers (LLM.int8): |x| > threshold in a column that is not stored (threshold
+  // > 0): up to kMaxRuntimeOutliers per token are quantized as 0 and listed (column, value)
+  // for the exact correction of the epilogue; they count in counters[2].
+  float outlier_threshold = 0.0f;
+  int32_t* rt_count = nullptr;  // [n]
+  int32_t* rt_cols = nullptr;   // [n, kMaxRuntimeOutliers]
+  float* rt_vals = nullptr;     // [n, kMaxRuntimeOutliers]
+  void* q = nullptr;            // I8 or FP8 [n, ldq]
+  int64_t ldq = 0;
+  float* scale = nullptr;  // F32 [n]: the token's scale (x ~ q * scale)
+  // saturated, nonfinite, outliers of this weight's counter slot (each a separate array of
+  // STRATA_MAX_QUANT_COUNTER_SLOTS entries; null or slot < 0: not counted).
+  unsigned long long* counters = nullptr;
+  int32_t slot = -1;
+};
+cudaError_t LaunchQuantActivations(const QuantActArgs& a, cudaStream_t stream);
+
+// out[t, r] (+)= acc[t, r] * w_scale[r] * a_scale[t] + outliers + bias[r]: the dequantizing
+// epilogue of the 8-bit products.
+struct QuantEpilogueArgs {
+  const void* acc = nullptr;  // I32 (acc_is_int) or F32 [n, lda]
+  int64_t lda = 0;
+  bool acc_is_int = true;
+  const float* w_scale = nullptr;  // [rows]
+  const float* a_scale = nullptr;  // [n]
+  int64_t n = 0, rows = 0;
+  // LLM.int8's stored outlier columns, in float: + sum_j x[t, cols[j]] * ow[r, j].
+  const void* x = nullptr;  // the product's input (x_dtype, row stride ldx)
+  int64_t ldx = 0;
+  int32_t x_dtype = 0;
+  const int32_t* outlier_cols = nullptr;  // [num_outliers]
+  const void* outlier_w = nullptr;        // [rows, num_outliers], outlier_dtype (F16 or BF16)
+  int32_t outlier_dtype = 0;
+  int32_t num_outliers = 0;
+  // Run-time outliers (QuantActArgs): + value * q_w[r, col] * w_scale[r].
+  const int32_t* rt_count = nullptr;
+  const int32_t* rt_cols = nullptr;
+  const float* rt_vals = nullptr;
+  const int8_t* wq = nullptr;  // the INT8 weight values, [rows, ldw]
+  int64_t ldw = 0;
+  const float* bias = nullptr;
+  void* out = nullptr;  // [n, rows], row stride ldo, out_dtype
+  int64_t ldo = 0;
+  int32_t out_dtype = 0;
+  bool accumulate = false;
+};
+cudaError_t LaunchQuantEpilogue(const QuantEpilogueArgs& a, cudaStream_t stream);
+
+// acc[t, r] = sum_c qx[t, c] * qw[r, c]: the 8-bit product without tensor cores, for shapes
+// cuBLASLt refuses (INT8: exact I32 sums; FP8: F32 sums of the decoded values).
+cudaError_t LaunchQuantDot(int32_t values, const uint8_t* qx, int64_t ldq, const uint8_t* qw, int64_t ldw, int64_t n,
+                           int64_t rows, int64_t cols, void* acc, int64_t lda, cudaStream_t stream);
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_KERNELS_CUDA_QUANT_H_

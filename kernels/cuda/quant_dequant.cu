@@ -1,0 +1,140 @@
+// A quantized weight expanded to F32 / BF16 (kernels/cuda/quant.h): the many-token products
+// of W4A16 / W8A16 weights multiply the expanded copy with cuBLASLt (compute bound there,
+// so the expansion's extra pass costs little next to the GEMM), and the 8-bit products of
+// shapes cuBLASLt refuses. Also the column permutation of x for act-order weights.
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/quant.h"
+
+namespace strata::cuda {
+namespace {
+
+__device__ __forceinline__ float Fp8ToF32(uint8_t b) {
+  __nv_fp8_e4m3 v;
+  v.__x = b;
+  return static_cast<float>(v);
+}
+
+// Element (r, c) of W; without the scale when integer_only.
+__device__ __forceinline__ float WeightAt(const QuantWeightView& w, int64_t r, int64_t c, bool integer_only) {
+  const uint8_t* row = w.data + r * w.ld;
+  const int64_t g = w.group_size > 0 ? c / w.group_size : 0;
+  float v;
+  switch (w.values) {
+    case kQuantInt4: {
+      const uint8_t byte = row[c >> 1];
+      const float q = static_cast<float>((c & 1) ? (byte >> 4) : (byte & 0xf));
+      v = q - (w.zeros != nullptr ? static_cast<float>(w.zeros[r * w.ngroups + g]) : 8.0f);
+      break;
+    }
+    case kQuantFp8: v = Fp8ToF32(row[c]); break;
+    default: v = static_cast<float>(static_cast<int8_t>(row[c])); break;
+  }
+  return integer_only ? v : v * w.scales[r * w.ngroups + g];
+}
+
+template <typename T>
+__global__ void DequantKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
+  const int64_t total = w.rows * w.cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / w.cols, c = i - r * w.cols;
+    dst[r * ld_dst + c] = FromF32<T>(WeightAt(w, r, c, integer_only));
+  }
+}
+
+// One 16-byte weight vector per thread (32 INT4 or 16 INT8 / FP8 values of one group),
+// written with 16-byte stores: the expansion runs at memory speed (the element kernel above
+// spends a 64-bit division per element).
+template <typename T, int kValues>
+__global__ void DequantVectorKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
+  constexpr int kPer = kValues == kQuantInt4 ? 32 : 16;
+  const int64_t nvec = w.cols / kPer;
+  const int64_t total = w.rows * nvec;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / nvec, v = i - r * nvec;
+    const int64_t c0 = v * kPer;
+    const int64_t g = w.group_size > 0 ? c0 / w.group_size : 0;
+    const uint4 q = __ldcs(reinterpret_cast<const uint4*>(w.data + r * w.ld) + v);
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&q);
+    const float s = integer_only ? 1.0f : w.scales[r * w.ngroups + g];
+    float z = 0.0f;
+    if (kValues == kQuantInt4) z = w.zeros != nullptr ? static_cast<float>(w.zeros[r * w.ngroups + g]) : 8.0f;
+    alignas(16) T out[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      float val;
+      if constexpr (kValues == kQuantInt4) {
+        val = static_cast<float>((j & 1) ? (b[j >> 1] >> 4) : (b[j >> 1] & 0xf)) - z;
+      } else if constexpr (kValues == kQuantFp8) {
+        val = Fp8ToF32(b[j]);
+      } else {
+        val = static_cast<float>(static_cast<int8_t>(b[j]));
+      }
+      out[j] = FromF32<T>(val * s);
+    }
+    uint4* o = reinterpret_cast<uint4*>(dst + r * ld_dst + c0);
+    const uint4* src = reinterpret_cast<const uint4*>(out);
+#pragma unroll
+    for (int k = 0; k < static_cast<int>(sizeof(out) / 16); ++k) o[k] = src[k];
+  }
+}
+
+template <typename T>
+__global__ void PermuteColsKernel(const T* src, int64_t ld_src, const int32_t* perm, T* dst, int64_t ld_dst, int64_t n,
+                                  int64_t cols) {
+  const int64_t total = n * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / cols, j = i - t * cols;
+    dst[t * ld_dst + j] = src[t * ld_src + perm[j]];
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void* dst, int32_t dst_dtype,
+                               int64_t ld_dst, cudaStream_t stream) {
+  if (w.rows <= 0 || w.cols <= 0) return cudaSuccess;
+  const int per = w.values == kQuantInt4 ? 32 : 16;
+  const size_t es = dst_dtype == STRATA_DTYPE_F32 ? 4 : 2;
+  const bool vector = w.cols % per == 0 && (w.group_size == 0 || w.group_size % per == 0) && w.ld % 16 == 0 &&
+                      Aligned16(dst) && (ld_dst * es) % 16 == 0;
+  if (!DispatchAct(dst_dtype, [&](auto tag) {
+        using T = decltype(tag);
+        T* d = static_cast<T*>(dst);
+        if (!vector) {
+          DequantKernel<T><<<GridFor(w.rows * w.cols, 256), 256, 0, stream>>>(w, integer_only, d, ld_dst);
+        } else {
+          const unsigned grid = GridFor(w.rows * (w.cols / per), 256);
+          if (w.values == kQuantInt4) {
+            DequantVectorKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          } else if (w.values == kQuantFp8) {
+            DequantVectorKernel<T, kQuantFp8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          } else {
+            DequantVectorKernel<T, kQuantInt8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          }
+        }
+      })) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantPermuteCols(const void* src, int64_t ld_src, const int32_t* perm, void* dst, int64_t ld_dst,
+                                   int64_t n, int64_t cols, int32_t dtype, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return cudaSuccess;
+  const unsigned grid = GridFor(n * cols, 256);
+  if (!DispatchAct(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        PermuteColsKernel<T><<<grid, 256, 0, stream>>>(static_cast<const T*>(src), ld_src, perm, static_cast<T*>(dst),
+                                                       ld_dst, n, cols);
+      })) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,675 @@
+// Quantized matmuls of the CUDA backend (ABI 1.9 formats) against a float64 reference
+// written from the format contract alone (docs/quantization.md; /work/notes/quant_contract.md
+// in the session that wrote it): dequantize, quantize the activations where the format
+// does (per token, round to nearest even, clamp), multiply in double. GPU-only: without a
+// device every test skips with the reason.
+//
+// Outputs are poisoned (NaN) before each product. Tolerance per element, rms = root mean
+// square of the reference row block:
+//   F32 activations, weight-only formats (W4A16, W8A16):   |out - ref| <= 1e-4 (|ref| + rms)
+//   F32 activations, 8-bit activations (W8A8, LLM.int8):  5e-3 (one activation may round the
+//     other way where the device's float scale and the reference's double scale straddle a
+//     half-way point; one such flip moves a dot product by one quantization step)
+//   FP8 (E4M3 has 3 mantissa bits, so one such flip is a 6-12% change of one term):  2e-2
+//   BF16 activations (inputs rounded to BF16 first, output rounded to BF16):  2e-2
+// Shapes: 1, 8, 64 and 256 tokens (the GEMV, and the GEMM paths), ragged last groups,
+// act-order on and off, rows that cuBLASLt's 8-bit kernels take (multiples of 16) and rows
+// that fall back to the plain kernel.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/device.h"
+
+namespace {
+
+constexpr int32_t F32 = STRATA_DTYPE_F32, F16 = STRATA_DTYPE_F16, BF16 = STRATA_DTYPE_BF16;
+
+// ---- Encodings, independent of the backend. ----
+uint16_t ToBf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+float FromBf16(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint16_t ToF16(float f) {
+  _Float16 v = static_cast<_Float16>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+float FromF16(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+// FP8 E4M3 (bias 7, no infinities, 0x7f / 0xff NaN, max 448).
+double Fp8ToDouble(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 7;
+  double v = exp == 0 ? std::ldexp(man / 8.0, -6) : std::ldexp(1.0 + man / 8.0, exp - 7);
+  return sign ? -v : v;
+}
+// Round to the nearest E4M3 value (ties to even mantissa), saturating at +-448: the
+// reference picks the nearest of all 254 finite codes.
+uint8_t DoubleToFp8(double v) {
+  if (std::isnan(v)) return 0x7f;
+  const double a = std::min(std::fabs(v), 448.0);
+  int best = 0;
+  double best_d = 1e300;
+  for (int code = 0; code < 0x7f; ++code) {
+    const double d = std::fabs(Fp8ToDouble(static_cast<uint8_t>(code)) - a);
+    if (d < best_d || (d == best_d && (code & 1) == 0)) {
+      best_d = d;
+      best = code;
+    }
+  }
+  return static_cast<uint8_t>(best | (v < 0 ? 0x80 : 0));
+}
+double RoundEven(double v) { return std::nearbyint(v); }  // default rounding mode: to nearest even
+
+std::vector<uint8_t> EncodeAct(const std::vector<float>& v, int32_t t) {
+  std::vector<uint8_t> b(v.size() * (t == F32 ? 4 : 2));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == F32) {
+      std::memcpy(&b[i * 4], &v[i], 4);
+    } else {
+      const uint16_t h = ToBf16(v[i]);
+      std::memcpy(&b[i * 2], &h, 2);
+    }
+  }
+  return b;
+}
+std::vector<float> DecodeAct(const std::vector<uint8_t>& b, int32_t t) {
+  std::vector<float> v(b.size() / (t == F32 ? 4 : 2));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == F32) {
+      std::memcpy(&v[i], &b[i * 4], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &b[i * 2], 2);
+      v[i] = FromBf16(h);
+    }
+  }
+  return v;
+}
+
+// ---- The plugin and a device. ----
+const strata_backend_v1* Api(std::string* why) {
+  static std::string error;
+  static const strata_backend_v1* api = [] () -> const strata_backend_v1* {
+    const std::string path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cuda.so";
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      error = std::string("dlopen ") + path + ": " + dlerror();
+      return nullptr;
+    }
+    auto init = reinterpret_cast<strata_backend_init_fn>(dlsym(h, STRATA_BACKEND_INIT_SYMBOL));
+    if (init == nullptr) {
+      error = "no strata_backend_init";
+      return nullptr;
+    }
+    const strata_plugin_info* info = init();
+    int32_t n = 0;
+    if (info->backend->device_count(&n) != STRATA_OK || n == 0) {
+      error = std::string("no CUDA device: ") + (info->unavailable_reason ? info->unavailable_reason() : "");
+      return nullptr;
+    }
+    return info->backend;
+  }();
+  *why = error;
+  return api;
+}
+
+#define REQUIRE_GPU()                                   \
+  std::string why_;                                     \
+  const strata_backend_v1* api = Api(&why_);            \
+  if (api == nullptr) GTEST_SKIP() << why_;
+
+class Dev {
+ public:
+  Dev(const strata_backend_v1* api, const char* options) : api_(api) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = options;
+    status_ = api_->device_open(0, &o, &dev_);
+  }
+  ~Dev() {
+    for (strata_weight w : weights_) api_->weight_free(dev_, w);
+    for (strata_buffer b : bufs_) api_->buffer_free(dev_, b);
+    if (dev_ != nullptr) api_->device_close(dev_);
+  }
+  bool ok() const { return status_ == STRATA_OK; }
+  strata_device dev() const { return dev_; }
+  const strata_backend_v1* api() const { return api_; }
+  std::string err() const { return api_->last_error(); }
+  strata_buffer Bytes(const std::vector<uint8_t>& data) {
+    strata_buffer b = nullptr;
+    EXPECT_EQ(api_->buffer_alloc(dev_, data.size(), &b), STRATA_OK) << err();
+    bufs_.push_back(b);
+    EXPECT_EQ(api_->upload(dev_, b, 0, data.data(), data.size()), STRATA_OK) << err();
+    return b;
+  }
+  std::vector<uint8_t> Read(strata_buffer b, size_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(api_->download(dev_, out.data(), b, 0, bytes), STRATA_OK) << err();
+    return out;
+  }
+  strata_status Create(const strata_weight_desc& d, strata_weight* w) {
+    const strata_status s = api_->weight_create(dev_, &d, w);
+    if (s == STRATA_OK) weights_.push_back(*w);
+    return s;
+  }
+
+ private:
+  const strata_backend_v1* api_;
+  strata_device dev_ = nullptr;
+  strata_status status_ = STRATA_ERROR_INTERNAL;
+  std::vector<strata_buffer> bufs_;
+  std::vector<strata_weight> weights_;
+};
+
+strata_tensor T(strata_buffer b, int32_t t, int64_t rows, int64_t cols) {
+  strata_tensor x{};
+  x.buffer = b;
+  x.dtype = t;
+  x.ndim = 2;
+  x.shape[0] = rows;
+  x.shape[1] = cols;
+  return x;
+}
+
+// ---- A quantized weight on the host, and its float64 meaning. ----
+struct QWeight {
+  int32_t format = STRATA_WEIGHT_INT8_PER_CHANNEL;
+  int64_t rows = 0, cols = 0;
+  int32_t group_size = 0;
+  std::vector<uint8_t> data;  // I8 / FP8 [rows, cols] or packed INT4 [rows, ceil(cols/2)]
+  std::vector<float> scales;  // F32 [rows, ngroups]
+  std::vector<uint16_t> scales_f16;  // the same as F16, when the test passes F16 scales
+  std::vector<uint8_t> zeros;     // INT4 asymmetric
+  std::vector<int32_t> g_idx;     // INT4 act-order
+  std::vector<float> smooth;      // W8A8
+  std::vector<int32_t> outlier_cols;
+  std::vector<uint16_t> outlier_w;  // BF16 [rows, n_out]
+  int32_t act_mode = STRATA_ACT_SCALE_DYNAMIC;
+  float act_scale = 0.0f;
+  float threshold = 0.0f;
+  int32_t slot = -1;
+  int64_t ngroups() const { return group_size > 0 ? (cols + group_size - 1) / group_size : 1; }
+
+  strata_weight_desc Desc() const {
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = format;
+    d.dtype = format == STRATA_WEIGHT_INT4_GROUP ? STRATA_DTYPE_U8
+              : format == STRATA_WEIGHT_FP8      ? STRATA_DTYPE_FP8_E4M3
+                                                 : STRATA_DTYPE_I8;
+    d.rows = rows;
+    d.cols = cols;
+    d.data = data.data();
+    if (!scales_f16.empty()) {
+      d.scales = scales_f16.data();
+      d.scales_dtype = F16;
+    } else {
+      d.scales = scales.data();
+      d.scales_dtype = F32;
+    }
+    d.group_size = group_size;
+    d.zeros = zeros.empty() ? nullptr : zeros.data();
+    d.smooth = smooth.empty() ? nullptr : smooth.data();
+    d.outlier_cols = outlier_cols.empty() ? nullptr : outlier_cols.data();
+    d.num_outlier_cols = static_cast<int32_t>(outlier_cols.size());
+    d.outlier_dtype = BF16;
+    d.outlier_weights = outlier_w.empty() ? nullptr : outlier_w.data();
+    d.name = "quant test";
+    d.g_idx = g_idx.empty() ? nullptr : g_idx.data();
+    d.act_scale_mode = act_mode;
+    d.act_scale = act_scale;
+    d.outlier_threshold = threshold;
+    d.counter_slot = slot;
+    return d;
+  }
+  double Scale(int64_t r, int64_t c) const {
+    const int64_t g = g_idx.empty() ? (group_size > 0 ? c / group_size : 0) : g_idx[c];
+    return scales_f16.empty() ? scales[r * ngroups() + g] : FromF16(scales_f16[r * ngroups() + g]);
+  }
+  // The stored value of (r, c) without its scale (INT4: q - z).
+  double Q(int64_t r, int64_t c) const {
+    if (format == STRATA_WEIGHT_INT4_GROUP) {
+      const uint8_t byte = data[r * ((cols + 1) / 2) + c / 2];
+      const int q = (c % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+      const int64_t g = g_idx.empty() ? c / group_size : g_idx[c];
+      const int z = zeros.empty() ? 8 : zeros[r * ngroups() + g];
+      return q - z;
+    }
+    if (format == STRATA_WEIGHT_FP8) return Fp8ToDouble(data[r * cols + c]);
+    return static_cast<int8_t>(data[r * cols + c]);
+  }
+  bool IsOutlierCol(int64_t c) const {
+    return std::find(outlier_cols.begin(), outlier_cols.end(), c) != outlier_cols.end();
+  }
+};
+
+// ref[t, r] by the contract, from activations x as the device sees them.
+std::vector<double> Reference(const QWeight& w, const std::vector<float>& x, int64_t n, const std::vector<float>& bias) {
+  const int64_t R = w.rows, C = w.cols;
+  std::vector<double> ref(n * R, 0.0);
+  const bool act8 = w.format == STRATA_WEIGHT_W8A8 || w.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT ||
+                    w.format == STRATA_WEIGHT_FP8;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = &x[t * C];
+    if (!act8) {
+      for (int64_t r = 0; r < R; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < C; ++c) s += w.Q(r, c) * w.Scale(r, c) * xr[c];
+        ref[t * R + r] = s;
+      }
+    } else {
+      const double qmax = w.format == STRATA_WEIGHT_FP8 ? 448.0 : 127.0;
+      std::vector<double> xs(C);
+      std::vector<bool> exact(C, false);  // stored and run-time outlier columns
+      double amax = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        xs[c] = w.smooth.empty() ? xr[c] : xr[c] / static_cast<double>(w.smooth[c]);
+        if (w.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT &&
+            (w.IsOutlierCol(c) || (w.threshold > 0 && std::fabs(xs[c]) > w.threshold))) {
+          exact[c] = true;
+          continue;
+        }
+        amax = std::max(amax, std::fabs(xs[c]));
+      }
+      const double as = w.act_mode == STRATA_ACT_SCALE_STATIC ? w.act_scale : amax / qmax;
+      std::vector<double> qx(C, 0.0);
+      for (int64_t c = 0; c < C; ++c) {
+        if (exact[c] || as == 0) continue;
+        if (w.format == STRATA_WEIGHT_FP8) {
+          qx[c] = Fp8ToDouble(DoubleToFp8(xs[c] / as));
+        } else {
+          qx[c] = std::clamp(RoundEven(xs[c] / as), -127.0, 127.0);
+        }
+      }
+      for (int64_t r = 0; r < R; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < C; ++c) s += qx[c] * w.Q(r, c);
+        double v = s * w.Scale(r, 0) * as;
+        for (int64_t c = 0; c < C; ++c) {
+          if (!exact[c]) continue;
+          if (w.IsOutlierCol(c)) {
+            const int64_t j = std::find(w.outlier_cols.begin(), w.outlier_cols.end(), c) - w.outlier_cols.begin();
+            v += static_cast<double>(xr[c]) * FromBf16(w.outlier_w[r * w.outlier_cols.size() + j]);
+          } else {
+            v += xs[c] * w.Q(r, c) * w.Scale(r, c);
+          }
+        }
+        ref[t * R + r] = v;
+      }
+    }
+    if (!bias.empty()) {
+      for (int64_t r = 0; r < R; ++r) ref[t * R + r] += bias[r];
+    }
+  }
+  return ref;
+}
+
+// ---- Random weights of each format. ----
+QWeight RandomWeight(std::mt19937& rng, int32_t format, int64_t rows, int64_t cols, int32_t group_size) {
+  QWeight w;
+  w.format = format;
+  w.rows = rows;
+  w.cols = cols;
+  w.group_size = group_size;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> sc(0.5f / 127, 2.0f / 127);
+  if (format == STRATA_WEIGHT_INT4_GROUP) {
+    w.data.resize(rows * ((cols + 1) / 2));
+    for (auto& b : w.data) b = static_cast<uint8_t>(byte(rng));
+  } else if (format == STRATA_WEIGHT_FP8) {
+    w.data.resize(rows * cols);
+    for (auto& b : w.data) {
+      do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f || ((b >> 3) & 0xf) > 8);  // |w| <= 3.75
+    }
+  } else {
+    w.data.resize(rows * cols);
+    std::uniform_int_distribution<int> q(-127, 127);
+    for (auto& b : w.data) b = static_cast<uint8_t>(static_cast<int8_t>(q(rng)));
+  }
+  w.scales.resize(rows * w.ngroups());
+  for (float& s : w.scales) s = format == STRATA_WEIGHT_INT4_GROUP ? sc(rng) * 16 : sc(rng);
+  return w;
+}
+
+std::vector<float> RandomX(std::mt19937& rng, int64_t n, int64_t cols, int32_t act) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> x(n * cols);
+  for (float& v : x) v = d(rng);
+  return DecodeAct(EncodeAct(x, act), act);  // the values the device sees
+}
+
+// Runs out = x * W^T (+ bias) for each token count and compares with the reference.
+void ExpectProductsMatch(Dev& dev, int32_t act, const QWeight& w, std::mt19937& rng, double tol, const char* what,
+                         bool with_bias = false, const std::vector<int64_t>& tokens = {1, 8, 64, 256},
+                         const std::vector<float>* fixed_x = nullptr) {
+  strata_weight W = nullptr;
+  const strata_weight_desc desc = w.Desc();
+  ASSERT_EQ(dev.Create(desc, &W), STRATA_OK) << what << ": " << dev.err();
+  EXPECT_TRUE(dev.api()->supports(dev.dev(), STRATA_OP_MATMUL, act, w.format, desc.dtype)) << what;
+  std::vector<float> bias;
+  if (with_bias) {
+    std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+    for (int64_t r = 0; r < w.rows; ++r) bias.push_back(d(rng));
+  }
+  strata_buffer bb = with_bias ? dev.Bytes(EncodeAct(bias, F32)) : nullptr;
+  strata_tensor bt = T(bb, F32, 1, w.rows);
+  bt.ndim = 1;
+  bt.shape[0] = w.rows;
+  for (int64_t n : tokens) {
+    const std::vector<float> x = fixed_x != nullptr ? *fixed_x : RandomX(rng, n, w.cols, act);
+    strata_buffer xb = dev.Bytes(EncodeAct(x, act));
+    const size_t out_bytes = static_cast<size_t>(n * w.rows) * (act == F32 ? 4 : 2);
+    strata_buffer ob = dev.Bytes(std::vector<uint8_t>(out_bytes, 0xff));  // NaN
+    const strata_tensor xt = T(xb, act, n, w.cols), ot = T(ob, act, n, w.rows);
+    ASSERT_EQ(dev.api()->matmul(dev.dev(), &xt, W, with_bias ? &bt : nullptr, &ot), STRATA_OK) << what << ": "
+                                                                                                << dev.err();
+    const std::vector<float> out = DecodeAct(dev.Read(ob, out_bytes), act);
+    const std::vector<double> ref = Reference(w, x, n, bias);
+    double ss = 0;
+    for (double v : ref) ss += v * v;
+    const double rms = std::sqrt(ss / ref.size());
+    int bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double err = std::fabs(out[i] - ref[i]);
+      const double lim = tol * (std::fabs(ref[i]) + rms);
+      if (!(err <= lim)) {
+        if (bad++ < 3) {
+          ADD_FAILURE() << what << " n=" << n << " [" << i / w.rows << ", " << i % w.rows << "]: " << out[i]
+                        << " vs reference " << ref[i] << " (rms " << rms << ")";
+        }
+      }
+      if (lim > 0) worst = std::max(worst, err / lim);
+    }
+    EXPECT_EQ(bad, 0) << what << " n=" << n << ": " << bad << " of " << ref.size() << " elements off";
+    std::printf("%-40s n=%-4lld worst error / tolerance %.3f\n", what, static_cast<long long>(n), worst);
+  }
+}
+
+struct Mode {
+  int32_t act;
+  const char* options;
+};
+const Mode kModes[] = {{F32, "activations=f32"}, {BF16, "activations=bf16"}};
+
+double Tol(const Mode& m, double f32_tol) { return m.act == F32 ? f32_tol : 2e-2; }
+
+TEST(CudaQuant, Int4GroupSymmetricAsymmetricRaggedActOrder) {
+  REQUIRE_GPU();
+  for (const Mode& m : kModes) {
+    Dev dev(api, m.options);
+    ASSERT_TRUE(dev.ok()) << dev.err();
+    std::mt19937 rng(11);
+    struct Case {
+      int64_t rows, cols;
+      int32_t gs;
+      bool asym, act_order, f16_scales;
+    };
+    for (const Case& c : {Case{256, 1024, 128, false, false, false}, Case{256, 1024, 128, true, false, true},
+                          Case{192, 1024, 64, true, true, false}, Case{200, 1000, 128, true, false, false},
+                          Case{72, 296, 32, false, true, true}, Case{64, 1001, 128, true, false, false}}) {
+      QWeight w = RandomWeight(rng, STRATA_WEIGHT_INT4_GROUP, c.rows, c.cols, c.gs);
+      if (c.asym) {
+        std::uniform_int_distribution<int> z(0, 15);
+        w.zeros.resize(c.rows * w.ngroups());
+        for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+      }
+      if (c.f16_scales) {
+        for (float s : w.scales) w.scales_f16.push_back(ToF16(s));
+      }
+      if (c.act_order) {  // GPTQ desc_act: a permutation of the columns, group = rank / group_size
+        std::vector<int32_t> order(c.cols);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        w.g_idx.resize(c.cols);
+        for (int64_t i = 0; i < c.cols; ++i) w.g_idx[order[i]] = static_cast<int32_t>(i / c.gs);
+      }
+      const std::string what = std::string("int4 ") + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" +
+                               std::to_string(c.gs) + (c.asym ? " asym" : " sym") + (c.act_order ? " act-order" : "") +
+                               (m.act == F32 ? " f32" : " bf16");
+      ExpectProductsMatch(dev, m.act, w, rng, Tol(m, 1e-4), what.c_str(), /*with_bias=*/c.rows == 200);
+    }
+  }
+}
+
+TEST(CudaQuant, Int8PerChannelAndGroupScales) {
+  REQUIRE_GPU();
+  for (const Mode& m : kModes) {
+    Dev dev(api, m.options);
+    ASSERT_TRUE(dev.ok()) << dev.err();
+    std::mt19937 rng(12);
+    struct Case {
+      int64_t rows, cols;
+      int32_t gs;
+    };
+    for (const Case& c : {Case{256, 1024, 0}, Case{200, 1000, 0}, Case{128, 1000, 32}, Case{96, 520, 48}}) {
+      QWeight w = RandomWeight(rng, STRATA_WEIGHT_INT8_PER_CHANNEL, c.rows, c.cols, c.gs);
+      const std::string what = "int8 " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" +
+                               std::to_string(c.gs) + (m.act == F32 ? " f32" : " bf16");
+      ExpectProductsMatch(dev, m.act, w, rng, Tol(m, 1e-4), what.c_str(), /*with_bias=*/c.gs == 0);
+    }
+  }
+}
+
+TEST(CudaQuant, W8A8DynamicStaticSmoothed) {
+  REQUIRE_GPU();
+  for (const Mode& m : kModes) {
+    Dev dev(api, m.options);
+    ASSERT_TRUE(dev.ok()) << dev.err();
+    std::mt19937 rng(13);
+    for (int variant = 0; variant < 4; ++variant) {
+      // 0: dynamic, cuBLASLt shape; 1: dynamic, fallback shape; 2: smoothed; 3: static scale
+      const int64_t rows = variant == 1 ? 200 : 256, cols = variant == 1 ? 1000 : 1024;
+      QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
+      if (variant == 2) {
+        std::uniform_real_distribution<float> d(0.5f, 2.0f);
+        for (int64_t c = 0; c < cols; ++c) w.smooth.push_back(d(rng));
+      }
+      if (variant == 3) {
+        w.act_mode = STRATA_ACT_SCALE_STATIC;
+        w.act_scale = 1.0f / 127;  // |x| <= 1: no clamps
+      }
+      const std::string what = "w8a8 variant " + std::to_string(variant) + (m.act == F32 ? " f32" : " bf16");
+      ExpectProductsMatch(dev, m.act, w, rng, Tol(m, 5e-3), what.c_str(), /*with_bias=*/variant == 0);
+    }
+  }
+}
+
+TEST(CudaQuant, Fp8PerTokenActivations) {
+  REQUIRE_GPU();
+  for (const Mode& m : kModes) {
+    Dev dev(api, m.options);
+    ASSERT_TRUE(dev.ok()) << dev.err();
+    std::mt19937 rng(14);
+    // Without bias, multiples of 16: cuBLASLt's FP8 product with outer-vector scales straight
+    // into out; with bias: the F32 product and the epilogue; 200 x 1000: the plain kernel.
+    struct Case {
+      int64_t rows, cols;
+      bool bias;
+    };
+    for (const Case& c : {Case{256, 1024, false}, Case{256, 1024, true}, Case{200, 1000, false}}) {
+      QWeight w = RandomWeight(rng, STRATA_WEIGHT_FP8, c.rows, c.cols, 0);
+      const std::string what = "fp8 " + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                               (c.bias ? " bias" : "") + (m.act == F32 ? " f32" : " bf16");
+      ExpectProductsMatch(dev, m.act, w, rng, m.act == F32 ? 2e-2 : 3e-2, what.c_str(), c.bias);
+    }
+  }
+}
+
+TEST(CudaQuant, OutlierSplitStoredAndRunTimeOutliersCounted) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=f32");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(15);
+  const int64_t rows = 256, cols = 1024, n = 8;
+  QWeight w = RandomWeight(rng, STRATA_WEIGHT_INT8_OUTLIER_SPLIT, rows, cols, 0);
+  w.outlier_cols = {3, 500, 1023};
+  std::uniform_real_distribution<float> d(-0.05f, 0.05f);
+  for (int64_t i = 0; i < rows * 3; ++i) w.outlier_w.push_back(ToBf16(d(rng)));
+  for (int32_t c : w.outlier_cols) {
+    for (int64_t r = 0; r < rows; ++r) w.data[r * cols + c] = 0;  // the contract: zero there
+  }
+  w.threshold = 6.0f;
+  w.slot = 7;
+  std::vector<float> x = RandomX(rng, n, cols, F32);
+  for (int64_t t = 0; t < n; ++t) {
+    x[t * cols + 3] = 40.0f;    // stored outlier column: exact, not counted
+    x[t * cols + 500] = -25.0f;
+    x[t * cols + 77] = 9.0f;    // run-time outliers: exact and counted
+    x[t * cols + 900] = -7.5f;
+  }
+  ExpectProductsMatch(dev, F32, w, rng, 5e-3, "llm.int8", /*with_bias=*/true, {n}, &x);
+  std::vector<uint64_t> sat(16), nonfinite(16), outliers(16);
+  ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 16, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
+      << dev.err();
+  EXPECT_EQ(outliers[7], static_cast<uint64_t>(2 * n));
+  EXPECT_EQ(sat[7], 0u);
+  EXPECT_EQ(nonfinite[7], 0u);
+  EXPECT_EQ(outliers[6], 0u);
+}
+
+TEST(CudaQuant, CountersSaturationAndNonFinite) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=f32");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(16);
+  const int64_t rows = 64, cols = 256, n = 4;
+  QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
+  w.act_mode = STRATA_ACT_SCALE_STATIC;
+  w.act_scale = 0.5f / 127;  // |x| > 0.5 clamps
+  w.slot = 3;
+  std::vector<float> x = RandomX(rng, n, cols, F32);
+  uint64_t expect_sat = 0;
+  for (float v : x) expect_sat += std::fabs(v) / (0.5 / 127) > 127.5 ? 1 : 0;
+  // Clamps are part of the format: the reference clamps too.
+  ExpectProductsMatch(dev, F32, w, rng, 5e-3, "w8a8 static clamped", false, {n}, &x);
+  // A NaN and an Inf in a dynamic weight's input: counted, and the product still runs.
+  QWeight d = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
+  d.slot = 4;
+  strata_weight W = nullptr;
+  ASSERT_EQ(dev.Create(d.Desc(), &W), STRATA_OK) << dev.err();
+  std::vector<float> y = RandomX(rng, 2, cols, F32);
+  y[5] = std::nanf("");
+  y[cols + 9] = INFINITY;
+  strata_buffer xb = dev.Bytes(EncodeAct(y, F32));
+  strata_buffer ob = dev.Bytes(std::vector<uint8_t>(2 * rows * 4, 0xff));
+  const strata_tensor xt = T(xb, F32, 2, cols), ot = T(ob, F32, 2, rows);
+  ASSERT_EQ(dev.api()->matmul(dev.dev(), &xt, W, nullptr, &ot), STRATA_OK) << dev.err();
+  std::vector<uint64_t> sat(8), nonfinite(8), outliers(8);
+  ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 8, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
+      << dev.err();
+  EXPECT_GT(expect_sat, 0u);
+  EXPECT_EQ(sat[3], expect_sat);
+  EXPECT_EQ(nonfinite[3], 0u);
+  EXPECT_EQ(nonfinite[4], 2u);
+  EXPECT_EQ(sat[4], 1u);  // the Inf, clamped
+  // num_slots beyond the maximum is capped, not an error; negative is refused.
+  EXPECT_EQ(dev.api()->quant_counters(dev.dev(), -1, nullptr, nullptr, nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=f32");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(17);
+  const int64_t rows = 128, cols = 512;
+  for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+    QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
+    strata_weight W = nullptr;
+    ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+    for (int64_t n : {1, 64}) {
+      std::vector<float> x = RandomX(rng, n, cols, F32), up = RandomX(rng, n, cols, F32), res = RandomX(rng, n, rows, F32);
+      // silu(x) * up, then + into res: the reference applies the same prologue in double
+      // (rounded to F32 as the device's scratch holds it).
+      std::vector<float> pro(n * cols);
+      for (size_t i = 0; i < pro.size(); ++i) pro[i] = static_cast<float>(x[i] / (1.0 + std::exp(-double(x[i]))) * up[i]);
+      std::vector<double> ref = Reference(w, pro, n, {});
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+      strata_buffer xb = dev.Bytes(EncodeAct(x, F32)), ub = dev.Bytes(EncodeAct(up, F32)),
+                    ob = dev.Bytes(EncodeAct(res, F32)), ps = dev.Bytes(std::vector<uint8_t>(n * cols * 4, 0xff)),
+                    qs = dev.Bytes(std::vector<uint8_t>(n * rows * 4, 0xff));
+      strata_tensor xt = T(xb, F32, n, cols), ut = T(ub, F32, n, cols), ot = T(ob, F32, n, rows),
+                    pt = T(ps, F32, n, cols), qt = T(qs, F32, n, rows);
+      strata_matmul_params p{};
+      p.struct_size = sizeof(p);
+      p.prologue = STRATA_PROLOGUE_SILU_MUL;
+      p.up = &ut;
+      p.accumulate = 1;
+      p.prologue_scratch = &pt;
+      p.product_scratch = &qt;
+      ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+      const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 4), F32);
+      double ss = 0;
+      for (double v : ref) ss += v * v;
+      const double rms = std::sqrt(ss / ref.size());
+      const double tol = format == STRATA_WEIGHT_W8A8 ? 5e-3 : format == STRATA_WEIGHT_FP8 ? 2e-2 : 1e-4;
+      int bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i) bad += !(std::fabs(out[i] - ref[i]) <= tol * (std::fabs(ref[i]) + rms));
+      EXPECT_EQ(bad, 0) << "format " << format << " n=" << n;
+    }
+  }
+}
+
+TEST(CudaQuant, BadDescriptorsAreRefusedWithAReason) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(18);
+  auto expect = [&](const QWeight& w, strata_status want, const char* needle, void (*edit)(strata_weight_desc*)) {
+    strata_weight_desc d = w.Desc();
+    if (edit != nullptr) edit(&d);
+    strata_weight W = nullptr;
+    EXPECT_EQ(dev.Create(d, &W), want) << needle;
+    EXPECT_NE(dev.err().find(needle), std::string::npos) << dev.err();
+  };
+  QWeight i4 = RandomWeight(rng, STRATA_WEIGHT_INT4_GROUP, 16, 64, 32);
+  expect(i4, STRATA_ERROR_INVALID_ARGUMENT, "needs scales", [](strata_weight_desc* d) { d->scales = nullptr; });
+  expect(i4, STRATA_ERROR_INVALID_ARGUMENT, "group_size > 0", [](strata_weight_desc* d) { d->group_size = 0; });
+  expect(i4, STRATA_ERROR_INVALID_ARGUMENT, "must be U8", [](strata_weight_desc* d) { d->dtype = STRATA_DTYPE_I8; });
+  QWeight z = i4;
+  z.zeros.assign(16 * 2, 16);
+  expect(z, STRATA_ERROR_INVALID_ARGUMENT, "outside 0..15", nullptr);
+  QWeight g = i4;
+  g.g_idx.assign(64, 0);  // every column in group 0
+  expect(g, STRATA_ERROR_UNSUPPORTED, "g_idx gives group", nullptr);
+  g.g_idx.assign(64, 5);
+  expect(g, STRATA_ERROR_INVALID_ARGUMENT, "outside [0, 2)", nullptr);
+  QWeight a8 = RandomWeight(rng, STRATA_WEIGHT_W8A8, 16, 64, 0);
+  expect(a8, STRATA_ERROR_UNSUPPORTED, "per-group scales", [](strata_weight_desc* d) { d->group_size = 32; });
+  expect(a8, STRATA_ERROR_INVALID_ARGUMENT, "static act_scale", [](strata_weight_desc* d) {
+    d->act_scale_mode = STRATA_ACT_SCALE_STATIC;
+    d->act_scale = 0.0f;
+  });
+  QWeight o = RandomWeight(rng, STRATA_WEIGHT_INT8_OUTLIER_SPLIT, 16, 64, 0);
+  o.outlier_cols = {3, 3};
+  o.outlier_w.assign(32, 0);
+  expect(o, STRATA_ERROR_INVALID_ARGUMENT, "listed twice", nullptr);
+  QWeight f8 = RandomWeight(rng, STRATA_WEIGHT_FP8, 16, 64, 0);
+  expect(f8, STRATA_ERROR_INVALID_ARGUMENT, "must be FP8_E4M3", [](strata_weight_desc* d) { d->dtype = STRATA_DTYPE_I8; });
+  EXPECT_FALSE(dev.api()->supports(dev.dev(), STRATA_OP_MATMUL, BF16, STRATA_WEIGHT_INT4_GROUP, STRATA_DTYPE_I8));
+  EXPECT_FALSE(dev.api()->supports(dev.dev(), STRATA_OP_EMBEDDING, BF16, STRATA_WEIGHT_INT4_GROUP, STRATA_DTYPE_U8));
+  EXPECT_TRUE(dev.api()->supports(dev.dev(), STRATA_OP_MATMUL, BF16, STRATA_WEIGHT_FP8, STRATA_DTYPE_FP8_E4M3));
+}
+
+}  // namespace
