@@ -52,7 +52,8 @@ void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, con
   const dnnl::memory::desc wei_md({k, n}, dt::s8, {1, k});
   const dnnl::memory::desc dst_md({m, n}, dt::s32, {ldc, 1});
   std::lock_guard<std::mutex> lock(mu_);
-  const Key key{m, k, n, lda, ldc, false};
+  omp_set_num_threads(num_threads);  // as in Run: also read when a primitive is laid out
+  const Key key{m, k, n, lda, ldc, false, num_threads};
   auto it = cache_s8_.find(key);
   if (it == cache_s8_.end()) {
     if (cache_s8_.size() >= kMaxCachedPrimitives) cache_s8_.clear();
@@ -62,7 +63,6 @@ void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, con
   dnnl::memory src(src_md, engine_, const_cast<int8_t*>(x));
   dnnl::memory wei(wei_md, engine_, const_cast<int8_t*>(w));
   dnnl::memory dst(dst_md, engine_, y);
-  omp_set_num_threads(num_threads);
   it->second.execute(stream_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
   stream_.wait();
 }

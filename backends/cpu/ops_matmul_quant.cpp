@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/ops_matmul_quant.h"
+#include "backends/cpu/thread_pool.h"
 #include "backends/cpu/quant_simd_kernels.h"
 #include "backends/cpu/simd_kernels.h"
 #include "core/quant/fp8_e4m3.h"
@@ -28,12 +29,15 @@ struct Counts {
   uint64_t saturated = 0, nonfinite = 0, outliers = 0;
 };
 
-// Rows [0, rows) in tasks of kRowsPerTask over the device's threads.
+// Rows [0, rows) in tasks of kRowsPerTask on the device's thread pool (thread_pool.h), which
+// sizes the team from the bytes a task reads (about `cols` per row for 8-bit weights) so
+// small matrices stay on the calling thread.
 template <typename F>
-void ForRowTasks(strata_device_s* dev, int64_t rows, F&& f) {
+void ForRowTasks(strata_device_s* dev, int64_t rows, int64_t cols, F&& f) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
-  for (int64_t t = 0; t < tasks; ++t) f(t * kRowsPerTask, std::min(rows, (t + 1) * kRowsPerTask));
+  dev->pool->ParallelFor(tasks, kRowsPerTask * std::max<int64_t>(cols, 1), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) f(t * kRowsPerTask, std::min(rows, (t + 1) * kRowsPerTask));
+  });
 }
 
 }  // namespace
@@ -126,7 +130,7 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
                          (w.format == STRATA_WEIGHT_INT4_GROUP && (w.group_size % 2) != 0);
     if (n <= kGemvMaxTokens && !generic) {
       if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
-        ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+        ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
           GemvInt8Rows(x, xs, static_cast<int32_t>(n), reinterpret_cast<const int8_t*>(w.data.data()), cols,
                        w.scales.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
         });
@@ -136,13 +140,13 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
         std::vector<float> xe(static_cast<size_t>(n * rb), 0.0f), xo(static_cast<size_t>(n * rb), 0.0f);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < cols; ++c) (c & 1 ? xo : xe)[t * rb + (c >> 1)] = x[t * xs + c];
-        ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+        ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
           GemvInt4Rows(xe.data(), xo.data(), rb, static_cast<int32_t>(n), w.data.data(), rb, w.scales.data(),
                        w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
         });
       }
     } else if (n <= kGemvMaxTokens) {  // irregular groups: one dequantized row at a time
-      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+      ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = r0; r < r1; ++r) {
           w.DequantizeRow(r, row.data());
@@ -159,8 +163,9 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
       std::vector<float> deq(static_cast<size_t>(tile * cols));
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         const int64_t r1 = std::min(rows, r0 + tile);
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
-        for (int64_t r = r0; r < r1; ++r) w.DequantizeRow(r, deq.data() + (r - r0) * cols);
+        dev->pool->ParallelFor(r1 - r0, cols * 5, [&](int64_t a, int64_t b) {
+          for (int64_t r = r0 + a; r < r0 + b; ++r) w.DequantizeRow(r, deq.data() + (r - r0) * cols);
+        });
         dev->dnnl->Run(x, n, cols, xs, deq.data(), r1 - r0, bias ? bias + r0 : nullptr, y + r0, ys,
                        dev->num_threads);
       }
@@ -171,7 +176,7 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
     for (int64_t t = 0; t < n; ++t)
       xscale[t] = QuantizeActivationRowFp8(x + t * xs, cols, w.act_scale_mode, w.act_scale, xq.data() + t * cols,
                                            &cnt.saturated, &cnt.nonfinite);
-    ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+    ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* q = w.data.data() + r * cols;
@@ -211,23 +216,24 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
                                         xq.data() + t * cols, &cnt.saturated, &cnt.nonfinite);
     const int8_t* wq = reinterpret_cast<const int8_t*>(w.data.data());
     if (n <= kGemvMaxTokens) {
-      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+      ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
         GemvS8S8Rows(xq.data(), cols, xscale.data(), static_cast<int32_t>(n), wq, cols, w.scales.data(), bias, y,
                      ys, r0, r1);
       });
     } else {
       std::vector<int32_t> acc(static_cast<size_t>(n * rows));
       dev->dnnl->RunS8S8(xq.data(), n, cols, cols, wq, rows, acc.data(), rows, dev->num_threads);
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t r = 0; r < rows; ++r) {
-          const float v = static_cast<float>(acc[t * rows + r]) * w.scales[r] * xscale[t];
-          y[t * ys + r] = bias ? v + bias[r] : v;
-        }
+      dev->pool->ParallelFor(n, rows * 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const float v = static_cast<float>(acc[t * rows + r]) * w.scales[r] * xscale[t];
+            y[t * ys + r] = bias ? v + bias[r] : v;
+          }
+      });
     }
     const size_t nout = w.outlier_cols.size();
     if (nout > 0 || !runtime_cols.empty()) {
-      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+      ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
         std::vector<float> row;
         if (!runtime_cols.empty()) row.resize(static_cast<size_t>(cols));
         for (int64_t r = r0; r < r1; ++r) {
