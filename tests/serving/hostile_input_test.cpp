@@ -263,7 +263,7 @@ TEST_F(HostileInputTest, NonStreamingRequestIsAbortedWhenItsClientLeaves) {
   const int fd = ConnectLoopback(port());
   ASSERT_GE(fd, 0);
   SendAll(fd, Post("/v1/completions",
-                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 400}, {"ignore_eos", true}}.dump()));
+                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 1500}, {"ignore_eos", true}}.dump()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   close(fd);
   std::string m;
@@ -363,7 +363,7 @@ TEST_F(HostileServerTest, SecondSignalExitsAtOnce) {
   // A long request keeps the drain busy.
   const int fd = ConnectLoopback(s.port());
   SendAll(fd, Post("/v1/completions",
-                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 400}, {"ignore_eos", true}}.dump()));
+                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 1500}, {"ignore_eos", true}}.dump()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(s.pid(), SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
