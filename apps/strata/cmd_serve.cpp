@@ -44,7 +44,7 @@ void AddServeFlags(FlagSet& f) {
   f.Value("scheduling-policy", "", "fcfs", "fcfs, priority, buckets or static");
   f.Switch("no-prefix-cache", "disable automatic prefix caching");
   f.Switch("no-warmup", "skip the warm-up steps at start-up (kernel loading, GEMM choices, decode graphs)");
-  f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
+  f.Value("max-body-bytes", "", "8388608", "largest request body, after de-chunking and decompression; larger ones get 413");
   f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
   f.Value("shutdown-timeout", "", "30",
           "seconds in-flight requests get to finish after SIGINT/SIGTERM (a second signal exits at once)");

@@ -127,9 +127,10 @@ TEST_F(HostileInputTest, ChunkedBodyOverTheLimitIs413) {
       "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
       "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   const std::string chunk(10000, ' ');
-  raw += "2710\r\n" + std::string("{\"prompt\":\"hi\",") + chunk.substr(15) + "\r\n";
-  for (int i = 0; i < 40; ++i) raw += "2710\r\n" + chunk + "\r\n";  // 410 KB against 400 KB
-  raw += "0\r\n\r\n";
+  // Valid JSON (a prompt, then whitespace): before the fix it was read in full and served.
+  raw += "f\r\n{\"prompt\":\"hi\"\r\n";
+  for (int i = 0; i < 41; ++i) raw += "2710\r\n" + chunk + "\r\n";  // 410 KB against 400 KB
+  raw += "1\r\n}\r\n0\r\n\r\n";
   HttpResponse r = Send(raw);
   EXPECT_EQ(r.status, 413) << r.body;
   // A small chunked body still works.
@@ -160,10 +161,14 @@ TEST_F(HostileInputTest, BodyWithoutALengthIs411) {
 }
 
 TEST_F(HostileInputTest, ConflictingLengthsAreRefused) {
+  // A valid chunked body with a Content-Length beside it (request smuggling: a proxy that
+  // believes the length and a server that believes the chunks disagree on where it ends).
   const std::string body = R"({"prompt":"hi","max_tokens":2})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
   HttpResponse r = Send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                        "Content-Length: " + std::to_string(body.size()) +
-                        "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + body);
+                        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                        std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
   EXPECT_EQ(r.status, 400) << r.body;
 }
 
@@ -258,7 +263,7 @@ TEST_F(HostileInputTest, NonStreamingRequestIsAbortedWhenItsClientLeaves) {
   const int fd = ConnectLoopback(port());
   ASSERT_GE(fd, 0);
   SendAll(fd, Post("/v1/completions",
-                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 400}, {"ignore_eos", true}}.dump()));
+                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 1500}, {"ignore_eos", true}}.dump()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   close(fd);
   std::string m;
@@ -358,7 +363,7 @@ TEST_F(HostileServerTest, SecondSignalExitsAtOnce) {
   // A long request keeps the drain busy.
   const int fd = ConnectLoopback(s.port());
   SendAll(fd, Post("/v1/completions",
-                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 400}, {"ignore_eos", true}}.dump()));
+                   json{{"prompt", "Once upon a time"}, {"n", 16}, {"max_tokens", 1500}, {"ignore_eos", true}}.dump()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(s.pid(), SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -94,7 +94,9 @@ await check('completions, streaming with usage', async () => {
 
 const messages = [{ role: 'user', content: 'Tell me a story' }];
 const tok = await fetch(`http://127.0.0.1:${port}/tokenize`, {
-  method: 'POST', headers: { Authorization: 'Bearer test-key' }, body: JSON.stringify({ messages }),
+  // fetch() labels a string body text/plain unless told; the server takes JSON only (415).
+  method: 'POST', headers: { Authorization: 'Bearer test-key', 'Content-Type': 'application/json' },
+  body: JSON.stringify({ messages }),
 }).then((r) => r.json());
 const chatRef = runGreedy(['-n', '24', '--prompt-ids', tok.tokens.join(',')]);
 
