@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -282,6 +283,8 @@ TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     EXPECT_LE(worst, kLogitsTolerance);
+    RecordProperty("max_abs_logit_diff", std::to_string(worst));
+    std::printf("[ parallel ] %s tp=%d pp=%d: max |logit - one device| = %.3g\n", sc.model.c_str(), sc.tp, sc.pp, worst);
     // Greedy agrees row by row.
     for (size_t row = 0; row < in.logits_rows.size(); ++row) {
       auto first = want.begin() + row * vocab, got_first = got.begin() + row * vocab;
