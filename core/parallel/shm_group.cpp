@@ -192,12 +192,8 @@ absl::Status ShmGroup::WaitFor(const std::function<bool()>& ready, int32_t timeo
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_check = start;
-  for (uint64_t spin = 0;; ++spin) {
+  for (;;) {
     if (ready()) return absl::OkStatus();
-    if ((spin & 63) != 0) {
-      sched_yield();
-      continue;
-    }
     const auto now = Clock::now();
     const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
     if (seg_->aborted.load(std::memory_order_acquire) == 2 && !ready())
@@ -215,7 +211,7 @@ absl::Status ShmGroup::WaitFor(const std::function<bool()>& ready, int32_t timeo
       return absl::DeadlineExceededError(absl::StrCat(what, ": rank ", rank_, " timed out after ", timeout_ms,
                                                       " ms waiting for ", waiting_on()));
     // Yield first (a step's collectives follow each other closely), then sleep longer the
-    // longer the wait, so an idle rank costs little CPU.
+    // longer the wait, so an idle rank (a worker between steps) costs little CPU.
     if (waited_ms >= 50) {
       std::this_thread::sleep_for(std::chrono::microseconds(waited_ms >= 1000 ? 1000 : 100));
     } else if (waited_ms >= 1) {

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/engine/engine.h"
 #include "core/engine/generator.h"
 #include "core/model/model_tokenizer.h"
@@ -82,6 +84,34 @@ std::unique_ptr<LlamaModel> LoadSingle(Device& dev, const ModelFile& file, const
   auto m = LlamaModel::Load(dev, file, o);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
+}
+
+// ---- A backend without a communicator. ----
+
+void* NoExtensions(const char*) { return nullptr; }
+
+TEST(Communicator, BackendWithoutOneIsRefusedClearly) {
+  static const strata_backend_v1 table = [] {
+    strata_backend_v1 t = *strata_cpu_plugin_info()->backend;
+    t.get_proc_address = NoExtensions;  // a plugin that predates include/strata/comm.h
+    return t;
+  }();
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.num_threads = 1;
+  auto dev = Device::Open(&table, "old", 0, o);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  EXPECT_EQ(Communicator::Table(**dev), nullptr);
+  auto id = Communicator::NewUniqueId(**dev);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(id.status().message().find("the old backend has no communicator"), std::string::npos) << id.status();
+  // The real CPU backend has one; an id of the wrong size is refused before any wait.
+  std::unique_ptr<Device> cpu = testing::OpenCpuTestDevice();
+  ASSERT_NE(Communicator::Table(*cpu), nullptr);
+  auto c = Communicator::Create(*cpu, "short", 2, 0, 100);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
 }
 
 // ---- The plan and the shards. ----
@@ -282,6 +312,8 @@ TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     EXPECT_LE(worst, kLogitsTolerance);
+    RecordProperty("max_abs_logit_diff", std::to_string(worst));
+    std::printf("[ parallel ] %s tp=%d pp=%d: max |logit - one device| = %.3g\n", sc.model.c_str(), sc.tp, sc.pp, worst);
     // Greedy agrees row by row.
     for (size_t row = 0; row < in.logits_rows.size(); ++row) {
       auto first = want.begin() + row * vocab, got_first = got.begin() + row * vocab;
