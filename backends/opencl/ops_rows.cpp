@@ -107,7 +107,7 @@ Status RmsNormHeads(strata_device_s* dev, const strata_tensor* x, const strata_t
   View xv, wv;
   STRATA_RETURN_IF_ERROR(CheckTensor(dev, x, "rms_norm_heads: x", {STRATA_DTYPE_F32}, &xv));
   STRATA_RETURN_IF_ERROR(CheckTensor(dev, weight, "rms_norm_heads: weight", {STRATA_DTYPE_F32}, &wv));
-  if (wv.rows <= 0 || wv.cols <= 0 || !wv.packed() || wv.rows * wv.cols != xv.cols) {
+  if (weight->ndim != 2 || wv.rows <= 0 || wv.cols <= 0 || !wv.packed() || wv.rows * wv.cols != xv.cols) {
     return InvalidArgument("rms_norm_heads: weight is [", wv.rows, ", ", wv.cols,
                            "], expected [num_heads, head_dim] covering the ", xv.cols, " columns of x");
   }

@@ -91,6 +91,38 @@ TEST_P(RowOps, RmsNormRefusesAMismatchedWeight) {
             STRATA_ERROR_INVALID_ARGUMENT);
 }
 
+// ABI 1.8 rms_norm_heads: the q and k heads of a fused QKV row (a strided view) each
+// normalized with their own weight row, in place; the v columns stay.
+TEST_P(RowOps, RmsNormHeadsNormalizesEachHeadInPlace) {
+  if (!STRATA_BACKEND_HAS_RMS_NORM_HEADS(&api())) GTEST_SKIP() << name() << " has no rms_norm_heads (ABI 1.8)";
+  const int64_t n = 3, hd = 16, heads = 3, kv = 1, width = (heads + 2 * kv) * hd, qk = (heads + kv) * hd;
+  const float eps = 1e-6f;
+  const std::vector<float> x = RandomFloats(n * width, 41, 4.0f), w = RandomFloats((heads + kv) * hd, 42);
+  const strata_tensor* xt = F32(n, width, x);
+  strata_tensor view = *xt;
+  view.shape[1] = qk;
+  view.row_stride = width;
+  ExpectOk(api().rms_norm_heads(dev(), &view, F32(heads + kv, hd, w), eps), "rms_norm_heads");
+  std::vector<double> ref(x.begin(), x.end());
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t h = 0; h < heads + kv; ++h) {
+      double ss = 0;
+      for (int64_t c = 0; c < hd; ++c) ss += double(x[r * width + h * hd + c]) * x[r * width + h * hd + c];
+      const double inv = 1.0 / std::sqrt(ss / hd + eps);
+      for (int64_t c = 0; c < hd; ++c) ref[r * width + h * hd + c] = x[r * width + h * hd + c] * inv * w[h * hd + c];
+    }
+  }
+  ExpectNear(ReadF32(xt), ref, 2e-6, 1e-6, "rms_norm_heads");
+  std::vector<float> fewer(w.begin(), w.begin() + heads * hd);
+  EXPECT_EQ(api().rms_norm_heads(dev(), &view, F32(heads, hd, fewer), eps), STRATA_ERROR_INVALID_ARGUMENT)
+      << "a weight of 3 heads for 4 heads' columns";
+  strata_tensor flat = *F32(1, (heads + kv) * hd, w);
+  flat.ndim = 1;
+  flat.shape[0] = (heads + kv) * hd;
+  EXPECT_EQ(api().rms_norm_heads(dev(), &view, &flat, eps), STRATA_ERROR_INVALID_ARGUMENT)
+      << "the weight must be [heads, head_dim]";
+}
+
 TEST_P(RowOps, SiluMulAndAddOverStridedViews) {
   const int64_t rows = 6, f = 45;
   const std::vector<float> g = RandomFloats(rows * f, 8, 6.0f), u = RandomFloats(rows * f, 9, 2.0f);

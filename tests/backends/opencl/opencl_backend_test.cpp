@@ -197,7 +197,9 @@ TEST_F(OpenClBackendTest, ReportsAcceleratorsWithInt8AndScoresBelowCuda) {
   EXPECT_GT(p.score, 0);
   EXPECT_LT(p.score, 100) << "CUDA's score is 100";
   // An OpenCL CPU device (PoCL) ranks below the native CPU backend (>= 10).
-  if (std::string(info.features).rfind("cpu ", 0) == 0) EXPECT_LT(p.score, 10);
+  if (std::string(info.features).rfind("cpu ", 0) == 0) {
+    EXPECT_LT(p.score, 10);
+  }
   strata_device dev = nullptr;
   strata_device_options o{};
   o.struct_size = sizeof(o);
