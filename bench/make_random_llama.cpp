@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/common/half.h"
+#include "core/model/formats/gguf_quant_blocks.h"
 #include "core/model/formats/gguf_writer.h"
+#include "core/quant/rtn_quantize.h"
 
 namespace {
 
@@ -42,7 +44,7 @@ void PrintHelp(const Options& d) {
       "  --hidden N        feed-forward size (default %lld)\n"
       "  --vocab N         vocab size, at least 259 (default %lld)\n"
       "  --context N       context length (default %lld)\n"
-      "  --dtype T         f32 | f16 | bf16 (default %s)\n"
+      "  --dtype T         f32 | f16 | bf16 | q8_0 | q4_0 (matrices quantized, default %s)\n"
       "  --seed N          random seed (default %llu)\n",
       (long long)d.dim, (long long)d.layers, (long long)d.heads, (long long)d.kv_heads,
       (long long)d.hidden, (long long)d.vocab, (long long)d.context, d.dtype.c_str(),
@@ -181,12 +183,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  strata::TensorDType dtype;
+  strata::TensorDType dtype = strata::TensorDType::kF32;
+  uint32_t ggml_quant = 0;  // matrices as GGUF Q8_0 / Q4_0 (round to nearest, core/quant)
   if (o.dtype == "f32") dtype = strata::TensorDType::kF32;
   else if (o.dtype == "f16") dtype = strata::TensorDType::kF16;
   else if (o.dtype == "bf16") dtype = strata::TensorDType::kBF16;
+  else if (o.dtype == "q8_0") ggml_quant = strata::kGgmlTypeQ8_0;
+  else if (o.dtype == "q4_0") ggml_quant = strata::kGgmlTypeQ4_0;
   else {
-    std::fprintf(stderr, "make_random_llama: --dtype must be f32, f16 or bf16\n");
+    std::fprintf(stderr, "make_random_llama: --dtype must be f32, f16, bf16, q8_0 or q4_0\n");
     return 2;
   }
   if (o.out.empty()) {
@@ -236,6 +241,18 @@ int main(int argc, char** argv) {
     params += n;
     std::vector<float> v(static_cast<size_t>(n), 1.0f);
     if (!is_norm) FillNormal(rng, 0.02f, v);
+    if (ggml_quant != 0 && shape.size() == 2 && shape[1] % 32 == 0) {
+      const strata::QuantizedTensor q =
+          ggml_quant == strata::kGgmlTypeQ8_0
+              ? strata::QuantizeInt8(v.data(), shape[0], shape[1], 32, STRATA_DTYPE_F16)
+              : strata::QuantizeInt4Group(v.data(), shape[0], shape[1], 32, /*symmetric=*/true);
+      auto blocks = strata::QuantizedToGgmlBlocks(q, ggml_quant);
+      if (!blocks.ok() || !w.AddRawTensor(name, ggml_quant, shape, *std::move(blocks)).ok()) {
+        std::fprintf(stderr, "make_random_llama: cannot quantize %s\n", name.c_str());
+        std::exit(1);
+      }
+      return;
+    }
     auto st = w.AddTensor(name, dtype, shape, Encode(v, dtype));
     if (!st.ok()) {
       std::fprintf(stderr, "make_random_llama: %s\n", std::string(st.message()).c_str());
