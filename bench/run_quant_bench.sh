@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 ROUNDS=${2:-3}
+GEN=${GEN:-64}    # decode tokens per repetition
+REPS=${REPS:-3}   # repetitions per run (medians)
 TMP=${STRATA_BENCH_TMP:-/tmp/strata-bench}
 LLAMACPP_DIR=${LLAMACPP_DIR:-/tmp/llamacpp-cpu}
 mkdir -p "$TMP"
@@ -24,9 +26,9 @@ for ((r = 0; r < ROUNDS; r++)); do
   for dt in f32 q8_0 q4_0; do
     m="$TMP/llama-110m-$dt.gguf"
     "$BUILD/bin/memory_bandwidth" --mib 1024 --reps 5 | tee -a "$LOG"
-    "$BUILD/bin/strata" bench -m "$m" --prompt-tokens 128 --gen-tokens 64 -r 3 --json | tee -a "$LOG"
+    "$BUILD/bin/strata" bench -m "$m" --prompt-tokens 128 --gen-tokens "$GEN" -r "$REPS" --json | tee -a "$LOG"
     if [ -f "$LLAMACPP_DIR/tpshim.so" ] && [ -d "$LLAMACPP_DIR/node_modules" ]; then
-      (cd "$LLAMACPP_DIR" && LD_PRELOAD=$PWD/tpshim.so node bench.mjs -m "$m" -t 2 -p 128 -n 64 -r 3) |
+      (cd "$LLAMACPP_DIR" && LD_PRELOAD=$PWD/tpshim.so node bench.mjs -m "$m" -t 2 -p 128 -n "$GEN" -r "$REPS") |
         python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); d["peer"]="llama.cpp"; d["model"]=sys.argv[1]; print(json.dumps(d))' "$m" |
         tee -a "$LOG"
     fi
