@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "core/common/half.h"
+#include "core/model/formats/gguf_quant_blocks.h"
 #include "core/model/formats/gguf_writer.h"
+#include "core/quant/rtn_quantize.h"
 
 namespace {
 
@@ -51,7 +53,7 @@ void PrintHelp(const Options& d) {
       "  --hidden N        feed-forward size (default %lld)\n"
       "  --vocab N         vocab size, at least 259 (default %lld)\n"
       "  --context N       context length (default %lld)\n"
-      "  --dtype T         f32 | f16 | bf16 (default %s)\n"
+      "  --dtype T         f32 | f16 | bf16 | q8_0 | q4_0 (matrices quantized, default %s)\n"
       "  --seed N          random seed (default %llu)\n"
       "  --outlier-channels N  N norm channels scaled by --outlier-scale, compensated in the\n"
       "                    projections reading them (same function, outlier activations)\n"
@@ -199,12 +201,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  strata::TensorDType dtype;
+  strata::TensorDType dtype = strata::TensorDType::kF32;
+  uint32_t ggml_quant = 0;  // matrices as GGUF Q8_0 / Q4_0 (round to nearest, core/quant)
   if (o.dtype == "f32") dtype = strata::TensorDType::kF32;
   else if (o.dtype == "f16") dtype = strata::TensorDType::kF16;
   else if (o.dtype == "bf16") dtype = strata::TensorDType::kBF16;
+  else if (o.dtype == "q8_0") ggml_quant = strata::kGgmlTypeQ8_0;
+  else if (o.dtype == "q4_0") ggml_quant = strata::kGgmlTypeQ4_0;
   else {
-    std::fprintf(stderr, "make_random_llama: --dtype must be f32, f16 or bf16\n");
+    std::fprintf(stderr, "make_random_llama: --dtype must be f32, f16, bf16, q8_0 or q4_0\n");
     return 2;
   }
   if (o.out.empty()) {
@@ -274,6 +279,18 @@ int main(int argc, char** argv) {
       const size_t cols = static_cast<size_t>(shape.back());
       for (size_t i = 0; i < v.size(); ++i)
         if (outlier[i % cols]) v[i] = kind == 1 ? v[i] * S : v[i] / S;
+    }
+    if (ggml_quant != 0 && shape.size() == 2 && shape[1] % 32 == 0) {
+      const strata::QuantizedTensor q =
+          ggml_quant == strata::kGgmlTypeQ8_0
+              ? strata::QuantizeInt8(v.data(), shape[0], shape[1], 32, STRATA_DTYPE_F16)
+              : strata::QuantizeInt4Group(v.data(), shape[0], shape[1], 32, /*symmetric=*/true);
+      auto blocks = strata::QuantizedToGgmlBlocks(q, ggml_quant);
+      if (!blocks.ok() || !w.AddRawTensor(name, ggml_quant, shape, *std::move(blocks)).ok()) {
+        std::fprintf(stderr, "make_random_llama: cannot quantize %s\n", name.c_str());
+        std::exit(1);
+      }
+      return;
     }
     auto st = w.AddTensor(name, dtype, shape, Encode(v, dtype));
     if (!st.ok()) {

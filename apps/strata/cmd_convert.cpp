@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "apps/strata/commands.h"
 #include "apps/strata/flag_set.h"
+#include "core/model/formats/tensor_storage.h"
 #include "core/model/gguf_export.h"
 #include "core/model/model_file.h"
 #include "nlohmann/json.hpp"
@@ -47,6 +48,7 @@ int ConvertCommand(const std::vector<std::string>& args) {
     std::cerr << "strata convert: " << m.status().message() << "\n";
     return 1;
   }
+  DequantizeQuantizedTensors(**m);  // a Q8_0 / GPTQ input is written dense
   absl::StatusOr<GgufExportReport> report = ExportModelAsGguf(**m, f.Get("output"), options);
   if (!report.ok()) {
     std::cerr << "strata convert: " << report.status().message() << "\n";

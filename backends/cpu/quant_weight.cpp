@@ -31,17 +31,36 @@ float HalfOrFloat(const void* p, int32_t dtype, size_t i) {
 
 void QuantWeight::DequantizeRow(int64_t r, float* out) const {
   const uint8_t* row = data.data() + r * row_bytes;
-  for (int64_t c = 0; c < cols; ++c) {
-    const int64_t g = !col_group.empty() ? col_group[c] : (group_size > 0 ? c / group_size : 0);
-    const float s = scales[r * ngroups + g];
-    switch (format) {
-      case STRATA_WEIGHT_INT4_GROUP: {
-        const int q = (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 15;
-        out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * s;
-        break;
+  const float* s = scales.data() + r * ngroups;
+  if (!col_group.empty() || group_size == 0 || format == STRATA_WEIGHT_FP8) {
+    // Irregular groups, per-row scales or FP8: one column at a time.
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t g = !col_group.empty() ? col_group[c] : (group_size > 0 ? c / group_size : 0);
+      switch (format) {
+        case STRATA_WEIGHT_INT4_GROUP: {
+          const int q = (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 15;
+          out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * s[g];
+          break;
+        }
+        case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * s[g]; break;
+        default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * s[g]; break;
       }
-      case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * s; break;
-      default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * s; break;
+    }
+    return;
+  }
+  // Contiguous groups (the prefill path): scale and zero point hoisted out of the inner loop.
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const int64_t c0 = g * group_size, c1 = std::min(cols, c0 + group_size);
+    const float sg = s[g];
+    if (format == STRATA_WEIGHT_INT4_GROUP) {
+      const float z = zeros.empty() ? 8.0f : zeros[r * ngroups + g];
+      for (int64_t c = c0; c < c1; ++c) {
+        const int q = (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 15;
+        out[c] = (static_cast<float>(q) - z) * sg;
+      }
+    } else {
+      const int8_t* q = reinterpret_cast<const int8_t*>(row);
+      for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(q[c]) * sg;
     }
   }
 }

@@ -261,6 +261,9 @@ absl::Status WriteTokenizer(const ModelFile& m, GgufWriter& w, GgufExportReport*
 
 absl::StatusOr<GgufExportReport> ExportModelAsGguf(const ModelFile& m, const std::string& path,
                                                    const GgufExportOptions& options) {
+  if (!m.quantized.empty())
+    return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": has quantized matrices (", m.quantized.begin()->first,
+                                                   "); dequantize them first (DequantizeQuantizedTensors)"));
   const ModelConfig& c = m.config;
   const ArchitectureSpec* arch = FindArchitectureByName(c.architecture);
   // Mistral has no GGUF architecture of its own: llama.cpp writes it as 'llama'.

@@ -164,6 +164,20 @@ TEST(PrometheusTextTest, StepCountersAreExported) {
   EXPECT_NE(t.find("strata_engine_forward_seconds_total{model_name=\"m\"} 1.25\n"), std::string::npos) << t;
 }
 
+// Quantized models: the per-layer counters, absent for dense models.
+TEST(PrometheusTextTest, QuantCountersPerLayer) {
+  EngineMetrics m;
+  EXPECT_EQ(FormatPrometheus(m, ServerCounters{}, "m").find("strata_quant_"), std::string::npos);
+  m.quant.saturated = {0, 5};
+  m.quant.nonfinite = {2, 0};
+  m.quant.outliers = {0, 0};
+  const std::string t = FormatPrometheus(m, ServerCounters{}, "m");
+  EXPECT_NE(t.find("# TYPE strata_quant_saturated_total counter\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_quant_saturated_total{model_name=\"m\",layer=\"1\"} 5\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_quant_nonfinite_total{model_name=\"m\",layer=\"0\"} 2\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("strata_quant_outliers_total{model_name=\"m\",layer=\"1\"} 0\n"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace strata::serving
 

@@ -217,4 +217,31 @@ absl::Status GgmlBlocksToF32(uint32_t type, const uint8_t* p, int64_t numel, flo
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<uint8_t>> QuantizedToGgmlBlocks(const QuantizedTensor& t, uint32_t type) {
+  const bool q8 = type == kGgmlTypeQ8_0, q4 = type == kGgmlTypeQ4_0;
+  const bool fits = t.group_size == 32 && t.cols % 32 == 0 && t.scales_dtype == STRATA_DTYPE_F16 &&
+                    ((q8 && t.format == STRATA_WEIGHT_INT8_PER_CHANNEL) ||
+                     (q4 && t.format == STRATA_WEIGHT_INT4_GROUP && t.zeros.empty() && t.g_idx.empty()));
+  if (!fits)
+    return absl::InvalidArgumentError(absl::StrCat(WeightFormatName(t.format), " (group ", t.group_size, ", ", t.cols,
+                                                   " columns) has no exact ggml type ", type));
+  const int64_t blocks = t.rows * t.cols / 32;
+  std::vector<uint8_t> out(static_cast<size_t>(blocks * GgmlBlockBytes(type)));
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = out.data() + b * GgmlBlockBytes(type);
+    std::memcpy(blk, t.scales.data() + 2 * b, 2);  // [rows, cols / 32] scales = block order
+    if (q8) {
+      std::memcpy(blk + 2, t.data.data() + 32 * b, 32);
+    } else {
+      const uint8_t* in = t.data.data() + 16 * b;  // values 2i, 2i + 1 per byte
+      for (int j = 0; j < 16; ++j) {
+        const uint8_t lo = (j % 2 == 0) ? in[j / 2] & 15 : in[j / 2] >> 4;                 // value j
+        const uint8_t hi = ((j + 16) % 2 == 0) ? in[(j + 16) / 2] & 15 : in[(j + 16) / 2] >> 4;  // value j + 16
+        blk[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace strata

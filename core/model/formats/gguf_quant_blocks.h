@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/quant/quantized_tensor.h"
@@ -37,5 +38,10 @@ absl::StatusOr<QuantizedTensor> GgmlBlocksToQuantized(uint32_t type, const uint8
 
 // numel (a multiple of the block elements) values of `type` at p, as floats.
 absl::Status GgmlBlocksToF32(uint32_t type, const uint8_t* p, int64_t numel, float* out, const std::string& name);
+
+// The inverse for the exact types, for GGUF writers: Q8_0 from INT8_PER_CHANNEL with groups
+// of 32 and F16 scales, Q4_0 from symmetric INT4_GROUP with groups of 32, F16 scales and no
+// g_idx (cols a multiple of 32). Anything else is refused.
+absl::StatusOr<std::vector<uint8_t>> QuantizedToGgmlBlocks(const QuantizedTensor& t, uint32_t type);
 
 }  // namespace strata

@@ -41,6 +41,9 @@ std::vector<uint8_t> ToBf16(const TensorView& t) {
 }  // namespace
 
 absl::Status ExportHfModelAsBf16(const ModelFile& m, const std::string& out_dir) {
+  if (!m.quantized.empty())
+    return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": has quantized matrices (", m.quantized.begin()->first,
+                                                   "); bf16 export needs a dense model"));
   if (m.format != "safetensors") {
     return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": bf16 export needs a Hugging Face model, not ", m.format));
   }

@@ -1,5 +1,7 @@
 #include "core/model/formats/tensor_storage.h"
 
+#include <cstring>
+
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +50,16 @@ TensorView MakeOwnedTensorView(ModelFile& m, TensorDType dtype, std::vector<int6
   v.data = m.owned.back().data();
   v.bytes = m.owned.back().size();
   return v;
+}
+
+void DequantizeQuantizedTensors(ModelFile& m) {
+  for (auto& [name, q] : m.quantized) {
+    const std::vector<float> f = Dequantize(q);
+    std::vector<uint8_t> bytes(f.size() * 4);
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    m.tensors[name] = MakeOwnedTensorView(m, TensorDType::kF32, {q.rows, q.cols}, std::move(bytes));
+  }
+  m.quantized.clear();
 }
 
 }  // namespace strata

@@ -25,4 +25,8 @@ TensorView MakeTensorView(ModelFile& m, TensorDType dtype, std::vector<int64_t> 
 TensorView MakeOwnedTensorView(ModelFile& m, TensorDType dtype, std::vector<int64_t> shape,
                                std::vector<uint8_t> bytes);
 
+// Replaces every matrix of m.quantized by its dequantized F32 values in m.tensors (for tools
+// that write dense files, e.g. strata convert of a Q8_0 GGUF).
+void DequantizeQuantizedTensors(ModelFile& m);
+
 }  // namespace strata

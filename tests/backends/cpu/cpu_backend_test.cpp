@@ -220,10 +220,14 @@ TEST_F(CpuBackendTest, PluginAndDeviceInfo) {
     EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, dt), 1);
     EXPECT_EQ(be_->supports(dev_, STRATA_OP_EMBEDDING, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, dt), 1);
   }
-  for (int32_t f : {STRATA_WEIGHT_INT8_PER_CHANNEL, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_INT4_GROUP,
-                    STRATA_WEIGHT_INT8_OUTLIER_SPLIT}) {
-    EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, f, STRATA_DTYPE_I8), 0);
+  // Quantized formats (ABI 1.9) with their data dtypes only; quant_matmul_test covers them.
+  for (int32_t f : {STRATA_WEIGHT_INT8_PER_CHANNEL, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_INT8_OUTLIER_SPLIT}) {
+    EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, f, STRATA_DTYPE_I8), 1);
+    EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, f, STRATA_DTYPE_U8), 0);
   }
+  EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, STRATA_WEIGHT_INT4_GROUP, STRATA_DTYPE_U8), 1);
+  EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, STRATA_WEIGHT_INT4_GROUP, STRATA_DTYPE_I8), 0);
+  EXPECT_EQ(be_->supports(dev_, STRATA_OP_MATMUL, STRATA_DTYPE_F32, 42, STRATA_DTYPE_I8), 0);
   for (int32_t op = 0; op < STRATA_OP_COUNT; ++op) {
     EXPECT_EQ(be_->supports(dev_, op, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, STRATA_DTYPE_F32), 1) << op;
   }
@@ -1238,15 +1242,15 @@ TEST_F(CpuBackendTest, MatmulExInvalidArgumentsReturnErrors) {
 
 // ------------------------------------------------------------------------------------------
 TEST_F(CpuBackendTest, InvalidArgumentsReturnErrors) {
-  // Quantized weight formats are not implemented yet: UNSUPPORTED with a message.
+  // An unknown weight format, and W8A8 with group scales (per-row only): UNSUPPORTED with a
+  // message (the quantized formats' own refusals are in quant_matmul_test).
   std::vector<int8_t> q(16 * 16, 1);
-  std::vector<float> scales(16, 1.0f);
-  for (int32_t f : {STRATA_WEIGHT_INT8_PER_CHANNEL, STRATA_WEIGHT_W8A8, STRATA_WEIGHT_INT4_GROUP,
-                    STRATA_WEIGHT_INT8_OUTLIER_SPLIT}) {
+  std::vector<float> scales(16 * 2, 1.0f);
+  for (int32_t f : {42, static_cast<int32_t>(STRATA_WEIGHT_W8A8)}) {
     strata_weight_desc d{};
     d.struct_size = sizeof(d);
     d.format = f;
-    d.dtype = f == STRATA_WEIGHT_INT4_GROUP ? STRATA_DTYPE_U8 : STRATA_DTYPE_I8;
+    d.dtype = STRATA_DTYPE_I8;
     d.rows = 16;
     d.cols = 16;
     d.data = q.data();
@@ -1254,7 +1258,8 @@ TEST_F(CpuBackendTest, InvalidArgumentsReturnErrors) {
     d.group_size = 8;
     strata_weight w = nullptr;
     EXPECT_EQ(be_->weight_create(dev_, &d, &w), STRATA_ERROR_UNSUPPORTED);
-    EXPECT_NE(std::string(be_->last_error()).find("not supported"), std::string::npos) << be_->last_error();
+    EXPECT_NE(std::string(be_->last_error()).find(f == 42 ? "format" : "per-row scales only"), std::string::npos)
+        << be_->last_error();
   }
   {
     strata_weight_desc d{};

@@ -10,6 +10,8 @@
 
 #include "core/common/half.h"
 #include "core/model/formats/gguf_file.h"
+#include "core/model/formats/gguf_quant_blocks.h"
+#include "core/quant/rtn_quantize.h"
 #include "core/model/formats/gguf_writer.h"
 #include "core/model/model_file.h"
 #include "gtest/gtest.h"
@@ -179,6 +181,30 @@ TEST_P(GgufQuant, NonFiniteBlockScaleRefusedNamingTheTensor) {
 
 INSTANTIATE_TEST_SUITE_P(Types, GgufQuant, ::testing::Values(kQ8_0, kQ4_0, kQ4_K, kQ6_K),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Writers: Q8_0 / Q4_0 blocks from strata's tensors read back to the same tensors, and their
+// values by the ggml definitions are the tensor's.
+TEST(GgufQuantRows, Q8_0AndQ4_0BlocksRoundTrip) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> w(6 * 64);
+  for (auto& v : w) v = nd(rng);
+  const QuantizedTensor q8 = QuantizeInt8(w.data(), 6, 64, 32, STRATA_DTYPE_F16);
+  const QuantizedTensor q4 = QuantizeInt4Group(w.data(), 6, 64, 32, true);
+  for (const auto& [q, t] : {std::pair{&q8, kQ8_0}, std::pair{&q4, kQ4_0}}) {
+    auto blocks = QuantizedToGgmlBlocks(*q, t.id);
+    ASSERT_TRUE(blocks.ok()) << blocks.status();
+    auto back = GgmlBlocksToQuantized(t.id, blocks->data(), 6, 64, "w");
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->data, q->data) << t.name;
+    EXPECT_EQ(back->scales, q->scales) << t.name;
+    const auto d = Dequantize(*q);
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t c = 0; c < 64; ++c)
+        ASSERT_EQ(d[r * 64 + c], static_cast<float>(RefElement(t, blocks->data() + r * 2 * t.block_bytes, c))) << t.name;
+  }
+  EXPECT_FALSE(QuantizedToGgmlBlocks(QuantizeInt4Group(w.data(), 6, 64, 32, false), kQ4_0.id).ok()) << "asymmetric";
+}
 
 TEST(GgufQuantRows, KQuantRowNotAMultipleOf256IsRefusedNamingTheTensor) {
   GgufWriter w;
