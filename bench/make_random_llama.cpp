@@ -4,6 +4,13 @@
 //
 //   make_random_llama --out m.gguf --dim 768 --layers 12 --heads 12 --kv-heads 12
 //       --hidden 2048 --vocab 32000 --dtype f32 --seed 1 [--context 1024]
+//       [--outlier-channels N --outlier-scale S]
+//
+// --outlier-channels N: N channels of every RMSNorm weight that feeds a projection are S
+// (default 50) instead of 1, and the columns of Q/K/V and gate/up that read those channels are
+// divided by S: the model computes exactly the same function, but the activations entering
+// its projections have N outlier channels S times larger than the rest — what trained LLMs
+// show and what SmoothQuant and LLM.int8() are for.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +36,8 @@ struct Options {
   int64_t context = 1024;
   std::string dtype = "f32";
   uint64_t seed = 1;
+  int64_t outlier_channels = 0;
+  double outlier_scale = 50.0;
 };
 
 void PrintHelp(const Options& d) {
@@ -43,7 +52,10 @@ void PrintHelp(const Options& d) {
       "  --vocab N         vocab size, at least 259 (default %lld)\n"
       "  --context N       context length (default %lld)\n"
       "  --dtype T         f32 | f16 | bf16 (default %s)\n"
-      "  --seed N          random seed (default %llu)\n",
+      "  --seed N          random seed (default %llu)\n"
+      "  --outlier-channels N  N norm channels scaled by --outlier-scale, compensated in the\n"
+      "                    projections reading them (same function, outlier activations)\n"
+      "  --outlier-scale S  (default 50)\n",
       (long long)d.dim, (long long)d.layers, (long long)d.heads, (long long)d.kv_heads,
       (long long)d.hidden, (long long)d.vocab, (long long)d.context, d.dtype.c_str(),
       (unsigned long long)d.seed);
@@ -168,6 +180,12 @@ int main(int argc, char** argv) {
     else if (a == "--hidden") ok = ParseInt(v, &o.hidden);
     else if (a == "--vocab") ok = ParseInt(v, &o.vocab);
     else if (a == "--context") ok = ParseInt(v, &o.context);
+    else if (a == "--outlier-channels") ok = ParseInt(v, &o.outlier_channels);
+    else if (a == "--outlier-scale") {
+      char* end = nullptr;
+      o.outlier_scale = std::strtod(v, &end);
+      ok = end != v && *end == '\0' && o.outlier_scale > 0;
+    }
     else if (a == "--seed") {
       int64_t s;
       ok = ParseInt(v, &s);
@@ -200,6 +218,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int64_t head_dim = o.dim / o.heads, kv_dim = head_dim * o.kv_heads;
+  if (o.outlier_channels > o.dim) {
+    std::fprintf(stderr, "make_random_llama: --outlier-channels must be at most --dim\n");
+    return 2;
+  }
+  // The outlier channels, spread over the width (a stride coprime to nothing in particular).
+  std::vector<bool> outlier(static_cast<size_t>(o.dim), false);
+  for (int64_t i = 0, placed = 0; placed < o.outlier_channels; ++i) {
+    const size_t c = static_cast<size_t>((i * 7919 + 13) % o.dim);
+    if (!outlier[c]) {
+      outlier[c] = true;
+      ++placed;
+    }
+  }
+  const float S = static_cast<float>(o.outlier_scale);
 
   strata::GgufWriter w;
   w.AddString("general.architecture", "llama");
@@ -230,33 +262,40 @@ int main(int argc, char** argv) {
 
   Rng rng{o.seed * 0x2545F4914F6CDD1Dull + 1};
   int64_t params = 0;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool is_norm) {
+  // kind: 0 = plain matrix, 1 = norm feeding projections (outlier channels x S), 2 = a
+  // projection reading such a norm (outlier columns / S), 3 = the final norm.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, int kind) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     params += n;
     std::vector<float> v(static_cast<size_t>(n), 1.0f);
-    if (!is_norm) FillNormal(rng, 0.02f, v);
+    if (kind == 0 || kind == 2) FillNormal(rng, 0.02f, v);
+    if (kind == 1 || kind == 2) {
+      const size_t cols = static_cast<size_t>(shape.back());
+      for (size_t i = 0; i < v.size(); ++i)
+        if (outlier[i % cols]) v[i] = kind == 1 ? v[i] * S : v[i] / S;
+    }
     auto st = w.AddTensor(name, dtype, shape, Encode(v, dtype));
     if (!st.ok()) {
       std::fprintf(stderr, "make_random_llama: %s\n", std::string(st.message()).c_str());
       std::exit(1);
     }
   };
-  add("token_embd.weight", {o.vocab, o.dim}, false);
+  add("token_embd.weight", {o.vocab, o.dim}, 0);
   for (int64_t l = 0; l < o.layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    add(b + "attn_norm.weight", {o.dim}, true);
-    add(b + "attn_q.weight", {o.dim, o.dim}, false);
-    add(b + "attn_k.weight", {kv_dim, o.dim}, false);
-    add(b + "attn_v.weight", {kv_dim, o.dim}, false);
-    add(b + "attn_output.weight", {o.dim, o.dim}, false);
-    add(b + "ffn_norm.weight", {o.dim}, true);
-    add(b + "ffn_gate.weight", {o.hidden, o.dim}, false);
-    add(b + "ffn_up.weight", {o.hidden, o.dim}, false);
-    add(b + "ffn_down.weight", {o.dim, o.hidden}, false);
+    add(b + "attn_norm.weight", {o.dim}, 1);
+    add(b + "attn_q.weight", {o.dim, o.dim}, 2);
+    add(b + "attn_k.weight", {kv_dim, o.dim}, 2);
+    add(b + "attn_v.weight", {kv_dim, o.dim}, 2);
+    add(b + "attn_output.weight", {o.dim, o.dim}, 0);
+    add(b + "ffn_norm.weight", {o.dim}, 1);
+    add(b + "ffn_gate.weight", {o.hidden, o.dim}, 2);
+    add(b + "ffn_up.weight", {o.hidden, o.dim}, 2);
+    add(b + "ffn_down.weight", {o.dim, o.hidden}, 0);
   }
-  add("output_norm.weight", {o.dim}, true);
-  add("output.weight", {o.vocab, o.dim}, false);
+  add("output_norm.weight", {o.dim}, 3);
+  add("output.weight", {o.vocab, o.dim}, 0);
   auto st = w.Write(o.out);
   if (!st.ok()) {
     std::fprintf(stderr, "make_random_llama: %s\n", std::string(st.message()).c_str());

@@ -30,6 +30,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/raw_http.h"
 #include "core/engine/engine.h"
 #include "core/engine/kv_sizing.h"
 #include "core/engine/step_budget.h"
@@ -68,21 +69,7 @@ struct Sample {
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// A TCP connection to the server with a receive timeout, or -1.
-int Connect(const Options& o, int timeout_seconds) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{timeout_seconds, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(o.port));
-  if (inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Connect(const Options& o, int timeout_seconds) { return strata::bench::Connect(o.host, o.port, timeout_seconds); }
 
 Sample HttpRequest(const Options& o) {
   Sample s;
@@ -93,10 +80,7 @@ Sample HttpRequest(const Options& o) {
             {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   if (!o.model.empty()) body["model"] = o.model;
   const std::string b = body.dump();
-  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n"
-                    "Content-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) + "\r\n";
-  if (!o.api_key.empty()) req += "Authorization: Bearer " + o.api_key + "\r\n";
-  req += "\r\n" + b;
+  const std::string req = strata::bench::PostRequest(o.host, "/v1/completions", b, o.api_key);
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     close(fd);
     return s;

@@ -37,10 +37,27 @@ std::string Inventory(const PluginRegistry& registry) {
 
 }  // namespace
 
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view device) {
+  DeviceSpec spec;
+  const std::string s(device);
+  const size_t colon = s.rfind(':');
+  spec.backend = s.substr(0, colon);
+  if (colon == std::string::npos) return spec;
+  const std::string index = s.substr(colon + 1);
+  if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device ", s, ": expected NAME or NAME:INDEX (e.g. opencl:1), the index a number"));
+  }
+  if (spec.backend == "auto") return absl::InvalidArgumentError("--device auto takes no device index");
+  spec.index = std::stoi(index);
+  return spec;
+}
+
 absl::StatusOr<const LoadedPlugin*> SelectBackend(const PluginRegistry& registry,
                                                   std::string_view device) {
-  // This Abseil's string_view is its own type: StrCat needs a std::string.
-  const std::string name(device);
+  absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(device);
+  if (!spec.ok()) return spec.status();
+  const std::string name = spec->backend;
   if (name == "auto") {
     const LoadedPlugin* best = nullptr;
     for (const LoadedPlugin& p : registry.loaded()) {
@@ -63,6 +80,11 @@ absl::StatusOr<const LoadedPlugin*> SelectBackend(const PluginRegistry& registry
     return absl::FailedPreconditionError(absl::StrCat("--device ", name, ": plugin ", p->path,
                                                       " cannot be used: ",
                                                       p->unavailable_reason));
+  }
+  if (spec->index >= p->device_count) {
+    return absl::NotFoundError(absl::StrCat("--device ", std::string(device), ": plugin ", name, " has ",
+                                            p->device_count, p->device_count == 1 ? " device" : " devices",
+                                            " (indices from 0)"));
   }
   return p;
 }

@@ -4,14 +4,18 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libdnnl-dev            # oneDNN: CPU GEMMs
-  ocl-icd-opencl-dev opencl-headers  # Debian's dnnl CMake config requires OpenCL (not a dependency of its package)
+  ocl-icd-opencl-dev opencl-headers  # OpenCL ICD loader + Khronos headers: the OpenCL backend (and Debian's dnnl CMake config)
+  pocl-opencl-icd        # PoCL: an OpenCL device on the CPU, so the OpenCL backend's tests run without a GPU
   libabsl-dev            # Abseil: status, strings, containers
   nlohmann-json3-dev     # JSON: configs, tokenizer.json, CLI output
   libxxhash-dev          # hashing (prefix cache)
   libhwy-dev             # Highway: portable SIMD with run-time dispatch
   libpcre2-dev           # Unicode regexes of byte-level BPE pre-tokenizers
+  libeigen3-dev          # Eigen (header-only): GPTQ's Cholesky factorizations and blocked updates
   libcpp-httplib-dev     # HTTP server of `strata serve` (and its tests' client)
+  zlib1g-dev             # gzip request bodies, inflated by the server's reader with a size cap
   libgtest-dev googletest
+  openmpi-bin            # mpirun: launches the ranks of `strata serve --tensor-parallel-size N` (tests use it)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,5 +1,7 @@
 #include "serving/openai_request.h"
 
+#include "serving/json_limits.h"
+
 #include <cmath>
 #include <limits>
 
@@ -168,11 +170,14 @@ std::optional<ApiError> ParseMessages(const Json& b, Json* out) {
     if (content != copy.end() && content->is_array()) {
       std::string text;
       for (const Json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        // No value("type", ""): it throws (a 500) when "type" is there but not a string.
+        auto type = part.find("type");  // end() for a non-object
+        auto text_it = part.find("text");
+        if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" ||
+            text_it == part.end() || !text_it->is_string())
           return BadRequest("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
                             "messages");
-        text += part["text"].get<std::string>();
+        text += text_it->get<std::string>();
       }
       *content = text;
     }
@@ -183,6 +188,15 @@ std::optional<ApiError> ParseMessages(const Json& b, Json* out) {
 }
 
 }  // namespace
+
+std::optional<ApiError> ParseRequestBody(const std::string& body, Json* out) {
+  // The limits (nesting depth, NUL bytes) are checked by a non-recursive pre-scan before the
+  // parser runs; every parser error, a number beyond double range included, is a 400.
+  absl::StatusOr<Json> j = ParseRequestJson(body, JsonLimits{});
+  if (!j.ok()) return BadRequest(std::string(j.status().message()));
+  *out = std::move(*j);
+  return std::nullopt;
+}
 
 std::optional<ApiError> ParseGenerationRequest(const Json& body, Endpoint endpoint, GenerationParams* out) {
   if (!body.is_object()) return BadRequest(absl::StrCat("the request body must be a JSON object, got ", TypeName(body)));
@@ -228,6 +242,14 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, Endpoint endpoi
   if (auto e = GetBool(body, "ignore_eos", &s.ignore_eos)) return e;
   if (auto e = GetString(body, "user", &g.user)) return e;
   if (auto e = GetString(body, "cache_salt", &g.cache_salt)) return e;
+  v.reset();
+  if (auto e = GetInt(body, "priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), &v))
+    return e;
+  if (v) g.priority = static_cast<int32_t>(*v);
+  if (g.cache_salt.size() > kMaxCacheSaltBytes)
+    return BadRequest(absl::StrCat("'cache_salt' is ", g.cache_salt.size(), " bytes, longer than the limit of ",
+                                   kMaxCacheSaltBytes),
+                      "cache_salt");
 
   if (endpoint == Endpoint::kCompletions) {
     // Completions: logprobs is the number of alternatives (0 = the chosen token only).
@@ -237,11 +259,15 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, Endpoint endpoi
       g.want_logprobs = true;
       g.top_logprobs = static_cast<int>(*v);
     }
-    bool echo = false;
-    if (auto e = GetBool(body, "echo", &echo)) return e;
-    if (echo) return BadRequest("'echo' is not supported", "echo");
+    if (auto e = GetBool(body, "echo", &g.echo)) return e;
+    // The engine reports logprobs of generated tokens only, not of the prompt's.
+    if (g.echo && g.want_logprobs)
+      return BadRequest("'echo' together with 'logprobs' is not supported (no logprobs for prompt tokens); "
+                        "'echo' alone is",
+                        "echo");
+    // Fill-in-the-middle needs a model trained for it and its FIM tokens; none served here is.
     if (auto it = body.find("suffix"); it != body.end() && !it->is_null())
-      return BadRequest("'suffix' is not supported", "suffix");
+      return BadRequest("'suffix' (fill-in-the-middle) is not supported", "suffix");
     if (auto e = ParsePrompt(body, &g.prompts)) return e;
   } else {
     if (auto e = GetBool(body, "logprobs", &g.want_logprobs)) return e;

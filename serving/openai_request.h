@@ -34,6 +34,8 @@ struct GenerationParams {
   bool want_logprobs = false;
   std::string user;
   std::string cache_salt;      // strata extension: prefix-cache namespace
+  bool echo = false;           // completions: the prompt's text comes first in each choice
+  int32_t priority = 0;        // vLLM's: lower = earlier (the priority scheduling policy)
 
   std::vector<PromptInput> prompts;       // completions: one or more prompts
   nlohmann::ordered_json messages;        // chat: the validated message list
@@ -43,6 +45,13 @@ struct GenerationParams {
 
 // Largest n; each choice is an engine request.
 inline constexpr int kMaxChoices = 128;
+// Longest cache_salt: the prefix cache keeps one entry per salt (a tenant or document id
+// needs far less).
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+
+// Parses a request body as JSON. Every nlohmann error is the client's: a syntax error, and
+// also a number beyond double range ("1e400", out_of_range) that used to escape as a 500.
+std::optional<ApiError> ParseRequestBody(const std::string& body, nlohmann::ordered_json* out);
 
 // Fills `out` or returns the error to send. `body` must be a parsed JSON value.
 std::optional<ApiError> ParseGenerationRequest(const nlohmann::ordered_json& body, Endpoint endpoint,

@@ -11,12 +11,16 @@
 
 #include <httplib.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "serving/api_error.h"
 #include "serving/choice_stream.h"
 #include "serving/constant_time.h"
 #include "serving/elastic_thread_pool.h"
+#include "serving/guarded_http_server.h"
+#include "serving/json_limits.h"
 #include "serving/openai_request.h"
 
 namespace strata::serving {
@@ -50,6 +54,7 @@ struct Choice {
   bool role_sent = false;     // chat streaming: the first delta carries the role
   std::vector<GeneratedTokenLogprob> logprobs;  // non-streaming, when asked for
   int64_t text_offset = 0;    // completions: where the next token's text starts
+  std::string echo;           // streaming completions with echo: the prompt text, sent first
 };
 
 // One generation call while it is in flight.
@@ -74,7 +79,10 @@ struct OpenAiServer::Impl {
   Engine& engine;
   const Tokenizer& tokenizer;
   const ChatTemplate* chat_template;
-  httplib::Server svr;
+  GuardedHttpServer svr;
+  // Whether the chat template renders a one-message chat within its limits: if it does
+  // not, a limit error is the template's fault (500), otherwise the request's (400).
+  bool template_renders_probe = true;
   int listen_fd = -1;
 
   std::atomic<bool> draining{false};
@@ -86,8 +94,24 @@ struct OpenAiServer::Impl {
   uint64_t id_salt = 0;
 
   Impl(ServerOptions o, Engine& e, const Tokenizer& t, const ChatTemplate* c)
-      : opt(std::move(o)), engine(e), tokenizer(t), chat_template(c) {
+      : opt(std::move(o)), engine(e), tokenizer(t), chat_template(c), svr(ConnectionLimitsFrom(opt)) {
     id_salt = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    if (chat_template != nullptr) {
+      Json probe = Json::array({Json{{"role", "user"}, {"content", "Hello"}}});
+      template_renders_probe = chat_template->RenderChat(probe, true, BosText(), EosText()).ok();
+    }
+  }
+
+  static ConnectionLimits ConnectionLimitsFrom(const ServerOptions& o) {
+    ConnectionLimits l;
+    l.http.max_body_bytes = o.max_body_bytes;
+    l.http.header_timeout_s = o.header_timeout_s;
+    l.http.request_timeout_s = o.request_timeout_s;
+    l.http.idle_timeout_s = o.idle_timeout_s;
+    l.write_timeout_s = o.write_timeout_s;
+    l.max_per_client = o.max_connections_per_client > 0 ? o.max_connections_per_client
+                                                        : std::max(1, std::max(8, o.http_threads) * 3 / 4);
+    return l;
   }
 
   std::string NewId(const char* prefix) {
@@ -121,23 +145,76 @@ struct OpenAiServer::Impl {
            (absl::StartsWith(path, "/v1/") || path == "/tokenize" || path == "/detokenize");
   }
 
+  // "Bearer KEY"; the scheme is case-insensitive (RFC 9110 11.1), spaces around the key
+  // are not part of it.
   bool KeyOk(const httplib::Request& req) const {
     const std::string h = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    if (h.compare(0, bearer.size(), bearer) != 0) return false;
-    return ConstantTimeEquals(std::string_view(h).substr(bearer.size()), opt.api_key);
+    const absl::string_view kBearer = "bearer";
+    if (h.size() <= kBearer.size() || !absl::EqualsIgnoreCase(absl::string_view(h).substr(0, kBearer.size()), kBearer) ||
+        (h[kBearer.size()] != ' ' && h[kBearer.size()] != '\t'))
+      return false;
+    const absl::string_view key = absl::StripAsciiWhitespace(absl::string_view(h).substr(kBearer.size()));
+    return ConstantTimeEquals(std::string_view(key.data(), key.size()), opt.api_key);
+  }
+
+  // -- browser safety ------------------------------------------------------------------
+
+  static bool IsLoopbackHost(absl::string_view host) {
+    return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" ||
+           absl::StartsWith(host, "127.");
+  }
+
+  // The host of a Host header value ("name:port", "[v6]:port").
+  static std::string HostName(absl::string_view h) {
+    h = absl::StripAsciiWhitespace(h);
+    if (absl::StartsWith(h, "[")) {
+      const size_t close = h.find(']');
+      return absl::AsciiStrToLower(h.substr(1, close == absl::string_view::npos ? h.size() - 1 : close - 1));
+    }
+    const size_t colon = h.rfind(':');
+    if (colon != absl::string_view::npos && h.find(':') == colon) h = h.substr(0, colon);
+    return absl::AsciiStrToLower(h);
+  }
+
+  // DNS rebinding: a page on evil.example whose name later resolves to 127.0.0.1 talks to
+  // us "same-origin", but its requests still name evil.example in Host.
+  bool HostAllowed(const httplib::Request& req) const {
+    const std::string name = HostName(req.get_header_value("Host"));
+    if (!opt.allowed_hosts.empty()) {
+      for (const std::string& a : opt.allowed_hosts)
+        if (a == "*" || absl::AsciiStrToLower(a) == name) return true;
+      return false;
+    }
+    if (!IsLoopbackHost(HostName(opt.host))) return true;  // bound to a routable address: any name
+    return name.empty() || IsLoopbackHost(name);  // HTTP/1.0 clients may send no Host
+  }
+
+  // A browser's Origin: allowed when listed in --allowed-origins, or when it is this
+  // server itself (same origin: scheme://Host).
+  bool OriginAllowed(const std::string& origin, const httplib::Request& req) const {
+    for (const std::string& a : opt.allowed_origins)
+      if (a == "*" || a == origin) return true;
+    const std::string host = req.get_header_value("Host");
+    return origin == "http://" + host || origin == "https://" + host;
+  }
+
+  static bool IsJsonContentType(const std::string& ct) {
+    absl::string_view type = ct;
+    if (const size_t semi = type.find(';'); semi != absl::string_view::npos) type = type.substr(0, semi);
+    return absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(type), "application/json");
+  }
+
+  bool KnownPath(const std::string& path) const {
+    return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
+           path == "/health" || path == "/metrics" || path == "/tokenize" || path == "/detokenize";
+  }
+  static const char* AllowedMethods(const std::string& path) {
+    return path == "/v1/models" || path == "/health" || path == "/metrics" ? "GET, HEAD" : "POST";
   }
 
   // -- request helpers ------------------------------------------------------------------
 
-  std::optional<ApiError> ParseBody(const httplib::Request& req, Json* out) {
-    try {
-      *out = Json::parse(req.body);
-    } catch (const Json::parse_error& e) {
-      return BadRequest(absl::StrCat("the request body is not valid JSON: ", e.what()));
-    }
-    return std::nullopt;
-  }
+  std::optional<ApiError> ParseBody(const httplib::Request& req, Json* out) { return ParseRequestBody(req.body, out); }
 
   std::optional<ApiError> CheckModel(const std::string& model) {
     if (model.empty() || model == opt.served_model_name) return std::nullopt;
@@ -172,7 +249,23 @@ struct OpenAiServer::Impl {
           "messages");
     const std::optional<std::string> bos = BosText();
     absl::StatusOr<std::string> text = chat_template->RenderChat(messages, add_generation_prompt, bos, EosText(), extra);
-    if (!text.ok()) return FromStatus(text.status(), "messages");
+    if (!text.ok()) {
+      // A template limit (memory, steps, output size) is no overload: retrying cannot help.
+      // It is this request's doing when the template renders a plain chat (400), else the
+      // template's own failure (500).
+      if (text.status().code() == absl::StatusCode::kResourceExhausted) {
+        ApiError e = BadRequest(absl::StrCat("the chat template failed on this request: ", text.status().message()),
+                                "messages");
+        e.code = "template_limit";
+        if (!template_renders_probe) {
+          e.status = 500;
+          e.type = "internal_error";
+          e.message = absl::StrCat("the chat template is broken: ", text.status().message());
+        }
+        return e;
+      }
+      return FromStatus(text.status(), "messages");
+    }
     std::string_view rest = *text;
     std::vector<int32_t> ids;
     if (bos && !bos->empty() && rest.substr(0, bos->size()) == *bos) {
@@ -329,6 +422,10 @@ struct OpenAiServer::Impl {
       c.role_sent = true;
       chunks.push_back(make(Json{{"role", "assistant"}, {"content", ""}}, nullptr));
     }
+    if (!c.echo.empty()) {
+      chunks.push_back(make(Json(c.echo), nullptr));
+      c.echo.clear();
+    }
     // Tokens whose text is held back (a possible stop string, a partial character) still
     // bring their logprobs, in a chunk with empty text.
     const bool lp_chunk = call.want_logprobs && !ev.logprobs.empty();
@@ -378,8 +475,22 @@ struct OpenAiServer::Impl {
     if (auto e = CheckModel(g.model)) return fail(*e);
     // The engine reports top_logprobs alternatives per token; return_logprobs covers 0.
     if (g.want_logprobs) g.sampling.logprobs = g.top_logprobs;
+    // Fan-out before any tokenizing: each choice is an engine request.
+    const int64_t num_prompts = endpoint == Endpoint::kChatCompletions ? 1 : static_cast<int64_t>(g.prompts.size());
+    if (num_prompts * g.n > opt.max_choices)
+      return fail(BadRequest(absl::StrCat(num_prompts, " prompts x n = ", g.n, " make ", num_prompts * g.n,
+                                          " choices, more than this server's limit of ", opt.max_choices,
+                                          " per request (--max-choices)"),
+                             g.n > 1 ? "n" : "prompt"));
 
+    if (g.priority != 0 && !opt.priority_scheduling)
+      return fail(BadRequest("'priority' needs the priority scheduling policy (strata serve --scheduling-policy priority)",
+                             "priority"));
     // Prompts as token ids.
+    std::vector<std::string> echo_texts;
+    if (g.echo)
+      for (const PromptInput& p : g.prompts)
+        echo_texts.push_back(p.is_ids ? tokenizer.Decode(p.ids, /*skip_special=*/false) : p.text);
     std::vector<std::vector<int32_t>> prompts;
     if (endpoint == Endpoint::kChatCompletions) {
       auto r = RenderChat(g.messages, g.add_generation_prompt, g.template_extra);
@@ -409,6 +520,15 @@ struct OpenAiServer::Impl {
       res.set_header("Connection", "close");
       return fail(e);
     }
+    if (opt.replica_health) {
+      if (absl::Status h = opt.replica_health(); !h.ok()) {
+        ApiError e;
+        e.status = 503;
+        e.type = "service_unavailable";
+        e.message = absl::StrCat("the replica is down: ", h.message());
+        return fail(e);
+      }
+    }
 
     auto call = std::make_shared<Call>();
     call->endpoint = endpoint;
@@ -419,6 +539,12 @@ struct OpenAiServer::Impl {
     call->want_logprobs = g.want_logprobs;
     const int num_choices = static_cast<int>(prompts.size()) * g.n;
     call->choices.resize(num_choices);
+    if (g.echo)
+      for (int k = 0; k < num_choices; ++k) {
+        const std::string& text = echo_texts[static_cast<size_t>(k / g.n)];
+        if (g.stream) call->choices[k].echo = text;
+        else call->choices[k].text = text;
+      }
     call->stream = std::make_shared<ChoiceStream>(num_choices);
     for (const auto& p : prompts) call->prompt_tokens += static_cast<int64_t>(p.size());
 
@@ -435,6 +561,7 @@ struct OpenAiServer::Impl {
         // n seeded choices must differ, yet stay reproducible.
         if (er.sampling.seed && g.n > 1) *er.sampling.seed += static_cast<uint64_t>(k % g.n);
         er.cache_salt = g.cache_salt;
+        er.priority = g.priority;
         er.on_event = call->stream->CallbackFor(k);
         group.push_back(std::move(er));
       }
@@ -474,6 +601,19 @@ struct OpenAiServer::Impl {
         std::vector<ChoiceEvent> events = call->stream->Take(kPollInterval);
         for (ChoiceEvent& ce : events) Apply(*call, ce, /*streaming=*/false);
         if (events.empty() && call->stream->all_finished()) break;
+        if (GuardedHttpServer::ClientGone()) {
+          // Nobody will read the answer: free the batch slots and KV blocks now.
+          AbortUnfinished(*call);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++counters.client_disconnects;
+          }
+          while (!call->stream->all_finished())
+            for (ChoiceEvent& ce : call->stream->Take(kPollInterval)) Apply(*call, ce, /*streaming=*/false);
+          Forget(*call);
+          res.status = 499;  // nginx's "client closed request"; nobody reads it
+          return;
+        }
       }
       Forget(*call);
       for (const Choice& c : call->choices) {
@@ -601,6 +741,53 @@ struct OpenAiServer::Impl {
 
   void Routes() {
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      auto refuse = [&](int status, std::string message, std::string code) {
+        ApiError e;
+        e.status = status;
+        e.message = std::move(message);
+        e.code = std::move(code);
+        CountStatus(status);
+        SendError(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      };
+      if (!HostAllowed(req))
+        return refuse(403, absl::StrCat("Host '", req.get_header_value("Host"),
+                                        "' is not allowed (a loopback server answers loopback names only; "
+                                        "see --allowed-hosts)"),
+                      "host_not_allowed");
+      const std::string origin = req.get_header_value("Origin");
+      if (!origin.empty()) {
+        if (!OriginAllowed(origin, req))
+          return refuse(403, absl::StrCat("cross-origin requests from '", origin,
+                                          "' are not allowed (see --allowed-origins)"),
+                        "origin_not_allowed");
+        res.set_header("Access-Control-Allow-Origin", origin);
+        res.set_header("Vary", "Origin");
+        if (req.method == "OPTIONS") {  // CORS preflight
+          res.status = 204;
+          res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+          res.set_header("Access-Control-Max-Age", "600");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
+      if (KnownPath(req.path) && std::string(AllowedMethods(req.path)).find(req.method) == std::string::npos) {
+        res.set_header("Allow", AllowedMethods(req.path));
+        ApiError e;
+        e.status = 405;
+        e.type = "invalid_request_error";
+        e.message = absl::StrCat("method ", req.method, " is not allowed on ", req.path, " (use ",
+                                 AllowedMethods(req.path), ")");
+        CountStatus(405);
+        SendError(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // A browser may POST text/plain cross-site without asking first; JSON needs a
+      // preflight it cannot pass. So every POST body must say it is JSON.
+      if (req.method == "POST" && !IsJsonContentType(req.get_header_value("Content-Type")))
+        return refuse(415, absl::StrCat("Content-Type must be application/json, got '",
+                                        req.get_header_value("Content-Type"), "'"),
+                      "unsupported_media_type");
       if (NeedsKey(req.path) && !KeyOk(req)) {
         ApiError e;
         e.status = 401;
@@ -627,6 +814,13 @@ struct OpenAiServer::Impl {
         r.status = 503;
         r.set_content("{\"status\":\"shutting down\"}", "application/json");
         return;
+      }
+      if (opt.replica_health) {
+        if (absl::Status h = opt.replica_health(); !h.ok()) {
+          r.status = 503;
+          r.set_content(Json{{"status", "replica down"}, {"error", std::string(h.message())}}.dump(), "application/json");
+          return;
+        }
       }
       r.set_content("{\"status\":\"ok\"}", "application/json");
     });
@@ -664,6 +858,9 @@ struct OpenAiServer::Impl {
       e.type = "internal_error";
       try {
         std::rethrow_exception(ep);
+      } catch (const nlohmann::json::exception& ex) {
+        // Values of the request's JSON of a kind the code did not expect: the client's doing.
+        e = BadRequest(absl::StrCat("the request body has a value of an unexpected type or range: ", ex.what()));
       } catch (const std::exception& ex) {
         e.message = absl::StrCat("internal error: ", ex.what());
       } catch (...) {
@@ -716,11 +913,17 @@ void OpenAiServer::Shutdown() {
   Impl& m = *impl_;
   if (m.shutdown_started.exchange(true)) return;
   m.draining = true;
+  // Keep-alive connections stop reading further requests; clients still sending a
+  // request are cut (new requests would only get 503).
+  m.svr.StopReading();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(m.opt.shutdown_timeout_s));
+  // Answers still being written to clients that do not read give up at the deadline.
+  m.svr.StopWritingAt(deadline + std::chrono::milliseconds(200));
   // Stop accepting: shutting the listening socket down wakes httplib's accept(), whose
   // loop then ends, and listen_after_bind() returns once every handler has returned.
   // (Server::stop() would instead cut the open streams at once.)
   if (m.listen_fd >= 0) ::shutdown(m.listen_fd, SHUT_RDWR);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(m.opt.shutdown_timeout_s);
   while (Clock::now() < deadline) {
     {
       std::lock_guard<std::mutex> lock(m.mu);

@@ -11,7 +11,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -37,6 +39,23 @@ struct ServerOptions {
   double shutdown_timeout_s = 30;   // after SIGTERM: in-flight requests get this long
   int64_t max_context = 0;          // the model's context, for prompt-length errors
   int32_t default_max_tokens = 16;  // completions without max_tokens (OpenAI's default)
+  int max_choices = 256;            // prompts x n in one request; beyond it 400
+  bool priority_scheduling = false; // --scheduling-policy priority: the request `priority` counts
+  // Connection hygiene (serving/guarded_http_server.h, http_request_reader.h).
+  double header_timeout_s = 10;     // the request head must arrive within this (408)
+  double request_timeout_s = 60;    // the whole request likewise
+  double idle_timeout_s = 10;       // a connection silent for this long is closed
+  double write_timeout_s = 10;      // a client that reads nothing for this long is dropped
+  int max_connections_per_client = 0;  // 0 = 3/4 of http_threads
+  // Browser safety. Origins allowed to call the API cross-site (CORS); empty = none (no
+  // CORS headers; requests with another site's Origin get 403). "*" allows any.
+  std::vector<std::string> allowed_origins;
+  // Host header values accepted (DNS rebinding). Empty = automatic: when bound to a
+  // loopback address only loopback names (localhost, 127.0.0.1, [::1]); otherwise any.
+  std::vector<std::string> allowed_hosts;
+  // A parallel replica: not OK while a rank is gone (then generation and /health answer
+  // 503 with the reason). Empty: always healthy.
+  std::function<absl::Status()> replica_health;
 };
 
 class OpenAiServer {

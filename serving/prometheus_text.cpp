@@ -76,6 +76,24 @@ std::string FormatPrometheus(const EngineMetrics& m, const ServerCounters& c, co
          m.num_requests_rejected);
   Metric(&out, "strata_client_disconnects_total", "counter", "Streams aborted because the client hung up.", l,
          c.client_disconnects);
+  // Quantized models: per-layer activation range problems (ABI 1.9 quant_counters).
+  const struct {
+    const char* name;
+    const char* help;
+    const std::vector<uint64_t>* values;
+  } quant[] = {
+      {"strata_quant_saturated_total", "Activations clamped to the 8-bit range in quantized matmuls, by layer.",
+       &m.quant.saturated},
+      {"strata_quant_nonfinite_total", "NaN/Inf activations entering quantized matmuls, by layer.", &m.quant.nonfinite},
+      {"strata_quant_outliers_total", "LLM.int8 run-time outlier activations beyond the stored columns, by layer.",
+       &m.quant.outliers},
+  };
+  for (const auto& q : quant) {
+    if (q.values->empty()) continue;
+    absl::StrAppend(&out, "# HELP ", q.name, " ", q.help, "\n# TYPE ", q.name, " counter\n");
+    for (size_t layer = 0; layer < q.values->size(); ++layer)
+      absl::StrAppend(&out, q.name, "{", l, ",layer=\"", layer, "\"} ", (*q.values)[layer], "\n");
+  }
   absl::StrAppend(&out, "# HELP strata_http_responses_total Generation responses by HTTP status.\n",
                   "# TYPE strata_http_responses_total counter\n");
   for (const auto& [status, n] : c.responses_by_status)

@@ -202,7 +202,10 @@ absl::Status BenchServing(const FlagSet& f) {
   // As serve does at start-up: the backend's one-time costs are not part of the workload.
   WarmupReport warmup;
   if (!f.On("no-warmup")) {
-    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &warmup));
+    LoadProgress warm_progress(f, "warming up", ProgressUnit::kItems);
+    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &warmup,
+                                       [&](int32_t done, int32_t total) { warm_progress.Update(done, total); }));
+    warm_progress.Finish();
   }
   const DecodeGraphStats graphs_before = m.model->decode_graph_stats();
   const ModelCallTimes calls_before = m.model->call_times();

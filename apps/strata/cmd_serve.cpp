@@ -2,14 +2,19 @@
 // engine. Every flag can also come from the environment as STRATA_<FLAG> (upper case,
 // '-' -> '_', e.g. STRATA_PORT, STRATA_API_KEY); a flag on the command line wins.
 #include <signal.h>
+#include <sys/wait.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +26,7 @@
 #include "core/engine/engine.h"
 #include "core/model/model_tokenizer.h"
 #include "core/model/model_warmup.h"
+#include "core/parallel/runtime/parallel_runtime.h"
 #include "serving/openai_server.h"
 
 namespace strata::cli {
@@ -40,7 +46,75 @@ void AddServeFlags(FlagSet& f) {
   f.Switch("no-warmup", "skip the warm-up steps at start-up (kernel loading, GEMM choices, decode graphs)");
   f.Value("max-body-bytes", "", "8388608", "largest request body; larger ones get 413");
   f.Value("http-threads", "", "512", "HTTP worker threads = concurrent connections (each open stream holds one)");
-  f.Value("shutdown-timeout", "", "30", "seconds in-flight requests get to finish after SIGINT/SIGTERM");
+  f.Value("shutdown-timeout", "", "30",
+          "seconds in-flight requests get to finish after SIGINT/SIGTERM (a second signal exits at once)");
+  f.Value("max-choices", "", "256", "prompts x n allowed in one request; beyond it 400");
+  f.Value("header-timeout", "", "10", "seconds a client has to send a request's headers (408)");
+  f.Value("request-timeout", "", "60", "seconds a client has to send a whole request, headers and body (408)");
+  f.Value("idle-timeout", "", "10", "seconds a connection may stay silent (between or within requests) before it is closed");
+  f.Value("max-connections-per-client", "", "auto",
+          "open connections allowed from one client address; auto = 3/4 of --http-threads");
+  f.Value("allowed-origins", "", "",
+          "comma-separated browser origins allowed to call the API (CORS), e.g. https://app.example; * = any");
+  f.Value("allowed-hosts", "", "auto",
+          "comma-separated Host header names accepted (DNS rebinding guard); auto = loopback names when "
+          "listening on loopback, any otherwise; * = any");
+  f.Value("tensor-parallel-size", "", "1",
+          "ranks (one process per device) that split each layer; started here unless run under mpirun");
+  f.Value("pipeline-parallel-size", "", "1", "pipeline stages (contiguous layer ranges), each of tensor-parallel-size ranks");
+  f.Value("parallel-timeout", "", "60", "seconds a collective may wait for another rank before the replica is declared down");
+}
+
+// The parallel run this process is part of (see core/parallel/runtime/parallel_runtime.h):
+// its env, and the ranks it started itself (`strata serve --tensor-parallel-size N`).
+struct ParallelLaunch {
+  int32_t tp = 1, pp = 1, timeout_ms = 60000;
+  ParallelEnv env;
+  std::vector<int> children;
+  std::unique_ptr<ParallelRuntime> runtime;
+  bool active() const { return tp * pp > 1; }
+};
+
+absl::StatusOr<ParallelLaunch> StartParallel(const FlagSet& f, const std::vector<std::string>& args) {
+  ParallelLaunch l;
+  STRATA_ASSIGN_OR_RETURN(int64_t tp, f.Int("tensor-parallel-size"));
+  STRATA_ASSIGN_OR_RETURN(int64_t pp, f.Int("pipeline-parallel-size"));
+  STRATA_ASSIGN_OR_RETURN(double timeout_s, f.Double("parallel-timeout"));
+  if (tp < 1 || pp < 1 || tp * pp > 64)
+    return absl::InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1 (64 ranks at most)");
+  if (!(timeout_s > 0 && timeout_s < 86400)) return absl::InvalidArgumentError("--parallel-timeout must be in (0, 86400)");
+  l.tp = static_cast<int32_t>(tp);
+  l.pp = static_cast<int32_t>(pp);
+  l.timeout_ms = static_cast<int32_t>(timeout_s * 1000);
+  if (!l.active()) return l;
+  STRATA_ASSIGN_OR_RETURN(l.env, ParallelEnvFromEnvironment());
+  if (!l.env.active()) {
+    // Started by hand: this process is rank 0 and starts the others on this host.
+    std::vector<std::string> argv = {"strata", "serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    STRATA_ASSIGN_OR_RETURN(l.env, SpawnLocalRanks(l.tp * l.pp, argv, &l.children));
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  if (l.env.world_size != l.tp * l.pp)
+    return absl::InvalidArgumentError(absl::StrCat(l.env.launcher, " started ", l.env.world_size, " ranks; --tensor-parallel-size ",
+                                                   l.tp, " x --pipeline-parallel-size ", l.pp, " needs ", l.tp * l.pp));
+  return l;
+}
+
+// Waits for the ranks this process started (after they were told to stop).
+void ReapChildren(ParallelLaunch& l) {
+  for (int pid : l.children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  l.children.clear();
+}
+
+std::vector<std::string> CommaList(const std::string& v) {
+  std::vector<std::string> out;
+  for (absl::string_view p : absl::StrSplit(v, ',', absl::SkipWhitespace()))
+    out.emplace_back(absl::StripAsciiWhitespace(p));
+  return out;
 }
 
 // STRATA_<NAME> variables become flags placed before the command line's, so the command
@@ -79,18 +153,27 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // LoadModel() of runtime.h sizes the model for one sequence; the server needs a batch.
-absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs) {
+absl::StatusOr<ModelRuntime> LoadServingModel(const FlagSet& f, Device& device, int32_t max_seqs,
+                                              ParallelLaunch* par) {
   if (!f.Get("synthetic").empty() && !absl::EndsWith(f.Get("tokenizer"), ".json"))
     return absl::InvalidArgumentError("serve --synthetic needs --tokenizer PATH/tokenizer.json (random weights have no tokenizer)");
   const strata_device_info info = device.info();
   auto batch = [&](const ModelFile& file, ModelRuntimeOptions& o) -> absl::Status {
     o.max_seqs = max_seqs;
-    return SizeKvPool(f, file, info, o);
+    STRATA_RETURN_IF_ERROR(SizeKvPool(f, file, info, o));
+    if (par->active()) {
+      // Every rank loads its shard with rank 0's sizes (block ids mean the same blocks).
+      STRATA_ASSIGN_OR_RETURN(par->runtime,
+                              ParallelRuntime::Create(device, par->env, file.config, par->tp, par->pp, par->timeout_ms));
+      STRATA_RETURN_IF_ERROR(par->runtime->SyncRuntimeOptions(o));
+      o.parallel = par->runtime->parallelism();
+    }
+    return absl::OkStatus();
   };
   return LoadModel(f, device, /*need_tokenizer=*/true, batch);
 }
 
-absl::Status Serve(const FlagSet& f) {
+absl::Status Serve(const FlagSet& f, const std::vector<std::string>& args) {
   // Signals are taken by one thread with sigwait(); every thread started from here on
   // (engine loop, HTTP pool) inherits the blocked mask. SIGPIPE from a vanished client
   // must never kill the server.
@@ -121,6 +204,24 @@ absl::Status Serve(const FlagSet& f) {
   so.max_body_bytes = static_cast<size_t>(body);
   so.http_threads = static_cast<int>(threads);
   so.shutdown_timeout_s = shutdown_timeout;
+  STRATA_ASSIGN_OR_RETURN(int64_t max_choices, f.Int("max-choices"));
+  if (max_choices < 1 || max_choices > 65536) return absl::InvalidArgumentError("--max-choices must be in [1, 65536]");
+  so.max_choices = static_cast<int>(max_choices);
+  for (const auto& [flag, out] : {std::pair<const char*, double*>{"header-timeout", &so.header_timeout_s},
+                                  {"request-timeout", &so.request_timeout_s},
+                                  {"idle-timeout", &so.idle_timeout_s}}) {
+    STRATA_ASSIGN_OR_RETURN(double v, f.Double(flag));
+    if (!(v > 0) || v > 86400) return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in (0, 86400] seconds"));
+    *out = v;
+  }
+  if (f.Get("max-connections-per-client") != "auto") {
+    STRATA_ASSIGN_OR_RETURN(int64_t per_client, f.Int("max-connections-per-client"));
+    if (per_client < 1 || per_client > 65536)
+      return absl::InvalidArgumentError("--max-connections-per-client must be in [1, 65536] or auto");
+    so.max_connections_per_client = static_cast<int>(per_client);
+  }
+  so.allowed_origins = CommaList(f.Get("allowed-origins"));
+  if (f.Get("allowed-hosts") != "auto") so.allowed_hosts = CommaList(f.Get("allowed-hosts"));
 
   std::optional<ChatTemplate> override_template;
   if (!f.Get("chat-template").empty()) {
@@ -130,10 +231,26 @@ absl::Status Serve(const FlagSet& f) {
     override_template = std::move(*t);
   }
 
-  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f));
+  STRATA_ASSIGN_OR_RETURN(ParallelLaunch par, StartParallel(f, args));
+  STRATA_ASSIGN_OR_RETURN(DeviceRuntime dev, OpenDevice(f, par.env.local_rank));
+  // The communicators live in the backend plugin: free them before `dev` unloads it (and
+  // after the model, declared below, which uses them).
+  absl::Cleanup free_communicators = [&par] { par.runtime.reset(); };
   STRATA_ASSIGN_OR_RETURN(int64_t max_seqs, IntOrAutoFlag(f, "max-num-seqs", DefaultMaxNumSeqs(dev.device->info())));
   if (max_seqs <= 0 || max_seqs > 4096) return absl::InvalidArgumentError("--max-num-seqs must be in [1, 4096]");
-  STRATA_ASSIGN_OR_RETURN(ModelRuntime m, LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs)));
+  absl::StatusOr<ModelRuntime> loaded = LoadServingModel(f, *dev.device, static_cast<int32_t>(max_seqs), &par);
+  if (!loaded.ok()) {
+    ReapChildren(par);  // they fail too: the control channel or a collective tells them
+    return loaded.status();
+  }
+  ModelRuntime m = std::move(*loaded);
+  if (par.active() && !par.runtime->is_rank_zero()) {
+    // A worker rank: runs rank 0's steps until it stops (or something fails).
+    std::cerr << "strata serve: rank " << par.env.rank << " of " << par.env.world_size << " ready\n";
+    absl::Status st = par.runtime->RunWorker(*m.model);
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("rank ", par.env.rank, ": ", st.message()));
+    return absl::OkStatus();
+  }
   std::optional<ChatTemplate> model_template;
   if (!override_template && !m.file->chat_template.empty()) {
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(m.file->chat_template);
@@ -150,13 +267,17 @@ absl::Status Serve(const FlagSet& f) {
   ec.enable_prefix_caching = !f.On("no-prefix-cache");
   ec.async_scheduling = AsyncSchedulingFrom(f);
   STRATA_ASSIGN_OR_RETURN(ec.policy.policy, ParseSchedulingPolicy(f.Get("scheduling-policy")));
+  so.priority_scheduling = ec.policy.policy == SchedulingPolicy::kPriority;
   ec.model_identity = m.file->source_path;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*m.model, m.tokenizer.get(), ec));
   if (!f.On("no-warmup")) {
     // Before the port opens: the first requests do not pay for kernel loading, GEMM
     // algorithm choice or decode-graph recording.
     WarmupReport w;
-    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w));
+    LoadProgress warm_progress(f, "warming up", ProgressUnit::kItems);
+    STRATA_RETURN_IF_ERROR(WarmUpModel(*m.model, ec.max_batched_tokens, ec.max_num_seqs, &w,
+                                       [&](int32_t done, int32_t total) { warm_progress.Update(done, total); }));
+    warm_progress.Finish();
     std::cerr << "strata serve: warmed up in " << static_cast<int>(w.seconds * 1e3) << " ms (prefill of "
               << w.prefill_tokens << " tokens, " << w.decode_buckets << " decode steps)\n";
   }
@@ -172,16 +293,37 @@ absl::Status Serve(const FlagSet& f) {
     so.served_model_name = parts.empty() ? f.Get("model") : parts.back();
   }
   so.max_context = m.model->max_context();
+  if (par.active()) so.replica_health = [rt = par.runtime.get()] { return rt->health(); };
 
   serving::OpenAiServer server(so, *engine, *m.tokenizer, chat);
   STRATA_RETURN_IF_ERROR(server.Bind());
   engine->Start();
+  // The first signal drains (bounded by --shutdown-timeout); a second one, or a drain
+  // that overruns its deadline by kGrace (a stuck client or handler), exits at once.
+  std::atomic<bool> served{false};
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     std::cerr << "strata serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining (up to "
-              << so.shutdown_timeout_s << " s)\n";
-    server.Shutdown();
+              << so.shutdown_timeout_s << " s; a second signal exits now)\n";
+    std::thread drain([&] { server.Shutdown(); });
+    constexpr double kGrace = 5;
+    const auto hard_deadline = std::chrono::steady_clock::now() +
+                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(so.shutdown_timeout_s + kGrace));
+    const timespec slice{0, 100'000'000};
+    while (!served.load()) {
+      const int again = sigtimedwait(&signals, nullptr, &slice);
+      if (again == SIGINT || again == SIGTERM) {
+        std::cerr << "strata serve: second signal: exiting now\n";
+        std::_Exit(128 + again);
+      }
+      if (std::chrono::steady_clock::now() > hard_deadline) {
+        std::cerr << "strata serve: the drain overran --shutdown-timeout by " << kGrace << " s: exiting now\n";
+        std::_Exit(1);
+      }
+    }
+    drain.join();
   });
   std::cerr << "strata serve: model '" << so.served_model_name << "' (context " << so.max_context << ", "
             << m.model->options().num_blocks << " KV blocks of " << m.model->options().block_size << ") on "
@@ -189,9 +331,14 @@ absl::Status Serve(const FlagSet& f) {
   // One line a supervisor (or test) can wait for: the port is known and the server accepts.
   std::cout << "strata serve: listening on http://" << so.host << ":" << server.port() << std::endl;
   server.Serve();
-  // Serve() returns only after Shutdown() began; wait for its drain to finish.
+  // Serve() returns only after Shutdown() began and every connection ended.
+  served = true;
   signal_waiter.join();
   engine->Stop();
+  if (par.active()) {
+    par.runtime->Shutdown().IgnoreError();
+    ReapChildren(par);
+  }
   std::cerr << "strata serve: stopped\n";
   return absl::OkStatus();
 }
@@ -213,7 +360,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                  "STRATA_API_KEY=..., STRATA_NO_PREFIX_CACHE=1; the command line wins.\n";
     return 0;
   }
-  if (absl::Status s = Serve(f); !s.ok()) {
+  if (absl::Status s = Serve(f, args); !s.ok()) {
     std::cerr << "strata serve: " << s.message() << "\n";
     return 1;
   }

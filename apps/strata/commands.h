@@ -12,5 +12,7 @@ int DevicesCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int ConvertCommand(const std::vector<std::string>& args);
+int PerplexityCommand(const std::vector<std::string>& args);
+int QuantizeCommand(const std::vector<std::string>& args);
 
 }  // namespace strata::cli

@@ -83,6 +83,7 @@ std::string FlagSet::Help() const {
 const std::string& FlagSet::Get(const std::string& name) const { return flags_.at(name).value; }
 bool FlagSet::Has(const std::string& name) const { return flags_.at(name).given; }
 bool FlagSet::On(const std::string& name) const { return flags_.at(name).given; }
+bool FlagSet::Defines(const std::string& name) const { return flags_.count(name) > 0; }
 const std::vector<std::string>& FlagSet::All(const std::string& name) const { return flags_.at(name).values; }
 
 absl::StatusOr<int64_t> FlagSet::Int(const std::string& name) const {

@@ -31,6 +31,7 @@ class FlagSet {
 
   const std::string& Get(const std::string& name) const;
   bool Has(const std::string& name) const;  // given on the command line
+  bool Defines(const std::string& name) const;  // the command has this flag
   bool On(const std::string& name) const;   // a switch that was given
   const std::vector<std::string>& All(const std::string& name) const;
   absl::StatusOr<int64_t> Int(const std::string& name) const;

@@ -1,4 +1,4 @@
-// strata: run | tokenize | devices | bench | serve | convert
+// strata: run | tokenize | devices | bench | serve | convert | perplexity | quantize
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,7 +14,9 @@ const char* kUsage =
     "  devices   list backend plugins, their devices and the plugins refused\n"
     "  bench     measure prefill and decode speed\n"
     "  serve     OpenAI-compatible HTTP server (completions, chat, streaming, /metrics)\n"
-    "  convert   write a model as a GGUF file (for llama.cpp and strata)\n\n"
+    "  convert   write a model as a GGUF file (for llama.cpp and strata)\n"
+    "  perplexity  perplexity on a text file; KL divergence from a base model\n"
+    "  quantize  int8, SmoothQuant W8A8, LLM.int8, GPTQ / RTN int4, FP8 (HF or GGUF output)\n\n"
     "MODEL is a .gguf file, a llama2.c .bin (with --tokenizer FILE) or a Hugging Face\n"
     "directory (config.json + model.safetensors). 'strata COMMAND --help' shows the flags.\n";
 }  // namespace
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return strata::cli::BenchCommand(args);
   if (cmd == "serve") return strata::cli::ServeCommand(args);
   if (cmd == "convert") return strata::cli::ConvertCommand(args);
+  if (cmd == "perplexity") return strata::cli::PerplexityCommand(args);
+  if (cmd == "quantize") return strata::cli::QuantizeCommand(args);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::cout << kUsage;
     return 0;

@@ -1,11 +1,15 @@
 #include "apps/strata/runtime.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_tokenizer.h"
 #include "core/engine/kv_sizing.h"
@@ -15,7 +19,7 @@
 namespace strata::cli {
 
 void AddDeviceFlags(FlagSet& f) {
-  f.Value("device", "", "auto", "backend: auto (highest score), cpu, cuda, opencl, or a plugin's name");
+  f.Value("device", "", "auto", "backend: auto (highest score), cpu, cuda, opencl, or a plugin's name; NAME:N picks its N-th device (opencl:1)");
   f.Repeated("plugin", "load this backend plugin file too (may repeat)");
   f.Value("threads", "-t", "0", "CPU threads; 0 = all cores");
 }
@@ -49,7 +53,7 @@ absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
   return absl::InvalidArgumentError(absl::StrCat("unknown type '", s, "' (f32, f16, bf16)"));
 }
 
-absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index) {
   DeviceRuntime rt;
   rt.registry = std::make_unique<PluginRegistry>();
   PluginSearchOptions opts;
@@ -57,12 +61,19 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags) {
   rt.registry->DiscoverAndLoad(opts);
   for (const RejectedPlugin& r : rt.registry->rejected()) std::cerr << "strata: plugin refused: " << r.reason << "\n";
   STRATA_ASSIGN_OR_RETURN(rt.plugin, SelectBackend(*rt.registry, flags.Get("device")));
+  STRATA_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(flags.Get("device")));
   STRATA_ASSIGN_OR_RETURN(int64_t threads, flags.Int("threads"));
   if (threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
   strata_device_options o{};
   o.struct_size = sizeof(o);
   o.num_threads = static_cast<int32_t>(threads);
-  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, 0, o));
+  // --device NAME:N picks the device; a parallel rank (index > 0) takes the next ones.
+  int32_t device_index = spec.index;
+  if (index > 0) {
+    int32_t count = 1;
+    if (rt.plugin->backend->device_count(&count) == STRATA_OK && count > 0) device_index = (spec.index + index) % count;
+  }
+  STRATA_ASSIGN_OR_RETURN(rt.device, Device::Open(rt.plugin->backend, rt.plugin->name, device_index, o));
   return rt;
 }
 
@@ -84,6 +95,14 @@ absl::StatusOr<ModelRuntime> LoadModel(
   } else {
     if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) or --synthetic is required");
     STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), tokenizer_json ? "" : tokenizer_flag));
+  }
+  if (!tokenizer_flag.empty() && !tokenizer_json && rt.file->format != "llama2c" &&
+      rt.file->tokenizer.kind == TokenizerSource::Kind::kNone) {
+    // A llama2.c tokenizer.bin for a model file that carries none (e.g. a Hugging Face
+    // directory that `strata quantize` wrote from a llama2.c checkpoint).
+    STRATA_ASSIGN_OR_RETURN(rt.file->tokenizer.vocab,
+                            ReadLlama2cTokenizer(tokenizer_flag, static_cast<int32_t>(rt.file->config.vocab_size)));
+    rt.file->tokenizer.kind = TokenizerSource::Kind::kSentencePieceVocab;
   }
   if (tokenizer_json) {
     if (!std::filesystem::is_regular_file(tokenizer_flag))
@@ -120,9 +139,43 @@ absl::StatusOr<ModelRuntime> LoadModel(
   }
   if (flags.On("enforce-eager")) o.decode_graphs = DecodeGraphMode::kOff;
   if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));
+  LoadProgress progress(flags, "loading weights");
+  o.on_load_progress = [&](uint64_t done, uint64_t total) { progress.Update(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
   STRATA_ASSIGN_OR_RETURN(rt.model, LlamaModel::Load(device, *rt.file, o));
+  progress.Finish();
   rt.file->DropTensorData();
   return rt;
+}
+
+ProgressMode ProgressModeFor(const FlagSet& flags) {
+  // Under --json stdout must stay one JSON document and stderr quiet unless something fails.
+  return flags.Defines("json") && flags.On("json") ? ProgressMode::kQuiet : ProgressMode::kAuto;
+}
+
+LoadProgress::LoadProgress(const FlagSet& flags, std::string label, ProgressUnit unit)
+    : mode_(ProgressModeFor(flags)), label_(std::move(label)), unit_(unit) {}
+
+LoadProgress::~LoadProgress() = default;
+
+void LoadProgress::Update(int64_t done, int64_t total) {
+  if (!bar_) {
+    ProgressMode mode = mode_;
+    if (mode == ProgressMode::kAuto && !isatty(fileno(stderr)) &&
+        (unit_ != ProgressUnit::kBytes || total < kLogLinesFromBytes)) {
+      // A log (not a terminal) gets the 10% lines only for work that takes a while; small work
+      // gets its final line alone.
+      small_log_ = true;
+      mode = ProgressMode::kLog;
+    }
+    bar_ = std::make_unique<Progress>(label_, total, unit_, mode);
+  }
+  if (!small_log_) bar_->Update(done);
+}
+
+void LoadProgress::Finish() {
+  if (!bar_) return;
+  if (small_log_) bar_->Update(INT64_MAX);
+  bar_->Finish();
 }
 
 void AddKvPoolFlags(FlagSet& f) {

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "apps/strata/flag_set.h"
 #include "core/device/device.h"
+#include "core/common/progress.h"
 #include "core/model/llama_model.h"
 #include "core/model/model_file.h"
 #include "core/sampling/sampling_params.h"
@@ -31,7 +32,9 @@ struct DeviceRuntime {
 
 // Loads the plugins (--plugin, next to the executable, STRATA_PLUGIN_PATH) and opens the
 // device chosen by --device. Rejected plugins are reported on stderr.
-absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags);
+// `index`: the device of a parallel run's local rank (taken modulo the backend's device
+// count, so CPU ranks share the one CPU device).
+absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index = 0);
 
 struct ModelRuntime {
   std::unique_ptr<ModelFile> file;
@@ -46,6 +49,29 @@ absl::StatusOr<ModelRuntime> LoadModel(
     const std::function<absl::Status(const ModelFile&, ModelRuntimeOptions&)>& adjust = {});
 
 absl::StatusOr<strata_dtype> ParseDType(const std::string& s);
+
+// How long work shows its progress on stderr: quiet under --json, else a bar on a terminal
+// and plain lines in a log (core/common/progress.h).
+ProgressMode ProgressModeFor(const FlagSet& flags);
+
+// The progress of loading or warming up a model, made when its total is first known: on a
+// terminal a bar; in a log, lines at every 10% for byte counts of 256 MB and more, else only
+// the final line (a small model's load would print ten lines in a few milliseconds).
+class LoadProgress {
+ public:
+  static constexpr int64_t kLogLinesFromBytes = 256'000'000;
+  LoadProgress(const FlagSet& flags, std::string label, ProgressUnit unit = ProgressUnit::kBytes);
+  ~LoadProgress();
+  void Update(int64_t done, int64_t total);
+  void Finish();  // the final line; nothing if Update was never called
+
+ private:
+  ProgressMode mode_;
+  std::string label_;
+  ProgressUnit unit_;
+  bool small_log_ = false;
+  std::unique_ptr<Progress> bar_;
+};
 
 // A count flag that may be "auto" (--batch-tokens, --max-batched-tokens, --max-num-seqs):
 // auto_value then, which the caller takes from core/engine/step_budget.h for its device.

@@ -1,9 +1,10 @@
 // The strata_backend_v1 function table of the CPU backend: devices, memory, weights, KV
 // caches and the op entry points, each turning absl::Status (or an exception) into a
 // strata_status plus a per-thread last_error() message.
-#include <omp.h>
-
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -15,9 +16,13 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/cpu_objects.h"
+#include "backends/cpu/comm_shm.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/op_profiler.h"
+#include "backends/cpu/ops_matmul_quant.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace strata::cpu {
 namespace {
@@ -34,6 +39,8 @@ strata_status Report(const absl::Status& s) {
     case absl::StatusCode::kUnimplemented: return STRATA_ERROR_UNSUPPORTED;
     case absl::StatusCode::kResourceExhausted: return STRATA_ERROR_OUT_OF_MEMORY;
     case absl::StatusCode::kNotFound: return STRATA_ERROR_NOT_FOUND;
+    // A communicator's peer that died, timed out or aborted (comm_shm.cpp).
+    case absl::StatusCode::kUnavailable: return STRATA_ERROR_DEVICE;
     default: return STRATA_ERROR_INTERNAL;
   }
 }
@@ -53,6 +60,39 @@ strata_status Guarded(const char* op, F&& f) {
     return Report(absl::InternalError(absl::StrCat(op, ": unknown exception")));
   }
 }
+
+// Open devices with the op profiler on (op_profiler.h); ops check this before anything else.
+std::atomic<int32_t> g_profiled_devices{0};
+
+struct ProfileKey {
+  std::string key;
+  double bytes = 0.0;
+};
+
+// Guarded, timed into the device's op profiler under key() when it has one.
+template <typename K, typename F>
+strata_status TimedOp(strata_device dev, const char* op, K key, F&& f) {
+  if (g_profiled_devices.load(std::memory_order_relaxed) == 0 ||
+      !IsLiveHandle(dev, HandleKind::kDevice) || dev->profiler == nullptr) {
+    return Guarded(op, std::forward<F>(f));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const strata_status st = Guarded(op, std::forward<F>(f));
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ProfileKey k = key();
+  dev->profiler->Add(k.key, dt, k.bytes);
+  return st;
+}
+
+int64_t RowsOf(const strata_tensor* t) { return t != nullptr && t->ndim > 0 ? t->shape[0] : 0; }
+
+ProfileKey MatmulKey(const char* op, const strata_tensor* x, strata_weight w) {
+  if (!IsLiveHandle(w, HandleKind::kWeight)) return {op};
+  return {absl::StrCat(op, " [", w->rows, " x ", w->cols, "] ", DtypeName(w->dtype), " n=", RowsOf(x)),
+          static_cast<double>(w->rows * w->cols) * DtypeSize(w->dtype)};
+}
+
+ProfileKey RowsKey(const char* op, const strata_tensor* x) { return {absl::StrCat(op, " n=", RowsOf(x))}; }
 
 absl::Status CheckDev(strata_device dev, const char* op) {
   return CheckHandle(dev, HandleKind::kDevice, op);
@@ -86,7 +126,7 @@ strata_status DeviceInfo(int32_t index, strata_device_info* info) {
   std::snprintf(d.name, sizeof(d.name), "%s", cpu.model_name.c_str());
   HostMemory(&d.memory_total, &d.memory_free);
   d.capabilities = STRATA_CAP_HOST_VISIBLE_MEMORY | STRATA_CAP_FUSED_ROPE_KV_WRITE |
-                   STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING;
+                   STRATA_CAP_PAGED_ATTENTION | STRATA_CAP_DEVICE_SAMPLING | STRATA_CAP_INT8_MATMUL;
   d.compute_units = cpu.logical_cpus;
   d.preferred_activation_dtype = STRATA_DTYPE_F32;
   std::snprintf(d.features, sizeof(d.features), "%s", cpu.features.c_str());
@@ -112,6 +152,11 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     auto dev = std::make_unique<strata_device_s>();
     dev->num_threads = threads > 0 ? threads : GetHostCpu().logical_cpus;
     dev->dnnl = std::make_unique<DnnlMatmul>();
+    dev->pool = std::make_unique<ThreadPool>(dev->num_threads);
+    if (const char* p = std::getenv("STRATA_CPU_PROFILE"); p != nullptr && (std::string(p) == "1" || std::string(p) == "on")) {
+      dev->profiler = std::make_unique<OpProfiler>(stderr);
+      g_profiled_devices.fetch_add(1);
+    }
     *out = dev.release();
     RegisterHandle(*out, HandleKind::kDevice);
     return absl::OkStatus();
@@ -121,6 +166,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
 void DeviceClose(strata_device dev) {
   if (!IsLiveHandle(dev, HandleKind::kDevice)) return;
   UnregisterHandle(dev);
+  if (dev->profiler != nullptr) g_profiled_devices.fetch_sub(1);
   delete dev;
 }
 
@@ -133,9 +179,19 @@ int32_t Supports(strata_device dev, int32_t op, int32_t act_dtype, int32_t weigh
   if (!IsLiveHandle(dev, HandleKind::kDevice)) return 0;
   switch (op) {
     case STRATA_OP_EMBEDDING:
-    case STRATA_OP_MATMUL:
       return act_dtype == STRATA_DTYPE_F32 && weight_format == STRATA_WEIGHT_DENSE &&
              DenseDtype(weight_dtype);
+    case STRATA_OP_MATMUL:
+      if (act_dtype != STRATA_DTYPE_F32) return 0;
+      switch (weight_format) {
+        case STRATA_WEIGHT_DENSE: return DenseDtype(weight_dtype);
+        case STRATA_WEIGHT_INT8_PER_CHANNEL:
+        case STRATA_WEIGHT_W8A8:
+        case STRATA_WEIGHT_INT8_OUTLIER_SPLIT: return weight_dtype == STRATA_DTYPE_I8;
+        case STRATA_WEIGHT_INT4_GROUP: return weight_dtype == STRATA_DTYPE_U8;
+        case STRATA_WEIGHT_FP8: return weight_dtype == STRATA_DTYPE_FP8_E4M3;
+        default: return 0;
+      }
     case STRATA_OP_RMS_NORM:
     case STRATA_OP_ROPE_KV_WRITE:
     case STRATA_OP_ATTENTION:
@@ -256,7 +312,7 @@ void KvCacheFree(strata_device dev, strata_kv_cache kv) {
 
 strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_tensor* ids,
                           const strata_tensor* out) {
-  return Guarded("embedding", [&]() -> absl::Status {
+  return TimedOp(dev, "embedding", [&] { return RowsKey("embedding", out); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "embedding"));
     STRATA_CHECK_OK(CheckHandle(table, HandleKind::kWeight, "embedding: table"));
     return Embedding(dev, table, ids, nullptr, out);
@@ -265,7 +321,7 @@ strata_status OpEmbedding(strata_device dev, strata_weight table, const strata_t
 
 strata_status OpEmbeddingFeedback(strata_device dev, strata_weight table, const strata_tensor* ids,
                                   const strata_tensor* feedback, const strata_tensor* out) {
-  return Guarded("embedding_feedback", [&]() -> absl::Status {
+  return TimedOp(dev, "embedding_feedback", [&] { return RowsKey("embedding", out); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "embedding_feedback"));
     STRATA_CHECK_OK(CheckHandle(table, HandleKind::kWeight, "embedding_feedback: table"));
     if (feedback == nullptr) return absl::InvalidArgumentError("embedding_feedback: null feedback");
@@ -315,7 +371,7 @@ strata_status ReadbackFinish(strata_device dev, strata_readback readback, void* 
 
 strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_tensor* residual,
                         const strata_tensor* weight, float eps, const strata_tensor* out) {
-  return Guarded("rms_norm", [&]() -> absl::Status {
+  return TimedOp(dev, "rms_norm", [&] { return RowsKey(residual ? "rms_norm[+residual]" : "rms_norm", x); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "rms_norm"));
     return RmsNorm(dev, x, residual, weight, eps, out);
   });
@@ -323,7 +379,7 @@ strata_status OpRmsNorm(strata_device dev, const strata_tensor* x, const strata_
 
 strata_status OpMatmul(strata_device dev, const strata_tensor* x, strata_weight w,
                        const strata_tensor* bias, const strata_tensor* out) {
-  return Guarded("matmul", [&]() -> absl::Status {
+  return TimedOp(dev, "matmul", [&] { return MatmulKey("matmul", x, w); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "matmul"));
     STRATA_CHECK_OK(CheckHandle(w, HandleKind::kWeight, "matmul: w"));
     return Matmul(dev, x, w, bias, out);
@@ -334,7 +390,7 @@ strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope,
                             const strata_attention_params* attn, const strata_batch_desc* batch,
                             const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
                             strata_kv_cache kv, int32_t layer) {
-  return Guarded("rope_kv_write", [&]() -> absl::Status {
+  return TimedOp(dev, "rope_kv_write", [&] { return RowsKey("rope_kv_write", q); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "rope_kv_write"));
     STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "rope_kv_write: kv"));
     return RopeKvWrite(dev, rope, attn, batch, q, k, v, kv, layer);
@@ -344,7 +400,7 @@ strata_status OpRopeKvWrite(strata_device dev, const strata_rope_params* rope,
 strata_status OpAttention(strata_device dev, const strata_attention_params* attn,
                           const strata_batch_desc* batch, const strata_tensor* q, strata_kv_cache kv,
                           int32_t layer, const strata_tensor* out) {
-  return Guarded("attention", [&]() -> absl::Status {
+  return TimedOp(dev, "attention", [&] { return RowsKey("attention", q); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "attention"));
     STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "attention: kv"));
     return Attention(dev, attn, batch, q, kv, layer, out);
@@ -358,7 +414,7 @@ strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope,
                               const strata_attention_params* attn, const strata_batch_desc* batch,
                               const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
                               strata_kv_cache kv, int32_t layer, const strata_tensor* out) {
-  return Guarded("rope_attention", [&]() -> absl::Status {
+  return TimedOp(dev, "rope_attention", [&] { return RowsKey("rope_attention", q); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "rope_attention"));
     STRATA_CHECK_OK(CheckHandle(kv, HandleKind::kKvCache, "rope_attention: kv"));
     if (absl::Status st = RopeKvWrite(dev, rope, attn, batch, q, k, v, kv, layer); !st.ok()) return st;
@@ -368,7 +424,7 @@ strata_status OpRopeAttention(strata_device dev, const strata_rope_params* rope,
 
 strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const strata_tensor* up,
                         const strata_tensor* out) {
-  return Guarded("silu_mul", [&]() -> absl::Status {
+  return TimedOp(dev, "silu_mul", [&] { return RowsKey("silu_mul", gate); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "silu_mul"));
     return SiluMul(dev, gate, up, out);
   });
@@ -376,7 +432,7 @@ strata_status OpSiluMul(strata_device dev, const strata_tensor* gate, const stra
 
 strata_status OpAdd(strata_device dev, const strata_tensor* a, const strata_tensor* b,
                     const strata_tensor* out) {
-  return Guarded("add", [&]() -> absl::Status {
+  return TimedOp(dev, "add", [&] { return RowsKey("add", a); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "add"));
     return Add(dev, a, b, out);
   });
@@ -391,7 +447,7 @@ strata_status OpGatherRows(strata_device dev, const strata_tensor* x, const stra
 }
 
 strata_status OpArgmax(strata_device dev, const strata_tensor* logits, const strata_tensor* out_ids) {
-  return Guarded("argmax", [&]() -> absl::Status {
+  return TimedOp(dev, "argmax", [&] { return RowsKey("argmax", logits); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "argmax"));
     return Argmax(dev, logits, out_ids);
   });
@@ -399,7 +455,7 @@ strata_status OpArgmax(strata_device dev, const strata_tensor* logits, const str
 
 strata_status OpSample(strata_device dev, const strata_tensor* logits, const strata_sample_params* params,
                        const strata_tensor* out_ids) {
-  return Guarded("sample", [&]() -> absl::Status {
+  return TimedOp(dev, "sample", [&] { return RowsKey("sample", logits); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "sample"));
     return Sample(dev, logits, params, out_ids);
   });
@@ -432,7 +488,7 @@ strata_status OpLogprobs(strata_device dev, const strata_tensor* logits, const i
 }
 
 strata_status OpRmsNormHeads(strata_device dev, const strata_tensor* x, const strata_tensor* weight, float eps) {
-  return Guarded("rms_norm_heads", [&]() -> absl::Status {
+  return TimedOp(dev, "rms_norm_heads", [&] { return RowsKey("rms_norm_heads", x); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "rms_norm_heads"));
     return RmsNormHeads(dev, x, weight, eps);
   });
@@ -490,7 +546,7 @@ absl::Status InMatmulEx(const absl::Status& s, const char* stage) {
 // fused residual rms_norm applies). A CPU op has no launch cost for fusion to save.
 strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                          const strata_matmul_params* params, const strata_tensor* out) {
-  return Guarded("matmul_ex", [&]() -> absl::Status {
+  return TimedOp(dev, "matmul_ex", [&] { return MatmulKey(params && params->prologue == STRATA_PROLOGUE_RMS_NORM ? "matmul_ex[rms_norm]" : params && params->prologue == STRATA_PROLOGUE_SILU_MUL ? "matmul_ex[silu_mul]" : "matmul_ex", x, w); }, [&]() -> absl::Status {
     STRATA_CHECK_OK(CheckDev(dev, "matmul_ex"));
     STRATA_CHECK_OK(CheckHandle(w, HandleKind::kWeight, "matmul_ex: w"));
     if (params == nullptr) return absl::InvalidArgumentError("matmul_ex: null params");
@@ -577,7 +633,20 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
   });
 }
 
-void* GetProcAddress(const char* name) { return nullptr; }  // no extensions yet
+strata_status OpQuantCounters(strata_device dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
+                              uint64_t* outliers) {
+  return Guarded("quant_counters", [&]() -> absl::Status {
+    STRATA_CHECK_OK(CheckDev(dev, "quant_counters"));
+    return ReadQuantCounters(dev, num_slots, saturated, nonfinite, outliers);
+  });
+}
+
+// Extensions: the communicator (include/strata/comm.h) over shared memory (comm_shm.cpp).
+void* GetProcAddress(const char* name) {
+  if (name != nullptr && std::strcmp(name, STRATA_COMM_PROC_NAME) == 0)
+    return const_cast<strata_comm_v1*>(ShmCommTable());
+  return nullptr;
+}
 
 const char* UnavailableReason() { return nullptr; }  // a CPU is always there
 
@@ -634,6 +703,8 @@ const strata_backend_v1 kTable = {
     OpLogprobs,
     // ABI 1.8: per-head RMSNorm (Qwen3's q/k norms).
     OpRmsNormHeads,
+    // ABI 1.9: quantization counters.
+    OpQuantCounters,
 };
 
 const strata_plugin_info kInfo = {
@@ -642,6 +713,9 @@ const strata_plugin_info kInfo = {
 };
 
 }  // namespace
+
+strata_status ReportStatus(const absl::Status& s) { return Report(s); }
+
 }  // namespace strata::cpu
 
 extern "C" const strata_plugin_info* strata_cpu_plugin_info(void) { return &strata::cpu::kInfo; }

@@ -5,11 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/op_profiler.h"
+#include "backends/cpu/thread_pool.h"
+#include "backends/cpu/quant_weight.h"
 
 strata_device_s::~strata_device_s() = default;
 strata_weight_s::~strata_weight_s() {
   strata::cpu::AlignedFree(data);
-  strata::cpu::AlignedFree(f32);
 }
 strata_kv_cache_s::~strata_kv_cache_s() { strata::cpu::AlignedFree(data); }
 
@@ -32,6 +34,8 @@ const char* KindName(HandleKind k) {
     case HandleKind::kBuffer: return "buffer";
     case HandleKind::kWeight: return "weight";
     case HandleKind::kKvCache: return "KV cache";
+    case HandleKind::kReadback: return "readback";
+    case HandleKind::kComm: return "communicator";
   }
   return "handle";
 }

@@ -11,14 +11,31 @@
 #include "absl/status/status.h"
 #include "strata/device.h"
 
+#include <array>
+#include <atomic>
+
 namespace strata::cpu {
 class DnnlMatmul;
+class ThreadPool;
+class OpProfiler;
+struct QuantWeight;
+// ABI 1.9 quantization counters of one device, per counter slot.
+struct QuantCounters {
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> saturated{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> nonfinite{};
+  std::array<std::atomic<uint64_t>, STRATA_MAX_QUANT_COUNTER_SLOTS> outliers{};
+};
 }
 
 struct strata_device_s {
-  int32_t num_threads = 1;  // used by every OpenMP region and by oneDNN
+  int32_t num_threads = 1;  // the pool's threads (caller included) and oneDNN's
   int32_t pending_readbacks = 0;  // tickets of readback_start not yet finished
   std::unique_ptr<strata::cpu::DnnlMatmul> dnnl;
+  // Runs every op's parallel loops (backends/cpu/thread_pool.h); never null on an open device.
+  std::unique_ptr<strata::cpu::ThreadPool> pool;
+  // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
+  std::unique_ptr<strata::cpu::OpProfiler> profiler;
+  strata::cpu::QuantCounters quant_counters;
   ~strata_device_s();
 };
 
@@ -40,10 +57,8 @@ struct strata_weight_s {
   int64_t rows = 0;
   int64_t cols = 0;
   void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
-  // F32 copy of F16/BF16 weights for the oneDNN (prefill) path, made on first use so
-  // decode-only runs never pay for it.
-  std::once_flag f32_once;
-  float* f32 = nullptr;
+  // Quantized formats (format != DENSE): the prepared arrays (quant_weight.h); data is unused.
+  std::unique_ptr<strata::cpu::QuantWeight> quant;
   ~strata_weight_s();
 };
 
@@ -65,7 +80,7 @@ struct strata_kv_cache_s {
 
 namespace strata::cpu {
 
-enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kReadback };
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache, kReadback, kComm };
 
 // Live handles; Lookup fails with INVALID_ARGUMENT naming `what` for unknown pointers.
 void RegisterHandle(const void* handle, HandleKind kind);

@@ -23,7 +23,10 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   const dnnl::memory::desc dst_md({m, n}, dt::f32, {ldc, 1});
 
   std::lock_guard<std::mutex> lock(mu_);
-  const Key key{m, k, n, lda, ldc, bias != nullptr};
+  // oneDNN's OpenMP runtime uses the calling thread's max-threads setting, also when it
+  // lays out a new primitive.
+  omp_set_num_threads(num_threads);
+  const Key key{m, k, n, lda, ldc, bias != nullptr, num_threads};
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
@@ -38,9 +41,29 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine_, const_cast<float*>(bias)));
-  // oneDNN's OpenMP runtime uses the calling thread's max-threads setting.
-  omp_set_num_threads(num_threads);
   it->second.execute(stream_, args);
+  stream_.wait();
+}
+
+void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, const int8_t* w, int64_t n,
+                         int32_t* y, int64_t ldc, int32_t num_threads) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc src_md({m, k}, dt::s8, {lda, 1});
+  const dnnl::memory::desc wei_md({k, n}, dt::s8, {1, k});
+  const dnnl::memory::desc dst_md({m, n}, dt::s32, {ldc, 1});
+  std::lock_guard<std::mutex> lock(mu_);
+  const Key key{m, k, n, lda, ldc, false};
+  auto it = cache_s8_.find(key);
+  if (it == cache_s8_.end()) {
+    if (cache_s8_.size() >= kMaxCachedPrimitives) cache_s8_.clear();
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), engine_);
+    it = cache_s8_.emplace(key, dnnl::matmul(pd)).first;
+  }
+  dnnl::memory src(src_md, engine_, const_cast<int8_t*>(x));
+  dnnl::memory wei(wei_md, engine_, const_cast<int8_t*>(w));
+  dnnl::memory dst(dst_md, engine_, y);
+  omp_set_num_threads(num_threads);
+  it->second.execute(stream_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
   stream_.wait();
 }
 

@@ -20,13 +20,19 @@ class DnnlMatmul {
   // Throws dnnl::error on failure; the caller turns it into a status.
   void Run(const float* x, int64_t m, int64_t k, int64_t lda, const float* w, int64_t n,
            const float* bias, float* y, int64_t ldc, int32_t num_threads);
+  // Int8 x int8 with int32 results (W8A8 prefill): x s8 [m, k] (stride lda), W s8 row-major
+  // [n, k], y s32 [m, n] (stride ldc); scales are applied by the caller.
+  void RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, const int8_t* w, int64_t n,
+               int32_t* y, int64_t ldc, int32_t num_threads);
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  // Shape, strides, bias, and the thread count (a primitive is laid out for its team size).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t>;
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::mutex mu_;
   std::map<Key, dnnl::matmul> cache_;
+  std::map<Key, dnnl::matmul> cache_s8_;
 };
 
 }  // namespace strata::cpu

@@ -1,7 +1,6 @@
 // RoPE + KV-cache write, and paged attention over a ragged batch (prefill chunks and
 // decode tokens mixed; causal, GQA, sliding window, logit soft-capping). Softmax is the
 // online (streaming) form in F32, one key block at a time.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "backends/cpu/half_convert.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace strata::cpu {
 namespace {
@@ -165,11 +165,10 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
   }
   const int32_t bs = kv->desc.block_size;
   const int32_t kv_dtype = kv->desc.dtype;
-#pragma omp parallel num_threads(dev->num_threads) if (n > 1)
-  {
+  const int64_t token_bytes = (int64_t{H} + 2 * KVH) * D * 4 + 2 * int64_t{KVH} * D * kv->elem_size;
+  dev->pool->ParallelFor(n, token_bytes, [&](int64_t i0, int64_t i1) {
     std::vector<float> cs(half), sn(half);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       float* kr = kview.Row<float>(i);
       if (style != STRATA_ROPE_NONE) {
         // Angles in double: pos * inv_freq loses precision in F32 at long positions.
@@ -189,7 +188,7 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
       StoreRow(vv.Row<float>(i), kv->BlockPtr(layer, 1, blk) + off * row_elems * kv->elem_size,
                kv_dtype, row_elems);
     }
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -253,11 +252,13 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
   const int32_t kv_dtype = kv->desc.dtype;
   const size_t es = kv->elem_size;
   const int64_t items = n * H;
-#pragma omp parallel num_threads(dev->num_threads) if (items > 1)
-  {
+  // An item reads its sequence's keys and values once: cost it by the longest sequence.
+  int32_t max_len = 0;
+  for (int32_t s = 0; s < S; ++s) max_len = std::max(max_len, lens[s]);
+  const int64_t item_bytes = 2 * int64_t{max_len} * D * static_cast<int64_t>(es) + int64_t{D} * 8;
+  dev->pool->ParallelFor(items, item_bytes, [&](int64_t item0, int64_t item1) {
     std::vector<float> acc(D), score(bs);
-#pragma omp for schedule(dynamic, 2)
-    for (int64_t item = 0; item < items; ++item) {
+    for (int64_t item = item0; item < item1; ++item) {
       const int64_t i = item / H;
       const int32_t h = static_cast<int32_t>(item % H);
       const int32_t kvh = h / group;
@@ -302,7 +303,7 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       for (int32_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
     }
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -1,7 +1,5 @@
 // Row-wise ops on F32 activations: rms_norm (optionally fused with the residual add),
 // silu_mul, add, gather_rows. Parallel over rows; SIMD inside a row.
-#include <omp.h>
-
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +7,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace strata::cpu {
 namespace {
@@ -52,17 +51,18 @@ absl::Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_
   const bool fused = residual != nullptr;
   const int64_t d = xv.cols;
   const float* w = wv.Row<float>(0);
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (xv.rows > 1)
-  for (int64_t r = 0; r < xv.rows; ++r) {
-    const float* src = xv.Row<float>(r);
-    if (fused) {
-      float* res = rv.Row<float>(r);
-      AddF32(res, src, res, d);
-      src = res;
+  dev->pool->ParallelFor(xv.rows, d * 4 * (fused ? 4 : 2), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = xv.Row<float>(r);
+      if (fused) {
+        float* res = rv.Row<float>(r);
+        AddF32(res, src, res, d);
+        src = res;
+      }
+      const float ms = SumSquaresF32(src, d) / static_cast<float>(d);
+      MulScaleWeightF32(src, w, 1.0f / std::sqrt(ms + eps), ov.Row<float>(r), d);
     }
-    const float ms = SumSquaresF32(src, d) / static_cast<float>(d);
-    MulScaleWeightF32(src, w, 1.0f / std::sqrt(ms + eps), ov.Row<float>(r), d);
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -73,10 +73,11 @@ absl::Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const stra
   STRATA_ASSIGN_VIEW(ov, CheckTensor(out, "silu_mul: out", {STRATA_DTYPE_F32}));
   if (absl::Status s = SameShape(gv, uv, "silu_mul", "gate", "up"); !s.ok()) return s;
   if (absl::Status s = SameShape(gv, ov, "silu_mul", "gate", "out"); !s.ok()) return s;
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (gv.rows > 1)
-  for (int64_t r = 0; r < gv.rows; ++r) {
-    SiluMulF32(gv.Row<float>(r), uv.Row<float>(r), ov.Row<float>(r), gv.cols);
-  }
+  dev->pool->ParallelFor(gv.rows, gv.cols * 12, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      SiluMulF32(gv.Row<float>(r), uv.Row<float>(r), ov.Row<float>(r), gv.cols);
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -87,10 +88,11 @@ absl::Status Add(strata_device_s* dev, const strata_tensor* a, const strata_tens
   STRATA_ASSIGN_VIEW(ov, CheckTensor(out, "add: out", {STRATA_DTYPE_F32}));
   if (absl::Status s = SameShape(av, bv, "add", "a", "b"); !s.ok()) return s;
   if (absl::Status s = SameShape(av, ov, "add", "a", "out"); !s.ok()) return s;
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (av.rows > 1)
-  for (int64_t r = 0; r < av.rows; ++r) {
-    AddF32(av.Row<float>(r), bv.Row<float>(r), ov.Row<float>(r), av.cols);
-  }
+  dev->pool->ParallelFor(av.rows, av.cols * 12, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      AddF32(av.Row<float>(r), bv.Row<float>(r), ov.Row<float>(r), av.cols);
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -114,10 +116,9 @@ absl::Status GatherRows(strata_device_s* dev, const strata_tensor* x,
     }
   }
   const size_t row_bytes = static_cast<size_t>(xv.cols) * xv.elem_size;
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (ov.rows > 8)
-  for (int64_t i = 0; i < ov.rows; ++i) {
-    std::memmove(ov.Row<char>(i), xv.Row<char>(idx[i]), row_bytes);
-  }
+  dev->pool->ParallelFor(ov.rows, static_cast<int64_t>(row_bytes) * 2, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) std::memmove(ov.Row<char>(i), xv.Row<char>(idx[i]), row_bytes);
+  });
   return absl::OkStatus();
 }
 

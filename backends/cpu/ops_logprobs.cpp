@@ -1,7 +1,6 @@
 // logprobs (device ABI 1.7): log_softmax of chosen rows of logits, with the logprob of one
 // token per row and the row's most likely alternatives. The core uses it for requests that
 // want logprobs, so that only these few numbers, not the row's logits, cross back.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace strata::cpu {
 namespace {
@@ -89,11 +89,9 @@ absl::Status Logprobs(strata_device_s* dev, const strata_tensor* logits, const i
   }
   const int32_t* token = idv->Row<int32_t>(0);
   const int64_t vocab = l->cols;
-#pragma omp parallel num_threads(dev->num_threads) if (num_rows > 1)
-  {
+  dev->pool->ParallelFor(num_rows, vocab * 16, [&](int64_t i0, int64_t i1) {
     std::vector<int32_t> best;
-#pragma omp for schedule(dynamic, 1)
-    for (int32_t i = 0; i < num_rows; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float* x = l->Row<float>(row_ids[i]);
       const double lse = LogSumExpRow(x, vocab);
       const bool empty = lse == -std::numeric_limits<double>::infinity();
@@ -108,7 +106,7 @@ absl::Status Logprobs(strata_device_s* dev, const strata_tensor* logits, const i
         out[1 + j] = logprob(best[j]);
       }
     }
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace strata::cpu {
 
@@ -29,13 +30,14 @@ absl::Status RmsNormHeads(strata_device_s* dev, const strata_tensor* x, const st
   }
   const int64_t items = xv.rows * heads;
   // A few thousand elements per row: threads only pay off for whole prefill chunks.
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (items * hd >= 65536)
-  for (int64_t i = 0; i < items; ++i) {
-    const int64_t r = i / heads, h = i % heads;
-    float* head = xv.Row<float>(r) + h * hd;
-    const float ms = SumSquaresF32(head, hd) / static_cast<float>(hd);
-    MulScaleWeightF32(head, wv.Row<float>(h), 1.0f / std::sqrt(ms + eps), head, hd);
-  }
+  dev->pool->ParallelFor(items, hd * 8, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = i / heads, h = i % heads;
+      float* head = xv.Row<float>(r) + h * hd;
+      const float ms = SumSquaresF32(head, hd) / static_cast<float>(hd);
+      MulScaleWeightF32(head, wv.Row<float>(h), 1.0f / std::sqrt(ms + eps), head, hd);
+    }
+  });
   return absl::OkStatus();
 }
 

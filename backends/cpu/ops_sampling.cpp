@@ -1,7 +1,6 @@
 // Token selection on the device: argmax (first maximum) and seeded sampling with
 // temperature / top-k / top-p / min-p. The random draw of a row depends only on its
 // (seed, step), never on thread timing or batch composition, so runs are reproducible.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/tensor_view.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/common/shortest_prefix.h"
 
 namespace strata::cpu {
@@ -114,8 +114,9 @@ absl::Status Argmax(strata_device_s* dev, const strata_tensor* logits,
   View lv, ov;
   if (absl::Status s = CheckLogitsAndIds(logits, out_ids, "argmax", &lv, &ov); !s.ok()) return s;
   int32_t* out = ov.Row<int32_t>(0);
-#pragma omp parallel for schedule(static) num_threads(dev->num_threads) if (lv.rows > 1)
-  for (int64_t r = 0; r < lv.rows; ++r) out[r] = ArgmaxRow(lv.Row<float>(r), lv.cols);
+  dev->pool->ParallelFor(lv.rows, lv.cols * 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) out[r] = ArgmaxRow(lv.Row<float>(r), lv.cols);
+  });
   return absl::OkStatus();
 }
 
@@ -171,12 +172,11 @@ absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
     return absl::InvalidArgumentError("sample: params->temperature is null (one per row required)");
   }
   int32_t* out = ov.Row<int32_t>(0);
-#pragma omp parallel num_threads(dev->num_threads) if (lv.rows > 1)
-  {
+  // Filtering sorts candidates: count the work as several passes over the row.
+  dev->pool->ParallelFor(lv.rows, lv.cols * 32, [&](int64_t r0, int64_t r1) {
     std::vector<int32_t> idx;
     std::vector<float> prob;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < lv.rows; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
       RowParams p;  // absent arrays mean "filter off", seed/step 0
       p.temperature = params->temperature[r];
       if (params->top_k) p.top_k = params->top_k[r];
@@ -186,7 +186,7 @@ absl::Status Sample(strata_device_s* dev, const strata_tensor* logits,
       if (params->step) p.step = params->step[r];
       out[r] = SampleRow(lv.Row<float>(r), lv.cols, p, idx, prob);
     }
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -38,9 +38,64 @@ HWY_INLINE float ScalarF32(const F16* p) { return F16ToF32(p->bits); }
 
 HWY_INLINE float SumLanes(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
 
+// R weight rows at a time for N tokens: R independent streams keep more loads in flight
+// than one row's (decode is bound by memory latency x parallelism as much as bandwidth),
+// and each x vector loaded serves R rows. Per row the sums are formed in exactly the
+// order of the one-row loop below, so results do not depend on R (nor on how rows are
+// split between threads).
+template <int N, int R, typename TW>
+void GemvRowBlock(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
+                  float* y, int64_t ys, int64_t r) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const TW* wr[R];
+  for (int i = 0; i < R; ++i) wr[i] = w + (r + i) * cols;
+  VF acc0[N][R], acc1[N][R];
+  for (int t = 0; t < N; ++t) {
+    for (int i = 0; i < R; ++i) acc0[t][i] = acc1[t][i] = hn::Zero(df);
+  }
+  // Prefetch distance in elements: ~1 KiB ahead of each stream.
+  constexpr int64_t kAhead = 1024 / sizeof(TW);
+  int64_t c = 0;
+  for (; c + 2 * L <= cols; c += 2 * L) {
+    for (int i = 0; i < R; ++i) __builtin_prefetch(wr[i] + c + kAhead, 0, 0);
+    VF xv0[N], xv1[N];
+    for (int t = 0; t < N; ++t) {
+      xv0[t] = hn::LoadU(df, x + t * xs + c);
+      xv1[t] = hn::LoadU(df, x + t * xs + c + L);
+    }
+    for (int i = 0; i < R; ++i) {
+      const VF w0 = LoadAsF32(df, wr[i] + c);
+      const VF w1 = LoadAsF32(df, wr[i] + c + L);
+      for (int t = 0; t < N; ++t) {
+        acc0[t][i] = hn::MulAdd(w0, xv0[t], acc0[t][i]);
+        acc1[t][i] = hn::MulAdd(w1, xv1[t], acc1[t][i]);
+      }
+    }
+  }
+  for (; c + L <= cols; c += L) {
+    for (int i = 0; i < R; ++i) {
+      const VF w0 = LoadAsF32(df, wr[i] + c);
+      for (int t = 0; t < N; ++t) acc0[t][i] = hn::MulAdd(w0, hn::LoadU(df, x + t * xs + c), acc0[t][i]);
+    }
+  }
+  for (int t = 0; t < N; ++t) {
+    for (int i = 0; i < R; ++i) {
+      float s = SumLanes(df, hn::Add(acc0[t][i], acc1[t][i]));
+      for (int64_t k = c; k < cols; ++k) s += ScalarF32(wr[i] + k) * x[t * xs + k];
+      y[t * ys + r + i] = bias ? s + bias[r + i] : s;
+    }
+  }
+}
+
 template <int N, typename TW>
 void GemvRowsN(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
                float* y, int64_t ys, int64_t r0, int64_t r1) {
+  // As many rows per block as registers allow: N x R x 2 accumulators plus 2N x vectors.
+  constexpr int R = N == 1 ? 4 : N == 2 ? 2 : 1;
+  if constexpr (R > 1) {
+    for (; r0 + R <= r1; r0 += R) GemvRowBlock<N, R>(x, xs, w, cols, bias, y, ys, r0);
+  }
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t r = r0; r < r1; ++r) {

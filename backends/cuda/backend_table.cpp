@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_objects.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/nccl_comm.h"
 #include "backends/cuda/op_profiler.h"
 #include "backends/cuda/quant_lt_gemm.h"
 #include "kernels/cuda/gemv.h"
@@ -946,7 +947,13 @@ strata_status OpQuantCounters(strata_device dev, int32_t num_slots, uint64_t* sa
   });
 }
 
-void* GetProcAddress(const char*) { return nullptr; }  // no extensions yet
+
+// Extensions: the communicator (include/strata/comm.h) over NCCL, where libnccl loads.
+void* GetProcAddress(const char* name) {
+  if (name != nullptr && std::strcmp(name, STRATA_COMM_PROC_NAME) == 0)
+    return const_cast<strata_comm_v1*>(NcclCommTable());
+  return nullptr;
+}
 
 const char* UnavailableReason() {
   try {
@@ -1010,6 +1017,9 @@ const strata_plugin_info kInfo = {
 };
 
 }  // namespace
+
+strata_status ReportStatus(const Status& s) { return Report(s); }
+
 }  // namespace strata::cuda
 
 extern "C" const strata_plugin_info* strata_cuda_plugin_info(void) { return &strata::cuda::kInfo; }

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "core/chat/cat.h"
+#include "core/chat/memory_budget.h"
 #include "core/chat/call_args.h"
 #include "core/chat/jinja_tests.h"
 #include "core/chat/json_convert.h"
@@ -154,6 +155,8 @@ absl::StatusOr<Value> ToJson(const Value& input, const Args& a) {
   JsonDumpOptions o;
   if (!a[0].is_undefined() && !a[0].is_none()) {
     if (a[0].is_integral()) {
+      if (a[0].as_int() > static_cast<int64_t>(MaxValueBytes()))
+        return absl::ResourceExhaustedError(Cat("tojson(indent=", a[0].as_int(), ") is over the template memory limit"));
       o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, a[0].as_int())), ' ');
     } else if (a[0].is_string()) {
       o.indent = a[0].as_string();
@@ -236,10 +239,15 @@ absl::StatusOr<Value> Indent(const Value& input, const Args& a) {
     indention = a[0].as_string();
   } else {
     STRATA_ASSIGN_OR_RETURN(int64_t width, IntArg("indent", "width", a[0], 4));
+    if (width > static_cast<int64_t>(MaxValueBytes()))
+      return absl::ResourceExhaustedError(Cat("indent(", width, ") is over the template memory limit"));
     indention = std::string(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
   }
   bool first = a[1].Truthy(), blank = a[2].Truthy();
   std::vector<std::string> lines = PySplitLines(input.Str() + "\n");
+  size_t bytes = indention.size();
+  for (const std::string& l : lines) bytes += l.size() + 1 + indention.size();
+  STRATA_RETURN_IF_ERROR(ChargeMemory(bytes, "indent()"));
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
@@ -396,6 +404,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
       }
       if (i) out += sep;
       out += v.Str();
+      if (out.size() > MaxValueBytes()) return absl::ResourceExhaustedError("join() is over the template memory limit");
     }
     return Value::String(std::move(out));
   }
@@ -539,6 +548,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
   if (name == "replace") {
     STRATA_ASSIGN_OR_RETURN(Args a, bind({"old", "new", "count"}, 2));
     STRATA_ASSIGN_OR_RETURN(int64_t count, IntArg(name, "count", a[2], -1));
+    STRATA_RETURN_IF_ERROR(ChargeMemory(PyReplacedSize(s, a[0].Str(), a[1].Str(), count), "replace()"));
     return Value::String(PyReplace(s, a[0].Str(), a[1].Str(), count));
   }
   if (name == "indent") {
@@ -551,6 +561,9 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
     int64_t len = static_cast<int64_t>(Utf8Length(s));
     if (width <= len) return Value::String(s);
     int64_t marg = width - len;
+    if (marg > static_cast<int64_t>(MaxValueBytes()))  // before the size_t arithmetic below can wrap
+      return absl::ResourceExhaustedError(Cat("center(", width, ") is over the template memory limit"));
+    STRATA_RETURN_IF_ERROR(ChargeMemory(s.size() + static_cast<size_t>(marg), "center()"));
     int64_t left = marg / 2 + (marg & width & 1);  // CPython's pad rule
     return Value::String(std::string(static_cast<size_t>(left), ' ') + s +
                          std::string(static_cast<size_t>(marg - left), ' '));

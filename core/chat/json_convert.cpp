@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "core/chat/cat.h"
+#include "core/chat/memory_budget.h"
 #include "core/chat/py_string.h"
 
 namespace strata::chat {
@@ -61,8 +62,14 @@ constexpr size_t kMaxJsonBytes = size_t{256} << 20;
 
 absl::Status Dump(const Value& v, const JsonDumpOptions& o, int depth, std::string& out) {
   if (depth > 512) return absl::InvalidArgumentError("tojson: value nested too deeply (circular reference?)");
-  if (out.size() > kMaxJsonBytes) return absl::ResourceExhaustedError("tojson: output too large");
+  const size_t limit = std::min(kMaxJsonBytes, MaxValueBytes());
+  if (out.size() > limit) return absl::ResourceExhaustedError("tojson: output over the template memory limit");
+  bool too_large = false;
   auto newline = [&](int level) {
+    if (out.size() + 1 + static_cast<size_t>(level) * o.indent->size() > limit) {
+      too_large = true;
+      return;
+    }
     out += '\n';
     for (int i = 0; i < level; ++i) out += *o.indent;
   };
@@ -85,6 +92,7 @@ absl::Status Dump(const Value& v, const JsonDumpOptions& o, int depth, std::stri
       for (size_t i = 0; i < v.list().size(); ++i) {
         if (i) out += o.item_separator;
         if (o.indent) newline(depth + 1);
+        if (too_large) return absl::ResourceExhaustedError("tojson: output over the template memory limit");
         absl::Status s = Dump(v.list()[i], o, depth + 1, out);
         if (!s.ok()) return s;
       }
@@ -110,6 +118,7 @@ absl::Status Dump(const Value& v, const JsonDumpOptions& o, int depth, std::stri
         if (!first) out += o.item_separator;
         first = false;
         if (o.indent) newline(depth + 1);
+        if (too_large) return absl::ResourceExhaustedError("tojson: output over the template memory limit");
         const Value& k = e->first;
         // Python converts str/int/float/bool/None keys to strings.
         if (k.is_string()) {

@@ -18,6 +18,9 @@ struct TemplateOptions {
   size_t max_output_bytes = 64u << 20;
   int max_call_depth = 32;              // nested macro calls
   uint64_t max_steps = 5'000'000;       // statements + loop iterations + calls per render
+  // Memory per render (core/chat/memory_budget.h): one value, and all values made.
+  size_t max_value_bytes = size_t{32} << 20;
+  size_t max_total_bytes = size_t{256} << 20;
 };
 
 struct Token {

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "core/chat/cat.h"
 #include "core/chat/call_args.h"
+#include "core/chat/memory_budget.h"
 #include "core/chat/py_string.h"
 
 namespace strata::chat {
@@ -116,6 +117,10 @@ absl::StatusOr<Value> StrReplace(const Value& self, const CallArgs& args, std::s
   }
   auto count = IntArg(name, "count", (*a)[2], -1);
   if (!count.ok()) return count.status();
+  if (absl::Status s = ChargeMemory(PyReplacedSize(self.as_string(), (*a)[0].as_string(), (*a)[1].as_string(), *count),
+                                    "replace()");
+      !s.ok())
+    return s;
   return Value::String(PyReplace(self.as_string(), (*a)[0].as_string(), (*a)[1].as_string(), *count));
 }
 
@@ -153,6 +158,7 @@ absl::StatusOr<Value> StrJoin(const Value& self, const CallArgs& args, std::stri
     }
     if (i) out += self.as_string();
     out += items.list()[i].as_string();
+    if (out.size() > MaxValueBytes()) return absl::ResourceExhaustedError("join() is over the template memory limit");
   }
   return Value::String(std::move(out));
 }
@@ -235,6 +241,7 @@ absl::StatusOr<Value> ListAppend(const Value& self, const CallArgs& args, std::s
   if (ReachesContainer((*a)[0], self)) {
     return absl::InvalidArgumentError("list.append(): a list cannot contain itself (reference cycle)");
   }
+  if (absl::Status s = ChargeMemory(sizeof(Value), "list.append()"); !s.ok()) return s;
   self.list().push_back((*a)[0]);
   return Value::None();
 }

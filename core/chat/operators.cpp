@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/chat/cat.h"
+#include "core/chat/memory_budget.h"
 #include "core/chat/methods.h"
 #include "core/chat/py_string.h"
 
@@ -34,13 +35,18 @@ absl::StatusOr<Value> Repeat(const Value& seq, int64_t n, size_t max_bytes) {
     if (!seq.as_string().empty() && static_cast<uint64_t>(n) > max_bytes / seq.as_string().size()) {
       return absl::ResourceExhaustedError("string repetition exceeds the output size limit");
     }
+    if (absl::Status s = ChargeMemory(static_cast<size_t>(n) * seq.as_string().size(), "string repetition"); !s.ok())
+      return s;
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value::String(std::move(out));
   }
-  if (!seq.list().empty() && static_cast<uint64_t>(n) > max_bytes / seq.list().size()) {
-    return absl::ResourceExhaustedError("list repetition exceeds the size limit");
+  if (!seq.list().empty() && static_cast<uint64_t>(n) > max_bytes / (seq.list().size() * sizeof(Value))) {
+    return absl::ResourceExhaustedError("list repetition exceeds the template memory limit");
   }
+  if (absl::Status s = ChargeMemory(static_cast<size_t>(n) * seq.list().size() * sizeof(Value), "list repetition");
+      !s.ok())
+    return s;
   ValueList out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
   return seq.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
@@ -95,9 +101,10 @@ absl::StatusOr<bool> CompareValues(std::string_view op, const Value& a, const Va
 
 absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, size_t max_bytes) {
   if (op == "~") {
-    std::string out = a.Str() + b.Str();
-    if (out.size() > max_bytes) return absl::ResourceExhaustedError("string exceeds the output size limit");
-    return Value::String(std::move(out));
+    const std::string sa = a.Str(), sb = b.Str();
+    if (sa.size() + sb.size() > max_bytes) return absl::ResourceExhaustedError("string exceeds the output size limit");
+    if (absl::Status s = ChargeMemory(sa.size() + sb.size(), "'~'"); !s.ok()) return s;
+    return Value::String(sa + sb);
   }
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
@@ -156,9 +163,12 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
       if (a.as_string().size() + b.as_string().size() > max_bytes) {
         return absl::ResourceExhaustedError("string exceeds the output size limit");
       }
+      if (absl::Status s = ChargeMemory(a.as_string().size() + b.as_string().size(), "'+'"); !s.ok()) return s;
       return Value::String(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      if (absl::Status s = ChargeMemory((a.list().size() + b.list().size()) * sizeof(Value), "list '+'"); !s.ok())
+        return s;
       ValueList out = a.list();
       out.insert(out.end(), b.list().begin(), b.list().end());
       return a.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));

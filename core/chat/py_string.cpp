@@ -168,6 +168,18 @@ std::vector<std::string> PySplitLines(std::string_view s) {
   return out;
 }
 
+size_t PyReplacedSize(std::string_view s, std::string_view old_sub, std::string_view new_sub, int64_t count) {
+  int64_t n = 0;
+  if (old_sub.empty()) {
+    n = static_cast<int64_t>(Utf8Chars(s).size()) + 1;
+  } else {
+    for (size_t at = s.find(old_sub); at != std::string_view::npos; at = s.find(old_sub, at + old_sub.size())) ++n;
+  }
+  if (count >= 0) n = std::min(n, count);
+  const size_t k = static_cast<size_t>(n);
+  return s.size() - k * old_sub.size() + k * new_sub.size();
+}
+
 std::string PyReplace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
                       int64_t count) {
   std::string out;

@@ -28,6 +28,8 @@ std::vector<std::string> PySplit(std::string_view s, const std::optional<std::st
 std::vector<std::string> PyRSplit(std::string_view s, const std::optional<std::string>& sep,
                                   int64_t maxsplit);
 std::vector<std::string> PySplitLines(std::string_view s);
+// The size of PyReplace's result, computed without making it (for the memory budget).
+size_t PyReplacedSize(std::string_view s, std::string_view old_sub, std::string_view new_sub, int64_t count);
 std::string PyReplace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
                       int64_t count);
 int64_t PyCount(std::string_view s, std::string_view sub);

@@ -9,6 +9,7 @@
 #include "core/chat/filters.h"
 #include "core/chat/globals.h"
 #include "core/chat/jinja_tests.h"
+#include "core/chat/memory_budget.h"
 #include "core/chat/operators.h"
 #include "core/common/status_macros.h"
 
@@ -36,6 +37,7 @@ class Renderer {
   explicit Renderer(const TemplateOptions& options) : opt_(options) {}
 
   absl::StatusOr<std::string> Run(const TemplateAst& ast, const ValueDict& context) {
+    ScopedMemoryBudget budget(MemoryLimits{opt_.max_value_bytes, opt_.max_total_bytes});
     FramePtr root = TempFrame(nullptr);
     ValueDict globals;
     AddGlobals(globals);
@@ -334,7 +336,18 @@ class Renderer {
     if (!callee.is_callable()) {
       return absl::InvalidArgumentError(Cat("'", callee.TypeName(), "' object is not callable"));
     }
-    return callee.callable().fn(args);
+    return Charged(callee.callable().fn(args), Cat(callee.callable().name, "()"));
+  }
+
+  // Every string or list a filter, method or function returns counts against the render's
+  // memory budget (the large ones were checked before they were made, see ChargeMemory).
+  static absl::StatusOr<Value> Charged(absl::StatusOr<Value> v, std::string_view what) {
+    if (!v.ok()) return v;
+    size_t bytes = 0;
+    if (v->is_string()) bytes = v->as_string().size();
+    else if (v->is_list()) bytes = v->list().size() * sizeof(Value);
+    if (bytes > 0) STRATA_RETURN_IF_ERROR(ChargeMemory(bytes, what));
+    return v;
   }
 
   absl::StatusOr<Value> Eval(const Expr& e, Frame* f) {
@@ -398,6 +411,7 @@ class Renderer {
         STRATA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, f));
         STRATA_RETURN_IF_ERROR(Step());
         absl::StatusOr<Value> r = ApplyFilter(e.name, input, args);
+        if (r.ok()) r = Charged(std::move(r), "a filter");
         if (!r.ok()) {
           return absl::Status(r.status().code(), Cat("filter '", e.name, "': ", r.status().message()));
         }
@@ -422,7 +436,7 @@ class Renderer {
         if (e.name == "and") return lhs.Truthy() ? Eval(*e.children[1], f) : lhs;
         if (e.name == "or") return lhs.Truthy() ? lhs : Eval(*e.children[1], f);
         STRATA_ASSIGN_OR_RETURN(Value rhs, Eval(*e.children[1], f));
-        return BinaryOp(e.name, lhs, rhs, opt_.max_output_bytes);
+        return BinaryOp(e.name, lhs, rhs, std::min(opt_.max_output_bytes, opt_.max_value_bytes));
       }
       case Expr::Kind::kCompare: {
         STRATA_ASSIGN_OR_RETURN(Value lhs, Eval(*e.children[0], f));

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "core/chat/cat.h"
+#include "core/chat/memory_budget.h"
 
 namespace strata::chat {
 
@@ -201,7 +202,7 @@ std::string Value::Repr() const {
 }
 
 void Value::AppendRepr(std::string& out, std::vector<const void*>& active) const {
-  if (out.size() > kMaxReprBytes) return;
+  if (out.size() > std::min(kMaxReprBytes, MaxValueBytes())) return;
   const void* self = kind_ == Kind::kList ? static_cast<const void*>(list_.get())
                      : kind_ == Kind::kDict ? static_cast<const void*>(dict_.get()) : nullptr;
   if (self != nullptr) {

@@ -254,6 +254,9 @@ void Engine::TakeInbox() {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
+    // They wait in the scheduler now; until PublishMetrics recounts at the end of the
+    // step, count them here, or Enqueue would see them nowhere and overshoot max_waiting.
+    scheduler_waiting_ += static_cast<int32_t>(inbox.size());
   }
   for (auto& r : inbox) {
     LiveRequest* raw = r.get();
@@ -707,7 +710,18 @@ absl::StatusOr<bool> Engine::StepLocked() {
 }
 
 void Engine::PublishMetrics(const SchedulerOutput* out) {
+  // Reading the counters waits for the device's queue, so not at every step.
+  std::optional<QuantLayerCounters> quant;
+  if (model_.has_quantized_weights()) {
+    const double now = MonotonicSeconds();
+    const bool idle = !(scheduler_->has_work() || in_flight_.has_value());
+    if (idle || now - last_quant_counters_read_ >= 1.0) {
+      last_quant_counters_read_ = now;
+      if (auto c = model_.ReadQuantCounters(); c.ok()) quant = *std::move(c);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  if (quant.has_value()) metrics_.quant = *std::move(quant);
   EngineMetrics& m = metrics_;
   m.num_running = scheduler_->num_running();
   scheduler_waiting_ = scheduler_->num_waiting() + scheduler_->num_pending_forks();

@@ -197,6 +197,7 @@ class Engine {
   bool started_ = false;
   std::thread loop_;
   EngineMetrics metrics_;
+  double last_quant_counters_read_ = -1e9;  // step thread only
 };
 
 }  // namespace strata

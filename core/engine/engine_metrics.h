@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/engine/latency_histogram.h"
+#include "core/quant/quant_counters.h"
 
 namespace strata {
 
@@ -51,6 +52,10 @@ struct EngineMetrics {
   // the wait for the previous step's tokens.
   double step_seconds = 0;
   double forward_seconds = 0;
+
+  // Quantized models: the backend's per-layer counters (refreshed by the step thread at most
+  // once a second while busy, and whenever it goes idle).
+  QuantLayerCounters quant;
 
   LatencyHistogram ttft;  // submit -> first token, seconds
   LatencyHistogram tpot;  // per request: (last token - first token) / (tokens - 1)

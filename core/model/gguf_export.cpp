@@ -10,6 +10,7 @@
 #include "core/model/formats/architectures.h"
 #include "core/model/formats/gguf_writer.h"
 #include "core/model/rope.h"
+#include "core/model/rope_row_pairing.h"
 #include "core/tokenizer/gguf_bpe_vocab.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/tokenizer/tokenizer_json_reader.h"
@@ -59,16 +60,46 @@ std::vector<uint8_t> ConvertRows(const TensorView& t, TensorDType dtype, RowMap 
   return out;
 }
 
-// The row of a rotate-half (NEOX) layout that lands on row r of the interleaved layout, per
-// head of `head_dim` rows: interleaved row 2j + i of a head is rotate-half row i * half + j.
-// (llama.cpp's converter: reshape(heads, 2, half, ...).swapaxes(1, 2).)
-size_t NeoxRowForInterleaved(size_t r, size_t head_dim) {
-  const size_t head = r / head_dim, k = r % head_dim, half = head_dim / 2;
-  return head * head_dim + (k % 2) * half + k / 2;
-}
-size_t InterleavedRowForNeox(size_t r, size_t head_dim) {
-  const size_t head = r / head_dim, k = r % head_dim, half = head_dim / 2;
-  return head * head_dim + 2 * (k % half) + k / half;
+// A quantized tensor as ggml blocks: Q8_0 (type 8: per 32 values an f16 scale and 32 int8)
+// from INT8 with f16 scales per group of 32, Q4_0 (type 2: an f16 scale and 16 bytes, byte j
+// holding values j (low nibble) and j + 16 (high), W = (q - 8) * d) from symmetric INT4
+// groups of 32 with f16 scales. ggml_type -1: the rows do not split into blocks.
+struct GgufQuantizedBlocks {
+  int32_t ggml_type = -1;
+  std::vector<uint8_t> bytes;
+};
+
+absl::StatusOr<GgufQuantizedBlocks> ToGgufBlocks(const QuantizedTensor& t, const std::string& name) {
+  constexpr int32_t kQ4_0 = 2, kQ8_0 = 8;
+  GgufQuantizedBlocks b;
+  const bool q8 = t.format == STRATA_WEIGHT_INT8_PER_CHANNEL && t.group_size == 32 && t.scales_dtype == STRATA_DTYPE_F16;
+  const bool q4 = t.format == STRATA_WEIGHT_INT4_GROUP && t.group_size == 32 && t.scales_dtype == STRATA_DTYPE_F16 &&
+                  t.zeros.empty() && t.g_idx.empty();
+  if (!q8 && !q4)
+    return absl::UnimplementedError(absl::StrCat(
+        "GGUF export: '", name, "' is ", WeightFormatName(t.format), " (group ", t.group_size,
+        t.zeros.empty() ? "" : ", zero points", t.g_idx.empty() ? "" : ", act-order",
+        "); GGUF takes int8 in groups of 32 (Q8_0) or symmetric 4-bit groups of 32 (Q4_0), f16 scales"));
+  if (t.cols % 32 != 0) return b;
+  const int64_t nb = t.cols / 32;
+  b.ggml_type = q8 ? kQ8_0 : kQ4_0;
+  const size_t block = q8 ? 34 : 18;
+  b.bytes.resize(static_cast<size_t>(t.rows * nb) * block);
+  for (int64_t r = 0; r < t.rows; ++r) {
+    for (int64_t g = 0; g < nb; ++g) {
+      uint8_t* out = b.bytes.data() + static_cast<size_t>(r * nb + g) * block;
+      std::memcpy(out, t.scales.data() + 2 * (r * nb + g), 2);  // the f16 scale as stored
+      if (q8) {
+        std::memcpy(out + 2, t.data.data() + r * t.cols + g * 32, 32);
+      } else {
+        const uint8_t* row = t.data.data() + r * ((t.cols + 1) / 2);
+        auto code = [&](int64_t c) { return (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 0xf; };
+        for (int j = 0; j < 16; ++j)
+          out[2 + j] = static_cast<uint8_t>(code(g * 32 + j) | (code(g * 32 + j + 16) << 4));
+      }
+    }
+  }
+  return b;
 }
 
 absl::Status WriteHyperparameters(const ModelConfig& c, const ArchitectureSpec& arch, GgufWriter& w) {
@@ -268,6 +299,34 @@ absl::StatusOr<GgufExportReport> ExportModelAsGguf(const ModelFile& m, const std
                                                               : InterleavedRowForNeox(r, hd);
     });
     STRATA_RETURN_IF_ERROR(w.AddTensor(gguf_name, dtype, t.shape, std::move(bytes)));
+  }
+  for (const auto& [name, t] : m.quantized) {
+    const std::string gguf_name = GgufNameFromCanonical(name);
+    if (gguf_name.empty()) return absl::InvalidArgumentError(absl::StrCat("quantized tensor '", name, "' has no GGUF name"));
+    const bool repair = permute && (absl::EndsWith(name, ".wq") || absl::EndsWith(name, ".wk"));
+    auto src_row = [&](int64_t r) -> int64_t {
+      if (!repair) return r;
+      return static_cast<int64_t>(arch->gguf_rope_style == RopeStyle::kInterleaved ? NeoxRowForInterleaved(static_cast<size_t>(r), hd)
+                                                                                  : InterleavedRowForNeox(static_cast<size_t>(r), hd));
+    };
+    STRATA_ASSIGN_OR_RETURN(GgufQuantizedBlocks blocks, ToGgufBlocks(t, name));
+    if (blocks.ggml_type < 0) {
+      // Rows that do not split into 32-value blocks: llama.cpp's quantize keeps such tensors
+      // in a float type too.
+      report.notes.push_back(absl::StrCat("'", name, "': ", t.cols, " columns are not a multiple of 32: written as F16"));
+      const std::vector<float> dense = Dequantize(t);
+      std::vector<uint8_t> bytes(dense.size() * 2);
+      for (int64_t r = 0; r < t.rows; ++r)
+        for (int64_t col = 0; col < t.cols; ++col)
+          WriteFromF32(bytes, TensorDType::kF16, static_cast<size_t>(r * t.cols + col), dense[static_cast<size_t>(src_row(r) * t.cols + col)]);
+      STRATA_RETURN_IF_ERROR(w.AddTensor(gguf_name, TensorDType::kF16, {t.rows, t.cols}, std::move(bytes)));
+      continue;
+    }
+    const size_t row_bytes = blocks.bytes.size() / static_cast<size_t>(t.rows);
+    std::vector<uint8_t> bytes(blocks.bytes.size());
+    for (int64_t r = 0; r < t.rows; ++r)
+      std::memcpy(bytes.data() + static_cast<size_t>(r) * row_bytes, blocks.bytes.data() + static_cast<size_t>(src_row(r)) * row_bytes, row_bytes);
+    STRATA_RETURN_IF_ERROR(w.AddRawTensor(gguf_name, static_cast<uint32_t>(blocks.ggml_type), {t.rows, t.cols}, std::move(bytes)));
   }
   if (c.rope_scaling.type == RopeScalingType::kLlama3 || !c.rope_freq_factors.empty()) {
     // llama.cpp keeps Llama 3's scaling as per-frequency divisors of the unscaled frequencies.

@@ -12,6 +12,8 @@
 #include "core/model/changed_ranges.h"
 #include "core/model/decode_step_padding.h"
 #include "core/model/step_layout.h"
+#include "core/quant/stack_rows.h"
+#include "core/parallel/tensor_shard.h"
 
 namespace strata {
 namespace {
@@ -53,6 +55,21 @@ absl::StatusOr<const TensorView*> Require(const ModelFile& f, const std::string&
   return t;
 }
 
+// One matrix of the file: dense (a TensorView) or kept quantized (ModelFile::quantized).
+struct WeightPart {
+  const TensorView* dense = nullptr;
+  const QuantizedTensor* quant = nullptr;
+  int64_t rows() const { return dense ? dense->shape[0] : quant->rows; }
+};
+
+absl::StatusOr<WeightPart> RequireMatrix(const ModelFile& f, const std::string& name) {
+  auto q = f.quantized.find(name);
+  if (q != f.quantized.end()) return WeightPart{nullptr, &q->second};
+  const TensorView* t = f.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat(f.source_path, ": missing tensor ", name));
+  return WeightPart{t, nullptr};
+}
+
 // Stacks matrices with the same column count and dtype into one [sum(rows), cols] weight, so
 // Q/K/V (and gate/up) become one GEMM whose output the later ops address as column slices.
 absl::StatusOr<std::vector<uint8_t>> StackRows(const std::vector<const TensorView*>& parts,
@@ -77,8 +94,22 @@ absl::StatusOr<std::vector<uint8_t>> StackRows(const std::vector<const TensorVie
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, const ModelFile& file,
                                                              const ModelRuntimeOptions& options) {
   STRATA_RETURN_IF_ERROR(ValidateLlamaTensors(file));
+  // A parallel rank loads only its shard (tensor_shard.h); its config counts its heads,
+  // intermediate rows and layers.
+  const ParallelPlan& plan = options.parallel.plan;
+  std::unique_ptr<ModelFile> shard;
+  if (plan.parallel()) {
+    if ((plan.tp_size > 1 && options.parallel.tp == nullptr) || (plan.pp_size > 1 && options.parallel.world == nullptr))
+      return absl::InvalidArgumentError("a parallel model needs its communicators");
+    // The shard copies dense tensors only (tensor_shard.h): quantized weights would be lost.
+    if (!file.quantized.empty())
+      return absl::UnimplementedError(absl::StrCat(file.source_path, ": tensor and pipeline parallelism do not take "
+                                                   "quantized weights yet (", file.quantized.size(), " quantized tensors)"));
+    STRATA_ASSIGN_OR_RETURN(shard, ShardModelFile(file, plan));
+  }
+  const ModelFile& src = shard != nullptr ? *shard : file;
   std::unique_ptr<LlamaModel> m(new LlamaModel(device));
-  m->config_ = file.config;
+  m->config_ = src.config;
   m->options_ = options;
   m->act_dtype_ = static_cast<strata_dtype>(device.info().preferred_activation_dtype);
   if (m->options_.max_context <= 0) m->options_.max_context = file.config.max_position;
@@ -97,14 +128,35 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, con
       return absl::UnimplementedError(absl::StrCat(device.backend_name(), " backend lacks op ", op,
                                                    " for ", DTypeName(m->act_dtype_), " activations"));
   }
-  STRATA_RETURN_IF_ERROR(m->UploadWeights(file));
+  STRATA_RETURN_IF_ERROR(m->UploadWeights(src));
+  m->options_.on_load_progress = nullptr;  // it may capture the caller's locals
   STRATA_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;
 }
 
 absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
-  auto make_weight = [&](const std::vector<const TensorView*>& parts,
-                         const std::string& name) -> absl::StatusOr<DeviceWeight> {
+  // Progress in bytes of the file's tensors handed to the backend (all of them count: the
+  // few the model does not use are small).
+  uint64_t load_total = 0, load_done = 0;
+  for (const auto& [name, t] : file.tensors) load_total += t.bytes;
+  for (const auto& [name, q] : file.quantized) load_total += q.TotalBytes();
+  if (options_.on_load_progress) options_.on_load_progress(0, load_total);  // starts the clock
+  auto report_bytes = [&](uint64_t bytes) {
+    load_done += bytes;
+    if (options_.on_load_progress) options_.on_load_progress(std::min(load_done, load_total), load_total);
+  };
+  auto report_loaded = [&](const std::vector<const TensorView*>& parts) {
+    uint64_t bytes = 0;
+    for (const TensorView* p : parts) bytes += p->bytes;
+    report_bytes(bytes);
+  };
+  auto report_parts = [&](const std::vector<WeightPart>& parts) {
+    uint64_t bytes = 0;
+    for (const WeightPart& p : parts) bytes += p.quant != nullptr ? p.quant->TotalBytes() : p.dense->bytes;
+    report_bytes(bytes);
+  };
+  auto make_dense = [&](const std::vector<const TensorView*>& parts,
+                        const std::string& name) -> absl::StatusOr<DeviceWeight> {
     const strata_dtype dt = ToDeviceDType(parts[0]->dtype);
     if (!device_.Supports(STRATA_OP_MATMUL, act_dtype_, STRATA_WEIGHT_DENSE, dt))
       return absl::UnimplementedError(absl::StrCat(device_.backend_name(), " backend cannot multiply ",
@@ -127,7 +179,68 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     d.data = data;
     d.name = name.c_str();
     weight_bytes_ += static_cast<uint64_t>(rows * d.cols) * DTypeSize(dt);
-    return device_.CreateWeight(d);
+    absl::StatusOr<DeviceWeight> w = device_.CreateWeight(d);
+    report_loaded(parts);
+    return w;
+  };
+  // Quantized parts go to the device quantized (ABI 1.9, counter slot = layer index, -1 for
+  // the output head); parts that cannot be one quantized weight (dense mixed with quantized,
+  // incompatible layouts, a format the backend lacks) become one dense F32 weight instead.
+  auto make_weight = [&](const std::vector<WeightPart>& parts, const std::string& name,
+                         int32_t counter_slot) -> absl::StatusOr<DeviceWeight> {
+    size_t nq = 0;
+    for (const WeightPart& p : parts) nq += p.quant != nullptr;
+    if (nq == 0) {
+      std::vector<const TensorView*> views;
+      for (const WeightPart& p : parts) views.push_back(p.dense);
+      return make_dense(views, name);
+    }
+    std::string why;
+    if (nq == parts.size()) {
+      std::vector<const QuantizedTensor*> qs;
+      for (const WeightPart& p : parts) qs.push_back(p.quant);
+      absl::StatusOr<QuantizedTensor> stacked_or =
+          qs.size() == 1 ? absl::StatusOr<QuantizedTensor>(*qs[0]) : StackQuantizedRows(qs, name);
+      if (stacked_or.ok()) {
+        const QuantizedTensor& q = *stacked_or;
+        const int32_t wdt = q.ToWeightDesc(nullptr, 0).dtype;
+        if (device_.Supports(STRATA_OP_MATMUL, act_dtype_, static_cast<strata_weight_format>(q.format),
+                             static_cast<strata_dtype>(wdt))) {
+          const strata_weight_desc d = q.ToWeightDesc(name.c_str(), counter_slot);
+          weight_bytes_ += q.TotalBytes();
+          has_quantized_weights_ = true;
+          absl::StatusOr<DeviceWeight> w = device_.CreateWeight(d);
+          report_parts(parts);
+          return w;
+        }
+        why = absl::StrCat(device_.backend_name(), " backend lacks ", WeightFormatName(q.format));
+      } else {
+        why = std::string(stacked_or.status().message());
+      }
+    } else {
+      why = "dense and quantized parts";
+    }
+    // Dense F32 fallback.
+    std::vector<float> all;
+    for (const WeightPart& p : parts) {
+      std::vector<float> f = p.quant ? Dequantize(*p.quant) : ToF32(*p.dense);
+      all.insert(all.end(), f.begin(), f.end());
+    }
+    int64_t rows = 0;
+    for (const WeightPart& p : parts) rows += p.rows();
+    dense_fallbacks_.push_back(absl::StrCat(name, " (", why, ")"));
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_DENSE;
+    d.dtype = STRATA_DTYPE_F32;
+    d.rows = rows;
+    d.cols = static_cast<int64_t>(all.size()) / rows;
+    d.data = all.data();
+    d.name = name.c_str();
+    weight_bytes_ += all.size() * 4;
+    absl::StatusOr<DeviceWeight> w = device_.CreateWeight(d);
+    report_parts(parts);
+    return w;
   };
   auto make_f32 = [&](const std::vector<const TensorView*>& parts) -> absl::StatusOr<DeviceBuffer> {
     std::vector<float> v;
@@ -138,17 +251,35 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     STRATA_ASSIGN_OR_RETURN(DeviceBuffer b, device_.Alloc(v.size() * 4));
     STRATA_RETURN_IF_ERROR(device_.Upload(b, 0, v.data(), v.size() * 4));
     weight_bytes_ += v.size() * 4;
+    report_loaded(parts);
     return b;
   };
 
-  STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
-  STRATA_ASSIGN_OR_RETURN(embedding_, make_weight({emb}, "tok_embeddings"));
-  const TensorView* out = file.Find("output");
-  if (out != nullptr && !config_.tie_word_embeddings) {
-    STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output"));
+  // A pipeline stage holds the embedding only if it is the first, the head only if the last.
+  const ParallelPlan& plan = options_.parallel.plan;
+  if (plan.first_stage()) {
+    // The embedding table is read by rows (embedding op): always dense.
+    if (auto q = file.quantized.find("tok_embeddings"); q != file.quantized.end()) {
+      const std::vector<float> f = Dequantize(q->second);
+      TensorView v;
+      v.dtype = TensorDType::kF32;
+      v.shape = {q->second.rows, q->second.cols};
+      v.data = reinterpret_cast<const uint8_t*>(f.data());
+      v.bytes = f.size() * 4;
+      STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({&v}, "tok_embeddings"));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
+      STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({emb}, "tok_embeddings"));
+    }
   }
-  STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
-  STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
+  if (plan.last_stage()) {
+    if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {
+      STRATA_ASSIGN_OR_RETURN(WeightPart out, RequireMatrix(file, "output"));
+      STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output", -1));
+    }
+    STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
+    STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
+  }
 
   layers_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
@@ -156,19 +287,20 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     Layer& L = layers_[l];
     STRATA_ASSIGN_OR_RETURN(const TensorView* an, Require(file, p + "attn_norm"));
     STRATA_ASSIGN_OR_RETURN(const TensorView* fnn, Require(file, p + "ffn_norm"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wq, Require(file, p + "wq"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wk, Require(file, p + "wk"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wv, Require(file, p + "wv"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wo, Require(file, p + "wo"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wg, Require(file, p + "w_gate"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wu, Require(file, p + "w_up"));
-    STRATA_ASSIGN_OR_RETURN(const TensorView* wd, Require(file, p + "w_down"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wq, RequireMatrix(file, p + "wq"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wk, RequireMatrix(file, p + "wk"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wv, RequireMatrix(file, p + "wv"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wo, RequireMatrix(file, p + "wo"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wg, RequireMatrix(file, p + "w_gate"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wu, RequireMatrix(file, p + "w_up"));
+    STRATA_ASSIGN_OR_RETURN(WeightPart wd, RequireMatrix(file, p + "w_down"));
+    const int32_t slot = static_cast<int32_t>(l);
     STRATA_ASSIGN_OR_RETURN(L.attn_norm, make_f32({an}));
     STRATA_ASSIGN_OR_RETURN(L.ffn_norm, make_f32({fnn}));
-    STRATA_ASSIGN_OR_RETURN(L.wqkv, make_weight({wq, wk, wv}, p + "wqkv"));
-    STRATA_ASSIGN_OR_RETURN(L.wo, make_weight({wo}, p + "wo"));
-    STRATA_ASSIGN_OR_RETURN(L.w_gate_up, make_weight({wg, wu}, p + "w_gate_up"));
-    STRATA_ASSIGN_OR_RETURN(L.w_down, make_weight({wd}, p + "w_down"));
+    STRATA_ASSIGN_OR_RETURN(L.wqkv, make_weight({wq, wk, wv}, p + "wqkv", slot));
+    STRATA_ASSIGN_OR_RETURN(L.wo, make_weight({wo}, p + "wo", slot));
+    STRATA_ASSIGN_OR_RETURN(L.w_gate_up, make_weight({wg, wu}, p + "w_gate_up", slot));
+    STRATA_ASSIGN_OR_RETURN(L.w_down, make_weight({wd}, p + "w_down", slot));
     const TensorView* bq = file.Find(p + "wq.bias");
     const TensorView* bk = file.Find(p + "wk.bias");
     const TensorView* bv = file.Find(p + "wv.bias");
@@ -204,6 +336,20 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<QuantLayerCounters> LlamaModel::ReadQuantCounters() const {
+  QuantLayerCounters c;
+  const strata_backend_v1& api = device_.api();
+  if (!has_quantized_weights_ || !STRATA_BACKEND_HAS_QUANT_COUNTERS(&api)) return c;
+  const size_t n = static_cast<size_t>(std::min<int64_t>(config_.num_layers, STRATA_MAX_QUANT_COUNTER_SLOTS));
+  c.saturated.resize(n);
+  c.nonfinite.resize(n);
+  c.outliers.resize(n);
+  STRATA_RETURN_IF_ERROR(device_.Check(api.quant_counters(device_.handle(), static_cast<int32_t>(n), c.saturated.data(),
+                                                          c.nonfinite.data(), c.outliers.data()),
+                                       "quant_counters"));
+  return c;
+}
+
 absl::Status LlamaModel::AllocateWorkspace() {
   const int64_t T = options_.max_batch_tokens;
   const int64_t S = options_.max_seqs;
@@ -224,6 +370,8 @@ absl::Status LlamaModel::AllocateWorkspace() {
   STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
   STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
+  if (options_.parallel.plan.vocab_parallel())
+    STRATA_RETURN_IF_ERROR(alloc(logits_shard_, T * options_.parallel.plan.vocab_per_rank * 4));
   // A sampling step's ids, then (ABI 1.7) its logprob rows' values and top ids right behind
   // them, so that one readback brings back all of it; at most max_seqs rows want logprobs.
   STRATA_RETURN_IF_ERROR(alloc(sampled_ids_, (T + int64_t{S} * (1 + 2 * STRATA_MAX_TOP_LOGPROBS)) * 4));
@@ -276,7 +424,8 @@ absl::Status LlamaModel::UploadStep(const StepInput& in) {
     const int64_t end = at + static_cast<int64_t>(v.size());
     std::fill(step_staging_.begin() + end, step_staging_.begin() + std::min<int64_t>(L.total, (end + 3) / 4 * 4), 0);
   };
-  put(L.ids, in.token_ids);
+  const ParallelPlan& plan = options_.parallel.plan;
+  put(L.ids, plan.vocab_parallel() && plan.first_stage() ? ShardEmbeddingIds(in.token_ids) : in.token_ids);
   put(L.positions, in.positions);
   put(L.slots, in.slot_mapping);
   put(L.rows, in.logits_rows);
@@ -313,6 +462,12 @@ absl::Status LlamaModel::UploadChangedStepArrays(const std::array<int64_t, 3>& s
 }
 
 absl::Status LlamaModel::CopyKvBlocks(std::span<const strata_block_pair> pairs) {
+  if (pairs.empty()) return absl::OkStatus();
+  if (options_.parallel.broadcaster != nullptr) STRATA_RETURN_IF_ERROR(options_.parallel.broadcaster->CopyBlocks(pairs));
+  return CopyPeerKvBlocks(pairs);
+}
+
+absl::Status LlamaModel::CopyPeerKvBlocks(std::span<const strata_block_pair> pairs) {
   if (pairs.empty()) return absl::OkStatus();
   return device_.Check(device_.api().copy_blocks(device_.handle(), kv_.handle(), pairs.data(),
                                                  static_cast<int32_t>(pairs.size())),
@@ -393,7 +548,10 @@ absl::Status LlamaModel::ReadLogitsRows(std::span<const size_t> rows, std::vecto
   return absl::OkStatus();
 }
 
-bool LlamaModel::SupportsOverlappedSteps() const { return device_.SupportsOverlappedSteps(); }
+// Not in parallel runs: the other ranks' steps would need the ids rank 0 sampled on its device.
+bool LlamaModel::SupportsOverlappedSteps() const {
+  return device_.SupportsOverlappedSteps() && !options_.parallel.plan.parallel();
+}
 
 bool LlamaModel::CanLaunchSampled(int64_t rows, int64_t logprob_rows, int32_t logprob_top_n) const {
   const uint64_t words = static_cast<uint64_t>(rows + logprob_rows * (1 + 2 * int64_t{logprob_top_n}));
@@ -568,7 +726,11 @@ absl::Status LlamaModel::ReadBack(void* dst, const DeviceBuffer& src, uint64_t b
 
 absl::Status LlamaModel::RunToLogits(const StepInput& in) {
   ++call_times_.calls;
-  if (options_.decode_graphs != DecodeGraphMode::kOff) {
+  // Rank 0 of a parallel run tells the other ranks first; they run the same step.
+  if (options_.parallel.broadcaster != nullptr) STRATA_RETURN_IF_ERROR(options_.parallel.broadcaster->Step(in));
+  if (options_.parallel.plan.pp_size > 1) return RunPipelined(in);
+  // No decode graphs in parallel runs (collectives are not recorded yet).
+  if (options_.decode_graphs != DecodeGraphMode::kOff && !options_.parallel.plan.parallel()) {
     bool handled = false;
     STRATA_RETURN_IF_ERROR(RunDecodeGraph(in, &handled));
     if (handled) return absl::OkStatus();
@@ -631,6 +793,33 @@ absl::Status LlamaModel::RunDecodeGraph(const StepInput& in, bool* handled) {
   graphs_.emplace(bucket, *std::move(g));
   ++graph_stats_.recorded;
   return absl::OkStatus();
+}
+
+absl::Status LlamaModel::ObserveLinearInputs(const StepInput& in, LinearInputObserver& observer) {
+  if (observer.first_layer() < 0 || observer.last_layer() < observer.first_layer() ||
+      observer.last_layer() >= static_cast<int32_t>(layers_.size()))
+    return absl::InvalidArgumentError(absl::StrCat("observed layers ", observer.first_layer(), "..",
+                                                   observer.last_layer(), " outside the model's ", layers_.size()));
+  STRATA_RETURN_IF_ERROR(UploadStep(in));
+  observer_ = &observer;
+  absl::Status st = EnqueueOps(in, /*graph_form=*/false);
+  observer_ = nullptr;
+  return st;
+}
+
+absl::Status LlamaModel::ObserveInput(int32_t layer, LinearInput input, const DeviceBuffer& buf, int64_t n,
+                                      int64_t cols) {
+  if (layer < observer_->first_layer() || layer > observer_->last_layer()) return absl::OkStatus();
+  const size_t count = static_cast<size_t>(n * cols);
+  std::vector<float> x(count);
+  if (act_dtype_ == STRATA_DTYPE_F32) {
+    STRATA_RETURN_IF_ERROR(device_.Download(x.data(), buf, 0, count * 4));
+  } else {
+    std::vector<uint16_t> h(count);
+    STRATA_RETURN_IF_ERROR(device_.Download(h.data(), buf, 0, count * 2));
+    for (size_t i = 0; i < count; ++i) x[i] = act_dtype_ == STRATA_DTYPE_F16 ? F16ToF32(h[i]) : Bf16ToF32(h[i]);
+  }
+  return observer_->Observe(layer, input, x.data(), n, cols);
 }
 
 absl::Status LlamaModel::NormalizeQkHeads(const Layer& L, const strata_tensor& qk) {
@@ -728,19 +917,29 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_tensor act = act_.View(A, {n, ff});
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
-  if (SupportsOverlappedSteps()) {
+  const ParallelPlan& plan = options_.parallel.plan;
+  Communicator* tp = plan.tp_size > 1 ? options_.parallel.tp : nullptr;
+  if (!plan.first_stage()) {
+    STRATA_RETURN_IF_ERROR(ReceiveStageInput(h));  // a later pipeline stage
+  } else if (SupportsOverlappedSteps()) {
     // Ids < 0 are tokens the previous step sampled on the device (overlapped steps).
     const strata_tensor feedback = sampled_ids_.View(STRATA_DTYPE_I32, {options_.max_batch_tokens});
     STRATA_RETURN_IF_ERROR(
         check(api.embedding_feedback(dev, embedding_.handle(), &ids, &feedback, &h), "embedding"));
   } else {
     STRATA_RETURN_IF_ERROR(check(api.embedding(dev, embedding_.handle(), &ids, &h), "embedding"));
+    // Vocab-parallel: each rank looked up its rows (zeros for the others'); the sum is the lookup.
+    if (plan.vocab_parallel()) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(h));
   }
   // With the backend's fused matmul (ABI 1.2) a layer is four products around attention:
   // the norms ride in the qkv and gate_up products, silu_mul in the down product, and the o
   // and down products add themselves into the residual stream h. In decode that saves three
   // kernel launches per layer, each costing about as much as a small kernel.
-  const bool fused = options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api);
+  // Under observation every product's input must exist as a tensor of its own: unfused. Not
+  // with tensor parallelism either: there the o and down products are partial sums that are
+  // all-reduced before they join the residual stream.
+  const bool fused = observer_ == nullptr && options_.fused_matmul && STRATA_BACKEND_HAS_MATMUL_EX(&api) &&
+                     plan.tp_size == 1;
   // ABI 1.3: rope + KV write + attention as one call (one kernel at a decode step on CUDA).
   const bool fused_attention = options_.fused_attention && STRATA_BACKEND_HAS_ROPE_ATTENTION(&api);
   auto matmul_ex = [&](const strata_tensor& x, const DeviceWeight& w, const strata_matmul_params& mp,
@@ -773,6 +972,7 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       } else {
         STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
       }
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kQkv, normed_, n, d));
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
     }
@@ -802,13 +1002,28 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       dn.product_scratch = &delta;
       STRATA_RETURN_IF_ERROR(matmul_ex(gate, L.w_down, dn, h, "matmul_ex silu+down+residual"));
     } else {
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kAttnOut, attn_, n, qdim));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
+      if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel o
       STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kGateUp, normed_, n, d));
       STRATA_RETURN_IF_ERROR(
           check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
       STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kDown, act_, n, ff));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
+      if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel down
     }
+    if (observer_ != nullptr && li == observer_->last_layer()) return absl::OkStatus();  // calibration stops here
+  }
+  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size},
+                                         static_cast<uint64_t>(logits_row_offset_ * config_.vocab_size) * 4);
+  if (!plan.last_stage()) {
+    // The residual stream goes on to the next stage whole (the last layer's MLP output
+    // added), and rank 0 gets the logits from the last stage.
+    if (!fused) STRATA_RETURN_IF_ERROR(check(api.add(dev, &h, &delta, &h), "add (stage output)"));
+    STRATA_RETURN_IF_ERROR(SendStageOutput(h));
+    return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
   }
   const strata_tensor fnw = final_norm_.View(STRATA_DTYPE_F32, {d});
   if (fused) {  // h already holds the last layer's output
@@ -819,9 +1034,13 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   const strata_tensor row_idx = arr(SL.rows, {r});
   const strata_tensor rows = rows_.View(A, {r, d});
   STRATA_RETURN_IF_ERROR(check(api.gather_rows(dev, &normed, &row_idx, &rows), "gather_rows"));
-  const strata_tensor out = logits_.View(STRATA_DTYPE_F32, {r, config_.vocab_size});
-  const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
-  return check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits");
+  if (plan.vocab_parallel()) {
+    STRATA_RETURN_IF_ERROR(ParallelLogits(rows, out));
+  } else {
+    const DeviceWeight& head = output_.handle() != nullptr ? output_ : embedding_;
+    STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &rows, head.handle(), nullptr, &out), "matmul logits"));
+  }
+  return defer_stage_logits_ ? absl::OkStatus() : LogitsToRankZero(out);
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -14,9 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/model/linear_input_observer.h"
 #include "core/model/model_file.h"
 #include "core/model/rope.h"
 #include "core/model/step_input.h"
+#include "core/quant/quant_counters.h"
+#include "core/parallel/model_parallelism.h"
 
 namespace strata {
 
@@ -42,6 +46,13 @@ struct ModelRuntimeOptions {
   // Use the backend's rope_attention (ABI 1.3: rope + KV write + attention in one call)
   // where it has one; off issues rope_kv_write and attention (tests compare).
   bool fused_attention = true;
+  // Called as the weights reach the device: bytes handed to the backend so far, and the
+  // total (the CLI draws a progress bar from it; multi-GB models take a while).
+  std::function<void(uint64_t done, uint64_t total)> on_load_progress;
+  // Tensor / pipeline parallel: this rank's plan and communicators (core/parallel). The
+  // model then loads only its shard of the file (core/parallel/tensor_shard.h) and joins
+  // the ranks' partial results; decode graphs and overlapped steps are off.
+  ModelParallelism parallel;
 };
 
 // How the model's decode steps ran so far.
@@ -156,18 +167,42 @@ class LlamaModel {
   absl::Status FinishSample(PendingSample& pending, std::vector<int32_t>* token_ids,
                             DeviceLogprobs* logprobs = nullptr);
 
+  // Calibration: runs the step's layers up to observer.last_layer() op by op (no fused
+  // products, no recorded graphs) and hands the inputs of every linear product of the layers
+  // [first_layer(), last_layer()] to the observer (downloaded to the host as F32). The KV
+  // cache of the layers run is written as in Forward; no logits are computed.
+  absl::Status ObserveLinearInputs(const StepInput& in, LinearInputObserver& observer);
+
   // Copies whole KV blocks inside the cache (the KV manager's copy-on-write pairs); the
   // engine applies them before the next Forward.
   absl::Status CopyKvBlocks(std::span<const strata_block_pair> pairs);
+
+  // A rank other than 0 of a parallel run: runs the step rank 0 broadcast (its share of the
+  // layers, its collectives, the logits sent on to rank 0) and waits for it, so an error of
+  // this rank surfaces here. Rank 0 itself runs steps through Forward* / Launch*.
+  absl::Status RunPeerStep(const StepInput& in);
+  // ... and a KV block copy rank 0 broadcast (every rank holds its heads' part of a block).
+  absl::Status CopyPeerKvBlocks(std::span<const strata_block_pair> pairs);
 
   const ModelConfig& config() const { return config_; }
   const ModelRuntimeOptions& options() const { return options_; }
   int32_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
   int64_t max_context() const { return options_.max_context; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Fused weights that were meant to stay quantized but went to the device as dense F32,
+  // each "name (reason)"; empty when every quantized tensor stayed quantized.
+  const std::vector<std::string>& dense_fallbacks() const { return dense_fallbacks_; }
+  // Some weight went to the device quantized.
+  bool has_quantized_weights() const { return has_quantized_weights_; }
+  // The device's quantization counters per layer (ABI 1.9 quant_counters), cumulative since
+  // the device opened; empty when no weight is quantized or the backend keeps no counters.
+  // Synchronizes with the device's queued work: call it from the thread that runs the steps.
+  absl::StatusOr<QuantLayerCounters> ReadQuantCounters() const;
   uint64_t kv_cache_bytes() const { return kv_cache_bytes_; }
   const DecodeGraphStats& decode_graph_stats() const { return graph_stats_; }
   const ModelCallTimes& call_times() const { return call_times_; }
+  // Pipeline parallel: micro-batches run so far (a step of k parts counts k).
+  int64_t pipeline_micro_batches() const { return pipeline_micro_batches_; }
   Device& device() { return device_; }
 
  private:
@@ -182,6 +217,18 @@ class LlamaModel {
 
   explicit LlamaModel(Device& device) : device_(device) {}
   absl::Status UploadWeights(const ModelFile& file);
+  // Parallel runs (llama_model_parallel.cpp): the embedding ids of this rank's
+  // vocabulary shard (others map to its zero row); the stage's input activations from the
+  // previous stage; the stage's output to the next stage; the LM head over this rank's
+  // vocabulary rows, gathered; the logits from the last stage to rank 0.
+  std::vector<int32_t> ShardEmbeddingIds(const std::vector<int32_t>& ids) const;
+  absl::Status ReceiveStageInput(const strata_tensor& h);
+  absl::Status SendStageOutput(const strata_tensor& h);
+  absl::Status ParallelLogits(const strata_tensor& rows, const strata_tensor& out);
+  absl::Status LogitsToRankZero(const strata_tensor& out);
+  // A pipeline stage's step: its micro-batches one after another (the next stage starts on
+  // the first while this one computes the second), then all logits rows to rank 0 at once.
+  absl::Status RunPipelined(const StepInput& in);
   // Qwen3's per-head RMSNorm of q and k (qk: the [n, (heads + kv_heads) * head_dim] q and k
   // columns of the fused QKV output), in place, before RoPE.
   absl::Status NormalizeQkHeads(const Layer& L, const strata_tensor& qk);
@@ -215,13 +262,19 @@ class LlamaModel {
   // same calls can be recorded and replayed.
   absl::Status EnqueueOps(const StepInput& in, bool graph_form);
 
+  // Hands `buf` ([n, cols] activations) to observer_ as F32 when `layer` is observed.
+  absl::Status ObserveInput(int32_t layer, LinearInput input, const DeviceBuffer& buf, int64_t n, int64_t cols);
+
   Device& device_;
   ModelConfig config_;
+  LinearInputObserver* observer_ = nullptr;  // set during ObserveLinearInputs only
   ModelRuntimeOptions options_;
   strata_dtype act_dtype_ = STRATA_DTYPE_F32;
   RopeTable rope_;
   int32_t max_blocks_per_seq_ = 0;
   uint64_t weight_bytes_ = 0;
+  std::vector<std::string> dense_fallbacks_;
+  bool has_quantized_weights_ = false;
   uint64_t kv_cache_bytes_ = 0;
 
   DeviceWeight embedding_, output_;
@@ -231,6 +284,12 @@ class LlamaModel {
 
   // Workspace, sized for max_batch_tokens.
   DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
+  DeviceBuffer logits_shard_;  // vocab-parallel LM head: this rank's columns of the logits
+  // Pipeline micro-batches: where the current part's logits rows start in logits_, and
+  // whether its logits stay here until every part is done (RunPipelined).
+  int64_t logits_row_offset_ = 0;
+  bool defer_stage_logits_ = false;
+  int64_t pipeline_micro_batches_ = 0;
   // The step's arrays, packed into one buffer so that a step is one host-to-device copy
   // (seven small copies cost the GPU ~a few us each between decode steps); the layout
   // depends only on the step's sizes, so a recorded decode graph finds its arrays where it

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/mapped_file.h"
 #include "core/model/model_config.h"
+#include "core/quant/quantized_tensor.h"
 #include "core/tokenizer/gguf_bpe_vocab.h"
 #include "core/tokenizer/sentencepiece_vocab.h"
 
@@ -22,8 +23,8 @@ enum class TensorDType { kF32, kF16, kBF16 };
 const char* TensorDTypeName(TensorDType t);
 size_t TensorDTypeSize(TensorDType t);
 
-// One tensor of the model, always dense F32/F16/BF16 (quantized file formats such as GGUF
-// Q8_0 are dequantized into `owned` storage by the loader).
+// One dense tensor of the model, F32/F16/BF16 (quantized weights that stay quantized are in
+// ModelFile::quantized; other quantized file data is dequantized into `owned` by the loader).
 struct TensorView {
   TensorDType dtype = TensorDType::kF32;
   std::vector<int64_t> shape;  // row-major, outermost first (PyTorch order: [out, in])
@@ -67,6 +68,9 @@ class ModelFile {
  public:
   ModelConfig config;
   std::map<std::string, TensorView> tensors;
+  // Weight matrices that stay quantized (GGUF Q8_0/Q4_0/Q4_K/Q6_K, GPTQ, compressed-tensors),
+  // under the same canonical names; a name is in `tensors` or here, never both.
+  std::map<std::string, QuantizedTensor> quantized;
   TokenizerSource tokenizer;
   std::string chat_template;  // from GGUF metadata or tokenizer_config.json, may be empty
   std::string source_path;
@@ -81,6 +85,7 @@ class ModelFile {
   // keep a second full copy resident. Config, tokenizer and chat template stay.
   void DropTensorData() {
     tensors.clear();
+    quantized.clear();
     owned.clear();
     mappings.clear();
   }

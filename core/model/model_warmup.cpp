@@ -40,7 +40,8 @@ absl::Status RunStep(LlamaModel& model, const StepInput& in) {
 
 }  // namespace
 
-absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report) {
+absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report,
+                         const std::function<void(int32_t done, int32_t total)>& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   WarmupReport r;
   const int32_t bs = model.options().block_size;
@@ -52,14 +53,12 @@ absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t ma
   // creation for the prefill path).
   if (model.device().info().kind == STRATA_DEVICE_CPU) tokens = std::min(tokens, kCpuWarmupTokens);
   const int32_t seqs_limit = std::min(max_seqs, model.options().max_seqs);
+  std::vector<int32_t> lengths;
   if (tokens > 0 && max_len > 0 && seqs_limit > 0) {
-    std::vector<int32_t> lengths;
     for (int32_t left = tokens; left > 0 && static_cast<int32_t>(lengths.size()) < seqs_limit;) {
       lengths.push_back(std::min(left, max_len));
       left -= lengths.back();
     }
-    STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(lengths, model.max_blocks_per_seq())));
-    for (int32_t len : lengths) r.prefill_tokens += len;
   }
   // One decode step per bucket (the smallest batch of each), which records its graph
   // (or, in pad-only mode, exercises its padding); without graphs one step is enough.
@@ -68,14 +67,28 @@ absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t ma
                           (mode == DecodeGraphMode::kOn && model.device().SupportsGraphs());
   const int32_t max_bucket =
       per_bucket ? std::min({seqs_limit, tokens, model.options().max_graph_batch}) : std::min(seqs_limit, 1);
-  int32_t last_bucket = 0;
+  std::vector<int32_t> buckets;
   for (int32_t n = 1; n <= max_bucket; ++n) {
     const int32_t bucket = DecodeGraphBucket(n, max_bucket);
-    if (bucket == 0 || bucket == last_bucket) continue;
-    last_bucket = bucket;
+    if (bucket == 0 || (!buckets.empty() && bucket == buckets.back())) continue;
+    buckets.push_back(bucket);
+  }
+  const int32_t total_steps = (lengths.empty() ? 0 : 1) + static_cast<int32_t>(buckets.size());
+  int32_t steps_done = 0;
+  auto step_done = [&] {
+    if (on_progress) on_progress(++steps_done, total_steps);
+  };
+  if (on_progress) on_progress(0, total_steps);  // starts the clock
+  if (!lengths.empty()) {
+    STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(lengths, model.max_blocks_per_seq())));
+    for (int32_t len : lengths) r.prefill_tokens += len;
+    step_done();
+  }
+  for (int32_t bucket : buckets) {
     STRATA_RETURN_IF_ERROR(RunStep(model, DummyStep(std::vector<int32_t>(static_cast<size_t>(bucket), 1),
                                                     model.max_blocks_per_seq())));
     ++r.decode_buckets;
+    step_done();
   }
   STRATA_RETURN_IF_ERROR(model.device().Synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "core/model/llama_model.h"
@@ -25,6 +26,8 @@ struct WarmupReport {
 // decode graphs are recorded or padded (else one decode step). Each dummy sequence has KV slots of
 // -1 (nothing is stored) and a block table of block 0, as the padding of decode graphs
 // (decode_step_padding.h); its logits are discarded.
-absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report);
+// `on_progress` (optional) is called after each step with the steps done and their total.
+absl::Status WarmUpModel(LlamaModel& model, int32_t max_batch_tokens, int32_t max_seqs, WarmupReport* report,
+                         const std::function<void(int32_t done, int32_t total)>& on_progress = {});
 
 }  // namespace strata

@@ -30,6 +30,9 @@ namespace strata {
 struct PrefixCacheConfig {
   bool enabled = true;         // --no-prefix-cache turns it off
   std::string model_identity;  // anything that changes the KV for the same tokens
+  // Namespaces kept; beyond it the least recently registered ones that were never
+  // invalidated are forgotten (clients choose salts, so their number is unbounded).
+  size_t max_namespaces = 65536;
 };
 
 class PrefixCache {
@@ -47,7 +50,10 @@ class PrefixCache {
   bool enabled() const { return config_.enabled; }
   const std::string& model_identity() const { return config_.model_identity; }
 
-  // The salt's namespace, registering it on first use.
+  // The salt's namespace, registering it on first use (and marking it recently used).
+  // A forgotten namespace comes back with generation 0 and a new id: its hashes are the
+  // same as before, so its blocks can still be hit, which is right since it was never
+  // invalidated (invalidated namespaces are never forgotten).
   Namespace Register(std::string_view cache_salt);
   // The salt's namespace without registering it (id kUnregistered, generation 0 if new).
   Namespace Find(std::string_view cache_salt) const;
@@ -58,6 +64,8 @@ class PrefixCache {
   // namespace (with its new generation) so the caller can drop its cached blocks.
   Namespace InvalidateNamespace(std::string_view cache_salt);
 
+  size_t num_namespaces() const { return namespaces_.size(); }
+
   // Appends to `hashes` the chained hashes of the full blocks of `token_ids` that it does
   // not hold yet, up to `max_blocks` blocks in all. `hashes` must be this sequence's chain
   // so far (computed with the same salt and generation).
@@ -66,8 +74,17 @@ class PrefixCache {
                          std::vector<BlockHash>& hashes) const;
 
  private:
+  struct Entry {
+    Namespace ns;
+    uint64_t last_used = 0;
+  };
+  // Forgets the least recently used eighth of the never-invalidated namespaces.
+  void Evict();
+
   PrefixCacheConfig config_;
-  absl::flat_hash_map<std::string, Namespace> namespaces_;
+  absl::flat_hash_map<std::string, Entry> namespaces_;
+  int32_t next_id_ = 0;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace strata

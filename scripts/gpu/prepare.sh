@@ -23,6 +23,7 @@ PKGS=(
   libcpp-httplib-dev libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev libbrotli1
   libgmock-dev
   pkgconf-bin libpkgconf3
+  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers  # the OpenCL backend (phase opencl)
 )
 cd "$OUTDIR/debs"
 for p in "${PKGS[@]}"; do

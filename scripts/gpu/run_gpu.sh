@@ -1,50 +1,30 @@
 #!/usr/bin/env bash
 # One reproducible GPU run: unpack the build dependencies carried in .gpu/ (made by
 # scripts/gpu/prepare.sh on the build machine), configure and build everything, then the
-# phases asked for, in the order given (default: all, in this order; `build` alone builds and
-# runs nothing, for commands that run their own measurements afterwards):
-#   tests    every CUDA test (op tests twice), then all ctest tests
-#   models   end-to-end model checks on the CUDA backend against llama2.c / HF references
-#   bench    the Llama-3-8B-shape figures of issue 3 (decode with and without decode graphs,
-#            4096-token prefill, 32 and 128 concurrent sequences)
-#   ops      CUDA op timings at Llama-3-8B shapes
-#   batching issue 4: continuous vs static batching, shared-prefix TTFT
-#   batching8b issue 4: continuous vs static batching on the Llama-3-8B shape
-#   http     issue 5: HTTP server vs in-process engine (both: scripts/gpu/bench_serving_gpu.sh)
-#   gemm     the sm_90 wgmma GEMM's op test, then decode-batch GEMM timings (cuBLASLt and the
-#            wgmma kernel; eager and graph-replayed), then
-#            serving at 128 sequences with each GEMM path alternately (STRATA_GEMM_VARIANTS);
-#            a failed test stops the run (a hung kernel would eat every later phase's time)
-#   profile  GPU time per op and shape (device option profile=on, backends/cuda/op_profiler.h)
-#            of the 128- and 32-sequence serving runs, eager and with decode graphs (where
-#            a replayed graph is one graph_launch: the decode step's GPU time)
-#   attention  the decode attention tests, the KV read ceilings (kv_read_bench), its op sweep (STRATA_OP_BENCH=decode_attention:
-#            the GQA and the tensor-core decode kernels at serving batch sizes), the attention
-#            cases of STRATA_OP_BENCH=attention (default path; prefill 64 x 128 included) and 128 and
-#            32 concurrent sequences with decode_attention=gqa and the default, alternately
-#   async    overlapped scheduling on and off alternately (scripts/gpu/async_ab.sh; 128 and 32
-#            sequences, batch-1 decode; STRATA_ASYNC_ROUNDS rounds, default 2)
-#   prefill  the prefill attention kernels: their tests (a failure stops the run), the
-#            attention op cases with prefill_attention=wgmma and =fa2, then the 4096-token
-#            prefill and 128 concurrent sequences with each, alternately (STRATA_PREFILL_ROUNDS
-#            rounds, default 2)
-#   ncu      Nsight Compute profile of the wgmma and FA2 prefill attention kernels on a
-#            4,096-token prompt (scripts/gpu/ncu_prefill_attention.sh; not in the default set)
-#   gemmconfigs  the cuBLASLt configuration tables: their GPU test, then 128 sequences with the
-#            built-in table and with gemm_configs=none alternately (scripts/gpu/gemm_configs_ab.sh;
-#            STRATA_GEMMCONFIGS_ROUNDS rounds, default 2; STRATA_GEMMCONFIGS_SEARCH_TOKENS=128
-#            also runs bench/cuda/gemm_search and a third mode with its table)
-#   clocks   SM clock, power draw and throttle reasons (nvidia-smi, every 50 ms) during a
-#            128-sequence serving run: whether the run is power-capped
-#   logprobs requests that want logprobs: the engine sampling test on the GPU, then 1, 32 and
-#            128 sequences (Llama-3-8B shape, top-p 0.9, 128 in / 128 out) without logprobs,
-#            and with --logprobs 5 (computed on the device, ABI 1.7), one line each
-#   quant    issue 28: the quantized matmul tests (cuda_quant_test: every ABI 1.9 weight format
-#            against a float64 reference; a failure stops the run), then the weight products of
-#            Llama-3-8B decode (1 and 128 tokens) and prefill (4096 tokens) steps per format
-#            beside BF16 (bench/cuda/quant_matmul_bench.cpp, JSON lines in quant_bench.jsonl)
-#   ab       batch-1 decode alternately from a base commit's build and this one, on this
-#            machine (scripts/gpu/ab_base.sh; needs .gpu/base.tar.gz; not in the default set)
+# phases asked for, in the order given (default: tests models bench ops batching http;
+# `build` alone builds and runs nothing):
+#   tests      every CUDA test (op tests twice), then all ctest tests
+#   models     end-to-end model checks on the CUDA backend against llama2.c / HF references
+#              (scripts/gpu/check_models.py)
+#   bench      Llama-3-8B-shape figures: batch-1 decode (graphs, eager, without PDL),
+#              4096-token prefill, 32 and 128 concurrent sequences
+#   ops        CUDA op timings at Llama-3-8B shapes (bench/cuda/cuda_op_bench)
+#   batching   continuous vs static batching, shared-prefix TTFT (bench/gpu/serving.sh)
+#   batching8b the same on the Llama-3-8B shape
+#   http       `strata serve` under bench/openai_load vs the in-process engine
+#   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
+#   logprobs   1, 32 and 128 sequences with and without --logprobs 5
+#   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
+#              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
+#   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
+#              the run), then Llama-3-8B step weight products per format beside BF16
+#              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
+#   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
+#              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
+# The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
+# A/Bs, Nsight Compute probes) were removed once decided; their results are in
+# docs/benchmarks-log.md and the scripts in git history (before this file's tidy-up commit).
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs.
 # Usage (repo root, on the GPU machine): bash scripts/gpu/run_gpu.sh [PHASE...]
 set -uo pipefail
@@ -124,17 +104,36 @@ phase_bench() {
   STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode_nopdl.json"
 }
 
-phase_async() {
-  stamp "overlapped scheduling on / off, alternately"
-  BUILD="$BUILD" OUT="$OUT" timeout 560 bash scripts/gpu/async_ab.sh "${STRATA_ASYNC_ROUNDS:-2}"
-  python3 scripts/gpu/summarize_async.py "$OUT/async_ab.jsonl"
-}
-
-phase_gemmconfigs() {
-  stamp "cuBLASLt configuration tables: their test, then serving with the built-in table and without"
-  timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaGemmConfigs.*' 2>&1 | tail -3
-  BUILD="$BUILD" OUT="$OUT" timeout 540 bash scripts/gpu/gemm_configs_ab.sh "${STRATA_GEMMCONFIGS_ROUNDS:-2}" \
-    "${STRATA_GEMMCONFIGS_SEARCH_TOKENS:-}"
+phase_opencl() {
+  export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
+  stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
+  "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
+  stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
+  # A cache folder of this run's own: the first device_open builds the kernels from source.
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  STRATA_REQUIRE_BACKENDS=opencl timeout 300 "$BUILD/bin/opencl_backend_test" --gtest_color=no 2>&1 | tail -4
+  STRATA_REQUIRE_BACKENDS=opencl timeout 500 "$BUILD/bin/backend_conformance_test" --gtest_color=no \
+    --gtest_filter='*/opencl:*/opencl_gpu_kernels:*/cuda' 2>&1 | tee "$OUT/opencl_conformance.log" | grep -E "FAILED|PASSED|Failure" | head -40
+  STRATA_REQUIRE_BACKENDS=opencl timeout 500 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 \
+    | tee "$OUT/opencl_models.log" | grep -E "FAILED|PASSED|OK \]" | tail -30
+  stamp "Llama-3-8B shape, op-level step: OpenCL W8A8 and f32/bf16, CUDA bf16 weights with f32 activations"
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b"
+  local OCL="--plugin $BUILD/bin/libstrata-backend-opencl.so" CU="--plugin $BUILD/bin/libstrata-backend-cuda.so --options activations=f32"
+  for run in "--mode decode --batch 1 --context 128 --reps 10" "--mode decode --batch 32 --context 128 --reps 5" \
+             "--mode prefill --batch 4096 --reps 3"; do
+    timeout 300 $B $OCL --format w8a8 $run | tee -a "$OUT/opencl_figures.jsonl"
+    timeout 300 $B $OCL --format bf16 $run | tee -a "$OUT/opencl_figures.jsonl"
+    timeout 300 $B $CU --format bf16 $run | tee -a "$OUT/opencl_figures.jsonl"
+  done
+  stamp "CUDA engine figures for the same shapes (bf16, strata bench)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/opencl_beside_cuda_decode.json"
+  timeout 120 $S --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 | tee "$OUT/opencl_beside_cuda_prefill.json"
+  timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/opencl_beside_cuda_serving_32.json"
+  stamp "OpenCL engine run (bf16 weights, f32 activations): strata bench --device opencl:0, batch-1 decode"
+  timeout 200 "$BUILD/bin/strata" bench --synthetic llama3-8b --device opencl:0 --json --prompt-tokens 128 \
+    --gen-tokens 64 -r 2 | tee "$OUT/opencl_engine_decode.json"
 }
 
 phase_clocks() {
@@ -165,50 +164,17 @@ phase_ops() {
 
 phase_batching() {
   stamp "issue 4: continuous vs static batching, shared-prefix TTFT"
-  BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh batching
+  BUILD="$BUILD" OUT="$OUT" timeout 300 bash bench/gpu/serving.sh batching
 }
 
 phase_batching8b() {
   stamp "issue 4: continuous vs static batching, Llama-3-8B shape"
-  BUILD="$BUILD" OUT="$OUT" timeout 450 bash scripts/gpu/bench_serving_gpu.sh batching8b
+  BUILD="$BUILD" OUT="$OUT" timeout 450 bash bench/gpu/serving.sh batching8b
 }
 
 phase_http() {
   stamp "issue 5: HTTP server vs in-process engine"
-  BUILD="$BUILD" OUT="$OUT" timeout 300 bash scripts/gpu/bench_serving_gpu.sh http
-}
-
-phase_gemm() {
-  stamp "wgmma GEMM op test"
-  if ! timeout 90 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*' 2>&1 | \
-      tee "$OUT/wgmma_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -30; then
-    stamp "wgmma test failed or hung: stopping"
-    exit 1
-  fi
-  grep -q "FAILED" "$OUT/wgmma_test.log" && { stamp "wgmma test failed: stopping"; exit 1; }
-  stamp "decode-batch GEMMs: cuBLASLt vs wgmma"
-  STRATA_OP_BENCH=gemm STRATA_OP_BENCH_TOKENS="${STRATA_GEMM_TOKENS:-32,64,128,256}" timeout 240 \
-    "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/gemm_bench.log" | \
-    python3 -c '
-import json, sys
-rows = [json.loads(l) for l in sys.stdin if l.startswith("{\"op\"")]
-print("shape    path            tokens   eager us  frac   graph us  frac")
-for r in rows:
-    print("%-8s %-15s %4d %10.1f  %.3f %9.1f  %.3f" % (r["shape"], r["path"], r["tokens"], r["us"],
-          r["bw_fraction_of_4.24TBps"], r["graph_us"], r["graph_bw_fraction"]))
-'
-  # Serving with each GEMM path, alternately on this machine (cublas = the default).
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-  local n=0
-  for c in ${STRATA_GEMM_SEQS:-128}; do
-    for v in ${STRATA_GEMM_VARIANTS:-cublas wgmma cublas wgmma}; do
-      n=$((n + 1))
-      stamp "$c concurrent sequences, GEMMs: $v"
-      STRATA_CUDA_GEMM=$v timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
-        --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 > "$OUT/gemm_serving_${c}_${v}_$n.json" 2>/dev/null
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"]))' "$OUT/gemm_serving_${c}_${v}_$n.json"
-    done
-  done
+  BUILD="$BUILD" OUT="$OUT" timeout 300 bash bench/gpu/serving.sh http
 }
 
 phase_profile() {
@@ -223,64 +189,6 @@ phase_profile() {
         > "$OUT/profile_${c}_${mode}.json" 2> "$OUT/profile_${c}_${mode}.txt"
       python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${c}_${mode}.json"
       sed -n '/strata cuda op profile/,$p' "$OUT/profile_${c}_${mode}.txt" | head -40
-    done
-  done
-}
-
-phase_attention() {
-  stamp "decode attention tests"
-  timeout 120 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
-    --gtest_filter='CudaMmaDecode.*:*Attention*' 2>&1 | tee "$OUT/attention_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -20
-  grep -q "FAILED" "$OUT/attention_test.log" && { stamp "attention tests failed: stopping"; exit 1; }
-  stamp "KV read ceilings per load mechanism (bench/cuda/kv_read_bench.cu)"
-  if [ -x "$BUILD/bin/kv_read_bench" ]; then
-    timeout 120 "$BUILD/bin/kv_read_bench" 128 192 128 1024 64 1024 32 1024 2>&1 | tee "$OUT/kv_read_bench.log"
-  else
-    echo "kv_read_bench not built (add it to STRATA_GPU_TARGETS)"
-  fi
-  stamp "decode attention sweep"
-  STRATA_OP_BENCH=decode_attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/decode_attention_bench.log"
-  stamp "attention cases: prefill (1 x 4096, a 512-token chunk, 8 x 1024, 64 x 128) and decode, per path; rope_kv_write / rope_attention"
-  STRATA_OP_BENCH=attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | grep -E '"op":"(attention|rope_attention)"' | \
-    grep -E '"path":"auto"|rope_attention' | tee "$OUT/attention_cases.log"
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-  local n=0
-  for c in ${STRATA_ATTENTION_SEQS:-128 32}; do
-    for k in ${STRATA_DECODE_KERNELS:-gqa auto gqa auto}; do
-      n=$((n + 1))
-      stamp "$c concurrent sequences, decode_attention=$k"
-      STRATA_CUDA_DECODE_ATTENTION=$k timeout 150 $S --num-requests $c --prompt-len-min 128 \
-        --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 \
-        > "$OUT/serving_${c}_${k}_$n.json" 2>/dev/null
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"]))' "$OUT/serving_${c}_${k}_$n.json"
-    done
-  done
-}
-
-phase_prefill() {
-  stamp "prefill attention tests"
-  timeout 300 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
-    --gtest_filter='CudaPrefillAttention.*:*Attention*' 2>&1 | tee "$OUT/prefill_test.log" | \
-    grep -vE "^\[ RUN|^\[       OK" | tail -20
-  grep -qE "FAILED|Failure" "$OUT/prefill_test.log" && { stamp "prefill attention tests failed: stopping"; exit 1; }
-  for k in wgmma fa2; do
-    stamp "attention op cases, prefill_attention=$k"
-    STRATA_CUDA_PREFILL_ATTENTION=$k STRATA_OP_BENCH=attention timeout 200 "$BUILD/bin/cuda_op_bench" 2>&1 | \
-      grep -E '"op":"(attention|rope_attention)"' | grep -E '"path":"auto"' | grep -v '"query_len":1,' | \
-      tee "$OUT/attention_cases_$k.log"
-  done
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
-  for r in $(seq "${STRATA_PREFILL_ROUNDS:-2}"); do
-    for k in wgmma fa2; do
-      stamp "round $r, prefill_attention=$k: 4096-token prefill; 128 sequences"
-      STRATA_CUDA_PREFILL_ATTENTION=$k timeout 120 $S --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 \
-        > "$OUT/prefill_${k}_$r.json"
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("prefill tok/s", r.get("prefill_tokens_per_s", r))' \
-        "$OUT/prefill_${k}_$r.json"
-      STRATA_CUDA_PREFILL_ATTENTION=$k timeout 150 $S --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 \
-        --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 > "$OUT/serving128_${k}_$r.json"
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("128 seqs output tok/s %.0f" % r["output_tokens_per_s"])' \
-        "$OUT/serving128_${k}_$r.json"
     done
   done
 }
@@ -308,11 +216,32 @@ print("%4d seqs %-8s output tok/s %8.1f  TPOT p50 %.2f ms  host ms/step %.2f  ov
   done
 }
 
-phase_ncu() {
-  stamp "Nsight Compute: prefill attention kernels"
-  OUT="$OUT" timeout 540 bash scripts/gpu/ncu_prefill_attention.sh "$BUILD"
-}
-
+phase_parallel() {
+  stamp "NCCL communicator at one rank (cuda_comm_test; NCCL_NVLS_ENABLE=0)"
+  NCCL_NVLS_ENABLE=0 timeout 120 "$BUILD/bin/cuda_comm_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_comm_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  stamp "served greedy text at --tensor-parallel-size 1 --pipeline-parallel-size 1 vs without the flags"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf"
+  for flags in "" "--tensor-parallel-size 1 --pipeline-parallel-size 1"; do
+    "$BUILD/bin/strata" serve -m "$model" --device cuda --port 0 --no-warmup $flags > "$OUT/parallel_serve.out" 2>/dev/null &
+    local pid=$! port=""
+    for _ in $(seq 100); do
+      port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$OUT/parallel_serve.out")
+      [ -n "$port" ] && break
+      sleep 0.2
+    done
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt":"Once upon a time","max_tokens":64,"temperature":0}' | \
+      python3 -c 'import json,sys; print(sys.argv[1] or "(no flags)", json.dumps(json.load(sys.stdin)["choices"][0]["text"]))' "$flags" | \
+      tee -a "$OUT/parallel_text.log"
+    kill -TERM $pid; wait $pid
+  done
+  [ "$(cut -d'"' -f2- "$OUT/parallel_text.log" | sort -u | wc -l)" = 1 ] && echo "same text" || echo "TEXT DIFFERS"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  stamp "Llama-3-8B shape: batch-1 decode 128/128 and 32 sequences (compare with the figures before issue 30)"
+  timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/parallel_bench_decode.json"
+  timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/parallel_bench_serving_32.json"
 phase_quant() {
   stamp "quantized matmul tests (float64 contract reference)"
   timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
@@ -322,17 +251,13 @@ phase_quant() {
   timeout 300 "$BUILD/bin/quant_matmul_bench" --tokens "${STRATA_QUANT_TOKENS:-1,128,4096}" \
     --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
 }
-
-phase_ab() {
-  stamp "batch-1 decode, base commit vs this build, alternately"
-  BUILD="$BUILD" OUT="$OUT" timeout 480 bash scripts/gpu/ab_base.sh "${STRATA_AB_ROUNDS:-3}"
 }
 
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|gemm|batching|batching8b|http|profile|attention|prefill|ncu|ab|async|gemmconfigs|clocks|logprobs|quant) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops gemm batching batching8b http profile attention prefill ncu ab async gemmconfigs clocks logprobs quant)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant)" ;;
   esac
 done
 stamp "done"

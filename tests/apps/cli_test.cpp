@@ -51,6 +51,20 @@ TEST(Cli, RunJsonReproducesLlama2cGreedy) {
   EXPECT_EQ(rec["prompt"].get<std::string>() + j["text"].get<std::string>() + "\n", rec["text"].get<std::string>());
 }
 
+TEST(Cli, RunShowsLoadProgressButNotUnderJson) {
+  const std::string args = "run --device cpu -m " + kStories + "/stories260K.gguf -p hi -n 2 --temp 0";
+  Output plain = RunStrata(args, /*merge_stderr=*/true);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  // A small model in a log: one final line (no 10% lines), with the bytes and the rate.
+  EXPECT_NE(plain.out.find("loading weights 100% "), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("loading weights  10%"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("B/s in 0:0"), std::string::npos) << plain.out;
+  Output json = RunStrata(args + " --json", /*merge_stderr=*/true);
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_EQ(json.out.find("loading weights"), std::string::npos) << json.out;
+  EXPECT_NO_THROW(nlohmann::json::parse(json.out)) << json.out;
+}
+
 TEST(Cli, RunStopsOnBosWithEosReason) {
   const nlohmann::json rec = Greedy()[2];  // stops when llama2.c samples BOS
   ASSERT_EQ(rec["stop"].get<std::string>(), "bos");
@@ -232,6 +246,19 @@ TEST(Cli, ServeWarmsUpBeforeListeningAndNamesASyntheticModel) {
   ASSERT_NE(listening, std::string::npos) << out;
   EXPECT_LT(warm, listening) << out;
   EXPECT_NE(out.find("prefill of 64 tokens, 1 decode steps"), std::string::npos) << out;
+  // Progress in a log (not a terminal): the 536 MB of weights get a line at every 10%, the
+  // warm-up (small work) only its final line, and both come before the port opens.
+  const size_t half = out.find("loading weights  "), loaded = out.find("loading weights 100%");  // "  x%": < 100%
+  ASSERT_NE(half, std::string::npos) << out;
+  ASSERT_NE(loaded, std::string::npos) << out;
+  EXPECT_LT(half, loaded);
+  EXPECT_NE(out.find("MB/s in "), std::string::npos) << out;
+  EXPECT_NE(out.find(" ETA "), std::string::npos) << out;
+  const size_t warming = out.find("warming up 100% 2/2");
+  ASSERT_NE(warming, std::string::npos) << out;
+  EXPECT_EQ(out.find("warming up  "), std::string::npos) << out;
+  EXPECT_LT(loaded, warming);
+  EXPECT_LT(warming, listening);
   EXPECT_NE(out.find("model 'synthetic:llama-110m'"), std::string::npos) << out;
 }
 

@@ -76,3 +76,28 @@ TEST(DeviceSelectorEmptyTest, AutoWithNothingLoaded) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_F(DeviceSelectorTest, NameWithDeviceIndex) {
+  // fakefast reports two devices.
+  absl::StatusOr<const LoadedPlugin*> p = SelectBackend(registry_, "fakefast:1");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->name, "fakefast");
+  absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec("fakefast:1");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->backend, "fakefast");
+  EXPECT_EQ(spec->index, 1);
+
+  absl::StatusOr<const LoadedPlugin*> beyond = SelectBackend(registry_, "fakefast:2");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_TRUE(absl::StrContains(beyond.status().message(), "has 2 devices")) << beyond.status();
+  for (const char* bad : {"fakefast:", "fakefast:x", "fakefast:-1", "auto:1"}) {
+    absl::StatusOr<const LoadedPlugin*> q = SelectBackend(registry_, bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(q.status())) << bad << ": " << q.status();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "nlohmann/json.hpp"
@@ -29,12 +31,38 @@ json RunGreedy(const std::string& args) {
   return json::parse(out, nullptr, false);
 }
 
+// The server's backend: this file also builds as openai_server_opencl_test, whose server
+// runs with --device opencl while `strata run` (the reference above) picks its own.
+#ifndef STRATA_SERVE_DEVICE
+#define STRATA_SERVE_DEVICE "auto"
+#endif
+
+// A named backend that is not there skips visibly, unless STRATA_REQUIRE_BACKENDS lists it.
+bool ServeDeviceMayBeAbsent() {
+  const std::string device = STRATA_SERVE_DEVICE;
+  const char* required = std::getenv("STRATA_REQUIRE_BACKENDS");
+  return device != "auto" && (required == nullptr || std::string(required).find(device) == std::string::npos);
+}
+
 class OpenAiServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!FileExists(StoriesModel())) return;
+    if (ServeDeviceMayBeAbsent()) {
+      // `strata run` says "--device NAME: ..." when the backend has no device here.
+      const std::string cmd = StrataBin() + " run --device " STRATA_SERVE_DEVICE " -n 1 -p x -m " + StoriesModel() + " 2>&1";
+      std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+      std::string out;
+      char buf[4096];
+      for (size_t n; p && (n = fread(buf, 1, sizeof buf, p.get())) > 0;) out.append(buf, n);
+      if (out.find("--device " STRATA_SERVE_DEVICE) != std::string::npos) {
+        absent_ = out;
+        return;
+      }
+    }
     server_ = new ServerProcess();
-    if (!server_->Start({"-m", StoriesModel(), "--chat-template", ChatTemplateFile(), "--served-model-name", "stories"}))
+    if (!server_->Start({"-m", StoriesModel(), "--chat-template", ChatTemplateFile(), "--served-model-name", "stories",
+                         "--device", STRATA_SERVE_DEVICE}))
       start_error_ = server_->error();
   }
   static void TearDownTestSuite() {
@@ -43,6 +71,7 @@ class OpenAiServerTest : public ::testing::Test {
   }
   void SetUp() override {
     if (!FileExists(StoriesModel())) GTEST_SKIP() << "missing shared model " << StoriesModel();
+    if (!absent_.empty()) GTEST_SKIP() << "no " << STRATA_SERVE_DEVICE << " device: " << absent_;
     ASSERT_TRUE(start_error_.empty()) << start_error_;
   }
   static int port() { return server_->port(); }
@@ -50,9 +79,11 @@ class OpenAiServerTest : public ::testing::Test {
 
   static ServerProcess* server_;
   static std::string start_error_;
+  static std::string absent_;  // why the named backend cannot run here
 };
 ServerProcess* OpenAiServerTest::server_ = nullptr;
 std::string OpenAiServerTest::start_error_;
+std::string OpenAiServerTest::absent_;
 
 void ExpectError(const HttpResponse& r, int status, const std::string& needle = "") {
   EXPECT_EQ(r.status, status) << r.body;
@@ -124,6 +155,84 @@ TEST_F(OpenAiServerTest, StreamingFramingAndUsage) {
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(usage["prompt_tokens"], run["prompt_ids"].size());
   EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+// echo: the prompt's text first (as OpenAI's legacy completions), streamed or not;
+// echo with logprobs and suffix are refused naming the field.
+TEST_F(OpenAiServerTest, EchoPrependsThePromptAndSuffixIsRefused) {
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}};
+  HttpResponse plain = Post("/v1/completions", base);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const std::string generated = json::parse(plain.body)["choices"][0]["text"];
+  json echo = base;
+  echo["echo"] = true;
+  HttpResponse r = Post("/v1/completions", echo);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "Once upon a time" + generated);
+  echo["stream"] = true;
+  r = Post("/v1/completions", echo);
+  ASSERT_EQ(r.status, 200) << r.body;
+  bool framing_ok = false;
+  std::string text;
+  for (const std::string& d : SseData(r.body, &framing_ok))
+    if (d != "[DONE]") text += json::parse(d)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Once upon a time" + generated);
+  json ids = {{"prompt", {1, 403, 407}}, {"max_tokens", 1}, {"echo", true}};
+  r = Post("/v1/completions", ids);
+  ASSERT_EQ(r.status, 200) << r.body;
+  HttpResponse d = Post("/detokenize", {{"tokens", {1, 403, 407}}});
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"].get<std::string>().rfind(
+                json::parse(d.body)["prompt"].get<std::string>(), 0),
+            0u);
+  json with_lp = base;
+  with_lp["echo"] = true;
+  with_lp["logprobs"] = 1;
+  ExpectError(Post("/v1/completions", with_lp), 400, "'echo' together with 'logprobs'");
+  json suffix = base;
+  suffix["suffix"] = "The end.";
+  ExpectError(Post("/v1/completions", suffix), 400, "'suffix'");
+}
+
+TEST_F(OpenAiServerTest, PriorityNeedsThePriorityPolicy) {
+  json body = {{"prompt", "hi"}, {"max_tokens", 2}, {"priority", 3}};
+  ExpectError(Post("/v1/completions", body), 400, "--scheduling-policy priority");
+  body["priority"] = 0;
+  EXPECT_EQ(Post("/v1/completions", body).status, 200);
+  body["priority"] = "high";
+  ExpectError(Post("/v1/completions", body), 400, "priority");
+}
+
+// vLLM's request priority (lower = earlier) reaches the scheduler: with one batch slot
+// taken, a later request of priority -5 is served before an earlier one of priority 5.
+TEST(OpenAiServerPriorityTest, LowerPriorityValueIsServedFirst) {
+  if (!FileExists(StoriesModel())) GTEST_SKIP() << "missing shared model " << StoriesModel();
+  ServerProcess s;
+  ASSERT_TRUE(s.Start({"-m", StoriesModel(), "--scheduling-policy", "priority", "--max-num-seqs", "1"})) << s.error();
+  auto request = [&](int priority, int n, int max_tokens) {
+    return Http(s.port(), "POST", "/v1/completions",
+                json{{"prompt", "Once upon a time"}, {"n", n}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                     {"priority", priority}}
+                    .dump());
+  };
+  std::mutex mu;
+  std::vector<int> finished;
+  std::thread busy([&] { EXPECT_EQ(request(0, 16, 300).status, 200); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread late([&] {
+    EXPECT_EQ(request(5, 1, 20).status, 200);
+    std::lock_guard<std::mutex> lock(mu);
+    finished.push_back(5);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread urgent([&] {
+    EXPECT_EQ(request(-5, 1, 20).status, 200);
+    std::lock_guard<std::mutex> lock(mu);
+    finished.push_back(-5);
+  });
+  busy.join();
+  late.join();
+  urgent.join();
+  EXPECT_EQ(finished, (std::vector<int>{-5, 5}));
 }
 
 // The value of a counter in /metrics (-1 when absent).

@@ -9,19 +9,27 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
 namespace strata::testing {
 
-inline std::string StrataBin() { return std::string(STRATA_BIN_DIR) + "/strata"; }
+// STRATA_TEST_SERVER_BIN runs the tests against another build (e.g. to see a regression
+// test fail on the code before its fix).
+inline std::string StrataBin() {
+  const char* other = std::getenv("STRATA_TEST_SERVER_BIN");
+  return other != nullptr && *other ? std::string(other) : std::string(STRATA_BIN_DIR) + "/strata";
+}
 inline std::string StoriesModel() { return std::string(STRATA_SHARED_DIR) + "/models/stories260K/stories260K.gguf"; }
 inline bool FileExists(const std::string& p) { return std::ifstream(p).good(); }
 
 class ServerProcess {
  public:
   ServerProcess() = default;
+  // Runs `launcher... strata serve ...` instead (e.g. {"mpirun", "-np", "2"}).
+  std::vector<std::string> launcher;
   ServerProcess(const ServerProcess&) = delete;
   ~ServerProcess() { Kill(); }
 
@@ -37,12 +45,15 @@ class ServerProcess {
       close(out[0]);
       close(out[1]);
       for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-      std::vector<std::string> all = {StrataBin(), "serve", "--port", "0", "--threads", "1"};
+      std::vector<std::string> all = launcher;
+      for (const std::string& a : {StrataBin(), std::string("serve"), std::string("--port"), std::string("0"),
+                                   std::string("--threads"), std::string("1")})
+        all.push_back(a);
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());
       argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execvp(argv[0], argv.data());
       _exit(127);
     }
     close(out[1]);

@@ -83,6 +83,39 @@ TEST(OpenAiRequestTest, ChatMessagesAndMaxCompletionTokens) {
   EXPECT_EQ(e->param, "messages[0].role");
 }
 
+// Found while writing the request fuzz harness: a content part whose "type" is not a string made
+// nlohmann's value() throw, which the server turned into a 500.
+TEST(OpenAiRequestTest, ContentPartOfWrongTypeIsA400) {
+  for (const char* body : {R"({"messages":[{"role":"user","content":[{"type":5,"text":"a"}]}]})",
+                           R"({"messages":[{"role":"user","content":[{"type":"text","text":7}]}]})",
+                           R"({"messages":[{"role":"user","content":[{"type":null}]}]})",
+                           R"({"messages":[{"role":"user","content":["text"]}]})"}) {
+    GenerationParams g;
+    std::optional<ApiError> e;
+    ASSERT_NO_THROW(e = ParseGenerationRequest(Json::parse(body), Endpoint::kChatCompletions, &g)) << body;
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->status, 400) << body;
+    EXPECT_EQ(e->param, "messages") << body;
+  }
+}
+
+// A number beyond double range is a JSON error nlohmann reports as out_of_range, not
+// parse_error; the server caught only the latter and answered 500 (issue 25).
+TEST(OpenAiRequestTest, BodyParseErrorsOfEveryKindAre400) {
+  for (const char* body : {R"({"prompt":"x","max_tokens":1e400})", R"({"prompt":-1e999})", "{\"prompt\":", "",
+                           "\xff"}) {
+    Json j;
+    std::optional<ApiError> e;
+    ASSERT_NO_THROW(e = ParseRequestBody(body, &j)) << body;
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->status, 400) << body;
+    EXPECT_NE(e->message.find("not valid JSON"), std::string::npos) << e->message;
+  }
+  Json j;
+  EXPECT_FALSE(ParseRequestBody(R"({"prompt":"x","max_tokens":1e300})", &j));
+  EXPECT_DOUBLE_EQ(j["max_tokens"].get<double>(), 1e300);
+}
+
 TEST(ApiErrorTest, StatusMapping) {
   EXPECT_EQ(FromStatus(absl::InvalidArgumentError("x")).status, 400);
   EXPECT_EQ(FromStatus(absl::NotFoundError("x")).status, 404);

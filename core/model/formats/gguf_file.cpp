@@ -1,5 +1,7 @@
 #include "core/model/formats/gguf_file.h"
 
+#include "core/model/formats/gguf_quant_blocks.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -158,12 +160,18 @@ absl::StatusOr<uint64_t> TensorBytes(const ByteReader& r, const std::string& nam
     case kGgmlBF16:
       elem = 2;
       break;
-    case kGgmlQ8_0:
-      if (dims[0] % 32 != 0) {
-        return r.Error(absl::StrCat("tensor '", name, "': Q8_0 row length ", dims[0],
-                                    " is not a multiple of the block size 32"));
+    case kGgmlTypeQ4_0:
+    case kGgmlTypeQ8_0:
+    case kGgmlTypeQ4_K:
+    case kGgmlTypeQ6_K: {
+      const int64_t be = GgmlBlockElements(type);
+      if (dims[0] % be != 0) {
+        return r.Error(absl::StrCat("tensor '", name, "': ", GgmlTypeName(type), " row length ", dims[0],
+                                    " is not a multiple of the block size ", be));
       }
-      return numel / 32 * 34;  // fits: numel * 34/32 < numel * 4, checked below for F32 sizes
+      // Fits: numel * bytes/elements < numel * 4, checked by the caller for F32 sizes.
+      return numel / be * GgmlBlockBytes(type);
+    }
     default: {
       const char* tn = GgmlTypeName(type);
       if (tn == nullptr) {
@@ -171,7 +179,7 @@ absl::StatusOr<uint64_t> TensorBytes(const ByteReader& r, const std::string& nam
       }
       return absl::UnimplementedError(absl::StrCat(
           r.path(), ": tensor '", name, "' has ggml type ", tn, " (", type,
-          "), which strata does not read yet (supported: F32, F16, BF16, Q8_0)"));
+          "), which strata does not read yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)"));
     }
   }
   uint64_t bytes;
@@ -665,6 +673,17 @@ absl::Status ReadTokenizer(const GgufFile& g, ModelFile* m) {
   return absl::OkStatus();
 }
 
+// Canonical names of the matrices that the model multiplies (and so may keep quantized).
+bool IsQuantizableMatrix(const std::string& name) {
+  if (name == "output") return true;
+  if (name.rfind("layers.", 0) != 0) return false;
+  for (const char* suffix : {".wq", ".wk", ".wv", ".wo", ".w_gate", ".w_up", ".w_down"}) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<TensorView> ReadTensor(ModelFile& m, const MappedFile& file, const GgufFile& g,
                                       const GgufTensorInfo& t) {
   const uint8_t* p = file.data() + g.data_offset + t.offset;
@@ -675,18 +694,15 @@ absl::StatusOr<TensorView> ReadTensor(ModelFile& m, const MappedFile& file, cons
       return MakeTensorView(m, TensorDType::kF16, t.Shape(), p, t.bytes);
     case kGgmlBF16:
       return MakeTensorView(m, TensorDType::kBF16, t.Shape(), p, t.bytes);
-    case kGgmlQ8_0: {
-      // Block of 32 weights: f16 scale, then 32 int8 quants; value = scale * quant.
-      const uint64_t blocks = t.bytes / 34;
-      std::vector<uint8_t> out(blocks * 32 * sizeof(float));
-      float* dst = reinterpret_cast<float*>(out.data());
-      for (uint64_t b = 0; b < blocks; ++b) {
-        const uint8_t* blk = p + b * 34;
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        const float d = F16ToF32(d16);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * static_cast<int8_t>(blk[2 + j]);
-      }
+    case kGgmlTypeQ4_0:
+    case kGgmlTypeQ8_0:
+    case kGgmlTypeQ4_K:
+    case kGgmlTypeQ6_K: {
+      int64_t numel = 1;
+      for (int64_t d : t.Shape()) numel *= d;  // validated at parse time
+      std::vector<uint8_t> out(static_cast<size_t>(numel) * sizeof(float));
+      STRATA_FMT_RETURN_IF_ERROR(GgmlBlocksToF32(t.ggml_type, p, numel,
+                                                 reinterpret_cast<float*>(out.data()), t.name));
       return MakeOwnedTensorView(m, TensorDType::kF32, t.Shape(), std::move(out));
     }
   }
@@ -725,6 +741,16 @@ absl::StatusOr<std::unique_ptr<ModelFile>> LoadGgufModel(const std::string& path
   for (const auto& t : g->tensors) {
     std::string name = CanonicalFromGgufName(t.name);
     if (name.empty()) name = t.name;  // kept under its GGUF name (e.g. rope_freqs.weight)
+    // Linear layers' weights in a quantized type stay quantized (core/quant); everything else
+    // (embedding table, norms) is read as floats.
+    if (GgmlBlockElements(t.ggml_type) > 0 && t.dims.size() == 2 && IsQuantizableMatrix(name)) {
+      const uint8_t* p = file->data() + g->data_offset + t.offset;
+      auto q = GgmlBlocksToQuantized(t.ggml_type, p, static_cast<int64_t>(t.dims[1]),
+                                     static_cast<int64_t>(t.dims[0]), t.name);
+      if (!q.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", q.status().message()));
+      m->quantized[name] = *std::move(q);
+      continue;
+    }
     STRATA_FMT_ASSIGN_OR_RETURN(TensorView v, ReadTensor(*m, *file, *g, t));
     m->tensors[name] = std::move(v);
   }
@@ -742,7 +768,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> LoadGgufModel(const std::string& path
         return absl::InvalidArgumentError(absl::StrCat(path, ": rope_freqs.weight holds ", x, " (must be > 0)"));
     }
   }
-  c.tie_word_embeddings = m->Find("output") == nullptr;
+  c.tie_word_embeddings = m->Find("output") == nullptr && m->quantized.count("output") == 0;
   c.attention_bias = m->Find("layers.0.wq.bias") != nullptr;
   m->mappings.push_back(std::move(file));
   return m;

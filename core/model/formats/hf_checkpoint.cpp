@@ -6,6 +6,7 @@
 #include "core/common/mapped_file.h"
 #include "core/model/formats/format_status.h"
 #include "core/model/formats/hf_config.h"
+#include "core/model/formats/hf_quantized.h"
 #include "core/model/formats/hf_tensor_names.h"
 #include "core/model/formats/safetensors_file.h"
 #include "nlohmann/json.hpp"
@@ -31,21 +32,26 @@ absl::StatusOr<std::unique_ptr<ModelFile>> LoadHfCheckpoint(const std::string& d
   }
 
   std::map<std::string, TensorView> raw;
+  // Quantized checkpoints also hold integer / 8-bit float tensors (quantized_layers).
+  const bool quantized = HasQuantizationConfig(config_text);
+  RawTensors ints;
   const fs::path single = d / "model.safetensors";
   const fs::path index = d / "model.safetensors.index.json";
   if (fs::exists(single, ec)) {
-    STRATA_FMT_ASSIGN_OR_RETURN(raw, LoadSafetensorsFile(single.string(), m.get()));
+    STRATA_FMT_ASSIGN_OR_RETURN(raw, LoadSafetensorsFile(single.string(), m.get(), quantized ? &ints : nullptr));
   } else if (fs::exists(index, ec)) {
-    STRATA_FMT_ASSIGN_OR_RETURN(raw, LoadShardedSafetensors(index.string(), m.get()));
+    STRATA_FMT_ASSIGN_OR_RETURN(raw, LoadShardedSafetensors(index.string(), m.get(), quantized ? &ints : nullptr));
   } else {
     return absl::NotFoundError(absl::StrCat(
         dir, ": no model.safetensors or model.safetensors.index.json in the directory"));
   }
+  if (quantized) STRATA_FMT_RETURN_IF_ERROR(LoadHfQuantizedLayers(config_text, dir, raw, ints, m.get()));
   for (auto& [hf_name, view] : raw) {
     const std::string name = CanonicalFromHfName(hf_name);
     if (name.empty()) continue;  // not used by the model (e.g. rotary_emb.inv_freq buffers)
     // Tied checkpoints sometimes store lm_head anyway; the tie says it equals the embeddings.
     if (name == "output" && m->config.tie_word_embeddings) continue;
+    if (m->quantized.count(name)) continue;
     m->tensors[name] = view;
   }
 

@@ -91,6 +91,15 @@ absl::Status ValidateLlamaTensors(const ModelFile& m) {
   const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const int64_t Q = c.num_heads * c.head_dim, KV = c.num_kv_heads * c.head_dim;
   auto expect = [&](const std::string& name, std::vector<int64_t> shape) -> absl::Status {
+    if (auto q = m.quantized.find(name); q != m.quantized.end()) {
+      if (m.Find(name) != nullptr)
+        return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": tensor '", name, "' is both dense and quantized"));
+      const std::vector<int64_t> qshape{q->second.rows, q->second.cols};
+      if (qshape != shape)
+        return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": tensor '", name, "' has shape ",
+                                                       ShapeString(qshape), ", expected ", ShapeString(shape)));
+      return q->second.Validate(name);
+    }
     const TensorView* t = m.Find(name);
     if (t == nullptr) {
       return absl::InvalidArgumentError(
@@ -131,13 +140,14 @@ absl::Status ValidateLlamaTensors(const ModelFile& m) {
     STRATA_FMT_RETURN_IF_ERROR(expect(l + "w_down", {H, F}));
   }
   // A layer beyond num_layers means the config and the weights disagree.
-  if (m.Find(absl::StrCat("layers.", c.num_layers, ".wq")) != nullptr) {
+  if (m.Find(absl::StrCat("layers.", c.num_layers, ".wq")) != nullptr ||
+      m.quantized.count(absl::StrCat("layers.", c.num_layers, ".wq"))) {
     return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": file has more layers than num_layers ",
                                                    c.num_layers));
   }
   STRATA_FMT_RETURN_IF_ERROR(expect("norm", {H}));
   if (c.tie_word_embeddings) {
-    if (m.Find("output") != nullptr) {
+    if (m.Find("output") != nullptr || m.quantized.count("output")) {
       return absl::InvalidArgumentError(absl::StrCat(
           m.source_path, ": embeddings are tied but a separate 'output' tensor is present"));
     }

@@ -43,10 +43,16 @@ absl::StatusOr<uint64_t> NonNegInt(const json& v, const std::string& path, const
   return Bad(path, absl::StrCat(what, " must be a non-negative integer, got ", v.dump()));
 }
 
+size_t RawDTypeSize(const std::string& dtype) {
+  if (dtype == "I32") return 4;
+  if (dtype == "I8" || dtype == "U8" || dtype == "F8_E4M3") return 1;
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, TensorView>> ReadSafetensors(const MappedFile& file,
-                                                                  ModelFile* m) {
+                                                                  ModelFile* m, RawTensors* raw) {
   const std::string& path = file.path();
   if (file.size() < 8) return Bad(path, "too short for a safetensors header length");
   uint64_t header_len;
@@ -88,7 +94,13 @@ absl::StatusOr<std::map<std::string, TensorView>> ReadSafetensors(const MappedFi
     if (of == info.end() || !of->is_array() || of->size() != 2) {
       return Bad(path, what + " has no 'data_offsets' [begin, end]");
     }
-    STRATA_FMT_ASSIGN_OR_RETURN(TensorDType dtype, ParseDType(path, name, dt->get<std::string>()));
+    const size_t raw_size = raw != nullptr ? RawDTypeSize(dt->get<std::string>()) : 0;
+    TensorDType dtype = TensorDType::kF32;
+    if (raw_size == 0) {
+      STRATA_FMT_ASSIGN_OR_RETURN(dtype, ParseDType(path, name, dt->get<std::string>()));
+    }
+    const size_t esize = raw_size > 0 ? raw_size : TensorDTypeSize(dtype);
+    const std::string dname = raw_size > 0 ? dt->get<std::string>() : TensorDTypeName(dtype);
     if (sh->size() > 8) return Bad(path, absl::StrCat(what, " has ", sh->size(), " dimensions"));
     std::vector<int64_t> shape;
     for (const json& d : *sh) {
@@ -96,25 +108,29 @@ absl::StatusOr<std::map<std::string, TensorView>> ReadSafetensors(const MappedFi
       if (v > (uint64_t{1} << 62)) return Bad(path, absl::StrCat(what, " dimension ", v, " is absurd"));
       shape.push_back(static_cast<int64_t>(v));
     }
-    STRATA_FMT_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(shape, TensorDTypeSize(dtype), path + ": " + what));
+    STRATA_FMT_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(shape, esize, path + ": " + what));
     STRATA_FMT_ASSIGN_OR_RETURN(uint64_t begin, NonNegInt((*of)[0], path, what + " data_offsets"));
     STRATA_FMT_ASSIGN_OR_RETURN(uint64_t end, NonNegInt((*of)[1], path, what + " data_offsets"));
     if (begin > end || end > data_size) {
       return Bad(path, absl::StrCat(what, " data_offsets [", begin, ", ", end,
                                     "] are outside the ", data_size, "-byte data area"));
     }
-    const uint64_t bytes = static_cast<uint64_t>(numel) * TensorDTypeSize(dtype);
+    const uint64_t bytes = static_cast<uint64_t>(numel) * esize;
     if (end - begin != bytes) {
-      return Bad(path, absl::StrCat(what, " has shape of ", numel, " ", TensorDTypeName(dtype),
+      return Bad(path, absl::StrCat(what, " has shape of ", numel, " ", dname,
                                     " elements (", bytes, " bytes) but data_offsets span ",
                                     end - begin, " bytes"));
     }
-    if (begin % TensorDTypeSize(dtype) != 0) {
+    if (begin % esize != 0) {
       return Bad(path, absl::StrCat(what, " data offset ", begin, " is not aligned to its ",
-                                    TensorDTypeSize(dtype), "-byte elements"));
+                                    esize, "-byte elements"));
     }
     entries.push_back({name, begin, end});
-    out[name] = MakeTensorView(*m, dtype, std::move(shape), data + begin, bytes);
+    if (raw_size > 0) {
+      (*raw)[name] = RawTensor{dt->get<std::string>(), std::move(shape), data + begin, static_cast<size_t>(bytes)};
+    } else {
+      out[name] = MakeTensorView(*m, dtype, std::move(shape), data + begin, bytes);
+    }
   }
   // The ranges must tile the data area: sorted, each begins where the previous ended.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -139,15 +155,15 @@ absl::StatusOr<std::map<std::string, TensorView>> ReadSafetensors(const MappedFi
 }
 
 absl::StatusOr<std::map<std::string, TensorView>> LoadSafetensorsFile(const std::string& path,
-                                                                      ModelFile* m) {
+                                                                      ModelFile* m, RawTensors* raw) {
   STRATA_FMT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  STRATA_FMT_ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(*file, m));
+  STRATA_FMT_ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(*file, m, raw));
   m->mappings.push_back(std::move(file));
   return tensors;
 }
 
 absl::StatusOr<std::map<std::string, TensorView>> LoadShardedSafetensors(
-    const std::string& index_path, ModelFile* m) {
+    const std::string& index_path, ModelFile* m, RawTensors* raw) {
   STRATA_FMT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
   json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded() || !index.is_object()) return Bad(index_path, "is not a JSON object");
@@ -172,7 +188,17 @@ absl::StatusOr<std::map<std::string, TensorView>> LoadShardedSafetensors(
   std::map<std::string, TensorView> all;
   for (const std::string& shard : shards) {
     const std::string shard_path = (dir / shard).string();
-    STRATA_FMT_ASSIGN_OR_RETURN(auto tensors, LoadSafetensorsFile(shard_path, m));
+    RawTensors shard_raw;
+    STRATA_FMT_ASSIGN_OR_RETURN(auto tensors, LoadSafetensorsFile(shard_path, m, raw ? &shard_raw : nullptr));
+    for (auto& [name, t] : shard_raw) {
+      auto it = shard_of.find(name);
+      if (it != shard_of.end() && it->second != shard) {
+        return Bad(shard_path, absl::StrCat("holds tensor '", name, "' which the index puts in ", it->second));
+      }
+      if (!raw->emplace(name, t).second) {
+        return Bad(shard_path, absl::StrCat("tensor '", name, "' appears in two shards"));
+      }
+    }
     for (auto& [name, view] : tensors) {
       auto it = shard_of.find(name);
       if (it != shard_of.end() && it->second != shard) {
@@ -185,7 +211,7 @@ absl::StatusOr<std::map<std::string, TensorView>> LoadShardedSafetensors(
     }
   }
   for (const auto& [name, shard] : shard_of) {
-    if (!all.count(name)) {
+    if (!all.count(name) && !(raw && raw->count(name))) {
       return Bad(index_path, absl::StrCat("tensor '", name, "' is not in its shard ", shard));
     }
   }

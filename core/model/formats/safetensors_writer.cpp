@@ -24,20 +24,31 @@ absl::Status WriteBytes(const std::string& path, const std::vector<std::pair<con
 
 }  // namespace
 
+size_t SafetensorsDTypeSize(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" || dtype == "F8_E5M2") return 1;
+  return 0;
+}
+
 absl::Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    if (t.data.size() != static_cast<size_t>(n) * TensorDTypeSize(t.dtype)) {
+    const std::string dtype = t.stored_dtype.empty() ? TensorDTypeName(t.dtype) : t.stored_dtype;
+    const size_t elem = SafetensorsDTypeSize(dtype);
+    if (elem == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has unknown dtype ", dtype));
+    if (t.data.size() != static_cast<size_t>(n) * elem) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has ",
                                                      t.data.size(), " bytes for ", n, " elements"));
     }
     if (header.contains(t.name)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' given twice"));
     }
-    header[t.name] = {{"dtype", TensorDTypeName(t.dtype)},
+    header[t.name] = {{"dtype", dtype},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();

@@ -1,4 +1,5 @@
 #include "tests/core/engine/cpu_test_device.h"
+#include "tests/core/engine/test_device.h"
 
 #include <gtest/gtest.h>
 
@@ -38,5 +39,13 @@ std::unique_ptr<Device> OpenCpuTestDevice(uint32_t table_size) {
   }
   return Open(t.get());
 }
+
+}  // namespace strata::testing
+
+namespace strata::testing {
+
+std::unique_ptr<Device> OpenTestDevice(std::string* skip_reason) { return OpenCpuTestDevice(); }
+
+std::string TestTmpDir() { return STRATA_TEST_TMP; }
 
 }  // namespace strata::testing

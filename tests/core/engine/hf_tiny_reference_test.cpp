@@ -13,7 +13,7 @@
 #include "core/model/formats/hf_bf16_export.h"
 #include "core/model/gguf_export.h"
 #include "nlohmann/json.hpp"
-#include "tests/core/engine/cpu_test_device.h"
+#include "tests/core/engine/test_device.h"
 
 namespace strata {
 namespace {
@@ -34,12 +34,11 @@ class HfTinyReference : public ::testing::TestWithParam<std::string> {
     std::ifstream in(dir_ + "/reference.json");
     ASSERT_TRUE(in.good()) << "missing " << dir_ << "/reference.json";
     ref_ = nlohmann::json::parse(in);
-    dev_ = testing::OpenCpuTestDevice();
-    ASSERT_NE(dev_, nullptr);
+    STRATA_OPEN_TEST_DEVICE_OR_SKIP(dev_);
     if (gguf) {
       auto hf = LoadModelFile(dir_);
       ASSERT_TRUE(hf.ok()) << hf.status();
-      const std::string out = std::string(STRATA_TEST_TMP) + "/hf-tiny-" + name + ".gguf";
+      const std::string out = testing::TestTmpDir() + "/hf-tiny-" + name + ".gguf";
       auto report = ExportModelAsGguf(**hf, out);
       ASSERT_TRUE(report.ok()) << report.status();
       dir_ = out;
@@ -146,7 +145,7 @@ TEST_P(HfTinyReference, Bf16ConversionKeepsCosineSimilarity) {
     ASSERT_TRUE(f.ok()) << f.status();
     f32 = std::move(*f);
   }
-  const std::string out = std::string(STRATA_TEST_TMP) + "/bf16-" + GetParam();
+  const std::string out = testing::TestTmpDir() + "/bf16-" + GetParam();
   std::filesystem::remove_all(out);
   if (gguf) {
     GgufExportOptions o;

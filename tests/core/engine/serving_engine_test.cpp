@@ -417,6 +417,41 @@ TEST(ServingEngine, OverloadAndBadRequestsAreClearErrors) {
   EXPECT_FALSE(Engine::Create(*l.model, l.tok.get(), EngineConfig{8, 64}).ok());  // > model's max_seqs
 }
 
+// Requests submitted while a step runs (here: from a token callback, as an HTTP thread
+// would) must see the ones that step took from the inbox as waiting: the limit is exact.
+TEST(ServingEngine, WaitingLimitHoldsForSubmissionsDuringAStep) {
+  const std::string path = kStoriesDir + "/stories260K.gguf";
+  Loaded l = LoadModel(path, 64, 4, 64);
+  REQUIRE_MODEL(l, path);
+  EngineConfig c{1, 64};
+  c.max_waiting = 3;
+  auto engine = Engine::Create(*l.model, l.tok.get(), c);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Engine* e = engine->get();
+  int accepted_during_step = 0;
+  bool tried = false;
+  EngineRequest r;
+  r.prompt_ids = {1, 403};
+  r.sampling.max_new_tokens = 4;
+  EngineRequest first = r;
+  first.on_event = [&](const StreamEvent&) {
+    if (tried) return;
+    tried = true;
+    for (int i = 0; i < 5; ++i)
+      if (e->Submit(r).ok()) ++accepted_during_step;
+  };
+  ASSERT_TRUE(e->Submit(first).ok());
+  ASSERT_TRUE(e->Submit(r).ok());
+  ASSERT_TRUE(e->Submit(r).ok());
+  // The first step admits one (max_num_seqs 1), two keep waiting; its first token may
+  // come a step later with overlapped steps.
+  for (int i = 0; i < 4 && !tried; ++i) ASSERT_TRUE(e->Step().ok());
+  ASSERT_TRUE(tried);
+  // At most one more fits beside the two still waiting.
+  EXPECT_LE(accepted_during_step, 1);
+  EXPECT_LE(e->Metrics().num_waiting, c.max_waiting);
+}
+
 TEST(ServingEngine, BackgroundLoopStreamsByCallbackAndPull) {
   const std::string path = kStoriesDir + "/stories260K.gguf";
   Loaded l = LoadModel(path, 64, 4, 256);

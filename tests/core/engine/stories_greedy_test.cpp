@@ -9,7 +9,7 @@
 #include "core/model/gguf_export.h"
 #include "core/model/model_tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "tests/core/engine/cpu_test_device.h"
+#include "tests/core/engine/test_device.h"
 
 namespace strata {
 namespace {
@@ -24,8 +24,8 @@ nlohmann::json LoadExpected() {
 
 void CheckGreedy(const std::string& model_path, const std::string& tokenizer_path,
                  AsyncScheduling async_scheduling = AsyncScheduling::kAuto) {
-  auto dev = testing::OpenCpuTestDevice();
-  ASSERT_NE(dev, nullptr);
+  std::unique_ptr<Device> dev;
+  STRATA_OPEN_TEST_DEVICE_OR_SKIP(dev);
   auto file = LoadModelFile(model_path, tokenizer_path);
   ASSERT_TRUE(file.ok()) << file.status();
   auto tok = LoadModelTokenizer(**file);
@@ -63,7 +63,7 @@ TEST(StoriesGreedy, GgufMatchesLlama2c) { CheckGreedy(kDir + "/stories260K.gguf"
 TEST(StoriesGreedy, GgufExportOfTheCheckpointMatchesLlama2c) {
   auto file = LoadModelFile(kDir + "/stories260K.bin", kDir + "/tok512.bin");
   ASSERT_TRUE(file.ok()) << file.status();
-  const std::string out = std::string(STRATA_TEST_TMP) + "/stories260K-export.gguf";
+  const std::string out = testing::TestTmpDir() + "/stories260K-export.gguf";
   auto report = ExportModelAsGguf(**file, out);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->notes.empty());

@@ -270,14 +270,14 @@ TEST(GgufFile, DequantizesQ8_0InModel) {
 TEST(GgufFile, UnsupportedGgmlTypeIsUnimplementedNamingTheTensor) {
   GgufWriter w;
   w.AddString("general.architecture", "llama");
-  ASSERT_TRUE(w.AddRawTensor("blk.0.attn_q.weight", 12, {256}, std::vector<uint8_t>(144)).ok());
-  const std::string path = TmpPath("q4k.gguf");
+  ASSERT_TRUE(w.AddRawTensor("blk.0.attn_q.weight", 13, {256}, std::vector<uint8_t>(176)).ok());
+  const std::string path = TmpPath("q5k.gguf");
   ASSERT_TRUE(w.Write(path).ok());
   auto m = LoadModelFile(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(m.status().message().find("blk.0.attn_q.weight"), std::string::npos) << m.status();
-  EXPECT_NE(m.status().message().find("Q4_K"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("Q5_K"), std::string::npos) << m.status();
 }
 
 // ---- hostile inputs -------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 #include "core/prefix/prefix_cache.h"
 
 #include <numeric>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -73,6 +75,29 @@ TEST(PrefixCacheTest, NamespacesRegisterAndInvalidate) {
   EXPECT_TRUE(cache.IsCurrent("y", 0));
   // Invalidating a namespace nobody used yet registers it at generation 1.
   EXPECT_EQ(cache.InvalidateNamespace("z").generation, 1u);
+}
+
+// Clients choose salts: their namespaces are bounded in number, the least recently used
+// go first, invalidated ones (whose generation must not be lost) and the default stay.
+TEST(PrefixCacheTest, NamespacesAreBoundedLeastRecentlyUsedFirst) {
+  PrefixCacheConfig config{true, "model"};
+  config.max_namespaces = 64;
+  PrefixCache cache(config);
+  cache.Register("");
+  const PrefixCache::Namespace revoked = cache.InvalidateNamespace("revoked");
+  std::set<int32_t> ids;
+  for (int i = 0; i < 10000; ++i) {
+    ids.insert(cache.Register("salt-" + std::to_string(i)).id);
+    cache.Register("hot");  // used all the time
+    ASSERT_LE(cache.num_namespaces(), 64u);
+  }
+  EXPECT_EQ(ids.size(), 10000u);  // ids are never reused
+  EXPECT_EQ(cache.Find("revoked").generation, revoked.generation);
+  EXPECT_EQ(cache.Find("revoked").id, revoked.id);
+  EXPECT_NE(cache.Find("").id, PrefixCache::kUnregistered);
+  EXPECT_NE(cache.Find("hot").id, PrefixCache::kUnregistered);
+  EXPECT_NE(cache.Find("salt-9999").id, PrefixCache::kUnregistered);
+  EXPECT_EQ(cache.Find("salt-0").id, PrefixCache::kUnregistered);
 }
 
 TEST(PrefixCacheTest, DisabledReportsDisabled) {

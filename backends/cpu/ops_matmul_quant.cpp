@@ -1,0 +1,267 @@
+// matmul with a quantized weight (ABI 1.9 formats): INT8 weight-only (W8A16) and INT4 groups
+// multiply float activations with weights unpacked in registers (decode GEMV) or in row tiles
+// fed to oneDNN (prefill); W8A8 and LLM.int8 quantize the activations per token and multiply
+// int8 x int8 with int32 accumulation (GEMV with Highway, prefill with oneDNN's s8s8 matmul);
+// FP8 runs a float reference path. Activation range problems are counted per counter slot.
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/ops_matmul_quant.h"
+#include "backends/cpu/quant_simd_kernels.h"
+#include "backends/cpu/simd_kernels.h"
+#include "core/quant/fp8_e4m3.h"
+
+namespace strata::cpu {
+namespace {
+
+constexpr int64_t kRowsPerTask = 16;
+
+struct Counts {
+  uint64_t saturated = 0, nonfinite = 0, outliers = 0;
+};
+
+// Rows [0, rows) in tasks of kRowsPerTask over the device's threads.
+template <typename F>
+void ForRowTasks(strata_device_s* dev, int64_t rows, F&& f) {
+  const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
+  for (int64_t t = 0; t < tasks; ++t) f(t * kRowsPerTask, std::min(rows, (t + 1) * kRowsPerTask));
+}
+
+}  // namespace
+
+float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smooth, const uint8_t* skip,
+                            int32_t mode, float static_scale, int8_t* out, uint64_t* saturated,
+                            uint64_t* nonfinite) {
+  auto value = [&](int64_t c) { return inv_smooth ? x[c] * inv_smooth[c] : x[c]; };
+  float scale = static_scale;
+  if (mode != STRATA_ACT_SCALE_STATIC) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (skip && skip[c]) continue;
+      const float v = std::fabs(value(c));
+      if (std::isfinite(v)) amax = std::max(amax, v);
+    }
+    scale = amax / 127.0f;
+  }
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    if (skip && skip[c]) {
+      out[c] = 0;
+      continue;
+    }
+    const float v = value(c);
+    if (std::isnan(v)) {
+      ++*nonfinite;
+      out[c] = 0;
+      continue;
+    }
+    if (std::isinf(v)) ++*nonfinite;
+    float q = std::nearbyint(v * inv);
+    if (std::isinf(v)) q = v > 0 ? 128.0f : -128.0f;  // saturates below
+    if (q > 127.0f || q < -127.0f) {
+      ++*saturated;
+      q = q > 0 ? 127.0f : -127.0f;
+    }
+    out[c] = static_cast<int8_t>(q);
+  }
+  return scale;
+}
+
+float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float static_scale, float* out,
+                               uint64_t* saturated, uint64_t* nonfinite) {
+  float scale = static_scale;
+  if (mode != STRATA_ACT_SCALE_STATIC) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c)
+      if (std::isfinite(x[c])) amax = std::max(amax, std::fabs(x[c]));
+    scale = amax / 448.0f;
+  }
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    if (!std::isfinite(x[c])) ++*nonfinite;
+    if (std::isnan(x[c])) {
+      out[c] = 0.0f;
+      continue;
+    }
+    const float v = x[c] * inv;
+    if (std::fabs(v) > 448.0f) ++*saturated;
+    out[c] = Fp8E4M3ToF32(F32ToFp8E4M3(v));  // saturating conversion
+  }
+  return scale;
+}
+
+absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* ws, const float* bias,
+                         const View& ov) {
+  const QuantWeight& w = *ws->quant;
+  const int64_t n = xv.rows, cols = w.cols, rows = w.rows;
+  Counts cnt;
+  // Activations in the weight's column order (act-order permutation), packed [n, cols].
+  std::vector<float> xperm;
+  const float* x = xv.Row<float>(0);
+  int64_t xs = xv.stride;
+  if (!w.perm.empty()) {
+    xperm.resize(static_cast<size_t>(n * cols));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < cols; ++j) xperm[t * cols + j] = x[t * xs + w.perm[j]];
+    x = xperm.data();
+    xs = cols;
+  }
+  float* y = ov.Row<float>(0);
+  const int64_t ys = ov.stride;
+
+  if (!w.QuantizesActivations()) {
+    if (w.counter_slot >= 0)
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = 0; c < cols; ++c) cnt.nonfinite += !std::isfinite(x[t * xs + c]);
+    const bool generic = !w.col_group.empty() ||
+                         (w.format == STRATA_WEIGHT_INT4_GROUP && (w.group_size % 2) != 0);
+    if (n <= kGemvMaxTokens && !generic) {
+      if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
+        ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+          GemvInt8Rows(x, xs, static_cast<int32_t>(n), reinterpret_cast<const int8_t*>(w.data.data()), cols,
+                       w.scales.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
+        });
+      } else {
+        // Deinterleaved activations: even columns, odd columns (0 past the end).
+        const int64_t rb = w.row_bytes;
+        std::vector<float> xe(static_cast<size_t>(n * rb), 0.0f), xo(static_cast<size_t>(n * rb), 0.0f);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t c = 0; c < cols; ++c) (c & 1 ? xo : xe)[t * rb + (c >> 1)] = x[t * xs + c];
+        ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+          GemvInt4Rows(xe.data(), xo.data(), rb, static_cast<int32_t>(n), w.data.data(), rb, w.scales.data(),
+                       w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
+        });
+      }
+    } else if (n <= kGemvMaxTokens) {  // irregular groups: one dequantized row at a time
+      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = r0; r < r1; ++r) {
+          w.DequantizeRow(r, row.data());
+          for (int64_t t = 0; t < n; ++t) {
+            const float v = DotF32(x + t * xs, row.data(), STRATA_DTYPE_F32, cols);
+            y[t * ys + r] = bias ? v + bias[r] : v;
+          }
+        }
+      });
+    } else {
+      // Prefill: row tiles of W dequantized into a scratch (never the whole matrix) and
+      // multiplied by oneDNN, which is compute-bound here anyway.
+      const int64_t tile = std::max<int64_t>(16, std::min<int64_t>(rows, (int64_t{1} << 20) / cols));
+      std::vector<float> deq(static_cast<size_t>(tile * cols));
+      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        const int64_t r1 = std::min(rows, r0 + tile);
+#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
+        for (int64_t r = r0; r < r1; ++r) w.DequantizeRow(r, deq.data() + (r - r0) * cols);
+        dev->dnnl->Run(x, n, cols, xs, deq.data(), r1 - r0, bias ? bias + r0 : nullptr, y + r0, ys,
+                       dev->num_threads);
+      }
+    }
+  } else if (w.format == STRATA_WEIGHT_FP8) {
+    std::vector<float> xq(static_cast<size_t>(n * cols));
+    std::vector<float> xscale(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t)
+      xscale[t] = QuantizeActivationRowFp8(x + t * xs, cols, w.act_scale_mode, w.act_scale, xq.data() + t * cols,
+                                           &cnt.saturated, &cnt.nonfinite);
+    ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* q = w.data.data() + r * cols;
+        for (int64_t c = 0; c < cols; ++c) row[c] = Fp8E4M3ToF32(q[c]);
+        for (int64_t t = 0; t < n; ++t) {
+          const float v = DotF32(xq.data() + t * cols, row.data(), STRATA_DTYPE_F32, cols) * w.scales[r] * xscale[t];
+          y[t * ys + r] = bias ? v + bias[r] : v;
+        }
+      }
+    });
+  } else {
+    // W8A8 / LLM.int8: columns left out of the int8 product (stored outlier columns, and for
+    // OUTLIER_SPLIT with a threshold the run-time outliers of this batch) are added in float.
+    const bool split = w.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT;
+    std::vector<uint8_t> skip;
+    std::vector<int32_t> runtime_cols;
+    if (split) {
+      skip = w.is_outlier_col;
+      if (w.outlier_threshold > 0.0f) {
+        for (int64_t c = 0; c < cols; ++c) {
+          if (skip[c]) continue;
+          uint64_t beyond = 0;
+          for (int64_t t = 0; t < n; ++t) beyond += std::fabs(x[t * xs + c]) > w.outlier_threshold;
+          if (beyond > 0) {
+            skip[c] = 1;
+            runtime_cols.push_back(static_cast<int32_t>(c));
+            cnt.outliers += beyond;
+          }
+        }
+      }
+    }
+    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+    std::vector<float> xscale(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t)
+      xscale[t] = QuantizeActivationRow(x + t * xs, cols, w.inv_smooth.empty() ? nullptr : w.inv_smooth.data(),
+                                        skip.empty() ? nullptr : skip.data(), w.act_scale_mode, w.act_scale,
+                                        xq.data() + t * cols, &cnt.saturated, &cnt.nonfinite);
+    const int8_t* wq = reinterpret_cast<const int8_t*>(w.data.data());
+    if (n <= kGemvMaxTokens) {
+      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+        GemvS8S8Rows(xq.data(), cols, xscale.data(), static_cast<int32_t>(n), wq, cols, w.scales.data(), bias, y,
+                     ys, r0, r1);
+      });
+    } else {
+      std::vector<int32_t> acc(static_cast<size_t>(n * rows));
+      dev->dnnl->RunS8S8(xq.data(), n, cols, cols, wq, rows, acc.data(), rows, dev->num_threads);
+#pragma omp parallel for schedule(static) num_threads(dev->num_threads)
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          const float v = static_cast<float>(acc[t * rows + r]) * w.scales[r] * xscale[t];
+          y[t * ys + r] = bias ? v + bias[r] : v;
+        }
+    }
+    const size_t nout = w.outlier_cols.size();
+    if (nout > 0 || !runtime_cols.empty()) {
+      ForRowTasks(dev, rows, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row;
+        if (!runtime_cols.empty()) row.resize(static_cast<size_t>(cols));
+        for (int64_t r = r0; r < r1; ++r) {
+          if (!runtime_cols.empty()) w.DequantizeRow(r, row.data());
+          for (int64_t t = 0; t < n; ++t) {
+            float extra = 0.0f;
+            for (size_t i = 0; i < nout; ++i) extra += x[t * xs + w.outlier_cols[i]] * w.outlier_weights[r * nout + i];
+            for (int32_t c : runtime_cols) extra += x[t * xs + c] * row[c];
+            y[t * ys + r] += extra;
+          }
+        }
+      });
+    }
+  }
+  if (w.counter_slot >= 0) {
+    QuantCounters& qc = dev->quant_counters;
+    if (cnt.saturated) qc.saturated[w.counter_slot].fetch_add(cnt.saturated, std::memory_order_relaxed);
+    if (cnt.nonfinite) qc.nonfinite[w.counter_slot].fetch_add(cnt.nonfinite, std::memory_order_relaxed);
+    if (cnt.outliers) qc.outliers[w.counter_slot].fetch_add(cnt.outliers, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadQuantCounters(strata_device_s* dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
+                               uint64_t* outliers) {
+  if (num_slots < 0) return absl::InvalidArgumentError("quant_counters: num_slots < 0");
+  const int32_t n = std::min<int32_t>(num_slots, STRATA_MAX_QUANT_COUNTER_SLOTS);
+  const QuantCounters& qc = dev->quant_counters;
+  for (int32_t s = 0; s < n; ++s) {
+    if (saturated) saturated[s] = qc.saturated[s].load(std::memory_order_relaxed);
+    if (nonfinite) nonfinite[s] = qc.nonfinite[s].load(std::memory_order_relaxed);
+    if (outliers) outliers[s] = qc.outliers[s].load(std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,38 @@
+// The quantized side of matmul (ABI 1.9 weight formats) and its health counters.
+#ifndef STRATA_BACKENDS_CPU_OPS_MATMUL_QUANT_H_
+#define STRATA_BACKENDS_CPU_OPS_MATMUL_QUANT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "backends/cpu/cpu_objects.h"
+#include "backends/cpu/quant_weight.h"
+#include "backends/cpu/tensor_view.h"
+
+namespace strata::cpu {
+
+// out = x * W^T (+ bias) for a weight with ws->quant set; x, out validated by the caller.
+absl::Status QuantMatmul(strata_device_s* dev, const View& x, strata_weight_s* ws, const float* bias,
+                         const View& out);
+
+// The per-token activation quantizer of W8A8 / LLM.int8: x (times inv_smooth, if given)
+// to int8, symmetric, scale = max|finite values| / 127 (dynamic) or static_scale (static),
+// round to nearest even, clamped to [-127, 127]. Columns with skip[c] != 0 become 0 and do
+// not count towards the scale. Clamped values (and +-Inf) add to *saturated; NaN / Inf add
+// to *nonfinite (NaN quantizes to 0). Returns the scale.
+float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smooth, const uint8_t* skip,
+                            int32_t mode, float static_scale, int8_t* out, uint64_t* saturated,
+                            uint64_t* nonfinite);
+
+// FP8 activations: x / scale (scale = max|x| / 448 dynamic, or static) rounded to E4M3 and
+// returned as the floats they stand for in out; values beyond 448 saturate (counted).
+float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float static_scale, float* out,
+                               uint64_t* saturated, uint64_t* nonfinite);
+
+// quant_counters (ABI 1.9).
+absl::Status ReadQuantCounters(strata_device_s* dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
+                               uint64_t* outliers);
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_OPS_MATMUL_QUANT_H_

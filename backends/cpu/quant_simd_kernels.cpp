@@ -1,0 +1,208 @@
+// Highway per-target kernels: this file is re-included once per target by foreach_target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/quant_simd_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include "backends/cpu/quant_simd_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace strata::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using DI32 = hn::RebindToSigned<DF>;
+
+// One int8 per float lane, widened to float.
+HWY_INLINE VF LoadI8AsF32(DF df, const int8_t* p) {
+  const DI32 di;
+  const hn::Rebind<int8_t, DI32> d8;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
+}
+
+template <int N>
+void GemvInt8RowsN(const float* x, int64_t xs, const int8_t* w, int64_t cols, const float* scales,
+                   int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0,
+                   int64_t r1) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* wr = w + r * cols;
+    VF total[N];
+    float tail[N];
+    for (int t = 0; t < N; ++t) {
+      total[t] = hn::Zero(df);
+      tail[t] = 0.0f;
+    }
+    for (int64_t g = 0; g < ngroups; ++g) {
+      const int64_t c0 = g * gs, c1 = c0 + gs < cols ? c0 + gs : cols;
+      const float s = scales[r * ngroups + g];
+      VF acc[N];
+      for (int t = 0; t < N; ++t) acc[t] = hn::Zero(df);
+      int64_t c = c0;
+      for (; c + L <= c1; c += L) {
+        const VF wv = LoadI8AsF32(df, wr + c);
+        for (int t = 0; t < N; ++t) acc[t] = hn::MulAdd(wv, hn::LoadU(df, x + t * xs + c), acc[t]);
+      }
+      const VF sv = hn::Set(df, s);
+      for (int t = 0; t < N; ++t) {
+        total[t] = hn::MulAdd(acc[t], sv, total[t]);
+        float st = 0.0f;
+        for (int64_t k = c; k < c1; ++k) st += static_cast<float>(wr[k]) * x[t * xs + k];
+        tail[t] += st * s;
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      const float v = hn::GetLane(hn::SumOfLanes(df, total[t])) + tail[t];
+      y[t * ys + r] = bias ? v + bias[r] : v;
+    }
+  }
+}
+
+void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
+                  const float* scales, int64_t ngroups, int64_t group_size, const float* bias,
+                  float* y, int64_t ys, int64_t r0, int64_t r1) {
+  const int64_t gs = group_size > 0 ? group_size : cols;
+  switch (n) {
+    case 1: return GemvInt8RowsN<1>(x, xs, w, cols, scales, ngroups, gs, bias, y, ys, r0, r1);
+    case 2: return GemvInt8RowsN<2>(x, xs, w, cols, scales, ngroups, gs, bias, y, ys, r0, r1);
+    case 3: return GemvInt8RowsN<3>(x, xs, w, cols, scales, ngroups, gs, bias, y, ys, r0, r1);
+    default: return GemvInt8RowsN<4>(x, xs, w, cols, scales, ngroups, gs, bias, y, ys, r0, r1);
+  }
+}
+
+template <int N>
+void GemvInt4RowsN(const float* xe, const float* xo, int64_t xs2, const uint8_t* w, int64_t row_bytes,
+                   const float* scales, const float* zeros, int64_t ngroups, int64_t gs, const float* bias,
+                   float* y, int64_t ys, int64_t r0, int64_t r1) {
+  const DF df;
+  const DI32 di;
+  const hn::Rebind<uint8_t, DI32> d8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t gb = gs / 2;  // bytes per group
+  const auto mask = hn::Set(di, 15);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    VF total[N];
+    float tail[N];
+    for (int t = 0; t < N; ++t) {
+      total[t] = hn::Zero(df);
+      tail[t] = 0.0f;
+    }
+    for (int64_t g = 0; g < ngroups; ++g) {
+      const int64_t j0 = g * gb, j1 = j0 + gb < row_bytes ? j0 + gb : row_bytes;
+      const float s = scales[r * ngroups + g];
+      const float z = zeros ? zeros[r * ngroups + g] : 8.0f;
+      const VF zv = hn::Set(df, z);
+      VF acc[N];
+      for (int t = 0; t < N; ++t) acc[t] = hn::Zero(df);
+      int64_t j = j0;
+      for (; j + L <= j1; j += L) {
+        const auto b = hn::PromoteTo(di, hn::LoadU(d8, wr + j));
+        const VF lo = hn::Sub(hn::ConvertTo(df, hn::And(b, mask)), zv);
+        const VF hi = hn::Sub(hn::ConvertTo(df, hn::ShiftRight<4>(b)), zv);
+        for (int t = 0; t < N; ++t) {
+          acc[t] = hn::MulAdd(lo, hn::LoadU(df, xe + t * xs2 + j), acc[t]);
+          acc[t] = hn::MulAdd(hi, hn::LoadU(df, xo + t * xs2 + j), acc[t]);
+        }
+      }
+      const VF sv = hn::Set(df, s);
+      for (int t = 0; t < N; ++t) {
+        total[t] = hn::MulAdd(acc[t], sv, total[t]);
+        float st = 0.0f;
+        for (int64_t k = j; k < j1; ++k) {
+          st += (static_cast<float>(wr[k] & 15) - z) * xe[t * xs2 + k] +
+                (static_cast<float>(wr[k] >> 4) - z) * xo[t * xs2 + k];
+        }
+        tail[t] += st * s;
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      const float v = hn::GetLane(hn::SumOfLanes(df, total[t])) + tail[t];
+      y[t * ys + r] = bias ? v + bias[r] : v;
+    }
+  }
+}
+
+void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, const uint8_t* w,
+                  int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
+                  int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  switch (n) {
+    case 1: return GemvInt4RowsN<1>(xe, xo, xs2, w, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 2: return GemvInt4RowsN<2>(xe, xo, xs2, w, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 3: return GemvInt4RowsN<3>(xe, xo, xs2, w, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    default: return GemvInt4RowsN<4>(xe, xo, xs2, w, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+  }
+}
+
+template <int N>
+void GemvS8S8RowsN(const int8_t* xq, int64_t xqs, const float* xscale, const int8_t* w, int64_t cols,
+                   const float* wscale, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* wr = w + r * cols;
+    hn::Vec<decltype(d32)> s0[N], s1[N];
+    for (int t = 0; t < N; ++t) s0[t] = s1[t] = hn::Zero(d32);
+    int64_t c = 0;
+    for (; c + L <= cols; c += L) {
+      const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, wr + c));
+      for (int t = 0; t < N; ++t) {
+        const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, xq + t * xqs + c));
+        s0[t] = hn::ReorderWidenMulAccumulate(d32, wv, xv, s0[t], s1[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      int64_t acc = hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s0[t], s1[t])));
+      for (int64_t k = c; k < cols; ++k) acc += int32_t{wr[k]} * xq[t * xqs + k];
+      const float v = static_cast<float>(acc) * wscale[r] * xscale[t];
+      y[t * ys + r] = bias ? v + bias[r] : v;
+    }
+  }
+}
+
+void GemvS8S8Rows(const int8_t* xq, int64_t xqs, const float* xscale, int32_t n, const int8_t* w,
+                  int64_t cols, const float* wscale, const float* bias, float* y, int64_t ys,
+                  int64_t r0, int64_t r1) {
+  switch (n) {
+    case 1: return GemvS8S8RowsN<1>(xq, xqs, xscale, w, cols, wscale, bias, y, ys, r0, r1);
+    case 2: return GemvS8S8RowsN<2>(xq, xqs, xscale, w, cols, wscale, bias, y, ys, r0, r1);
+    case 3: return GemvS8S8RowsN<3>(xq, xqs, xscale, w, cols, wscale, bias, y, ys, r0, r1);
+    default: return GemvS8S8RowsN<4>(xq, xqs, xscale, w, cols, wscale, bias, y, ys, r0, r1);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace strata::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace strata::cpu {
+
+HWY_EXPORT(GemvInt8Rows);
+HWY_EXPORT(GemvInt4Rows);
+HWY_EXPORT(GemvS8S8Rows);
+
+void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
+                  const float* scales, int64_t ngroups, int64_t group_size, const float* bias,
+                  float* y, int64_t ys, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvInt8Rows)(x, xs, n, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+}
+void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, const uint8_t* w,
+                  int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
+                  int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvInt4Rows)(xe, xo, xs2, n, w, row_bytes, scales, zeros, ngroups, group_size, bias, y,
+                                     ys, r0, r1);
+}
+void GemvS8S8Rows(const int8_t* xq, int64_t xqs, const float* xscale, int32_t n, const int8_t* w,
+                  int64_t cols, const float* wscale, const float* bias, float* y, int64_t ys,
+                  int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvS8S8Rows)(xq, xqs, xscale, n, w, cols, wscale, bias, y, ys, r0, r1);
+}
+
+}  // namespace strata::cpu
+#endif  // HWY_ONCE

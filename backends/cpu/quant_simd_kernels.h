@@ -1,0 +1,35 @@
+// Vector kernels of the quantized matmuls (decode GEMV: every weight row read once for the
+// 1..4 tokens of the step), dispatched at run time to the best ISA Highway finds, like
+// simd_kernels.h. Weights are unpacked in registers; no dequantized copy is ever made.
+#ifndef STRATA_BACKENDS_CPU_QUANT_SIMD_KERNELS_H_
+#define STRATA_BACKENDS_CPU_QUANT_SIMD_KERNELS_H_
+
+#include <cstdint>
+
+namespace strata::cpu {
+
+// INT8 weights, float activations (W8A16):
+//   y[t][r] = sum_g scales[r * ngroups + g] * sum_{c in group g} w[r][c] * x[t][c]  (+ bias[r])
+// group_size 0 = one group of all cols. n = 1..4 tokens, rows [r0, r1).
+void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
+                  const float* scales, int64_t ngroups, int64_t group_size, const float* bias,
+                  float* y, int64_t ys, int64_t r0, int64_t r1);
+
+// INT4 groups, float activations. The activations come deinterleaved: xe[t][j] = x[t][2j],
+// xo[t][j] = x[t][2j+1] (0 past cols), both with row stride xs2 >= row_bytes, so that the low
+// and high nibble of byte j multiply xe[j] and xo[j]. group_size must be even.
+//   y[t][r] = sum_g s[r,g] * sum_{c in g} (q[r][c] - z[r,g]) * x[t][c]  (+ bias[r])
+// zeros: float zero points per (row, group), or null for 8 (symmetric).
+void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, const uint8_t* w,
+                  int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
+                  int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1);
+
+// INT8 x INT8 with int32 accumulation (W8A8):
+//   y[t][r] = (sum_c w[r][c] * xq[t][c]) * wscale[r] * xscale[t]  (+ bias[r])
+void GemvS8S8Rows(const int8_t* xq, int64_t xqs, const float* xscale, int32_t n, const int8_t* w,
+                  int64_t cols, const float* wscale, const float* bias, float* y, int64_t ys,
+                  int64_t r0, int64_t r1);
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_QUANT_SIMD_KERNELS_H_

@@ -1,0 +1,55 @@
+// A quantized weight as the CPU backend keeps it (ABI 1.9 formats; semantics in
+// include/strata/device.h and docs/writing-a-backend.md): the caller's arrays copied once at
+// weight_create into the layout the kernels read, scales and zero points widened to float,
+// GPTQ act-order columns permuted so that each group is contiguous.
+#ifndef STRATA_BACKENDS_CPU_QUANT_WEIGHT_H_
+#define STRATA_BACKENDS_CPU_QUANT_WEIGHT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "strata/device.h"
+
+namespace strata::cpu {
+
+struct QuantWeight {
+  int32_t format = STRATA_WEIGHT_INT8_PER_CHANNEL;
+  int64_t rows = 0, cols = 0;
+  int64_t group_size = 0;  // 0 = one scale per row
+  int64_t ngroups = 1;
+  int64_t row_bytes = 0;   // bytes per row of `data`
+  // I8 [rows, cols], FP8 [rows, cols], or INT4 packed [rows, ceil(cols/2)], in the permuted
+  // column order when `perm` is set.
+  std::vector<uint8_t> data;
+  std::vector<float> scales;  // [rows, ngroups]
+  std::vector<float> zeros;   // INT4 asymmetric: [rows, ngroups]; empty = 8
+  // Act-order: column j of `data` is input column perm[j]. col_group[j] = its group when the
+  // permuted groups are not contiguous runs of group_size (then the scalar path runs).
+  std::vector<int32_t> perm;
+  std::vector<int32_t> col_group;
+  std::vector<float> inv_smooth;  // W8A8: 1 / smooth[c]; empty = none
+  std::vector<int32_t> outlier_cols;
+  std::vector<float> outlier_weights;  // [rows, outlier_cols.size()]
+  std::vector<uint8_t> is_outlier_col;  // [cols], 1 for stored outlier columns
+  int32_t act_scale_mode = STRATA_ACT_SCALE_DYNAMIC;
+  float act_scale = 0.0f;
+  float outlier_threshold = 0.0f;
+  int32_t counter_slot = -1;
+
+  // Activations are quantized (W8A8, OUTLIER_SPLIT, FP8) rather than used as floats.
+  bool QuantizesActivations() const {
+    return format == STRATA_WEIGHT_W8A8 || format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT ||
+           format == STRATA_WEIGHT_FP8;
+  }
+  // W[r][c] as float for the columns of the permuted order (used by the prefill tiles and
+  // the run-time outlier columns).
+  void DequantizeRow(int64_t r, float* out) const;
+};
+
+// Validates `desc` (a quantized format) and prepares `out`. `name` for messages.
+absl::Status CreateQuantWeight(const strata_weight_desc* desc, const char* name, QuantWeight* out);
+
+}  // namespace strata::cpu
+
+#endif  // STRATA_BACKENDS_CPU_QUANT_WEIGHT_H_

@@ -1,0 +1,102 @@
+// The objects behind the ABI's opaque handles, and the registry that lets every entry
+// point reject a handle that was never created or was already freed.
+#ifndef STRATA_BACKENDS_OPENCL_OBJECTS_H_
+#define STRATA_BACKENDS_OPENCL_OBJECTS_H_
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/opencl/status.h"
+#include "strata/device.h"
+
+// Bits of the device error word (kernels/opencl/common.cl).
+namespace strata::opencl {
+inline constexpr int kErrEmbeddingId = 1;
+inline constexpr int kErrGatherIndex = 2;
+inline constexpr int kErrSlot = 4;
+inline constexpr int kErrBlockTable = 8;
+inline constexpr int kErrBatch = 16;
+}  // namespace strata::opencl
+
+struct strata_device_s {
+  int32_t index = 0;
+  cl_device_id id = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  cl_program program = nullptr;
+  std::string name;  // "NVIDIA H200 (OpenCL 3.0 CUDA, driver 550.54)" style, for messages
+  bool is_cpu = false;
+  bool has_int_dot = false;   // cl_khr_integer_dot_product
+  size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  uint64_t max_alloc = 0;     // CL_DEVICE_MAX_MEM_ALLOC_SIZE
+  cl_mem err_word = nullptr;  // int, bits kErr*
+  std::mutex mu;              // kernels' arguments are set and enqueued under it
+  std::map<std::string, cl_kernel> kernels;
+  // W8A8 per-token activation scratch (grown on demand) and quantization counters.
+  cl_mem act_q = nullptr;
+  uint64_t act_q_bytes = 0;
+  cl_mem act_scale = nullptr;
+  uint64_t act_scale_bytes = 0;
+  cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
+  ~strata_device_s();
+};
+
+struct strata_buffer_s {
+  cl_mem mem = nullptr;
+  uint64_t size = 0;  // bytes requested by buffer_alloc()
+  strata_device_s* dev = nullptr;
+  ~strata_buffer_s();
+};
+
+struct strata_weight_s {
+  int32_t format = STRATA_WEIGHT_DENSE;
+  int32_t dtype = STRATA_DTYPE_F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  cl_mem data = nullptr;    // row-major [rows, cols] as given (dense, I8)
+  cl_mem scales = nullptr;  // INT8 formats: F32 [rows, groups]
+  int32_t group_size = 0;   // INT8 formats: 0 = one scale per row
+  int32_t groups = 1;       // scales per row
+  cl_mem smooth = nullptr;  // W8A8: F32 [cols] or null
+  int32_t act_scale_mode = STRATA_ACT_SCALE_DYNAMIC;
+  float act_scale = 0.0f;
+  int32_t counter_slot = -1;
+  std::string name;
+  ~strata_weight_s();
+};
+
+struct strata_kv_cache_s {
+  strata_kv_cache_desc desc{};
+  size_t elem_size = 0;
+  uint64_t block_elems = 0;  // block_size * num_kv_heads * head_dim
+  // One buffer per layer: K blocks then V blocks ([num_blocks][block_elems] each).
+  std::vector<cl_mem> layers;
+  // I8 caches: per layer, F32 scales [2][num_blocks][num_kv_heads] (K then V).
+  std::vector<cl_mem> scales;
+  ~strata_kv_cache_s();
+  uint64_t half_bytes() const { return static_cast<uint64_t>(desc.num_blocks) * block_elems * elem_size; }
+  uint64_t scale_half_bytes() const {
+    return scales.empty() ? 0 : static_cast<uint64_t>(desc.num_blocks) * desc.num_kv_heads * sizeof(float);
+  }
+};
+
+namespace strata::opencl {
+
+enum class HandleKind { kDevice, kBuffer, kWeight, kKvCache };
+
+void RegisterHandle(const void* h, HandleKind kind);
+void UnregisterHandle(const void* h);
+bool IsLiveHandle(const void* h, HandleKind kind);
+Status CheckHandle(const void* h, HandleKind kind, const char* what);
+
+}  // namespace strata::opencl
+
+#endif  // STRATA_BACKENDS_OPENCL_OBJECTS_H_

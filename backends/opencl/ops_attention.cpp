@@ -1,0 +1,202 @@
+// rope_kv_write and paged attention over a ragged batch. Arguments the host can see are
+// checked before anything runs (with the batch's host copies where given); indices read
+// from device memory are checked by the kernels (error word, see SyncAndCheck).
+#include <algorithm>
+
+#include "backends/opencl/launch.h"
+#include "backends/opencl/ops.h"
+#include "backends/opencl/tensor_view.h"
+
+namespace strata::opencl {
+namespace {
+
+Status CheckAttnParams(const strata_attention_params* attn, const strata_kv_cache_s* kv, int32_t layer,
+                       const char* op) {
+  if (attn == nullptr) return InvalidArgument(op, ": null attention params");
+  if (attn->struct_size < sizeof(strata_attention_params)) {
+    return InvalidArgument(op, ": attention params struct_size too small");
+  }
+  if (attn->num_heads <= 0 || attn->num_kv_heads <= 0 || attn->num_heads % attn->num_kv_heads != 0) {
+    return InvalidArgument(op, ": num_heads ", attn->num_heads, " must be a positive multiple of num_kv_heads ",
+                           attn->num_kv_heads);
+  }
+  if (attn->num_kv_heads != kv->desc.num_kv_heads || attn->head_dim != kv->desc.head_dim) {
+    return InvalidArgument(op, ": num_kv_heads/head_dim ", attn->num_kv_heads, "/", attn->head_dim,
+                           " differ from the KV cache's ", kv->desc.num_kv_heads, "/", kv->desc.head_dim);
+  }
+  if (layer < 0 || layer >= kv->desc.num_layers) {
+    return InvalidArgument(op, ": layer ", layer, " outside the cache's ", kv->desc.num_layers, " layers");
+  }
+  if (attn->sliding_window < 0) return InvalidArgument(op, ": sliding_window < 0");
+  return Ok();
+}
+
+Status CheckBatchHeader(const strata_batch_desc* batch, const char* op) {
+  if (batch == nullptr) return InvalidArgument(op, ": null batch");
+  if (batch->struct_size < offsetof(strata_batch_desc, host_query_start_loc)) {
+    return InvalidArgument(op, ": batch struct_size too small");
+  }
+  if (batch->num_tokens < 0 || batch->num_seqs < 0) return InvalidArgument(op, ": negative num_tokens or num_seqs");
+  return Ok();
+}
+
+bool HasHostCopies(const strata_batch_desc* b) {
+  return b->struct_size >= offsetof(strata_batch_desc, host_seq_lens) + sizeof(void*) &&
+         b->host_query_start_loc != nullptr && b->host_seq_lens != nullptr;
+}
+
+}  // namespace
+
+Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope, const strata_attention_params* attn,
+                   const strata_batch_desc* batch, const strata_tensor* q, const strata_tensor* k,
+                   const strata_tensor* v, strata_kv_cache_s* kv, int32_t layer) {
+  const char* op = "rope_kv_write";
+  STRATA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
+  STRATA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
+  const int64_t n = batch->num_tokens;
+  const int32_t H = attn->num_heads, KVH = attn->num_kv_heads, D = attn->head_dim;
+  View qv, kview, vv;
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, q, "rope_kv_write: q", {STRATA_DTYPE_F32}, &qv));
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, k, "rope_kv_write: k", {STRATA_DTYPE_F32}, &kview));
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, v, "rope_kv_write: v", {STRATA_DTYPE_F32}, &vv));
+  if (qv.rows != n || qv.cols != int64_t{H} * D || kview.rows != n || kview.cols != int64_t{KVH} * D ||
+      vv.rows != n || vv.cols != int64_t{KVH} * D) {
+    return InvalidArgument(op, ": q/k/v are [", qv.rows, ", ", qv.cols, "]/[", kview.rows, ", ", kview.cols, "]/[",
+                           vv.rows, ", ", vv.cols, "], expected [", n, ", ", int64_t{H} * D, "] and [", n, ", ",
+                           int64_t{KVH} * D, "]");
+  }
+  int32_t style = STRATA_ROPE_NONE, half = 0;
+  float factor = 1.0f;
+  View fv, pv, sv;
+  if (rope != nullptr && rope->style != STRATA_ROPE_NONE) {
+    if (rope->struct_size < sizeof(strata_rope_params)) {
+      return InvalidArgument("rope_kv_write: rope params struct_size too small");
+    }
+    if (rope->style != STRATA_ROPE_INTERLEAVED && rope->style != STRATA_ROPE_NEOX) {
+      return InvalidArgument(op, ": unknown rope style ", rope->style);
+    }
+    if (rope->rotary_dim <= 0 || rope->rotary_dim % 2 != 0 || rope->rotary_dim > D) {
+      return InvalidArgument(op, ": rotary_dim ", rope->rotary_dim, " must be even and in 2..head_dim (", D, ")");
+    }
+    style = rope->style;
+    half = rope->rotary_dim / 2;
+    factor = rope->attention_factor;
+    STRATA_RETURN_IF_ERROR(CheckTensor(dev, rope->inv_freq, "rope_kv_write: inv_freq", {STRATA_DTYPE_F32}, &fv));
+    if (!fv.packed() || fv.numel() < half) {
+      return InvalidArgument(op, ": inv_freq has ", fv.numel(), " elements, need rotary_dim/2 = ", half);
+    }
+    STRATA_RETURN_IF_ERROR(CheckI32Array(dev, batch->positions, n, "rope_kv_write: positions", &pv));
+  }
+  STRATA_RETURN_IF_ERROR(CheckI32Array(dev, batch->slot_mapping, n, "rope_kv_write: slot_mapping", &sv));
+  if (n == 0) return Ok();
+  if (style != STRATA_ROPE_NONE) {
+    const size_t global[3] = {static_cast<size_t>(half), static_cast<size_t>(H + KVH), static_cast<size_t>(n)};
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rope")
+                               .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+                               .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+                               .I32(H).I32(D).I32(half).I32(style).F32(factor)
+                               .Mem(fv.mem).U64(fv.off)
+                               .Mem(pv.mem).U64(pv.off)
+                               .Run(3, global, nullptr));
+  }
+  const int32_t row_elems = KVH * D;
+  const int64_t num_slots = int64_t{kv->desc.num_blocks} * kv->desc.block_size;
+  if (kv->desc.dtype == STRATA_DTYPE_I8) {
+    // One work-group per (kv head, K/V): the tokens of a block share its scale, so they are
+    // written in order (see kv_write_i8 in kernels/opencl/kv_write_i8.cl).
+    size_t ls = 1;
+    while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 128, dev->max_work_group)) ls *= 2;
+    const size_t global = static_cast<size_t>(KVH) * 2 * ls;
+    return Launch(dev, "kv_write_i8")
+        .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+        .Mem(vv.mem).U64(vv.off).I64(vv.stride)
+        .Mem(kv->layers[layer]).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+        .Mem(kv->scales[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+        .I32(kv->desc.block_size).I64(num_slots).I32(KVH).I32(D)
+        .Mem(sv.mem).U64(sv.off).I64(n)
+        .Mem(dev->err_word)
+        .Local(ls * sizeof(float))
+        .Run(1, &global, &ls);
+  }
+  const size_t global[2] = {static_cast<size_t>(row_elems), static_cast<size_t>(n)};
+  return Launch(dev, "kv_write")
+      .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+      .Mem(vv.mem).U64(vv.off).I64(vv.stride)
+      .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+      .I32(kv->desc.block_size).I64(num_slots).I32(row_elems)
+      .Mem(sv.mem).U64(sv.off)
+      .Mem(dev->err_word)
+      .Run(2, global, nullptr);
+}
+
+Status Attention(strata_device_s* dev, const strata_attention_params* attn, const strata_batch_desc* batch,
+                 const strata_tensor* q, strata_kv_cache_s* kv, int32_t layer, const strata_tensor* out) {
+  const char* op = "attention";
+  STRATA_RETURN_IF_ERROR(CheckAttnParams(attn, kv, layer, op));
+  STRATA_RETURN_IF_ERROR(CheckBatchHeader(batch, op));
+  const int64_t n = batch->num_tokens;
+  const int32_t S = batch->num_seqs;
+  const int32_t H = attn->num_heads, KVH = attn->num_kv_heads, D = attn->head_dim;
+  View qv, ov, qslv, lensv, btv;
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, q, "attention: q", {STRATA_DTYPE_F32}, &qv));
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, out, "attention: out", {STRATA_DTYPE_F32}, &ov));
+  if (qv.rows != n || qv.cols != int64_t{H} * D || ov.rows != n || ov.cols != int64_t{H} * D) {
+    return InvalidArgument(op, ": q/out are [", qv.rows, ", ", qv.cols, "]/[", ov.rows, ", ", ov.cols,
+                           "], expected [", n, ", ", int64_t{H} * D, "]");
+  }
+  if (qv.mem == ov.mem && ov.byte_begin < qv.byte_end && qv.byte_begin < ov.byte_end) {
+    return InvalidArgument(op, ": out overlaps q");
+  }
+  STRATA_RETURN_IF_ERROR(CheckI32Array(dev, batch->query_start_loc, int64_t{S} + 1, "attention: query_start_loc", &qslv));
+  STRATA_RETURN_IF_ERROR(CheckI32Array(dev, batch->seq_lens, S, "attention: seq_lens", &lensv));
+  STRATA_RETURN_IF_ERROR(CheckTensor(dev, batch->block_tables, "attention: block_tables", {STRATA_DTYPE_I32}, &btv));
+  const int32_t bs = kv->desc.block_size;
+  const int32_t mb = batch->max_blocks_per_seq;
+  if (S > 0 && (mb <= 0 || btv.rows < S || btv.cols != mb || !btv.packed())) {
+    return InvalidArgument(op, ": block_tables is [", btv.rows, ", ", btv.cols, "], expected [", S,
+                           ", max_blocks_per_seq = ", mb, "]");
+  }
+  if (n > 0 && S == 0) return InvalidArgument(op, ": ", n, " tokens but no sequence");
+  if (HasHostCopies(batch)) {
+    const int32_t* qsl = batch->host_query_start_loc;
+    const int32_t* lens = batch->host_seq_lens;
+    if (qsl[0] != 0 || qsl[S] != n) {
+      return InvalidArgument(op, ": query_start_loc must run from 0 to num_tokens (", n, "), got ", qsl[0], " .. ",
+                             qsl[S]);
+    }
+    for (int32_t s = 0; s < S; ++s) {
+      const int32_t q_len = qsl[s + 1] - qsl[s];
+      if (q_len < 0 || qsl[s + 1] > n || q_len > lens[s] || int64_t{lens[s]} > int64_t{mb} * bs) {
+        return InvalidArgument(op, ": sequence ", s, " has ", q_len, " query tokens and seq_len ", lens[s],
+                               " (need 0 <= q_len <= seq_len <= max_blocks_per_seq * block_size = ",
+                               int64_t{mb} * bs, ")");
+      }
+    }
+  }
+  if (n == 0) return Ok();
+  // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).
+  size_t ls = dev->is_cpu ? 16 : 64;
+  while (ls * 8 < static_cast<size_t>(D)) ls *= 2;
+  if (ls > dev->max_work_group) {
+    return Unsupported(op, ": head_dim ", D, " needs work-groups of ", ls, " on OpenCL device ", dev->name,
+                       " (at most ", dev->max_work_group, ")");
+  }
+  const bool i8 = kv->desc.dtype == STRATA_DTYPE_I8;
+  const size_t global[2] = {static_cast<size_t>(H) * ls, static_cast<size_t>(n)};
+  const size_t local[2] = {ls, 1};
+  return Launch(dev, "paged_attention")
+      .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+      .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+      .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+      .I32(bs).I32(KVH).I32(D).I32(H)
+      .Mem(qslv.mem).U64(qslv.off)
+      .Mem(lensv.mem).U64(lensv.off)
+      .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
+      .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+      .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+      .Mem(dev->err_word)
+      .Local(D * sizeof(float)).Local(ls * sizeof(float)).Local(ls * sizeof(float))
+      .Run(2, global, local);
+}
+
+}  // namespace strata::opencl

@@ -1,0 +1,86 @@
+#include "backends/opencl/ops_matmul_int8.h"
+
+#include <algorithm>
+
+#include "backends/opencl/launch.h"
+#include "backends/opencl/ops.h"
+
+namespace strata::opencl {
+namespace {
+
+constexpr int64_t kTokensPerLaunch = 8;  // the row and work-group kernels' token count
+
+// Grows a scratch buffer of the device to at least `bytes`.
+Status Reserve(strata_device_s* dev, cl_mem* mem, uint64_t* have, uint64_t bytes, const char* what) {
+  if (*mem != nullptr && *have >= bytes) return Ok();
+  if (*mem != nullptr) {
+    clReleaseMemObject(*mem);
+    *mem = nullptr;
+    *have = 0;
+  }
+  STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, what, mem));
+  *have = bytes;
+  return Ok();
+}
+
+}  // namespace
+
+Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const View* bias, const View& out) {
+  const int64_t n = x.rows, cols = w->cols, rows = w->rows;
+  STRATA_RETURN_IF_ERROR(Reserve(dev, &dev->act_q, &dev->act_q_bytes, static_cast<uint64_t>(n * cols),
+                                 "matmul: W8A8 activation scratch"));
+  STRATA_RETURN_IF_ERROR(Reserve(dev, &dev->act_scale, &dev->act_scale_bytes, static_cast<uint64_t>(n) * 4,
+                                 "matmul: W8A8 activation scales"));
+  size_t ls = 1;
+  while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 256, dev->max_work_group)) ls *= 2;
+  const size_t qglobal = static_cast<size_t>(n) * ls;
+  const bool static_mode = w->act_scale_mode == STRATA_ACT_SCALE_STATIC;
+  STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
+                             .Mem(x.mem).U64(x.off).I64(x.stride).I64(cols)
+                             .Mem(w->smooth ? w->smooth : w->scales).I32(w->smooth ? 1 : 0)
+                             .I32(static_mode ? 1 : 0).F32(w->act_scale)
+                             .Mem(dev->act_q).Mem(dev->act_scale)
+                             .Mem(dev->counters).I32(w->counter_slot)
+                             .Local(ls * sizeof(float)).Local(ls * sizeof(cl_uint))
+                             .Run(1, &qglobal, &ls));
+  const cl_mem bias_mem = bias ? bias->mem : w->scales;
+  const uint64_t b_off = bias ? bias->off : 0;
+  const int32_t gs = w->group_size;
+  const bool tiled_ok = gs == 0 || gs % 32 == 0;
+  if (!dev->is_cpu && n > kTokensPerLaunch && tiled_ok) {
+    const size_t local[2] = {16, 16};
+    const size_t global[2] = {static_cast<size_t>((rows + 63) / 64) * 16, static_cast<size_t>((n + 63) / 64) * 16};
+    return Launch(dev, "matmul_w8a8_tiled")
+        .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
+        .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
+        .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+        .Mem(out.mem).U64(out.off).I64(out.stride)
+        .Run(2, global, local);
+  }
+  const bool wg = !dev->is_cpu && (gs == 0 || gs % 4 == 0);
+  for (int64_t t0 = 0; t0 < n; t0 += kTokensPerLaunch) {
+    const int32_t cnt = static_cast<int32_t>(std::min(kTokensPerLaunch, n - t0));
+    if (wg) {
+      const size_t wls = dev->max_work_group >= 128 ? 128 : 32;
+      const size_t global = static_cast<size_t>(rows) * wls;
+      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_wg")
+                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
+                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
+                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+                                 .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Local(wls * sizeof(float))
+                                 .Run(1, &global, &wls));
+    } else {
+      const size_t global = static_cast<size_t>(rows);
+      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_rows")
+                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
+                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
+                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+                                 .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Run(1, &global, nullptr));
+    }
+  }
+  return Ok();
+}
+
+}  // namespace strata::opencl

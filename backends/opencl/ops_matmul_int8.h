@@ -1,0 +1,16 @@
+// W8A8 products (quant_contract.md): int8 weights with one scale per row (or per (row,
+// group)); each token's activations are quantized to int8 first (symmetric, per token
+// dynamic or the weight's static scale), multiplied in int32 and dequantized at the end
+// (kernels/opencl/matmul_w8a8.cl).
+#ifndef STRATA_BACKENDS_OPENCL_OPS_MATMUL_INT8_H_
+#define STRATA_BACKENDS_OPENCL_OPS_MATMUL_INT8_H_
+
+#include "backends/opencl/tensor_view.h"
+
+namespace strata::opencl {
+
+Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const View* bias, const View& out);
+
+}  // namespace strata::opencl
+
+#endif  // STRATA_BACKENDS_OPENCL_OPS_MATMUL_INT8_H_

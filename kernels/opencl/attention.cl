@@ -1,0 +1,113 @@
+// Paged attention over a ragged batch: one work-group per (head, token), causal, GQA,
+// sliding window, logit soft-capping; online softmax in F32 over tiles of as many keys as
+// the work-group has work-items (a power of two). Each work-item scores one key of the
+// tile, then accumulates the values of the tile for its own slice of head_dim.
+#define ATT_MAX_DIMS_PER_ITEM 8
+
+inline float kv_load(__global const void* cache, int dtype, ulong i, __global const float* scales, ulong si) {
+  if (dtype == DT_I8) return (float)((__global const char*)cache)[i] * scales[si];
+  return load_elem(cache, dtype, i);
+}
+
+__kernel void paged_attention(__global const float* q, ulong q_off, long q_stride,
+                              __global const void* cache, int dtype, ulong v_base, ulong block_elems,
+                              __global const float* kv_scales, ulong v_scale_base,
+                              int block_size, int num_kv_heads, int head_dim, int num_heads,
+                              __global const int* qsl, ulong qsl_off,
+                              __global const int* lens, ulong lens_off,
+                              __global const int* bt, ulong bt_off, int max_blocks, int num_seqs,
+                              int num_blocks, float scale, int window, float cap,
+                              __global float* out, ulong o_off, long o_stride,
+                              __global volatile int* err,
+                              __local float* qs, __local float* w, __local float* red) {
+  const int h = get_group_id(0);
+  const long i = get_group_id(1);
+  const int lid = get_local_id(0);
+  const int ls = get_local_size(0);
+  const int D = head_dim;
+  __global float* o = out + o_off + i * o_stride + (long)h * D;
+
+  // The token's sequence: the last s with query_start_loc[s] <= i.
+  int lo = 0, hi = num_seqs;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (qsl[qsl_off + mid] <= i) lo = mid; else hi = mid;
+  }
+  const int s = lo;
+  const int q0 = qsl[qsl_off + s], q1 = qsl[qsl_off + s + 1];
+  const int len = lens[lens_off + s];
+  if (num_seqs <= 0 || i < q0 || i >= q1 || q1 - q0 > len || (long)len > (long)max_blocks * block_size) {
+    if (lid == 0 && h == 0) flag_error(err, ERR_BATCH);
+    for (int d = lid; d < D; d += ls) o[d] = 0.0f;
+    return;
+  }
+  const int pos = len - (q1 - q0) + (int)(i - q0);
+  const int start = window > 0 ? max(0, pos - window + 1) : 0;
+  const int kvh = h / (num_heads / num_kv_heads);
+  __global const int* table = bt + bt_off + (long)s * max_blocks;
+
+  for (int d = lid; d < D; d += ls) qs[d] = q[q_off + i * q_stride + (long)h * D + d];
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  float acc[ATT_MAX_DIMS_PER_ITEM];
+  for (int j = 0; j < ATT_MAX_DIMS_PER_ITEM; ++j) acc[j] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int p0 = start; p0 <= pos; p0 += ls) {
+    const int p = p0 + lid;
+    float sc = -INFINITY;
+    if (p <= pos) {
+      const int blk = table[p / block_size];
+      if (blk < 0 || blk >= num_blocks) {
+        flag_error(err, ERR_BLOCK_TABLE);
+      } else {
+        const ulong e = (ulong)blk * block_elems + ((ulong)(p % block_size) * num_kv_heads + kvh) * D;
+        const ulong si = (ulong)blk * num_kv_heads + kvh;
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot += qs[d] * kv_load(cache, dtype, e + d, kv_scales, si);
+        sc = dot * scale;
+        if (cap > 0.0f) sc = cap * tanh(sc / cap);
+      }
+    }
+    red[lid] = sc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = ls / 2; st > 0; st >>= 1) {
+      if (lid < st) red[lid] = fmax(red[lid], red[lid + st]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float new_m = fmax(m, red[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (new_m == -INFINITY) continue;  // the whole tile is masked (uniform in the group)
+    const float r = exp(m - new_m);
+    const float wt = sc == -INFINITY ? 0.0f : exp(sc - new_m);
+    w[lid] = wt;
+    red[lid] = wt;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = ls / 2; st > 0; st >>= 1) {
+      if (lid < st) red[lid] += red[lid + st];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    l = l * r + red[0];
+    m = new_m;
+    const int cnt = min(ls, pos - p0 + 1);
+    for (int j = 0; j < ATT_MAX_DIMS_PER_ITEM; ++j) acc[j] *= r;
+    for (int t = 0; t < cnt; ++t) {
+      const float wv = w[t];
+      if (wv == 0.0f) continue;
+      const int pt = p0 + t;
+      const int blk = table[pt / block_size];
+      if (blk < 0 || blk >= num_blocks) continue;
+      const ulong e = (ulong)blk * block_elems + ((ulong)(pt % block_size) * num_kv_heads + kvh) * D;
+      const ulong si = v_scale_base + (ulong)blk * num_kv_heads + kvh;
+      for (int j = 0; j < ATT_MAX_DIMS_PER_ITEM; ++j) {
+        const int d = lid + j * ls;
+        if (d < D) acc[j] += wv * kv_load(cache, dtype, v_base + e + d, kv_scales, si);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int j = 0; j < ATT_MAX_DIMS_PER_ITEM; ++j) {
+    const int d = lid + j * ls;
+    if (d < D) o[d] = acc[j] * inv;
+  }
+}

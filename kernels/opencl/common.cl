@@ -1,0 +1,50 @@
+// Helpers every kernel file uses; the backend puts this file first in the program.
+// Element types travel as the ABI's strata_dtype numbers.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define STRATA_HAS_FP64 1
+#endif
+
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+#define DT_I32 3
+#define DT_I8 4
+
+// Bits of the device's error word: a kernel that meets an out-of-range index read from
+// device memory skips the element and sets its bit; the host reports it at the next
+// synchronize / download (the host cannot check indices it never sees).
+#define ERR_EMBEDDING_ID 1
+#define ERR_GATHER_INDEX 2
+#define ERR_SLOT 4
+#define ERR_BLOCK_TABLE 8
+#define ERR_BATCH 16
+
+inline void flag_error(__global volatile int* err, int bit) { atomic_or(err, bit); }
+
+inline float bf16_to_f32(ushort h) { return as_float(((uint)h) << 16); }
+
+// Round to nearest even, NaN kept quiet (as the CPU backend and PyTorch do).
+inline ushort f32_to_bf16(float f) {
+  uint bits = as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (ushort)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (ushort)(bits >> 16);
+}
+
+// Element i of an F32 / F16 / BF16 array, as F32.
+inline float load_elem(__global const void* p, int dtype, ulong i) {
+  if (dtype == DT_F16) return vload_half(i, (__global const half*)p);
+  if (dtype == DT_BF16) return bf16_to_f32(((__global const ushort*)p)[i]);
+  return ((__global const float*)p)[i];
+}
+
+inline void store_elem(__global void* p, int dtype, ulong i, float v) {
+  if (dtype == DT_F16) {
+    vstore_half_rte(v, i, (__global half*)p);
+  } else if (dtype == DT_BF16) {
+    ((__global ushort*)p)[i] = f32_to_bf16(v);
+  } else {
+    ((__global float*)p)[i] = v;
+  }
+}

@@ -1,0 +1,211 @@
+// What is specific to the OpenCL backend (the op checks are in tests/backends/conformance):
+// the on-disk cache of program binaries (hit, miss, corrupt and refused entries rebuilt),
+// and errors that name the device and the kernel file when the kernels do not build or
+// memory runs out, with the other backends still usable. Runs on PoCL on CI; skips
+// visibly without an OpenCL device (fails with STRATA_REQUIRE_BACKENDS=opencl).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "plugins/plugin_loader.h"
+#include "strata/device.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+using CacheInfoFn = int32_t (*)(int32_t* hits, int32_t* misses, int32_t* rejected, char* path, int32_t path_size);
+
+struct CacheInfo {
+  int32_t hits = 0, misses = 0, rejected = 0;
+  std::string path;
+};
+
+bool Required() {
+  const char* env = std::getenv("STRATA_REQUIRE_BACKENDS");
+  return env != nullptr && std::string(env).find("opencl") != std::string::npos;
+}
+
+class OpenClBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-opencl.so";
+    ASSERT_TRUE(registry_.LoadFile(path)) << registry_.rejected().back().reason;
+    const LoadedPlugin& p = registry_.loaded().back();
+    if (p.device_count == 0) {
+      if (Required()) FAIL() << "no OpenCL device: " << p.unavailable_reason;
+      GTEST_SKIP() << "no OpenCL device: " << p.unavailable_reason;
+    }
+    api_ = p.backend;
+    info_ = reinterpret_cast<CacheInfoFn>(api_->get_proc_address("strata_opencl_program_cache_info"));
+    ASSERT_NE(info_, nullptr);
+    // A cache folder of this test's own.
+    cache_home_ = fs::path(STRATA_TEST_TMP) / ("opencl-cache-" + std::to_string(getpid()));
+    fs::remove_all(cache_home_);
+    setenv("XDG_CACHE_HOME", cache_home_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("XDG_CACHE_HOME");
+    fs::remove_all(cache_home_);
+  }
+
+  CacheInfo Info() {
+    CacheInfo c;
+    char path[1024] = {};
+    info_(&c.hits, &c.misses, &c.rejected, path, sizeof(path));
+    c.path = path;
+    return c;
+  }
+
+  // Opens device 0 (with `options`), checks an op runs, closes it.
+  strata_status OpenRunClose(const char* options = nullptr) {
+    strata_device_options o{};
+    o.struct_size = sizeof(o);
+    o.options = options;
+    strata_device dev = nullptr;
+    const strata_status s = api_->device_open(0, &o, &dev);
+    if (s != STRATA_OK) return s;
+    strata_buffer a = nullptr, b = nullptr;
+    EXPECT_EQ(api_->buffer_alloc(dev, 16, &a), STRATA_OK);
+    EXPECT_EQ(api_->buffer_alloc(dev, 16, &b), STRATA_OK);
+    const float x[4] = {1, 2, 3, 4};
+    EXPECT_EQ(api_->upload(dev, a, 0, x, 16), STRATA_OK);
+    strata_tensor ta{a, 0, STRATA_DTYPE_F32, 2, {1, 4}, 0}, tb{b, 0, STRATA_DTYPE_F32, 2, {1, 4}, 0};
+    EXPECT_EQ(api_->add(dev, &ta, &ta, &tb), STRATA_OK) << api_->last_error();
+    float y[4] = {};
+    EXPECT_EQ(api_->download(dev, y, b, 0, 16), STRATA_OK);
+    EXPECT_EQ(y[3], 8.0f);
+    api_->buffer_free(dev, a);
+    api_->buffer_free(dev, b);
+    api_->device_close(dev);
+    return STRATA_OK;
+  }
+
+  PluginRegistry registry_;
+  const strata_backend_v1* api_ = nullptr;
+  CacheInfoFn info_ = nullptr;
+  fs::path cache_home_;
+};
+
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST_F(OpenClBackendTest, ProgramCacheIsWrittenReusedAndRebuiltWhenCorrupt) {
+  const CacheInfo start = Info();
+  ASSERT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  const CacheInfo first = Info();
+  EXPECT_EQ(first.misses, start.misses + 1) << "a fresh cache folder: built from source";
+  ASSERT_TRUE(first.path.rfind(cache_home_.string() + "/strata/opencl/", 0) == 0) << first.path;
+  ASSERT_TRUE(fs::exists(first.path));
+  const std::vector<char> good = ReadAll(first.path);
+  ASSERT_GT(good.size(), 24u);
+
+  ASSERT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  const CacheInfo second = Info();
+  EXPECT_EQ(second.hits, first.hits + 1) << "the entry is reused";
+  EXPECT_EQ(second.misses, first.misses);
+
+  // A flipped byte in the binary: the checksum fails, the entry is rebuilt and rewritten.
+  std::vector<char> bad = good;
+  bad[bad.size() / 2] ^= 0x5a;
+  WriteAll(first.path, bad);
+  ASSERT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  const CacheInfo third = Info();
+  EXPECT_EQ(third.rejected, second.rejected + 1);
+  EXPECT_EQ(third.misses, second.misses + 1);
+  EXPECT_EQ(third.hits, second.hits) << "a corrupt entry is never used";
+  EXPECT_NE(ReadAll(first.path), bad) << "the entry is rewritten";
+
+  // A truncated file, and one whose checksum matches a binary the driver cannot load.
+  WriteAll(first.path, std::vector<char>(good.begin(), good.begin() + 20));
+  ASSERT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  std::vector<char> garbage(good.begin(), good.begin() + 24);
+  const std::string junk = "not a program binary at all";
+  uint64_t size = junk.size(), sum = 1469598103934665603ull;
+  for (unsigned char ch : junk) {
+    sum ^= ch;
+    sum *= 1099511628211ull;
+  }
+  std::memcpy(garbage.data() + 8, &size, 8);
+  std::memcpy(garbage.data() + 16, &sum, 8);
+  garbage.insert(garbage.end(), junk.begin(), junk.end());
+  WriteAll(first.path, garbage);
+  ASSERT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  const CacheInfo last = Info();
+  EXPECT_EQ(last.rejected, third.rejected + 2);
+  EXPECT_EQ(last.hits, third.hits);
+  ASSERT_EQ(OpenRunClose(), STRATA_OK);
+  EXPECT_EQ(Info().hits, last.hits + 1) << "the rewritten entry is good again";
+}
+
+TEST_F(OpenClBackendTest, KernelBuildFailureNamesDeviceAndFileAndOtherBackendsStillWork) {
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.options = "cl_build_options=-DSTRATA_TEST_BROKEN_KERNEL";
+  strata_device dev = nullptr;
+  ASSERT_EQ(api_->device_open(0, &o, &dev), STRATA_ERROR_DEVICE);
+  const std::string msg = api_->last_error();
+  strata_device_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(api_->device_info(0, &info), STRATA_OK);
+  EXPECT_NE(msg.find(info.name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("building the kernels failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("matmul.cl"), std::string::npos) << "the build log names the kernel file: " << msg;
+  // The same device opens with the normal program, and the CPU backend loads beside it.
+  EXPECT_EQ(OpenRunClose(), STRATA_OK) << api_->last_error();
+  ASSERT_TRUE(registry_.LoadFile(std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cpu.so"));
+  EXPECT_GT(registry_.loaded().back().device_count, 0);
+}
+
+TEST_F(OpenClBackendTest, OutOfMemoryNamesTheDevice) {
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  strata_device dev = nullptr;
+  ASSERT_EQ(api_->device_open(0, &o, &dev), STRATA_OK) << api_->last_error();
+  strata_buffer b = nullptr;
+  EXPECT_EQ(api_->buffer_alloc(dev, uint64_t{1} << 50, &b), STRATA_ERROR_OUT_OF_MEMORY);
+  strata_device_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(api_->device_info(0, &info), STRATA_OK);
+  EXPECT_NE(std::string(api_->last_error()).find(info.name), std::string::npos) << api_->last_error();
+  // Still usable.
+  EXPECT_EQ(api_->buffer_alloc(dev, 64, &b), STRATA_OK);
+  api_->buffer_free(dev, b);
+  api_->device_close(dev);
+}
+
+TEST_F(OpenClBackendTest, ReportsAcceleratorsWithInt8AndScoresBelowCuda) {
+  strata_device_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(api_->device_info(0, &info), STRATA_OK);
+  EXPECT_EQ(info.kind, STRATA_DEVICE_ACCELERATOR);
+  EXPECT_NE(info.capabilities & STRATA_CAP_INT8_MATMUL, 0u);
+  const LoadedPlugin& p = registry_.loaded().back();
+  EXPECT_GT(p.score, 0);
+  EXPECT_LT(p.score, 100) << "CUDA's score is 100";
+  // An OpenCL CPU device (PoCL) ranks below the native CPU backend (>= 10).
+  if (std::string(info.features).rfind("cpu ", 0) == 0) EXPECT_LT(p.score, 10);
+  strata_device dev = nullptr;
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  int32_t count = 0;
+  ASSERT_EQ(api_->device_count(&count), STRATA_OK);
+  EXPECT_EQ(api_->device_open(count, &o, &dev), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api_->last_error()).find("index"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
