@@ -1,6 +1,6 @@
 // Host-side launchers of the quantized-weight kernels (kernels/cuda/quant_*.cu), in the
 // layouts backends/cuda/quant_weight.cpp repacks every quantized format into at
-// weight_create (device.h's formats; the exact semantics are docs/quantization.md's):
+// weight_create (device.h's formats and their shared semantics):
 //
 //   INT8 values   I8 [rows, ld] row-major, ld = cols rounded up to 16 bytes (zero padded),
 //                 so every row starts 16-byte aligned (vector loads, cuBLASLt's IMMA

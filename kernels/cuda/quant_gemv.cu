@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) QuantGemvVector(Quant
   }
 }
 
-// One token, INT4, BF16 x (STRATA_CUDA_QUANT_GEMV=4): the products in packed FP16 pairs, at
+// One token, INT4, BF16 x (the default there; STRATA_CUDA_QUANT_GEMV=4): the products in packed FP16 pairs, at
 // half the instructions of the F32 form above, which issue-bounds the INT4 stream at ~1.7 TB/s
 // (docs/benchmarks.md). A word's nibbles n and n + 4 land in the two halves of one FP16 pair
 // as 1024 + q ((word >> 4j) & 0x000F000F | 0x64006400); subtracting 1024 + z leaves q - z
@@ -332,16 +332,20 @@ cudaError_t LaunchShape(const QuantGemvArgs& a, cudaStream_t stream) {
                                 a.overlap_previous, stream, a);
 }
 
-// The one-token kernel's shape (measurements: STRATA_CUDA_QUANT_GEMV=0..3, docs/benchmarks.md):
-// 0 = 2 rows per warp, 4 loads per lane and row (a 4096-column INT4 row in one round);
+// The one-token kernel's shape (STRATA_CUDA_QUANT_GEMV=0..4 forces one; measured on the H200
+// at the Llama-3-8B shapes, run 3 of issue 28 in docs/benchmarks.md, all five tested):
+// 0 = 2 rows per warp, 4 loads per lane and row (a 4096-column INT4 row in one round): the
+//     default for INT8, and for INT4 with F32 activations;
 // 1 = 4 rows, 2 loads, double buffered; 2 = 1 row, 4 loads, 8 blocks per SM; 3 = 2 rows,
-// 2 loads, double buffered, 4 blocks per SM.
-// 4 = 0's shape with FP16-pair products (QuantGemvInt4Half: INT4, BF16 x only; else 0).
+//     2 loads, double buffered, 4 blocks per SM (none faster than 0);
+// 4 = 0's shape with the products in FP16 pairs (QuantGemvInt4Half): the default for INT4
+//     with BF16 activations (13% less time for the whole decode step's products than 0).
+// -1: not forced.
 int OneTokenShape() {
   static const int shape = [] {
     const char* env = std::getenv("STRATA_CUDA_QUANT_GEMV");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v >= 0 && v <= 4 ? v : 0;
+    const int v = env != nullptr ? std::atoi(env) : -1;
+    return v >= 0 && v <= 4 ? v : -1;
   }();
   return shape;
 }
@@ -350,7 +354,7 @@ template <int kValues, typename X, typename O, int N>
 cudaError_t LaunchVector(const QuantGemvArgs& a, cudaStream_t stream) {
   if constexpr (N == 1) {
     if constexpr (kValues == kQuantInt4 && std::is_same_v<X, __nv_bfloat16>) {
-      if (OneTokenShape() == 4) {
+      if (OneTokenShape() == 4 || OneTokenShape() == -1) {
         const int64_t blocks = (a.w.rows + kWarps * 2 - 1) / (kWarps * 2);
         return LaunchMaybeOverlapping(QuantGemvInt4Half<O>, blocks, kWarps * 32, 0, a.overlap_previous, stream, a);
       }

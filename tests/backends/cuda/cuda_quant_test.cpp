@@ -1,8 +1,9 @@
 // Quantized matmuls of the CUDA backend (ABI 1.9 formats) against a float64 reference
-// written from the format contract alone (docs/quantization.md; /work/notes/quant_contract.md
-// in the session that wrote it): dequantize, quantize the activations where the format
-// does (per token, round to nearest even, clamp), multiply in double. GPU-only: without a
-// device every test skips with the reason.
+// written from the format contract alone (include/strata/device.h and the project's shared
+// quantization contract: W = q * s, (q - z) * s or (q - 8) * s for INT4; W8A8 / LLM.int8
+// activations per token, scale max|x| / 127, round to nearest even, clamp to +-127; FP8
+// activations amax / 448): dequantize, quantize the activations where the format does,
+// multiply in double. GPU-only: without a device every test skips with the reason.
 //
 // Outputs are poisoned (NaN) before each product. Tolerance per element, rms = root mean
 // square of the reference row block:
