@@ -11,7 +11,7 @@ namespace {
 constexpr size_t kMaxCachedPrimitives = 256;
 }  // namespace
 
-DnnlMatmul::DnnlMatmul() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+DnnlMatmul::DnnlMatmul() : engine_(dnnl::engine::kind::cpu, 0) {}
 
 void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const float* w,
                      int64_t n, const float* bias, float* y, int64_t ldc, int32_t num_threads) {
@@ -22,18 +22,22 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   const dnnl::memory::desc bias_md({1, n}, dt::f32, {n, 1});
   const dnnl::memory::desc dst_md({m, n}, dt::f32, {ldc, 1});
 
-  std::lock_guard<std::mutex> lock(mu_);
   // oneDNN's OpenMP runtime uses the calling thread's max-threads setting, also when it
   // lays out a new primitive.
   omp_set_num_threads(num_threads);
   const Key key{m, k, n, lda, ldc, bias != nullptr, num_threads};
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
-    const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
-                                         : dnnl::matmul::desc(src_md, wei_md, dst_md);
-    const dnnl::matmul::primitive_desc pd(desc, engine_);
-    it = cache_.emplace(key, dnnl::matmul(pd)).first;
+  dnnl::matmul prim;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
+      const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
+                                           : dnnl::matmul::desc(src_md, wei_md, dst_md);
+      const dnnl::matmul::primitive_desc pd(desc, engine_);
+      it = cache_.emplace(key, dnnl::matmul(pd)).first;
+    }
+    prim = it->second;  // a handle: the primitive stays alive if the cache is cleared
   }
   dnnl::memory src(src_md, engine_, const_cast<float*>(x));
   dnnl::memory wei(wei_md, engine_, const_cast<float*>(w));
@@ -41,8 +45,11 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine_, const_cast<float*>(bias)));
-  it->second.execute(stream_, args);
-  stream_.wait();
+  // Several pool threads run blocks at once: each with its own stream (a CPU stream is a
+  // small object; a primitive may be executed concurrently).
+  dnnl::stream stream(engine_);
+  prim.execute(stream, args);
+  stream.wait();
 }
 
 void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, const int8_t* w, int64_t n,

@@ -17,7 +17,7 @@ class DnnlMatmul {
  public:
   DnnlMatmul();
   // x [m, k] (row stride lda), W row-major [n, k], bias [n] or null, y [m, n] (stride ldc).
-  // Throws dnnl::error on failure; the caller turns it into a status.
+  // Throws dnnl::error on failure; the caller turns it into a status. Thread-safe.
   void Run(const float* x, int64_t m, int64_t k, int64_t lda, const float* w, int64_t n,
            const float* bias, float* y, int64_t ldc, int32_t num_threads);
   // Int8 x int8 with int32 results (W8A8 prefill): x s8 [m, k] (stride lda), W s8 row-major
@@ -29,8 +29,7 @@ class DnnlMatmul {
   // Shape, strides, bias, and the thread count (a primitive is laid out for its team size).
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t>;
   dnnl::engine engine_;
-  dnnl::stream stream_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards cache_ only: Run may be called from several threads at once
   std::map<Key, dnnl::matmul> cache_;
   std::map<Key, dnnl::matmul> cache_s8_;
 };

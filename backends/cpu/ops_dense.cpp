@@ -1,6 +1,10 @@
 // Weights and the two ops that read them: embedding lookups and matmul (GEMV for decode,
 // oneDNN for prefill; F16/BF16 weights are converted in blocks, never copied whole).
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <string>
 #include <cstring>
 #include <vector>
 #include <memory>
@@ -29,17 +33,29 @@ const char* FormatName(int32_t f) {
   }
 }
 
-// Threads for oneDNN's OpenMP team on an [m, k] x [k, n] product: one per ~1M multiply-adds
-// (tens of microseconds of work). A small product (stories260K's 64-wide matrices) runs on
-// the caller alone, so it never waits at an OpenMP barrier for a descheduled thread.
-int32_t DnnlThreads(const strata_device_s* dev, int64_t m, int64_t k, int64_t n) {
-  constexpr int64_t kMacsPerThread = int64_t{1} << 20;
-  const int64_t macs = m * k * n;
-  return static_cast<int32_t>(std::clamp<int64_t>(macs / kMacsPerThread, 1, dev->num_threads));
-}
+// Prefill (more than kGemvMaxTokens rows of x): y = x W^T on the device's thread pool, each
+// chunk of weight rows multiplied by oneDNN on the thread that claimed it, single-threaded.
+//
+// Why the pool and not oneDNN's own OpenMP team: an OpenMP parallel region ends at a
+// barrier that waits for every thread of the team, so when one of them is descheduled (a
+// busy machine) every matmul waits a scheduler time slice for it: 110M prefill fell from
+// ~80 tok/s on one thread to ~15 tok/s on two beside other jobs. Chunks claimed from the
+// pool are finished by whichever threads run (thread_pool.h).
+//
+// F16/BF16 weights are multiplied as stored: each block of rows is converted to F32 in a
+// per-thread scratch just before oneDNN reads it (from L2), so no F32 copy of the model
+// exists. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only
+// with bf16 activations (a precision loss the GEMV decode path does not have, so prefill and
+// decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
+constexpr int64_t kRowsAlign = 16;
+// Upper bound on one block's F32 scratch: about half of a core's L2.
+constexpr int64_t kScratchBytes = int64_t{512} << 10;
+// A thread is worth it for about this many multiply-adds (tens of microseconds of work); a
+// small product (stories260K's 64-wide matrices) runs on the caller alone.
+constexpr int64_t kMacsPerThread = int64_t{1} << 20;
 
 // F32 scratch for one block of converted weight rows, kept per thread between calls (a
-// fresh multi-MiB allocation per call would fault its pages in every time).
+// fresh allocation per call would fault its pages in every time).
 float* ConversionScratch(uint64_t floats) {
   struct Scratch {
     float* p = nullptr;
@@ -55,37 +71,52 @@ float* ConversionScratch(uint64_t floats) {
   return s.p;
 }
 
-// Prefill with an F16/BF16 weight: multiplies it as stored, one block of rows at a time
-// converted to F32 in a scratch of about kBlockBytes, so no F32 copy of the model exists.
-// Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only with
-// bf16 activations (a precision loss the GEMV decode path does not have, so prefill and
-// decode would disagree) and f16 only on AVX512-FP16 CPUs. A block of 4 MiB is converted
-// once and then read by oneDNN for every row of x, so the conversion is a small share of
-// a prefill chunk's time (measured in docs/benchmarks.md).
-absl::Status BlockedHalfMatmul(strata_device_s* dev, const View& xv, int64_t n, strata_weight_s* w,
-                               const float* b, const View& ov) {
-  constexpr int64_t kBlockBytes = int64_t{4} << 20;
-  const int64_t k = w->cols;
-  int64_t block = std::max<int64_t>(64, (kBlockBytes / 4 / k) / 64 * 64);
-  block = std::min(block, w->rows);
-  float* scratch = ConversionScratch(static_cast<uint64_t>(block * k));
-  if (scratch == nullptr) {
+absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, strata_weight_s* w,
+                           const float* b, const View& ov) {
+  const int64_t k = w->cols, rows = w->rows;
+  const bool half = w->dtype != STRATA_DTYPE_F32;
+  const int32_t threads = static_cast<int32_t>(
+      std::clamp<int64_t>(m * k * rows / kMacsPerThread, 1, dev->num_threads));
+  // About four blocks per thread (so a late thread's share is taken over), whole cache
+  // lines of output per block, and a half-precision block's scratch within kScratchBytes.
+  int64_t block = (rows + threads * 4 - 1) / (threads * 4);
+  block = std::max(kRowsAlign, (block + kRowsAlign - 1) / kRowsAlign * kRowsAlign);
+  if (half) block = std::min(block, std::max(kRowsAlign, kScratchBytes / 4 / k / kRowsAlign * kRowsAlign));
+  block = std::min(block, rows);
+  const int64_t blocks = (rows + block - 1) / block;
+  const size_t es = DtypeSize(w->dtype);
+  std::atomic<bool> no_scratch{false};
+  std::atomic<bool> failed{false};
+  std::string error;
+  std::mutex error_mu;
+  dev->pool->ParallelForThreads(blocks, threads, [&](int64_t b0, int64_t b1) {
+    for (int64_t bi = b0; bi < b1; ++bi) {
+      const int64_t r0 = bi * block, nr = std::min(block, rows - r0);
+      const float* wf = static_cast<const float*>(w->data) + (half ? 0 : r0 * k);
+      if (half) {
+        float* scratch = ConversionScratch(static_cast<uint64_t>(block * k));
+        if (scratch == nullptr) {
+          no_scratch.store(true);
+          return;
+        }
+        ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch, nr * k);
+        wf = scratch;
+      }
+      try {  // a pool body must not throw
+        dev->dnnl->Run(xv.Row<float>(0), m, k, xv.stride, wf, nr, b != nullptr ? b + r0 : nullptr,
+                       ov.Row<float>(0) + r0, ov.stride, /*num_threads=*/1);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!failed.exchange(true)) error = e.what();
+        return;
+      }
+    }
+  });
+  if (no_scratch.load()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("matmul: cannot allocate the ", block * k * 4, "-byte conversion block"));
   }
-  const size_t es = DtypeSize(w->dtype);
-  for (int64_t r0 = 0; r0 < w->rows; r0 += block) {
-    const int64_t rows = std::min(block, w->rows - r0);
-    const int32_t threads = DnnlThreads(dev, n, k, rows);
-    // oneDNN's OpenMP team converts too: it is the team that runs the matmul next, so no
-    // second set of threads competes with it for the cores.
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      ConvertToF32(static_cast<const char*>(w->data) + (r0 + r) * k * es, w->dtype, scratch + r * k, k);
-    }
-    dev->dnnl->Run(xv.Row<float>(0), n, k, xv.stride, scratch, rows, b != nullptr ? b + r0 : nullptr,
-                   ov.Row<float>(0) + r0, ov.stride, threads);
-  }
+  if (failed.load()) return absl::InternalError(absl::StrCat("matmul: oneDNN failed: ", error));
   return absl::OkStatus();
 }
 
@@ -248,10 +279,7 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
     });
     return absl::OkStatus();
   }
-  if (w->dtype != STRATA_DTYPE_F32) return BlockedHalfMatmul(dev, xv, n, w, b, ov);
-  dev->dnnl->Run(xv.Row<float>(0), n, w->cols, xv.stride, static_cast<const float*>(w->data),
-                 w->rows, b, ov.Row<float>(0), ov.stride, DnnlThreads(dev, n, w->cols, w->rows));
-  return absl::OkStatus();
+  return PrefillMatmul(dev, xv, n, w, b, ov);
 }
 
 }  // namespace strata::cpu

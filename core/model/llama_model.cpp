@@ -1,5 +1,8 @@
 #include "core/model/llama_model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +20,23 @@
 
 namespace strata {
 namespace {
+
+// Drops the resident pages wholly inside [p, p + bytes) of the model file's mappings once
+// the backend holds its own copy of those bytes (backends read host pointers only during
+// weight_create). Without it, loading keeps the mapped file and the backend's copy resident
+// together: 2x the weights at peak. The mappings are read-only private file mappings, so
+// MADV_DONTNEED only forgets pages (touched again, they are read from the file). Ranges
+// outside the mappings (stacked or dequantized copies) are left alone.
+void ReleaseMappedPages(const ModelFile& file, const void* p, size_t bytes) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (const auto& m : file.mappings) {
+    if (m->data() == nullptr || b < m->data() || b + bytes > m->data() + m->size()) continue;
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(b) + bytes) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+}
 
 strata_dtype ToDeviceDType(TensorDType t) {
   switch (t) {
@@ -180,6 +200,10 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     d.name = name.c_str();
     weight_bytes_ += static_cast<uint64_t>(rows * d.cols) * DTypeSize(dt);
     absl::StatusOr<DeviceWeight> w = device_.CreateWeight(d);
+    // The backend has its own copy now: keep the peak resident memory near one copy.
+    if (w.ok()) {
+      for (const TensorView* p : parts) ReleaseMappedPages(file, p->data, p->bytes);
+    }
     report_loaded(parts);
     return w;
   };

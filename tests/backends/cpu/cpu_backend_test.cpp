@@ -309,6 +309,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_BF16),
                        ::testing::Values<int64_t>(1, 4), ::testing::Values<int64_t>(1000),
                        ::testing::Values<int64_t>(768)));
+// Prefill large enough for several threads: the weight is multiplied in blocks of rows
+// (F16/BF16 converted block by block, no F32 copy), with a short last block (1000 rows).
+INSTANTIATE_TEST_SUITE_P(
+    BlockedPrefill, MatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(37), ::testing::Values<int64_t>(1000),
+                       ::testing::Values<int64_t>(768)));
 
 // ------------------------------------------------------------------------------------------
 class DtypeTest : public CpuBackendTest, public ::testing::WithParamInterface<int32_t> {};
