@@ -52,7 +52,7 @@ void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, con
   const dnnl::memory::desc wei_md({k, n}, dt::s8, {1, k});
   const dnnl::memory::desc dst_md({m, n}, dt::s32, {ldc, 1});
   std::lock_guard<std::mutex> lock(mu_);
-  const Key key{m, k, n, lda, ldc, false};
+  const Key key{m, k, n, lda, ldc, false, num_threads};
   auto it = cache_s8_.find(key);
   if (it == cache_s8_.end()) {
     if (cache_s8_.size() >= kMaxCachedPrimitives) cache_s8_.clear();

@@ -80,5 +80,63 @@ TEST(StoriesGreedy, Llama2cCheckpointMatchesLlama2c) {
   CheckGreedy(kDir + "/stories260K.bin", kDir + "/tok512.bin");
 }
 
+// An 8-bit KV cache (ABI 1.9; --kv-dtype int8 / fp8) against the F32 cache on llama2.c's
+// greedy prompts: tokens are compared position by position up to the first divergence (after
+// it greedy decoding follows a different text), and most of them must agree.
+void CheckEightBitCacheAgainstF32(strata_dtype kv_dtype, double min_agreeing) {
+  std::unique_ptr<Device> dev;
+  STRATA_OPEN_TEST_DEVICE_OR_SKIP(dev);
+  auto file = LoadModelFile(kDir + "/stories260K.gguf", "");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto tok = LoadModelTokenizer(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto run = [&](strata_dtype dt) -> std::vector<std::vector<int32_t>> {
+    ModelRuntimeOptions opts;
+    opts.max_seqs = 1;
+    opts.max_batch_tokens = 7;
+    opts.kv_dtype = dt;
+    auto model = LlamaModel::Load(*dev, **file, opts);
+    if (!model.ok()) {
+      ADD_FAILURE() << model.status();
+      return {};
+    }
+    Generator gen(**model, tok->get());
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& rec : LoadExpected()) {
+      GenerationRequest req;
+      req.prompt_ids = (*tok)->Encode(rec["prompt"].get<std::string>(), /*add_special=*/true);
+      req.sampling.temperature = 0;
+      req.sampling.max_new_tokens = rec["steps"].get<int>() - static_cast<int>(req.prompt_ids.size()) + 1;
+      auto res = gen.Generate(req);
+      if (!res.ok()) {
+        ADD_FAILURE() << res.status();
+        return {};
+      }
+      out.push_back(res->generated_ids);
+    }
+    return out;
+  };
+  const auto ref = run(STRATA_DTYPE_F32);
+  const auto got = run(kv_dtype);
+  ASSERT_EQ(ref.size(), got.size());
+  size_t total = 0, agreeing = 0;
+  for (size_t r = 0; r < ref.size(); ++r) {
+    size_t prefix = 0;
+    while (prefix < ref[r].size() && prefix < got[r].size() && ref[r][prefix] == got[r][prefix]) ++prefix;
+    std::printf("[ kv8      ] %s cache, prompt %zu: %zu of %zu tokens as with F32 before the first difference\n",
+                strata_dtype_name(kv_dtype), r, prefix, ref[r].size());
+    total += ref[r].size();
+    agreeing += prefix;
+  }
+  std::printf("[ kv8      ] %s cache: %zu of %zu greedy tokens agree with the F32 cache\n",
+              strata_dtype_name(kv_dtype), agreeing, total);
+  EXPECT_GE(static_cast<double>(agreeing), min_agreeing * static_cast<double>(total));
+}
+
+TEST(StoriesGreedy, Int8KvCacheAgreesWithF32ForMostTokens) { CheckEightBitCacheAgainstF32(STRATA_DTYPE_I8, 0.5); }
+TEST(StoriesGreedy, Fp8KvCacheAgreesWithF32ForMostTokens) {
+  CheckEightBitCacheAgainstF32(STRATA_DTYPE_FP8_E4M3, 0.5);
+}
+
 }  // namespace
 }  // namespace strata
