@@ -36,7 +36,7 @@ void AddModelFlags(FlagSet& f) {
           "tokens per forward step (prefill chunk); auto = by device, as vLLM: 8192 on GPUs of >= 70 GiB, "
           "2048 on other GPUs, 512 on CPUs");
   f.Value("block-size", "", "16", "tokens per KV-cache block");
-  f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16");
+  f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16, fp8 (E4M3, scale 1), int8 (scales per block and kv head)");
   f.Switch("enforce-eager", "issue every op of every step; no recorded decode graphs (CUDA graphs)");
   f.Switch("no-async-scheduling",
            "finish each step before scheduling the next (default: on a GPU, launch the next step while this one runs)");
@@ -51,6 +51,15 @@ absl::StatusOr<strata_dtype> ParseDType(const std::string& s) {
   if (s == "f16" || s == "float16") return STRATA_DTYPE_F16;
   if (s == "bf16" || s == "bfloat16") return STRATA_DTYPE_BF16;
   return absl::InvalidArgumentError(absl::StrCat("unknown type '", s, "' (f32, f16, bf16)"));
+}
+
+// --kv-dtype also takes the 8-bit caches of ABI 1.9.
+absl::StatusOr<strata_dtype> ParseKvDType(const std::string& s) {
+  if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") return STRATA_DTYPE_FP8_E4M3;
+  if (s == "int8" || s == "i8") return STRATA_DTYPE_I8;
+  auto dt = ParseDType(s);
+  if (!dt.ok()) return absl::InvalidArgumentError(absl::StrCat("unknown KV cache type '", s, "' (f32, f16, bf16, fp8, int8)"));
+  return dt;
 }
 
 absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index) {
@@ -135,7 +144,7 @@ absl::StatusOr<ModelRuntime> LoadModel(
   o.block_size = static_cast<int32_t>(bs);
   o.max_seqs = 1;
   if (flags.Get("kv-dtype") != "auto") {
-    STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseDType(flags.Get("kv-dtype")));
+    STRATA_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDType(flags.Get("kv-dtype")));
   }
   if (flags.On("enforce-eager")) o.decode_graphs = DecodeGraphMode::kOff;
   if (adjust) STRATA_RETURN_IF_ERROR(adjust(*rt.file, o));

@@ -18,9 +18,9 @@ int32_t strata_cpu_backend_score(void);
 
 /*
  * KV cache layout, which is also the packed host layout of swap_blocks(): one block is
- * kv_block_bytes() bytes, ordered [layer][K then V][block_size][num_kv_heads][head_dim] in
- * the cache dtype. Inside the cache each layer holds K as [num_blocks][block_size][kv_heads]
- * [head_dim] followed by V in the same shape.
+ * kv_block_bytes() bytes, ordered [layer][K then V] parts, each [block_size][num_kv_heads]
+ * [head_dim] in the cache dtype; an I8 part then holds F32 scales [num_kv_heads] (4-byte
+ * aligned). Inside the cache each layer holds K as [num_blocks] parts followed by V.
  */
 
 #ifdef __cplusplus

@@ -66,15 +66,21 @@ struct strata_kv_cache_s {
   strata_kv_cache_desc desc{};
   size_t elem_size = 0;
   uint64_t block_elems = 0;  // block_size * num_kv_heads * head_dim
-  uint64_t layer_half_elems = 0;  // num_blocks * block_elems (K or V of one layer)
+  // One K or V part of one block of one layer: the values [block_size][kv_heads][head_dim],
+  // then for I8 the F32 scales [kv_heads] at scales_offset (ABI 1.9: scales live in the block).
+  uint64_t part_bytes = 0;
+  uint64_t scales_offset = 0;
   void* data = nullptr;
   ~strata_kv_cache_s();
 
   // K (which = 0) or V (which = 1) of `layer`, block `block`.
   char* BlockPtr(int32_t layer, int which, int64_t block) const {
-    const uint64_t elem =
-        (static_cast<uint64_t>(layer) * 2 + which) * layer_half_elems + block * block_elems;
-    return static_cast<char*>(data) + elem * elem_size;
+    const uint64_t part = (static_cast<uint64_t>(layer) * 2 + which) * desc.num_blocks + block;
+    return static_cast<char*>(data) + part * part_bytes;
+  }
+  // I8 caches: the per-kv-head scales of that part.
+  float* PartScales(int32_t layer, int which, int64_t block) const {
+    return reinterpret_cast<float*>(BlockPtr(layer, which, block) + scales_offset);
   }
 };
 

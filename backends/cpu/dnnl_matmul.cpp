@@ -70,8 +70,9 @@ void DnnlMatmul::RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, con
   dnnl::memory src(src_md, engine_, const_cast<int8_t*>(x));
   dnnl::memory wei(wei_md, engine_, const_cast<int8_t*>(w));
   dnnl::memory dst(dst_md, engine_, y);
-  it->second.execute(stream_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-  stream_.wait();
+  dnnl::stream stream(engine_);  // as in Run: a stream per call
+  it->second.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+  stream.wait();
 }
 
 }  // namespace strata::cpu

@@ -1,5 +1,6 @@
 // The paged KV cache: one allocation, per layer K then V, each [num_blocks][block_size]
 // [num_kv_heads][head_dim] (see cpu_backend.h), plus block copy and host swap.
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -28,7 +29,7 @@ absl::Status CheckPairs(const strata_kv_cache_s* kv, const strata_block_pair* pa
 }  // namespace
 
 uint64_t KvBlockBytes(const strata_kv_cache_s* kv) {
-  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->block_elems * kv->elem_size;
+  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->part_bytes;
 }
 
 absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s** out) {
@@ -36,9 +37,24 @@ absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s**
   if (desc->struct_size < sizeof(strata_kv_cache_desc)) {
     return absl::InvalidArgumentError(absl::StrCat("kv_cache_create: struct_size ", desc->struct_size, " too small"));
   }
-  if (desc->dtype != STRATA_DTYPE_F32 && desc->dtype != STRATA_DTYPE_F16 && desc->dtype != STRATA_DTYPE_BF16) {
+  if (desc->dtype != STRATA_DTYPE_F32 && desc->dtype != STRATA_DTYPE_F16 && desc->dtype != STRATA_DTYPE_BF16 &&
+      desc->dtype != STRATA_DTYPE_FP8_E4M3 && desc->dtype != STRATA_DTYPE_I8) {
     return absl::UnimplementedError(absl::StrCat("kv_cache_create: KV dtype ", DtypeName(desc->dtype),
-                                                 " not supported (F32, F16 or BF16)"));
+                                                 " not supported (F32, F16, BF16, FP8_E4M3 or I8)"));
+  }
+  // The 8-bit caches of ABI 1.9: FP8 scaled per tensor, I8 per (block, kv head, K/V).
+  if (desc->dtype == STRATA_DTYPE_FP8_E4M3) {
+    if (desc->scale_mode != STRATA_KV_SCALE_PER_TENSOR) {
+      return absl::UnimplementedError("kv_cache_create: an FP8_E4M3 cache needs scale_mode STRATA_KV_SCALE_PER_TENSOR");
+    }
+    if (!(std::isfinite(desc->k_scale) && desc->k_scale >= 0.0f && std::isfinite(desc->v_scale) &&
+          desc->v_scale >= 0.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat("kv_cache_create: k_scale ", desc->k_scale, " / v_scale ",
+                                                     desc->v_scale, " must be finite and >= 0 (0 = 1.0)"));
+    }
+  }
+  if (desc->dtype == STRATA_DTYPE_I8 && desc->scale_mode != STRATA_KV_SCALE_PER_BLOCK_HEAD) {
+    return absl::UnimplementedError("kv_cache_create: an I8 cache needs scale_mode STRATA_KV_SCALE_PER_BLOCK_HEAD");
   }
   if (desc->num_layers <= 0 || desc->num_blocks <= 0 || desc->block_size <= 0 ||
       desc->num_kv_heads <= 0 || desc->head_dim <= 0) {
@@ -51,10 +67,18 @@ absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s**
   kv->desc = *desc;
   kv->desc.struct_size = sizeof(strata_kv_cache_desc);
   kv->elem_size = DtypeSize(desc->dtype);
+  if (desc->dtype == STRATA_DTYPE_FP8_E4M3) {
+    if (kv->desc.k_scale == 0.0f) kv->desc.k_scale = 1.0f;
+    if (kv->desc.v_scale == 0.0f) kv->desc.v_scale = 1.0f;
+  }
   kv->block_elems = static_cast<uint64_t>(desc->block_size) * desc->num_kv_heads * desc->head_dim;
-  kv->layer_half_elems = kv->block_elems * desc->num_blocks;
-  unsigned __int128 total = static_cast<unsigned __int128>(kv->layer_half_elems) * 2 *
-                            desc->num_layers * kv->elem_size;
+  kv->part_bytes = kv->block_elems * kv->elem_size;
+  if (desc->dtype == STRATA_DTYPE_I8) {
+    kv->scales_offset = (kv->part_bytes + 3) / 4 * 4;
+    kv->part_bytes = kv->scales_offset + 4 * static_cast<uint64_t>(desc->num_kv_heads);
+  }
+  unsigned __int128 total = static_cast<unsigned __int128>(kv->part_bytes) * desc->num_blocks * 2 *
+                            desc->num_layers;
   if (total > (static_cast<unsigned __int128>(1) << 46)) {
     return absl::ResourceExhaustedError("kv_cache_create: cache larger than 64 TiB");
   }
@@ -72,7 +96,7 @@ absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s**
 absl::Status CopyBlocks(strata_device_s* dev, strata_kv_cache_s* kv,
                         const strata_block_pair* pairs, int32_t num_pairs) {
   if (absl::Status s = CheckPairs(kv, pairs, num_pairs, "copy_blocks", true, true); !s.ok()) return s;
-  const size_t bytes = kv->block_elems * kv->elem_size;
+  const size_t bytes = kv->part_bytes;  // values and (I8) scales
   for (int32_t i = 0; i < num_pairs; ++i) {
     if (pairs[i].src == pairs[i].dst) continue;
     for (int32_t l = 0; l < kv->desc.num_layers; ++l) {
@@ -91,7 +115,7 @@ absl::Status SwapBlocks(strata_device_s* dev, strata_kv_cache_s* kv, void* host,
       !s.ok()) {
     return s;
   }
-  const size_t part = kv->block_elems * kv->elem_size;
+  const size_t part = kv->part_bytes;  // values and (I8) scales
   const uint64_t block_bytes = KvBlockBytes(kv);
   // All host slots are checked before anything moves, so a bad pair changes nothing.
   for (int32_t i = 0; i < num_pairs; ++i) {

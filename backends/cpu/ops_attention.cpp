@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/half_convert.h"
+#include "backends/cpu/kv_quant.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
 #include "backends/cpu/thread_pool.h"
@@ -165,6 +166,7 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
   }
   const int32_t bs = kv->desc.block_size;
   const int32_t kv_dtype = kv->desc.dtype;
+  const bool kv8 = IsKv8Bit(kv_dtype);
   const int64_t token_bytes = (int64_t{H} + 2 * KVH) * D * 4 + 2 * int64_t{KVH} * D * kv->elem_size;
   dev->pool->ParallelFor(n, token_bytes, [&](int64_t i0, int64_t i1) {
     std::vector<float> cs(half), sn(half);
@@ -181,7 +183,7 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
         for (int32_t h = 0; h < H; ++h) Rotate(qr + int64_t{h} * D, cs.data(), sn.data(), half, style);
         for (int32_t h = 0; h < KVH; ++h) Rotate(kr + int64_t{h} * D, cs.data(), sn.data(), half, style);
       }
-      if (slots[i] < 0) continue;
+      if (slots[i] < 0 || kv8) continue;  // 8-bit caches are written below
       const int64_t blk = slots[i] / bs, off = slots[i] % bs;
       const int64_t row_elems = int64_t{KVH} * D;
       StoreRow(kr, kv->BlockPtr(layer, 0, blk) + off * row_elems * kv->elem_size, kv_dtype, row_elems);
@@ -189,6 +191,22 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
                kv_dtype, row_elems);
     }
   });
+  if (kv8) {
+    // One item per (kv head, K/V) walks the tokens in order: I8 scales belong to a (block,
+    // head, K/V) and may grow (requantizing the block) as its rows arrive.
+    dev->pool->ParallelFor(int64_t{KVH} * 2, n * D * 5, [&](int64_t it0, int64_t it1) {
+      for (int64_t it = it0; it < it1; ++it) {
+        const int32_t h = static_cast<int32_t>(it / 2);
+        const int which = static_cast<int>(it % 2);
+        const View& src = which == 0 ? kview : vv;
+        for (int64_t i = 0; i < n; ++i) {
+          if (slots[i] < 0) continue;
+          StoreKvRow8(kv, layer, which, slots[i] / bs, static_cast<int32_t>(slots[i] % bs), h,
+                      src.Row<float>(i) + int64_t{h} * D);
+        }
+      }
+    });
+  }
   return absl::OkStatus();
 }
 
@@ -256,8 +274,9 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
   int32_t max_len = 0;
   for (int32_t s = 0; s < S; ++s) max_len = std::max(max_len, lens[s]);
   const int64_t item_bytes = 2 * int64_t{max_len} * D * static_cast<int64_t>(es) + int64_t{D} * 8;
+  const bool kv8 = IsKv8Bit(kv_dtype);
   dev->pool->ParallelFor(items, item_bytes, [&](int64_t item0, int64_t item1) {
-    std::vector<float> acc(D), score(bs);
+    std::vector<float> acc(D), score(bs), row8(kv8 ? D : 0);
     for (int64_t item = item0; item < item1; ++item) {
       const int64_t i = item / H;
       const int32_t h = static_cast<int32_t>(item % H);
@@ -280,7 +299,13 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
         float cm = -std::numeric_limits<float>::infinity();
         for (int32_t t = 0; t < cnt; ++t) {
           const int64_t e = (int64_t{off0 + t} * KVH + kvh) * D;
-          float sc = DotF32(qh, kbase + e * es, kv_dtype, D) * scale;
+          float sc;
+          if (kv8) {
+            LoadKvRow8(kv, layer, 0, blk, off0 + t, kvh, row8.data());
+            sc = DotF32(qh, row8.data(), STRATA_DTYPE_F32, D) * scale;
+          } else {
+            sc = DotF32(qh, kbase + e * es, kv_dtype, D) * scale;
+          }
           if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
           score[t] = sc;
           cm = std::max(cm, sc);
@@ -295,7 +320,12 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
           const float w = std::exp(score[t] - m);
           l += w;
           const int64_t e = (int64_t{off0 + t} * KVH + kvh) * D;
-          MulAccF32(acc.data(), w, vbase + e * es, kv_dtype, D);
+          if (kv8) {
+            LoadKvRow8(kv, layer, 1, blk, off0 + t, kvh, row8.data());
+            MulAccF32(acc.data(), w, row8.data(), STRATA_DTYPE_F32, D);
+          } else {
+            MulAccF32(acc.data(), w, vbase + e * es, kv_dtype, D);
+          }
         }
         p0 += cnt;
       }

@@ -262,8 +262,17 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
   if (desc->struct_size < sizeof(strata_kv_cache_desc)) {
     return InvalidArgument("kv_cache_create: struct_size ", desc->struct_size, " too small");
   }
-  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16) {
-    return Unsupported("kv_cache_create: KV dtype ", DtypeName(desc->dtype), " not supported (F32, F16 or BF16)");
+  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16 && desc->dtype != STRATA_DTYPE_FP8_E4M3) {
+    return Unsupported("kv_cache_create: KV dtype ", DtypeName(desc->dtype),
+                       " not supported (F32, F16, BF16 or FP8_E4M3 with scale 1)");
+  }
+  // FP8 (ABI 1.9) is stored unscaled: the SIMT attention kernels and rope_kv_write read and
+  // write it; other per-tensor scales are refused rather than ignored.
+  if (desc->dtype == STRATA_DTYPE_FP8_E4M3 &&
+      (desc->scale_mode != STRATA_KV_SCALE_PER_TENSOR || (desc->k_scale != 0.0f && desc->k_scale != 1.0f) ||
+       (desc->v_scale != 0.0f && desc->v_scale != 1.0f))) {
+    return Unsupported("kv_cache_create: an FP8_E4M3 cache needs scale_mode PER_TENSOR with k_scale = v_scale = 1 "
+                       "(got mode ", desc->scale_mode, ", ", desc->k_scale, " / ", desc->v_scale, ")");
   }
   if (desc->num_layers <= 0 || desc->num_blocks <= 0 || desc->block_size <= 0 || desc->num_kv_heads <= 0 ||
       desc->head_dim <= 0) {

@@ -8,8 +8,15 @@
 namespace strata {
 
 uint64_t KvBytesPerBlock(const ModelConfig& c, int32_t block_size, strata_dtype kv_dtype) {
-  return static_cast<uint64_t>(c.num_layers) * 2 * static_cast<uint64_t>(block_size) *
-         static_cast<uint64_t>(c.num_kv_heads) * static_cast<uint64_t>(c.head_dim) * DTypeSize(kv_dtype);
+  const uint64_t values = static_cast<uint64_t>(c.num_layers) * 2 * static_cast<uint64_t>(block_size) *
+                          static_cast<uint64_t>(c.num_kv_heads) * static_cast<uint64_t>(c.head_dim) *
+                          DTypeSize(kv_dtype);
+  // An I8 cache carries one F32 scale per (layer, K/V, kv head) inside each block (ABI 1.9,
+  // STRATA_KV_SCALE_PER_BLOCK_HEAD); the backend may pad a little more, this is the floor.
+  const uint64_t scales = kv_dtype == STRATA_DTYPE_I8
+                              ? static_cast<uint64_t>(c.num_layers) * 2 * static_cast<uint64_t>(c.num_kv_heads) * 4
+                              : 0;
+  return values + scales;
 }
 
 uint64_t ModelTensorBytes(const ModelFile& file) {

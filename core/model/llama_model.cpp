@@ -354,9 +354,24 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
   kd.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   kd.head_dim = static_cast<int32_t>(config_.head_dim);
   kd.dtype = options_.kv_dtype;
-  STRATA_ASSIGN_OR_RETURN(kv_, device_.CreateKvCache(kd));
-  kv_cache_bytes_ = static_cast<uint64_t>(kd.num_layers) * 2 * kd.num_blocks * kd.block_size *
-                    kd.num_kv_heads * kd.head_dim * DTypeSize(options_.kv_dtype);
+  // 8-bit caches (ABI 1.9): FP8 per tensor with scale 1.0 (stories-scale activations sit well
+  // inside E4M3's +-448), I8 with scales per (block, kv head, K/V) that the backend picks.
+  kd.scale_mode = kd.dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
+  kd.k_scale = 1.0f;
+  kd.v_scale = 1.0f;
+  auto kv_or = device_.CreateKvCache(kd);
+  if (!kv_or.ok() && (kd.dtype == STRATA_DTYPE_I8 || kd.dtype == STRATA_DTYPE_FP8_E4M3)) {
+    return absl::Status(kv_or.status().code(),
+                        absl::StrCat("the ", device_.backend_name(), " backend refuses an ", DTypeName(static_cast<strata_dtype>(kd.dtype)),
+                                     " KV cache (--kv-dtype): ", kv_or.status().message()));
+  }
+  STRATA_ASSIGN_OR_RETURN(kv_, std::move(kv_or));
+  const uint64_t per_block = device_.api().kv_block_bytes != nullptr
+                                 ? device_.api().kv_block_bytes(device_.handle(), kv_.handle())
+                                 : 0;
+  kv_cache_bytes_ = per_block > 0 ? per_block * static_cast<uint64_t>(kd.num_blocks)
+                                  : static_cast<uint64_t>(kd.num_layers) * 2 * kd.num_blocks * kd.block_size *
+                                        kd.num_kv_heads * kd.head_dim * DTypeSize(options_.kv_dtype);
   return absl::OkStatus();
 }
 

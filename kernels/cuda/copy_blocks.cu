@@ -27,7 +27,7 @@ __global__ void CopyBlocksKernel(char* cache, int64_t layer_half_bytes, int64_t 
 cudaError_t LaunchCopyBlocks(const KvLayout& kv, int32_t num_layers, const int32_t* pairs,
                              int32_t num_pairs, cudaStream_t stream) {
   if (num_pairs <= 0) return cudaSuccess;
-  const int64_t es = kv.dtype == STRATA_DTYPE_F32 ? 4 : 2;
+  const int64_t es = kv.dtype == STRATA_DTYPE_F32 ? 4 : kv.dtype == STRATA_DTYPE_FP8_E4M3 ? 1 : 2;
   const int64_t block_bytes = int64_t{kv.block_size} * kv.num_kv_heads * kv.head_dim * es;
   dim3 grid(static_cast<unsigned>(num_pairs), static_cast<unsigned>(num_layers) * 2);
   CopyBlocksKernel<<<grid, 256, 0, stream>>>(static_cast<char*>(kv.data),

@@ -15,7 +15,7 @@
 // SIMT F32 math (no tensor cores yet): correct first; see the report for what is left.
 #include <cfloat>
 
-#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kv_element_access.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace strata::cuda {
@@ -306,7 +306,7 @@ cudaError_t LaunchPagedAttention(const AttentionArgs& a, const KvLayout& kv, flo
   cudaError_t err = cudaSuccess;
   DispatchAct(a.act_dtype, [&](auto t) {
     using T = decltype(t);
-    ok = DispatchFloat(kv.dtype, [&](auto kt) {
+    ok = DispatchKv(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
       if (a.max_query_len == 1) {
         const DecodePlan p = PlanDecode(a, num_sms);

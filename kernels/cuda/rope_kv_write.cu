@@ -8,7 +8,7 @@
 // 2026-11-30; A/B within noise to +1% on the whole prefill). Both forms compute the same values.
 #include <cstdint>
 
-#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kv_element_access.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace strata::cuda {
@@ -153,7 +153,7 @@ cudaError_t LaunchRopeKvWrite(const RopeArgs& rope, void* q, int64_t q_stride, v
   bool ok = false;
   DispatchAct(act_dtype, [&](auto t) {
     using T = decltype(t);
-    ok = DispatchFloat(kv.dtype, [&](auto kt) {
+    ok = DispatchKv(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
       // Whole chunks where every row start and the rotary halves are chunk-aligned.
       const size_t ct = 8 * sizeof(T), ck = 8 * sizeof(K);

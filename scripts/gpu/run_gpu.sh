@@ -18,7 +18,8 @@
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 #   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
-#              the run), then Llama-3-8B step weight products per format beside BF16
+#              the run), the 8-bit KV cache tests (cuda_kv8_test, conformance Attention), then
+#              Llama-3-8B step weight products per format beside BF16
 #              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -247,6 +248,13 @@ phase_quant() {
   timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -40
   grep -qE "FAILED|Failure" "$OUT/cuda_quant_test.log" && { stamp "quantized matmul tests failed: stopping"; exit 1; }
+  stamp "8-bit KV cache: FP8 on the SIMT attention kernels (engine greedy vs F32 cache; conformance vs float64)"
+  timeout 240 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -20
+  timeout 240 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*' 2>&1 | \
+    tee "$OUT/conformance_attention.log" | grep -E "kv8|note|FAILED|Failure|PASSED" | tail -20
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/conformance_attention.log" && \
+    stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, conformance_attention.log)"
   stamp "Llama-3-8B step weight products per format, beside BF16"
   timeout 300 "$BUILD/bin/quant_matmul_bench" --tokens "${STRATA_QUANT_TOKENS:-1,128,4096}" \
     --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"

@@ -1321,7 +1321,7 @@ TEST_F(CpuBackendTest, InvalidArgumentsReturnErrors) {
 
   // KV caches.
   strata_kv_cache kv = nullptr;
-  strata_kv_cache_desc bad_dtype{sizeof(strata_kv_cache_desc), 1, 4, 16, 2, 8, STRATA_DTYPE_I8};
+  strata_kv_cache_desc bad_dtype{sizeof(strata_kv_cache_desc), 1, 4, 16, 2, 8, STRATA_DTYPE_I32};
   EXPECT_EQ(be_->kv_cache_create(dev_, &bad_dtype, &kv), STRATA_ERROR_UNSUPPORTED);
   strata_kv_cache_desc no_blocks{sizeof(strata_kv_cache_desc), 1, 0, 16, 2, 8, STRATA_DTYPE_F32};
   EXPECT_EQ(be_->kv_cache_create(dev_, &no_blocks, &kv), STRATA_ERROR_INVALID_ARGUMENT);

@@ -27,6 +27,18 @@ TEST(KvSizing, BytesPerBlockCountEveryLayersKeysAndValues) {
   EXPECT_EQ(KvBytesPerBlock(Llama3_8B(), 32, STRATA_DTYPE_F16), uint64_t{4} << 20);
 }
 
+TEST(KvSizing, EightBitCachesHoldTwiceTheBlocksOfBf16) {
+  // One byte per element; I8 adds an F32 scale per (layer, K/V, kv head): 32 x 2 x 8 x 4.
+  EXPECT_EQ(KvBytesPerBlock(Llama3_8B(), 16, STRATA_DTYPE_FP8_E4M3), uint64_t{1} << 20);
+  EXPECT_EQ(KvBytesPerBlock(Llama3_8B(), 16, STRATA_DTYPE_I8), (uint64_t{1} << 20) + 32 * 2 * 8 * 4);
+  const uint64_t bf16 = KvBytesPerBlock(Llama3_8B(), 16, STRATA_DTYPE_BF16);
+  const uint64_t i8 = KvBytesPerBlock(Llama3_8B(), 16, STRATA_DTYPE_I8);
+  const int32_t blocks_bf16 = KvBlocksForMemory(100 * kGiB, 0.9, 16 * kGiB, bf16, 1, 0);
+  const int32_t blocks_i8 = KvBlocksForMemory(100 * kGiB, 0.9, 16 * kGiB, i8, 1, 0);
+  EXPECT_GE(blocks_i8, 2 * blocks_bf16 - 2 * blocks_bf16 / 100);  // within 1% of twice (the scales)
+  EXPECT_LE(blocks_i8, 2 * blocks_bf16);
+}
+
 TEST(KvSizing, BlocksForMemoryTakeTheShareLeftAfterTheWeights) {
   // 100 GiB x 0.9 - 16 GiB of weights = 74 GiB of 2 MiB blocks: 37,888.
   EXPECT_EQ(KvBlocksForMemory(100 * kGiB, 0.9, 16 * kGiB, 2 << 20, 1, 0), 37888);
