@@ -9,12 +9,6 @@ namespace {
 // Prefill chunk lengths vary; bound the cache so a long-running server does not grow it
 // without limit (oneDNN keeps its own primitive cache behind this one, too).
 constexpr size_t kMaxCachedPrimitives = 256;
-// ... and bound that one alike: at its default of 1024 entries it grew a serving process by
-// ~20 MB over half an hour of mixed batch sizes, which looked like a leak (docs/soak.md).
-const bool kOneDnnCacheBounded = [] {
-  dnnl::set_primitive_cache_capacity(static_cast<int>(kMaxCachedPrimitives));
-  return true;
-}();
 }  // namespace
 
 DnnlMatmul::DnnlMatmul() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
