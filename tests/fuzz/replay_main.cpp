@@ -34,8 +34,7 @@ void NameCurrentInput() {
 
 void OnFatalSignal(int sig) {
   NameCurrentInput();
-  signal(sig, SIG_DFL);
-  raise(sig);
+  raise(sig);  // SA_RESETHAND: the default action now
 }
 
 std::vector<std::filesystem::path> InputsOf(const std::filesystem::path& arg) {
@@ -58,7 +57,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(NameCurrentInput);
-  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, OnFatalSignal);
+  // On a stack of its own, so that a stack overflow is reported too.
+  static char alt_stack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  sigaltstack(&ss, nullptr);
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) {
+    struct sigaction sa {};
+    sa.sa_handler = OnFatalSignal;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sigaction(sig, &sa, nullptr);
+  }
   size_t count = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::filesystem::exists(argv[i])) {
