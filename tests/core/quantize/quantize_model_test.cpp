@@ -99,6 +99,56 @@ struct Stories {
   }
 };
 
+// Records what the hook hands over.
+struct Recorder : LinearInputObserver {
+  int32_t first = 0, last = 0;
+  std::map<std::pair<int32_t, LinearInput>, std::vector<float>> seen;
+  int32_t first_layer() const override { return first; }
+  int32_t last_layer() const override { return last; }
+  absl::Status Observe(int32_t layer, LinearInput input, const float* x, int64_t tokens, int64_t cols) override {
+    seen[{layer, input}].assign(x, x + tokens * cols);
+    return absl::OkStatus();
+  }
+};
+
+TEST(Calibration, ObserverSeesTheNormalizedInputOfLayerZero) {
+  // The Q/K/V input of layer 0 is rms_norm(embedding) * attn_norm, computed here in double
+  // from the checkpoint; the hook stops after last_layer, so later layers are never seen.
+  Stories s;
+  ModelRuntimeOptions ro;
+  ro.max_seqs = 1;
+  ro.max_context = 16;
+  ro.max_batch_tokens = 16;
+  auto m = LlamaModel::Load(*s.dev, *s.file, ro);
+  ASSERT_TRUE(m.ok()) << m.status();
+  StepInput in;
+  in.token_ids = {1, 403, 407};
+  in.positions = {0, 1, 2};
+  in.slot_mapping = {0, 1, 2};
+  in.query_start_loc = {0, 3};
+  in.seq_lens = {3};
+  in.block_tables.assign(static_cast<size_t>((*m)->max_blocks_per_seq()), 0);
+  in.logits_rows = {2};
+  Recorder rec;
+  rec.last = 1;
+  ASSERT_TRUE((*m)->ObserveLinearInputs(in, rec).ok());
+  EXPECT_EQ(rec.seen.size(), 8u);  // 4 inputs x layers 0..1
+  EXPECT_FALSE(rec.seen.contains({2, LinearInput::kQkv}));
+  const int64_t d = s.file->config.hidden_size;
+  const float* emb = reinterpret_cast<const float*>(s.file->Find("tok_embeddings")->data);
+  const float* norm = reinterpret_cast<const float*>(s.file->Find("layers.0.attn_norm")->data);
+  const std::vector<float>& x = rec.seen.at({0, LinearInput::kQkv});
+  ASSERT_EQ(x.size(), static_cast<size_t>(3 * d));
+  for (int t = 0; t < 3; ++t) {
+    const float* e = emb + in.token_ids[t] * d;
+    double ss = 0;
+    for (int64_t c = 0; c < d; ++c) ss += static_cast<double>(e[c]) * e[c];
+    const double inv = 1.0 / std::sqrt(ss / d + s.file->config.rms_norm_eps);
+    for (int64_t c = 0; c < d; ++c) EXPECT_NEAR(x[t * d + c], e[c] * inv * norm[c], 1e-4) << t << "," << c;
+  }
+  EXPECT_EQ(rec.seen.at({1, LinearInput::kDown}).size(), static_cast<size_t>(3 * s.file->config.intermediate_size));
+}
+
 TEST(Calibration, SequencesStartWithBosAndRespectTheBudget) {
   Stories s;
   int64_t total = 0;
