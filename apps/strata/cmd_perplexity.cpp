@@ -75,6 +75,15 @@ absl::Status Perplexity(const FlagSet& f) {
   STRATA_ASSIGN_OR_RETURN(PerplexityResult r,
                           ComputePerplexity(*m.model, tokens, m.tokenizer->bos_id(), po, base.get(), report));
   if (progress) progress->Finish();
+  // Activations the quantized kernels clamped, non-finite ones, LLM.int8 outliers found at run
+  // time (ABI 1.9 quant_counters), per layer: whether the format suits the model.
+  STRATA_ASSIGN_OR_RETURN(QuantLayerCounters counters, m.model->ReadQuantCounters());
+  auto sum = [](const std::vector<uint64_t>& v) {
+    uint64_t s = 0;
+    for (uint64_t x : v) s += x;
+    return s;
+  };
+  for (const std::string& d : m.model->dense_fallbacks()) std::cerr << "strata perplexity: note: dense weight " << d << "\n";
 
   if (json) {
     nlohmann::json out{{"model", f.Get("model")}, {"text", f.Get("file")},  {"n_ctx", po.n_ctx},
@@ -91,6 +100,14 @@ absl::Status Perplexity(const FlagSet& f) {
                               {"kl_max", r.kl_max},
                               {"top1_agreement", r.top1_agreement}};
     }
+    if (!counters.empty()) {
+      out["quant_counters"] = {{"saturated", counters.saturated},
+                               {"nonfinite", counters.nonfinite},
+                               {"outliers", counters.outliers},
+                               {"saturated_total", sum(counters.saturated)},
+                               {"nonfinite_total", sum(counters.nonfinite)},
+                               {"outliers_total", sum(counters.outliers)}};
+    }
     std::cout << out.dump() << "\n";
     return absl::OkStatus();
   }
@@ -99,6 +116,9 @@ absl::Status Perplexity(const FlagSet& f) {
   std::cout << "\n";
   std::cout << absl::StrFormat("%d tokens, %d chunks of %d, %d scored\n", r.tokens, r.chunks, po.n_ctx, r.scored);
   std::cout << absl::StrFormat("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
+  if (!counters.empty())
+    std::cout << absl::StrFormat("Quantized activations: %d saturated, %d non-finite, %d run-time outliers\n",
+                                 sum(counters.saturated), sum(counters.nonfinite), sum(counters.outliers));
   if (r.compared) {
     std::cout << absl::StrFormat("Base model PPL = %.4f +/- %.5f, ratio %.4f\n", r.base_ppl, r.base_ppl_stderr,
                                  r.ppl / r.base_ppl);

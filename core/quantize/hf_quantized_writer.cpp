@@ -36,6 +36,10 @@ std::vector<uint8_t> Codes(const QuantizedTensor& t) { return UnpackInt4(t.data.
 
 absl::Status AddGptq(const std::string& prefix, const QuantizedTensor& t, std::vector<SafetensorsTensor>* out) {
   const int64_t in = t.cols, rows = t.rows, groups = t.NumGroups();
+  if (in % 8 != 0 || rows % 8 != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, " is [", rows, ", ", in, "]: the GPTQ layout packs 8 codes per int32 along both dimensions, so "
+        "they must be multiples of 8 (write GGUF, or keep the model in strata's memory)"));
   const int64_t in_words = (in + 7) / 8, out_words = (rows + 7) / 8;
   const std::vector<uint8_t> q = Codes(t);
   // qweight [in/8, out]: word (i, j) holds input columns 8i..8i+7 of output row j.

@@ -11,8 +11,8 @@
 //                        F32 [1]; activations per token dynamic unless static
 // Norms, embeddings and the LM head are written dense; Q/K rows are re-paired to the
 // rotate-half order HF Llama uses when the model pairs them interleaved (llama2.c, GGUF).
-// Widths that are not a multiple of 8 (stories260K's 172) are padded with zero codes in the
-// GPTQ words (real checkpoints have multiples of 32; vLLM and transformers require that).
+// The GPTQ layout needs in and out features that are multiples of 8 (eight codes per word,
+// as vLLM, transformers and strata's loader read it): stories260K's FFN width 172 is refused.
 // LLM.int8's outlier split has no layout in either project that keeps its f16 columns:
 // refused, as are tensors of different formats or group sizes in one model.
 #pragma once

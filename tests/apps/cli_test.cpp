@@ -297,3 +297,72 @@ TEST(Cli, UnknownDeviceIsAnError) {
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kText = std::string(STRATA_SHARED_DIR) + "/text/tinystories_sample.txt";
+
+TEST(Cli, PerplexityJsonMatchesLlama2cReference) {
+  Output o = RunStrata("perplexity --device cpu -t 1 -m " + kStories + "/stories260K.bin --tokenizer " + kStories +
+                       "/tok512.bin -f " + kText + " --ctx 128 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["chunks"], 14);
+  EXPECT_EQ(j["scored"], 882);
+  EXPECT_NEAR(j["ppl"].get<double>() / 6.8452865687, 1.0, 1e-4);  // ../shared/text/ppl_reference.json
+  EXPECT_FALSE(j.contains("quant_counters"));                      // a dense model has none
+}
+
+TEST(Cli, PerplexityRefusesBadInput) {
+  Output o = RunStrata("perplexity --device cpu -m " + kStories + "/stories260K.gguf -f " + kText + " --ctx 1024", true);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.out.find("tokens"), std::string::npos) << o.out;  // too short for two windows
+  o = RunStrata("perplexity --device cpu -m " + kStories + "/stories260K.gguf -f /nonexistent.txt", true);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.out.find("cannot read"), std::string::npos) << o.out;
+  o = RunStrata("perplexity --device cpu -m " + kStories + "/stories260K.gguf -f " + kText + " --ctx 128 --stride 128", true);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.out.find("--stride"), std::string::npos) << o.out;
+}
+
+TEST(Cli, QuantizeThenPerplexityWithCounters) {
+  const std::string dir = std::string(STRATA_TEST_TMP) + "/cli_w8a8";
+  Output q = RunStrata("quantize --device cpu -t 1 -m " + kStories + "/stories260K.bin --tokenizer " + kStories +
+                       "/tok512.bin -o " + dir + " --method w8a8 --calib " + kText + " --calib-tokens 512 --json");
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  auto qj = nlohmann::json::parse(q.out);
+  EXPECT_EQ(qj["layout"], "compressed-tensors");
+  EXPECT_EQ(qj["quantized_tensors"], 35);
+  Output p = RunStrata("perplexity --device cpu -t 1 -m " + dir + " --tokenizer " + kStories + "/tok512.bin -f " +
+                       kText + " --ctx 128 --json --kl-divergence " + kStories + "/stories260K.gguf");
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_GT(j["ppl"].get<double>(), 6.0);
+  EXPECT_LT(j["ppl"].get<double>(), 6.8452865687 * 1.05);
+  EXPECT_GT(j["kl_divergence"]["top1_agreement"].get<double>(), 0.8);
+  ASSERT_TRUE(j.contains("quant_counters"));
+  EXPECT_EQ(j["quant_counters"]["saturated"].size(), 5u);  // one entry per layer
+}
+
+TEST(Cli, QuantizeRefusesBadOptions) {
+  const std::string m = "quantize --device cpu -m " + kStories + "/stories260K.bin --tokenizer " + kStories + "/tok512.bin ";
+  const std::string out = std::string(STRATA_TEST_TMP) + "/cli_refused";
+  const std::pair<std::string, std::string> cases[] = {
+      {"-o " + out + " --method bogus", "--method"},
+      {"-o " + out + " --method w8a8", "--calib"},
+      {"-o " + out + ".gguf --method w8a8 --calib " + kText, "GGUF"},
+      {"-o " + out + " --method gptq --bits 3 --calib " + kText, "--bits"},
+      {"-o " + out + " --method rtn --group-size 48", "--group-size"},
+      {"-o " + out + " --method int8 --act-order", "--act-order"},
+      {"-o " + out + " --method int8 --alpha 0.3", "--alpha"},
+      {"-o " + out + " --method llm-int8 --calib " + kText, "outlier"},  // no HF layout keeps f16 outliers
+      {"-o " + out + " --method w8a8 --calib /nonexistent", "cannot read"},
+  };
+  for (const auto& [args, want] : cases) {
+    Output o = RunStrata(m + args, true);
+    EXPECT_EQ(o.exit_code, 1) << args << "\n" << o.out;
+    EXPECT_NE(o.out.find(want), std::string::npos) << args << "\n" << o.out;
+  }
+}
+
+}  // namespace
