@@ -119,7 +119,8 @@ typedef enum strata_weight_format {
   STRATA_WEIGHT_DENSE = 0,
   /* INT8 values (dtype I8), one scale per output row: W[r][c] = q[r][c] * scales[r]. Since
    * ABI 1.9, group_size > 0 means one scale per (row, group of group_size columns) instead
-   * (GGUF Q8_0: groups of 32, F16 scales), [rows, ceil(cols / group_size)]. */
+   * (GGUF Q8_0: groups of 32, F16 scales), [rows, ceil(cols / group_size)]. W8A8 with
+   * group_size > 0 is optional: a backend without it refuses it with UNSUPPORTED. */
   STRATA_WEIGHT_INT8_PER_CHANNEL = 1,
   /* SmoothQuant W8A8: INT8 weights per output channel, activations quantized per token to
    * INT8 at run time after dividing by `smooth` (per input column, may be absent). */

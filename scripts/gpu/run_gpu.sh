@@ -243,6 +243,8 @@ phase_parallel() {
   timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/parallel_bench_decode.json"
   timeout 150 $S --num-requests 32 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
     --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 | tee "$OUT/parallel_bench_serving_32.json"
+}
+
 phase_quant() {
   stamp "quantized matmul tests (float64 contract reference)"
   timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
@@ -258,7 +260,6 @@ phase_quant() {
   stamp "Llama-3-8B step weight products per format, beside BF16"
   timeout 300 "$BUILD/bin/quant_matmul_bench" --tokens "${STRATA_QUANT_TOKENS:-1,128,4096}" \
     --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
-}
 }
 
 for phase in $PHASES; do
