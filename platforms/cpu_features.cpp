@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,12 +93,27 @@ std::string Brand() {
 
 }  // namespace
 
+// The OS's name for the CPU (/proc/cpuinfo "model name"); empty where there is none. Some
+// hypervisors change the CPUID brand string after the kernel read it, so the two can differ:
+// the name users see in their system tools is the kernel's.
+static std::string OsCpuName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+    }
+  }
+  return "";
+}
+
 CpuFeatures DetectCpuFeatures() {
   CpuFeatures f;
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   f.logical_cores = online > 0 ? static_cast<int>(online) : 1;
 #if defined(STRATA_X86)
   f.brand = Brand();
+  if (const std::string os_name = OsCpuName(); !os_name.empty()) f.brand = os_name;
   const uint32_t max_leaf = Cpuid(0).eax;
   const Regs l1 = Cpuid(1);
   const Regs l7 = max_leaf >= 7 ? Cpuid(7, 0) : Regs{};

@@ -261,9 +261,8 @@ absl::Status WriteTokenizer(const ModelFile& m, GgufWriter& w, GgufExportReport*
 
 absl::StatusOr<GgufExportReport> ExportModelAsGguf(const ModelFile& m, const std::string& path,
                                                    const GgufExportOptions& options) {
-  if (!m.quantized.empty())
-    return absl::InvalidArgumentError(absl::StrCat(m.source_path, ": has quantized matrices (", m.quantized.begin()->first,
-                                                   "); dequantize them first (DequantizeQuantizedTensors)"));
+  // Quantized matrices are written as GGUF blocks below (Q8_0 / Q4_0) or refused by
+  // ToGgufBlocks, naming the tensor, where their layout has no GGUF form.
   const ModelConfig& c = m.config;
   const ArchitectureSpec* arch = FindArchitectureByName(c.architecture);
   // Mistral has no GGUF architecture of its own: llama.cpp writes it as 'llama'.
