@@ -82,6 +82,29 @@ __global__ void DequantVectorKernel(QuantWeightView w, bool integer_only, T* dst
   }
 }
 
+// A kQuantTiled weight (INT4 or INT8), one element per thread: the reads gather from the
+// tile's fragment order (L1/L2 hits: a warp's 32 columns are 1-2 chunks), the writes are
+// row-major and coalesced.
+template <typename T>
+__global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
+  const int64_t total = w.rows * w.cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / w.cols, c = i - r * w.cols;
+    int shift = 0;
+    const uint8_t byte = w.data[QuantTiledPosition(w.values, w.chunks, r, c, &shift)];
+    const int64_t g = w.group_size > 0 ? c / w.group_size : 0;
+    const int64_t at = ((r >> 4) * w.ngroups + g) * 16 + (r & 15);  // scales / zeros [tiles][ngroups][16]
+    float v;
+    if (w.values == kQuantInt4) {
+      v = static_cast<float>((byte >> shift) & 0xf) - (w.zeros != nullptr ? static_cast<float>(w.zeros[at]) : 8.0f);
+    } else {
+      v = static_cast<float>(static_cast<int>(byte) - 128);
+    }
+    dst[r * ld_dst + c] = FromF32<T>(integer_only ? v : v * w.scales[at]);
+  }
+}
+
 template <typename T>
 __global__ void PermuteColsKernel(const T* src, int64_t ld_src, const int32_t* perm, T* dst, int64_t ld_dst, int64_t n,
                                   int64_t cols) {
@@ -105,7 +128,9 @@ cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void
   if (!DispatchAct(dst_dtype, [&](auto tag) {
         using T = decltype(tag);
         T* d = static_cast<T*>(dst);
-        if (!vector) {
+        if (w.layout == kQuantTiled) {
+          DequantTiledKernel<T><<<GridFor(w.rows * w.cols, 256), 256, 0, stream>>>(w, integer_only, d, ld_dst);
+        } else if (!vector) {
           DequantKernel<T><<<GridFor(w.rows * w.cols, 256), 256, 0, stream>>>(w, integer_only, d, ld_dst);
         } else {
           const unsigned grid = GridFor(w.rows * (w.cols / per), 256);

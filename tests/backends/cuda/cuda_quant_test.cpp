@@ -473,6 +473,52 @@ TEST(CudaQuant, Int8PerChannelAndGroupScales) {
   }
 }
 
+// The tensor-core GEMV over the tiled layout (kernels/cuda/quant_gemv_mma.cu): what a BF16
+// device stores for weight-only INT4 / INT8 with cols and group_size multiples of 16. Token
+// counts 1, 3 (a partial B fragment), 8 (the GEMV's widest) and 64 (the dequantize + GEMM path
+// over the same tiled bytes); ragged last groups, a ragged last tile and chunk, act-order,
+// split-K over many rounds (14336 columns).
+TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(21);
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    int32_t gs;
+    bool asym, act_order, bias;
+  };
+  for (const Case& c : {Case{STRATA_WEIGHT_INT4_GROUP, 256, 4096, 128, false, false, false},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 200, 1040, 128, true, true, true},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 72, 1024, 32, false, true, false},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 48, 14336, 128, true, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 256, 4096, 0, false, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 48, false, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 40, 14336, 0, false, false, false}}) {
+    QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
+    if (c.asym) {
+      std::uniform_int_distribution<int> z(0, 15);
+      w.zeros.resize(c.rows * w.ngroups());
+      for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+    }
+    if (c.act_order) {
+      std::vector<int32_t> order(c.cols);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      w.g_idx.resize(c.cols);
+      for (int64_t i = 0; i < c.cols; ++i) w.g_idx[order[i]] = static_cast<int32_t>(i / c.gs);
+    }
+    const std::string what = std::string(c.format == STRATA_WEIGHT_INT4_GROUP ? "tiled int4 " : "tiled int8 ") +
+                             std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" + std::to_string(c.gs) +
+                             (c.asym ? " asym" : "") + (c.act_order ? " act-order" : "");
+    const std::vector<int64_t> tokens =
+        c.cols > 8192 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 3, 8, 64};
+    ExpectProductsMatch(dev, BF16, w, rng, 2e-2, what.c_str(), c.bias, tokens);
+  }
+}
+
 TEST(CudaQuant, W8A8DynamicStaticSmoothed) {
   REQUIRE_GPU();
   for (const Mode& m : kModes) {
