@@ -103,7 +103,7 @@ __device__ __forceinline__ void LoadX(const __nv_bfloat16* xrow, bool valid, int
 }
 
 template <int kValues, typename O>
-__global__ void __launch_bounds__(kBlockWarps * 32) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+__global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kSteps = kQuantTiledChunkCols(kValues) / 16;  // 16-column steps per chunk
   __shared__ float partial[kBlockWarps][32][4];
@@ -116,9 +116,11 @@ __global__ void __launch_bounds__(kBlockWarps * 32) QuantGemvTiledKernel(QuantGe
   const int ks = warp % kw;
   const bool active = tile < tiles;
   // This warp's chunks: a contiguous range of the tile's.
-  const int64_t per = (w.chunks + kw - 1) / kw;
-  const int64_t c_begin = active && ks * per < w.chunks ? ks * per : w.chunks;
-  const int64_t c_end = active && c_begin + per < w.chunks ? c_begin + per : w.chunks;
+  // Chunk and step counts fit in 32 bits (cols <= 2^31): fewer registers than 64-bit ones.
+  const int chunks = static_cast<int>(w.chunks);
+  const int per = (chunks + kw - 1) / kw;
+  const int c_begin = active && ks * per < chunks ? ks * per : chunks;
+  const int c_end = active && c_begin + per < chunks ? c_begin + per : chunks;
 
   const uint4* wp = reinterpret_cast<const uint4*>(w.data) + tile * w.chunks * 32 + lane;
   uint4 buf[kRound];
@@ -131,17 +133,18 @@ __global__ void __launch_bounds__(kBlockWarps * 32) QuantGemvTiledKernel(QuantGe
   const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + group * a.ldx + 2 * t;
   const bool token = group < n;
   // Groups in steps (per-row scales: one group spanning everything).
-  const int64_t total_steps = w.chunks * kSteps;
-  const int64_t gsteps = w.group_size > 0 ? w.group_size / 16 : total_steps + 1;
-  const int64_t ngroups = w.ngroups;
-  const int64_t step0 = c_begin * kSteps;
-  int64_t grp = step0 / gsteps;
-  int64_t left = gsteps - step0 % gsteps;  // steps until this group ends
-  const float* scales = w.scales + tile * ngroups * 16 + group;
-  const uint8_t* zeros = w.zeros != nullptr ? w.zeros + tile * ngroups * 16 + group : nullptr;
+  const int total_steps = chunks * kSteps;
+  const int cols = static_cast<int>(w.cols);
+  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + 1;
+  const int ngroups = static_cast<int>(w.ngroups);
+  const int step0 = c_begin * kSteps;
+  int grp = step0 / gsteps;
+  int left = gsteps - step0 % gsteps;  // steps until this group ends
+  const float* scales = w.scales + tile * w.ngroups * 16 + group;
+  const uint8_t* zeros = w.zeros != nullptr ? w.zeros + tile * w.ngroups * 16 + group : nullptr;
   float s_lo = 0.0f, s_hi = 0.0f;
   uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 -(128 + 8): symmetric INT4
-  auto load_group = [&](int64_t gi) {
+  auto load_group = [&](int gi) {
     gi = gi < ngroups ? gi : ngroups - 1;  // padding steps past the last group multiply x = 0
     s_lo = __ldg(scales + gi * 16);
     s_hi = __ldg(scales + gi * 16 + 8);
@@ -154,13 +157,13 @@ __global__ void __launch_bounds__(kBlockWarps * 32) QuantGemvTiledKernel(QuantGe
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
-  for (int64_t c = c_begin; c < c_end; c += kRound) {
+  for (int c = c_begin; c < c_end; c += kRound) {
     uint4 cur[kRound];
 #pragma unroll
     for (int u = 0; u < kRound; ++u) cur[u] = buf[u];
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
-      const int64_t cn = c + kRound + u;
+      const int cn = c + kRound + u;
       if (cn < c_end) buf[u] = LoadStreaming(wp + cn * 32);
     }
 #pragma unroll
@@ -169,8 +172,8 @@ __global__ void __launch_bounds__(kBlockWarps * 32) QuantGemvTiledKernel(QuantGe
       const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        const int64_t k = ((c + u) * kSteps + s) * 16;
-        if (k >= w.cols) break;  // the padding of the last chunk
+        const int k = ((c + u) * kSteps + s) * 16;
+        if (k >= cols) break;  // the padding of the last chunk
         uint32_t b0, b1;
         LoadX<kValues>(xrow, token, k, b0, b1);
         uint32_t af[4];

@@ -277,6 +277,10 @@ phase_quant8b() {
     if (( SECONDS - t_start + limit > 480 )); then stamp "skipped $out: the phase's 8 minutes"; return; fi
     timeout "$limit" "$@" | tee "$OUT/$out"
   }
+  stamp "weight products of a Llama-3-8B step, 1 and 8 tokens: tensor-core GEMV, then the SIMT one (v1)"
+  run quant8b_matmul.jsonl 90 "$BUILD/bin/quant_matmul_bench" --tokens 1,8,128 --formats bf16,w4a16,w8a16
+  STRATA_CUDA_QGEMV=v1 run quant8b_matmul_v1.jsonl 60 "$BUILD/bin/quant_matmul_bench" --tokens 1,8 \
+    --formats w4a16,w8a16
   stamp "quantized Llama-3-8B shape: batch-1 decode 128 in / 128 out (decode graphs), bf16 / W4A16 / W8A16"
   for d in bf16 int4-g128 int8; do
     run "quant8b_decode_$d.json" 60 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3
