@@ -66,11 +66,11 @@ float ToFloat(TensorDType dtype, const uint8_t* p) {
 absl::Status ParseSyntheticDtype(const std::string& s, TensorDType* dense, SyntheticQuant* quant) {
   *dense = TensorDType::kBF16;
   *quant = SyntheticQuant::kNone;
-  if (s == "f32") {
+  if (s == "f32" || s == "float32") {
     *dense = TensorDType::kF32;
-  } else if (s == "f16") {
+  } else if (s == "f16" || s == "float16") {
     *dense = TensorDType::kF16;
-  } else if (s == "bf16") {
+  } else if (s == "bf16" || s == "bfloat16") {
   } else if (s == "int8") {
     *quant = SyntheticQuant::kInt8;
   } else if (s == "int4-g128") {
