@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
@@ -233,9 +234,16 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
       (reinterpret_cast<uintptr_t>(a.x) & 3u) != 0 || a.ldx % 2 != 0) {
     return cudaErrorInvalidValue;
   }
-  // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 4 rounds of
+  // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 2 rounds of
   // 4 chunks for a 4096-column INT4 row); a Llama-3-8B product then has >= 256 blocks.
-  const int kw = w.chunks >= 32 ? 8 : w.chunks >= 8 ? 4 : w.chunks >= 2 ? 2 : 1;
+  // STRATA_CUDA_QGEMV_KW=1|2|4|8 forces it (device A/Bs; warps past the last chunk idle).
+  static const int forced_kw = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_KW");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
+  }();
+  int kw = w.chunks >= 32 ? 8 : w.chunks >= 8 ? 4 : w.chunks >= 2 ? 2 : 1;
+  if (forced_kw > 0) kw = forced_kw;
   const int64_t tiles = (w.rows + 15) / 16;
   const int64_t blocks = (tiles + kBlockWarps / kw - 1) / (kBlockWarps / kw);
   cudaError_t e = cudaErrorInvalidValue;
