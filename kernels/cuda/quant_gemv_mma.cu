@@ -103,6 +103,30 @@ __device__ __forceinline__ void LoadX(const __nv_bfloat16* xrow, bool valid, int
   }
 }
 
+// One group's scales for rows group and group + 8 of a tile, and (INT4) the BF16 pairs
+// -(128 + z) that DequantInt4Step subtracts.
+struct GroupScales {
+  float s_lo = 0.0f, s_hi = 0.0f;
+  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // z = 8: symmetric INT4
+};
+template <int kValues>
+struct GroupParams {
+  const float* scales;   // this lane's row `group` of the tile, group 0 ([ngroups][16])
+  const uint8_t* zeros;  // the same, or null
+  int ngroups;
+  __device__ __forceinline__ GroupScales Load(int gi) const {
+    gi = gi < ngroups ? gi : ngroups - 1;  // past the last group: padding steps (x = 0), or none
+    GroupScales g;
+    g.s_lo = __ldg(scales + gi * 16);
+    g.s_hi = __ldg(scales + gi * 16 + 8);
+    if (kValues == kQuantInt4 && zeros != nullptr) {
+      g.neg_z[0] = (0xc300u + __ldg(zeros + gi * 16)) * 0x00010001u;
+      g.neg_z[1] = (0xc300u + __ldg(zeros + gi * 16 + 8)) * 0x00010001u;
+    }
+    return g;
+  }
+};
+
 template <int kValues, typename O>
 __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
@@ -127,34 +151,30 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
   uint4 buf[kRound];
 #pragma unroll
   for (int u = 0; u < kRound; ++u) buf[u] = c_begin + u < c_end ? LoadStreaming(wp + (c_begin + u) * 32) : uint4{};
+  // Groups in steps (per-row scales: one group spanning everything).
+  const int total_steps = chunks * kSteps;
+  const int cols = static_cast<int>(w.cols);
+  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + 1;
+  const int step0 = c_begin * kSteps;
+  int grp = step0 / gsteps;
+  int left = gsteps - step0 % gsteps;  // steps until this group ends
+  // The scales (and zeros) of the current group and of the next one, loaded a group ahead:
+  // the zeros are needed by the first step of a group, and a load issued only at the group's
+  // start would stall the warp for a trip to memory once per group.
+  const GroupParams<kValues> params{w.scales + tile * w.ngroups * 16 + group,
+                                    w.zeros != nullptr ? w.zeros + tile * w.ngroups * 16 + group : nullptr,
+                                    static_cast<int>(w.ngroups)};
+  GroupScales now, next;
+  if (c_begin < c_end) {
+    now = params.Load(grp);
+    next = params.Load(grp + 1);
+  }
   AllowDependentLaunch();
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
   const int n = static_cast<int>(a.n);
   const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + group * a.ldx + 2 * t;
   const bool token = group < n;
-  // Groups in steps (per-row scales: one group spanning everything).
-  const int total_steps = chunks * kSteps;
-  const int cols = static_cast<int>(w.cols);
-  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + 1;
-  const int ngroups = static_cast<int>(w.ngroups);
-  const int step0 = c_begin * kSteps;
-  int grp = step0 / gsteps;
-  int left = gsteps - step0 % gsteps;  // steps until this group ends
-  const float* scales = w.scales + tile * w.ngroups * 16 + group;
-  const uint8_t* zeros = w.zeros != nullptr ? w.zeros + tile * w.ngroups * 16 + group : nullptr;
-  float s_lo = 0.0f, s_hi = 0.0f;
-  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 -(128 + 8): symmetric INT4
-  auto load_group = [&](int gi) {
-    gi = gi < ngroups ? gi : ngroups - 1;  // padding steps past the last group multiply x = 0
-    s_lo = __ldg(scales + gi * 16);
-    s_hi = __ldg(scales + gi * 16 + 8);
-    if (kValues == kQuantInt4 && zeros != nullptr) {
-      neg_z[0] = (0xc300u + __ldg(zeros + gi * 16)) * 0x00010001u;
-      neg_z[1] = (0xc300u + __ldg(zeros + gi * 16 + 8)) * 0x00010001u;
-    }
-  };
-  if (c_begin < c_end) load_group(grp);
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
@@ -179,28 +199,29 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
         LoadX<kValues>(xrow, token, k, b0, b1);
         uint32_t af[4];
         if constexpr (kValues == kQuantInt4) {
-          DequantInt4Step(words[s], neg_z, af);
+          DequantInt4Step(words[s], now.neg_z, af);
         } else {
           DequantInt8Step(words[2 * s], words[2 * s + 1], af);
         }
         Mma<K>(d, af, b0, b1);
         if (--left == 0) {  // the group ends: scale its products into the accumulator
-          acc[0] = fmaf(d[0], s_lo, acc[0]);
-          acc[1] = fmaf(d[1], s_lo, acc[1]);
-          acc[2] = fmaf(d[2], s_hi, acc[2]);
-          acc[3] = fmaf(d[3], s_hi, acc[3]);
+          acc[0] = fmaf(d[0], now.s_lo, acc[0]);
+          acc[1] = fmaf(d[1], now.s_lo, acc[1]);
+          acc[2] = fmaf(d[2], now.s_hi, acc[2]);
+          acc[3] = fmaf(d[3], now.s_hi, acc[3]);
           d[0] = d[1] = d[2] = d[3] = 0.0f;
           left = gsteps;
-          load_group(++grp);
+          now = next;
+          next = params.Load(++grp + 1);
         }
       }
     }
   }
   if (c_begin < c_end) {  // the range's last (partial) group
-    acc[0] = fmaf(d[0], s_lo, acc[0]);
-    acc[1] = fmaf(d[1], s_lo, acc[1]);
-    acc[2] = fmaf(d[2], s_hi, acc[2]);
-    acc[3] = fmaf(d[3], s_hi, acc[3]);
+    acc[0] = fmaf(d[0], now.s_lo, acc[0]);
+    acc[1] = fmaf(d[1], now.s_lo, acc[1]);
+    acc[2] = fmaf(d[2], now.s_hi, acc[2]);
+    acc[3] = fmaf(d[3], now.s_hi, acc[3]);
   }
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
