@@ -17,9 +17,10 @@
 // 1024 (0x64uu is 1024 + u), one FMA2 subtracts 1152; x is converted to FP16 on its load
 // (exact for 6e-5 <= |x| <= 65504; the device's activations live well inside that).
 //
-// Scales: each step's products go into an F32 fragment that is scaled and added to the
-// accumulator when the step's group ends (per group, not per step, for group sizes that are
-// multiples of the 16-column step; per-row scales once at the end).
+// Scales: the products go into an F32 fragment that is scaled and added to the accumulator
+// when their group ends (tested once per chunk when groups are whole chunks, else per
+// 16-column step; per-row scales once at the end); a group's scales and zeros are loaded a
+// group ahead.
 //
 // Work split: a block of 8 warps takes 8 / kw tiles; the kw warps of a tile take contiguous
 // ranges of its chunks (split-K), double-buffered rounds of kRound 16-byte loads per lane
@@ -39,7 +40,10 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kBlockWarps = 8;
-constexpr int kRound = 4;  // chunks (16-byte loads per lane) in flight per round
+// kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
+// fits 3 blocks per SM without spills; 4 takes 2 blocks per SM, 2 leaves registers unused.
+// STRATA_CUDA_QGEMV_ROUND=2|3|4 picks one (device A/Bs).
+constexpr int MinBlocksFor(int round) { return round >= 4 ? 2 : 3; }
 
 __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   uint4 v;
@@ -87,13 +91,11 @@ __device__ __forceinline__ void DequantInt8Step(uint32_t w0, uint32_t w1, uint32
 // The B fragment of one step for this lane's token (lane / 4), columns k + 2t (b0) and
 // k + 2t + 8 (b1): BF16 pairs as stored, or converted to FP16 for the INT8 path.
 template <int kValues>
-__device__ __forceinline__ void LoadX(const __nv_bfloat16* xrow, bool valid, int64_t k, uint32_t& b0, uint32_t& b1) {
-  if (!valid) {
-    b0 = b1 = 0;
-    return;
-  }
-  const uint32_t v0 = __ldg(reinterpret_cast<const unsigned int*>(xrow + k));
-  const uint32_t v1 = __ldg(reinterpret_cast<const unsigned int*>(xrow + k + 8));
+// xk is a readable row for every lane (lanes past the last token read the last token's row),
+// `valid` zeroes those lanes' values: selects, not a divergent branch.
+__device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, bool valid, uint32_t& b0, uint32_t& b1) {
+  const uint32_t v0 = valid ? __ldg(reinterpret_cast<const unsigned int*>(xk)) : 0u;
+  const uint32_t v1 = valid ? __ldg(reinterpret_cast<const unsigned int*>(xk + 8)) : 0u;
   if constexpr (kValues == kQuantInt4) {
     b0 = v0;
     b1 = v1;
@@ -127,8 +129,9 @@ struct GroupParams {
   }
 };
 
-template <int kValues, typename O>
-__global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+// kChunkGroups: group_size is 0 or a multiple of the chunk's columns.
+template <int kValues, bool kChunkGroups, int kRound, typename O>
+__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kSteps = kQuantTiledChunkCols(kValues) / 16;  // 16-column steps per chunk
   __shared__ float partial[kBlockWarps][32][4];
@@ -154,10 +157,13 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
   // Groups in steps (per-row scales: one group spanning everything).
   const int total_steps = chunks * kSteps;
   const int cols = static_cast<int>(w.cols);
-  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + 1;
+  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + kSteps;  // 0: never ends
   const int step0 = c_begin * kSteps;
   int grp = step0 / gsteps;
-  int left = gsteps - step0 % gsteps;  // steps until this group ends
+  // Steps (kChunkGroups: chunks) until this group ends. With groups of whole chunks (or
+  // per-row scales) the test runs once per chunk; ranges start at chunk boundaries.
+  const int gunits = kChunkGroups ? gsteps / kSteps : gsteps;
+  int left = kChunkGroups ? gunits - c_begin % gunits : gsteps - step0 % gsteps;
   // The scales (and zeros) of the current group and of the next one, loaded a group ahead:
   // the zeros are needed by the first step of a group, and a load issued only at the group's
   // start would stall the warp for a trip to memory once per group.
@@ -173,12 +179,27 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
   const int n = static_cast<int>(a.n);
-  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + group * a.ldx + 2 * t;
   const bool token = group < n;
+  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (token ? group : n - 1) * a.ldx + 2 * t;
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
+  // A group ends: its products, scaled, go into the accumulator.
+  auto end_group = [&]() {
+    acc[0] = fmaf(d[0], now.s_lo, acc[0]);
+    acc[1] = fmaf(d[1], now.s_lo, acc[1]);
+    acc[2] = fmaf(d[2], now.s_hi, acc[2]);
+    acc[3] = fmaf(d[3], now.s_hi, acc[3]);
+    d[0] = d[1] = d[2] = d[3] = 0.0f;
+    left = gunits;
+    now = next;
+    next = params.Load(++grp + 1);
+  };
   for (int c = c_begin; c < c_end; c += kRound) {
+    // x of this round's first step, and the columns left from there: the steps below then
+    // load at constant offsets and test the padding against a constant.
+    const __nv_bfloat16* xr = xrow + c * (kSteps * 16);
+    const int cols_left = cols - c * (kSteps * 16);
     uint4 cur[kRound];
 #pragma unroll
     for (int u = 0; u < kRound; ++u) cur[u] = buf[u];
@@ -193,10 +214,10 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
       const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        const int k = ((c + u) * kSteps + s) * 16;
-        if (k >= cols) break;  // the padding of the last chunk
+        const int ks16 = (u * kSteps + s) * 16;
+        if (ks16 >= cols_left) break;  // the padding of the last chunk
         uint32_t b0, b1;
-        LoadX<kValues>(xrow, token, k, b0, b1);
+        LoadX<kValues>(xr + ks16, token, b0, b1);
         uint32_t af[4];
         if constexpr (kValues == kQuantInt4) {
           DequantInt4Step(words[s], now.neg_z, af);
@@ -204,17 +225,9 @@ __global__ void __launch_bounds__(kBlockWarps * 32, 3) QuantGemvTiledKernel(Quan
           DequantInt8Step(words[2 * s], words[2 * s + 1], af);
         }
         Mma<K>(d, af, b0, b1);
-        if (--left == 0) {  // the group ends: scale its products into the accumulator
-          acc[0] = fmaf(d[0], now.s_lo, acc[0]);
-          acc[1] = fmaf(d[1], now.s_lo, acc[1]);
-          acc[2] = fmaf(d[2], now.s_hi, acc[2]);
-          acc[3] = fmaf(d[3], now.s_hi, acc[3]);
-          d[0] = d[1] = d[2] = d[3] = 0.0f;
-          left = gsteps;
-          now = next;
-          next = params.Load(++grp + 1);
-        }
+        if (!kChunkGroups && --left == 0) end_group();
       }
+      if (kChunkGroups && --left == 0) end_group();
     }
   }
   if (c_begin < c_end) {  // the range's last (partial) group
@@ -255,8 +268,8 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
       (reinterpret_cast<uintptr_t>(a.x) & 3u) != 0 || a.ldx % 2 != 0) {
     return cudaErrorInvalidValue;
   }
-  // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 2 rounds of
-  // 4 chunks for a 4096-column INT4 row); a Llama-3-8B product then has >= 256 blocks.
+  // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 8 chunks each
+  // for a 4096-column INT4 row); a Llama-3-8B product then has >= 256 blocks.
   // STRATA_CUDA_QGEMV_KW=1|2|4|8 forces it (device A/Bs; warps past the last chunk idle).
   static const int forced_kw = [] {
     const char* e = std::getenv("STRATA_CUDA_QGEMV_KW");
@@ -265,16 +278,35 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   }();
   int kw = w.chunks >= 32 ? 8 : w.chunks >= 8 ? 4 : w.chunks >= 2 ? 2 : 1;
   if (forced_kw > 0) kw = forced_kw;
+  static const int round = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_ROUND");
+    const int v = e != nullptr ? std::atoi(e) : 3;
+    return v >= 2 && v <= 4 ? v : 3;
+  }();
   const int64_t tiles = (w.rows + 15) / 16;
   const int64_t blocks = (tiles + kBlockWarps / kw - 1) / (kBlockWarps / kw);
+  const bool chunk_groups = w.group_size % kQuantTiledChunkCols(w.values) == 0;  // also group_size 0
   cudaError_t e = cudaErrorInvalidValue;
   auto launch = [&](auto o_tag) {
     using O = decltype(o_tag);
-    e = w.values == kQuantInt4
-            ? LaunchMaybeOverlapping(QuantGemvTiledKernel<kQuantInt4, O>, blocks, kBlockWarps * 32, 0,
-                                     a.overlap_previous, stream, a, kw)
-            : LaunchMaybeOverlapping(QuantGemvTiledKernel<kQuantInt8, O>, blocks, kBlockWarps * 32, 0,
-                                     a.overlap_previous, stream, a, kw);
+    auto go = [&](auto kernel) {
+      e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, 0, a.overlap_previous, stream, a, kw);
+    };
+    auto by_round = [&](auto round_tag) {
+      constexpr int R = decltype(round_tag)::value;
+      if (w.values == kQuantInt4) {
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, O>)
+                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, O>);
+      } else {
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, O>)
+                     : go(QuantGemvTiledKernel<kQuantInt8, false, R, O>);
+      }
+    };
+    switch (round) {
+      case 2: by_round(std::integral_constant<int, 2>{}); break;
+      case 4: by_round(std::integral_constant<int, 4>{}); break;
+      default: by_round(std::integral_constant<int, 3>{}); break;
+    }
   };
   if (a.out_dtype == STRATA_DTYPE_F32) {
     launch(float{});

@@ -281,11 +281,6 @@ phase_quant8b() {
   run quant8b_matmul.jsonl 90 "$BUILD/bin/quant_matmul_bench" --tokens 1,8,128 --formats bf16,w4a16,w8a16
   STRATA_CUDA_QGEMV=v1 run quant8b_matmul_v1.jsonl 60 "$BUILD/bin/quant_matmul_bench" --tokens 1,8 \
     --formats w4a16,w8a16
-  stamp "the same, 1 token, with 4 and 2 warps per 16-row tile (STRATA_CUDA_QGEMV_KW; default 8 at 4096+ columns)"
-  for d in 4 2; do
-    STRATA_CUDA_QGEMV_KW=$d run "quant8b_matmul_kw$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
-      --formats w4a16,w8a16 --reps 10
-  done
   stamp "quantized Llama-3-8B shape: batch-1 decode 128 in / 128 out (decode graphs), bf16 / W4A16 / W8A16"
   for d in bf16 int4-g128 int8; do
     run "quant8b_decode_$d.json" 60 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3
@@ -298,6 +293,13 @@ phase_quant8b() {
   stamp "4096-token prefill: bf16 / W8A8"
   for d in bf16 w8a8; do
     run "quant8b_prefill_$d.json" 50 $S --synthetic-dtype $d --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  done
+  stamp "tensor-core GEMV variants, 1 token: 4 and 2 warps per tile (STRATA_CUDA_QGEMV_KW, default 8), rounds of 4 and 2 loads (STRATA_CUDA_QGEMV_ROUND, default 3)"
+  for d in 4 2; do
+    STRATA_CUDA_QGEMV_KW=$d run "quant8b_matmul_kw$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
+      --formats w4a16,w8a16 --reps 10
+    STRATA_CUDA_QGEMV_ROUND=$d run "quant8b_matmul_round$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
+      --formats w4a16,w8a16 --reps 10
   done
   stamp "W4A16 decode with the SIMT GEMV (STRATA_CUDA_QGEMV=v1), for the A/B"
   STRATA_CUDA_QGEMV=v1 run "quant8b_decode_int4-g128_v1.json" 60 $S --synthetic-dtype int4-g128 \
