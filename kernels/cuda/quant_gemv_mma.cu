@@ -91,11 +91,12 @@ __device__ __forceinline__ void DequantInt8Step(uint32_t w0, uint32_t w1, uint32
 // The B fragment of one step for this lane's token (lane / 4), columns k + 2t (b0) and
 // k + 2t + 8 (b1): BF16 pairs as stored, or converted to FP16 for the INT8 path.
 template <int kValues>
-// xk is a readable row for every lane (lanes past the last token read the last token's row),
-// `valid` zeroes those lanes' values: selects, not a divergent branch.
-__device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, bool valid, uint32_t& b0, uint32_t& b1) {
-  const uint32_t v0 = valid ? __ldg(reinterpret_cast<const unsigned int*>(xk)) : 0u;
-  const uint32_t v1 = valid ? __ldg(reinterpret_cast<const unsigned int*>(xk + 8)) : 0u;
+// xk is a readable row for every lane: lanes past the last token read the last token's row
+// (the same lines, no extra traffic) and fill B columns whose products are never stored (an
+// mma's output columns are independent), so the loads need no condition.
+__device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, uint32_t& b0, uint32_t& b1) {
+  const uint32_t v0 = __ldg(reinterpret_cast<const unsigned int*>(xk));
+  const uint32_t v1 = __ldg(reinterpret_cast<const unsigned int*>(xk + 8));
   if constexpr (kValues == kQuantInt4) {
     b0 = v0;
     b1 = v1;
@@ -179,8 +180,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
   const int n = static_cast<int>(a.n);
-  const bool token = group < n;
-  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (token ? group : n - 1) * a.ldx + 2 * t;
+  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx + 2 * t;
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
@@ -208,26 +208,36 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
       const int cn = c + kRound + u;
       if (cn < c_end) buf[u] = LoadStreaming(wp + cn * 32);
     }
+    // kCheck: this round reaches the weight's last chunk, where steps past cols (padding) and
+    // chunks past the range are skipped; every other round runs without those tests.
+    auto round = [&](auto check_tag) {
+      constexpr bool kCheck = decltype(check_tag)::value;
 #pragma unroll
-    for (int u = 0; u < kRound; ++u) {
-      if (c + u >= c_end) break;
-      const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
+      for (int u = 0; u < kRound; ++u) {
+        if (kCheck && c + u >= c_end) break;
+        const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        const int ks16 = (u * kSteps + s) * 16;
-        if (ks16 >= cols_left) break;  // the padding of the last chunk
-        uint32_t b0, b1;
-        LoadX<kValues>(xr + ks16, token, b0, b1);
-        uint32_t af[4];
-        if constexpr (kValues == kQuantInt4) {
-          DequantInt4Step(words[s], now.neg_z, af);
-        } else {
-          DequantInt8Step(words[2 * s], words[2 * s + 1], af);
+        for (int s = 0; s < kSteps; ++s) {
+          const int ks16 = (u * kSteps + s) * 16;
+          if (kCheck && ks16 >= cols_left) break;  // the padding of the last chunk
+          uint32_t b0, b1;
+          LoadX<kValues>(xr + ks16, b0, b1);
+          uint32_t af[4];
+          if constexpr (kValues == kQuantInt4) {
+            DequantInt4Step(words[s], now.neg_z, af);
+          } else {
+            DequantInt8Step(words[2 * s], words[2 * s + 1], af);
+          }
+          Mma<K>(d, af, b0, b1);
+          if (!kChunkGroups && --left == 0) end_group();
         }
-        Mma<K>(d, af, b0, b1);
-        if (!kChunkGroups && --left == 0) end_group();
+        if (kChunkGroups && --left == 0) end_group();
       }
-      if (kChunkGroups && --left == 0) end_group();
+    };
+    if (c + kRound <= c_end && cols_left >= kRound * kSteps * 16) {
+      round(std::false_type{});
+    } else {
+      round(std::true_type{});
     }
   }
   if (c_begin < c_end) {  // the range's last (partial) group
