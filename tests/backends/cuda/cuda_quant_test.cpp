@@ -678,6 +678,41 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
   }
 }
 
+// The tiled GEMV's accumulate (the fused residual add of o and down products) into BF16
+// outputs, at 1 and 5 tokens, INT4 and INT8 (poisoned product scratch; out holds the residual).
+TEST(CudaQuant, TiledGemvAccumulatesIntoBf16) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(23);
+  const int64_t rows = 96, cols = 1024;
+  for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
+    QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
+    strata_weight W = nullptr;
+    ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+    for (int64_t n : {1, 5}) {
+      const std::vector<float> x = RandomX(rng, n, cols, BF16), res = RandomX(rng, n, rows, BF16);
+      std::vector<double> ref = Reference(w, x, n, {});
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+      strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ob = dev.Bytes(EncodeAct(res, BF16)),
+                    qs = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff));
+      strata_tensor xt = T(xb, BF16, n, cols), ot = T(ob, BF16, n, rows), qt = T(qs, BF16, n, rows);
+      strata_matmul_params p{};
+      p.struct_size = sizeof(p);
+      p.accumulate = 1;
+      p.product_scratch = &qt;
+      ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+      const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+      double ss = 0;
+      for (double v : ref) ss += v * v;
+      const double rms = std::sqrt(ss / ref.size());
+      int bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i) bad += !(std::fabs(out[i] - ref[i]) <= 2e-2 * (std::fabs(ref[i]) + rms));
+      EXPECT_EQ(bad, 0) << "format " << format << " n=" << n;
+    }
+  }
+}
+
 TEST(CudaQuant, BadDescriptorsAreRefusedWithAReason) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16");
