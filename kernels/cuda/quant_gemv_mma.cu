@@ -41,8 +41,8 @@ namespace {
 
 constexpr int kBlockWarps = 8;
 // kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
-// fits 3 blocks per SM without spills; 4 takes 2 blocks per SM, 2 leaves registers unused.
-// STRATA_CUDA_QGEMV_ROUND=2|3|4 picks one (device A/Bs).
+// fits 3 blocks per SM without spills; 2 leaves registers unused (STRATA_CUDA_QGEMV_ROUND=2
+// for A/Bs; 4, at 2 blocks per SM, was dropped: fewer warps per SM were slower in run 1).
 constexpr int MinBlocksFor(int round) { return round >= 4 ? 2 : 3; }
 
 __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
@@ -89,14 +89,21 @@ __device__ __forceinline__ void DequantInt8Step(uint32_t w0, uint32_t w1, uint32
 }
 
 // The B fragment of one step for this lane's token (lane / 4), columns k + 2t (b0) and
-// k + 2t + 8 (b1): BF16 pairs as stored, or converted to FP16 for the INT8 path.
-template <int kValues>
-// xk is a readable row for every lane: lanes past the last token read the last token's row
-// (the same lines, no extra traffic) and fill B columns whose products are never stored (an
-// mma's output columns are independent), so the loads need no condition.
+// k + 2t + 8 (b1): BF16 pairs as stored, or converted to FP16 for the INT8 path. xk is a
+// readable row for every lane: lanes past the last token read the last token's row (the same
+// lines, no extra traffic) and fill B columns whose products are never stored (an mma's
+// output columns are independent), so the loads need no condition. kStaged: xk points into
+// the block's shared-memory copy of x (plain loads; __ldg is for global memory only).
+template <int kValues, bool kStaged>
 __device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, uint32_t& b0, uint32_t& b1) {
-  const uint32_t v0 = __ldg(reinterpret_cast<const unsigned int*>(xk));
-  const uint32_t v1 = __ldg(reinterpret_cast<const unsigned int*>(xk + 8));
+  uint32_t v0, v1;
+  if constexpr (kStaged) {
+    v0 = *reinterpret_cast<const uint32_t*>(xk);
+    v1 = *reinterpret_cast<const uint32_t*>(xk + 8);
+  } else {
+    v0 = __ldg(reinterpret_cast<const unsigned int*>(xk));
+    v1 = __ldg(reinterpret_cast<const unsigned int*>(xk + 8));
+  }
   if constexpr (kValues == kQuantInt4) {
     b0 = v0;
     b1 = v1;
@@ -131,7 +138,11 @@ struct GroupParams {
 };
 
 // kChunkGroups: group_size is 0 or a multiple of the chunk's columns.
-template <int kValues, bool kChunkGroups, int kRound, typename O>
+// kStaged: x ([n, cols], 16-byte rows) is first copied into shared memory by the block: a
+// step's x loads then take shared memory's latency, not L2's. (Run 1 on the H200: with x
+// read from global memory per step, the kernel ran at ~475 cycles per 16-column step and
+// warp, INT4 and INT8 alike, i.e. bound by that latency, not by HBM.)
+template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kSteps = kQuantTiledChunkCols(kValues) / 16;  // 16-column steps per chunk
@@ -180,7 +191,20 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
   const int n = static_cast<int>(a.n);
-  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx + 2 * t;
+  const __nv_bfloat16* xbase = static_cast<const __nv_bfloat16*>(a.x);
+  int64_t xld = a.ldx;
+  if constexpr (kStaged) {
+    extern __shared__ uint4 staged_x[];  // [n][cols] BF16
+    const int per_row = cols / 8;
+    for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
+      const int r = i / per_row, j = i - r * per_row;
+      staged_x[i] = __ldg(reinterpret_cast<const uint4*>(xbase + r * a.ldx) + j);
+    }
+    __syncthreads();
+    xbase = reinterpret_cast<const __nv_bfloat16*>(staged_x);
+    xld = cols;
+  }
+  const __nv_bfloat16* xrow = xbase + (group < n ? group : n - 1) * xld + 2 * t;
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
@@ -221,7 +245,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
           const int ks16 = (u * kSteps + s) * 16;
           if (kCheck && ks16 >= cols_left) break;  // the padding of the last chunk
           uint32_t b0, b1;
-          LoadX<kValues>(xr + ks16, b0, b1);
+          LoadX<kValues, kStaged>(xr + ks16, b0, b1);
           uint32_t af[4];
           if constexpr (kValues == kQuantInt4) {
             DequantInt4Step(words[s], now.neg_z, af);
@@ -296,26 +320,42 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   const int64_t tiles = (w.rows + 15) / 16;
   const int64_t blocks = (tiles + kBlockWarps / kw - 1) / (kBlockWarps / kw);
   const bool chunk_groups = w.group_size % kQuantTiledChunkCols(w.values) == 0;  // also group_size 0
+  // x staged in shared memory when it fits 40 KB (with the 4 KB of partial sums, under the
+  // 48 KB a block gets without opting in: a batch-1 step's x at up to 20,480 columns, 4
+  // tokens at 4,096) and its rows are 16-byte aligned;
+  // STRATA_CUDA_QGEMV_STAGE=0 turns staging off (A/Bs).
+  static const bool stage_allowed = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_STAGE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  const size_t staged_bytes = static_cast<size_t>(a.n * w.cols) * 2;
+  const bool staged = stage_allowed && staged_bytes <= 40 * 1024 && (reinterpret_cast<uintptr_t>(a.x) & 15u) == 0 &&
+                      a.ldx % 8 == 0;
   cudaError_t e = cudaErrorInvalidValue;
   auto launch = [&](auto o_tag) {
     using O = decltype(o_tag);
-    auto go = [&](auto kernel) {
-      e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, 0, a.overlap_previous, stream, a, kw);
+    auto go = [&](auto kernel, size_t smem) {
+      e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, a, kw);
     };
-    auto by_round = [&](auto round_tag) {
+    auto by_round = [&](auto round_tag, auto staged_tag) {
       constexpr int R = decltype(round_tag)::value;
+      constexpr bool S = decltype(staged_tag)::value;
+      const size_t smem = S ? staged_bytes : 0;
       if (w.values == kQuantInt4) {
-        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, O>)
-                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, O>);
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, S, O>, smem)
+                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, S, O>, smem);
       } else {
-        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, O>)
-                     : go(QuantGemvTiledKernel<kQuantInt8, false, R, O>);
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, S, O>, smem)
+                     : go(QuantGemvTiledKernel<kQuantInt8, false, R, S, O>, smem);
       }
     };
-    switch (round) {
-      case 2: by_round(std::integral_constant<int, 2>{}); break;
-      case 4: by_round(std::integral_constant<int, 4>{}); break;
-      default: by_round(std::integral_constant<int, 3>{}); break;
+    auto by_staged = [&](auto round_tag) {
+      staged ? by_round(round_tag, std::true_type{}) : by_round(round_tag, std::false_type{});
+    };
+    if (round == 2) {
+      by_staged(std::integral_constant<int, 2>{});
+    } else {
+      by_staged(std::integral_constant<int, 3>{});
     }
   };
   if (a.out_dtype == STRATA_DTYPE_F32) {

@@ -24,7 +24,8 @@
 #   quant8b    end-to-end quantized Llama-3-8B shapes (--synthetic-dtype, weights made by core/quant's
 #              round-to-nearest), each beside bf16 in the same run: batch-1 decode 128/128 W4A16
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
-#              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes)
+#              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
+#              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -307,11 +308,29 @@ phase_quant8b() {
   stamp "quant8b: $(( SECONDS - t_start ))s"
 }
 
+# quant8b's short form (under 4 minutes): the tiled-GEMV tests, the 1- and 8-token weight
+# products with x staged in shared memory and without (STRATA_CUDA_QGEMV_STAGE=0), and the
+# W4A16 / W8A16 batch-1 decodes end to end.
+phase_quant8b_quick() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "tiled GEMV tests"
+  timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*' \
+    2>&1 | tee "$OUT/cuda_quant_test_tiled.log" | grep -vE "^\[ RUN|^\[       OK" | tail -15
+  stamp "weight products, 1 and 8 tokens: x staged in shared memory, then not"
+  timeout 50 "$BUILD/bin/quant_matmul_bench" --tokens 1,8 --formats w4a16,w8a16 --reps 10 | tee "$OUT/quant8b_matmul_staged.jsonl"
+  STRATA_CUDA_QGEMV_STAGE=0 timeout 50 "$BUILD/bin/quant_matmul_bench" --tokens 1 --formats w4a16,w8a16 --reps 10 | \
+    tee "$OUT/quant8b_matmul_unstaged.jsonl"
+  stamp "batch-1 decode 128/128, W4A16 and W8A16"
+  for d in int4-g128 int8; do
+    timeout 50 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/quant8b_decode_$d.json"
+  done
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick)" ;;
   esac
 done
 stamp "done"
