@@ -107,6 +107,11 @@ phase_bench() {
 
 phase_opencl() {
   export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
+  # The last run saw only PoCL with this variable set: show what the ICD loader does with it.
+  stamp "OpenCL ICD probe"
+  ls -la /usr/local/nvidia/lib64 2>&1 | grep -i -E "opencl|libcuda" | head; ls /etc/OpenCL/vendors 2>&1
+  ldd "$OCL_ICD_FILENAMES" 2>&1 | grep -i "not found" | head
+  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -v "^$" | head -40
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
   "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
   stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
