@@ -525,6 +525,9 @@ int main(int argc, char** argv) {
   const json kv = ScrapeKv(o);
   done = true;
   sampler.join();
+  // RSS once the server is idle and has had a --malloc-trim-interval (10 s) to hand freed
+  // memory back.
+  std::this_thread::sleep_for(std::chrono::seconds(12));
   const long rss_end = ReadRssKb(o.pid, "VmRSS:");
 
   // RSS at each whole minute (the sample nearest to it) and growth over the last 20.
@@ -542,6 +545,21 @@ int main(int argc, char** argv) {
   for (int m = 0; m <= static_cast<int>(traffic_seconds / 60); ++m) per_minute.push_back(json{{"minute", m}, {"rss_kb", rss_at(m * 60.0)}});
   const double window_start = std::max(0.0, traffic_seconds - 20 * 60.0);
   const long rss_window_start = rss_at(window_start), rss_window_end = rss_at(traffic_seconds);
+  // The floor: the lowest sample of the minute before t. A single sample also holds whatever
+  // requests are in flight at that instant (an 8 MiB oversized body being read, a gzip body
+  // being inflated to its cap), tens of MB up or down between samples; creep is a rising
+  // floor, which this isolates.
+  auto rss_floor_before = [&](double t) {
+    long v = -1;
+    for (const auto& [s, kb] : rss)
+      if (kb >= 0 && s > t - 60.0 && s <= t + 1e-9 && (v < 0 || kb < v)) v = kb;
+    return v;
+  };
+  json floor_per_minute = json::array();
+  for (int m = 1; m <= static_cast<int>(traffic_seconds / 60); ++m)
+    floor_per_minute.push_back(json{{"minute", m}, {"rss_floor_kb", rss_floor_before(m * 60.0)}});
+  const long floor_start = rss_floor_before(std::max(60.0, window_start + 60.0)),
+             floor_end = rss_floor_before(traffic_seconds);
   json lat;
   for (const auto& [k, v] : e2e) lat[k] = Pcts(v);
   json out{{"tool", "soak"},
@@ -563,6 +581,13 @@ int main(int argc, char** argv) {
              {"percent", rss_window_start > 0 ? 100.0 * static_cast<double>(rss_window_end - rss_window_start) /
                                                      static_cast<double>(rss_window_start)
                                                : 0.0}}},
+           {"rss_floor_kb_per_minute", floor_per_minute},
+           {"rss_floor_growth_last_20_min",
+            {{"from_kb", floor_start},
+             {"to_kb", floor_end},
+             {"percent", floor_start > 0 ? 100.0 * static_cast<double>(floor_end - floor_start) /
+                                              static_cast<double>(floor_start)
+                                        : 0.0}}},
            {"rss_kb_after_idle", rss_end},
            {"kv_at_end", kv}};
   std::cout << out.dump() << std::endl;
