@@ -21,6 +21,12 @@
 #              the run), the 8-bit KV cache tests (cuda_kv8_test, conformance Attention), then
 #              Llama-3-8B step weight products per format beside BF16
 #              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
+#   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
+#              with FP8 / I8 caches vs float64, engine greedy agreement), then decode TPOT p50 of
+#              32 sequences at 4,096-token contexts with BF16, FP8 and I8 caches (Llama-3-8B
+#              shape, bf16 weights; kv8_tpot.jsonl), then stories260K perplexity with
+#              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
+#              .gpu/shared/text/tinystories_sample.txt)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -250,7 +256,7 @@ phase_quant() {
   timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -40
   grep -qE "FAILED|Failure" "$OUT/cuda_quant_test.log" && { stamp "quantized matmul tests failed: stopping"; exit 1; }
-  stamp "8-bit KV cache: FP8 on the SIMT attention kernels (engine greedy vs F32 cache; conformance vs float64)"
+  stamp "8-bit KV caches (cuda_kv8_test: kernel paths vs float64, engine greedy vs F32 cache; conformance vs float64)"
   timeout 240 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -20
   timeout 240 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*' 2>&1 | \
@@ -262,11 +268,54 @@ phase_quant() {
     --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
 }
 
+phase_kv8() {
+  stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
+  timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -50
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" && stamp "8-bit KV cache tests failed (see cuda_kv8_test.log)"
+  stamp "decode TPOT p50: 32 sequences x 4,096-token prompts, 128 out, BF16 / FP8 / I8 KV (Llama-3-8B shape)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  : > "$OUT/kv8_tpot.jsonl"
+  for kv in auto fp8 int8; do
+    timeout 150 $S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 \
+      --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 --kv-dtype $kv 2>"$OUT/kv8_tpot_$kv.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["kv_dtype"]=sys.argv[1]; print(json.dumps(r))' "$kv" \
+      >> "$OUT/kv8_tpot.jsonl" || tail -3 "$OUT/kv8_tpot_$kv.err"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+base = next((r["tpot_ms"]["p50"] for r in rows if r["kv_dtype"] == "auto"), None)
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("kv %-5s TPOT p50 %.2f ms (%s of bf16)  output tok/s %.0f" % (r["kv_dtype"], t,
+        "%.3f" % (t / base) if base else "-", r["output_tokens_per_s"]))' "$OUT/kv8_tpot.jsonl"
+  stamp "stories260K perplexity with f32 / fp8 / int8 KV caches, CUDA vs CPU"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  if [ ! -f "$text" ]; then
+    stamp "no $text: perplexity skipped (copy ../shared/text/tinystories_sample.txt there)"
+    return
+  fi
+  : > "$OUT/kv8_ppl.jsonl"
+  for dev in cuda cpu; do
+    for kv in f32 fp8 int8; do
+      timeout 60 "$BUILD/bin/strata" perplexity -m "$model" -f "$text" --ctx 128 --json --device $dev --kv-dtype $kv \
+        2>/dev/null | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["device"]=sys.argv[1]; r["kv_dtype"]=sys.argv[2]; print(json.dumps(r))' "$dev" "$kv" \
+        >> "$OUT/kv8_ppl.jsonl"
+    done
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ppl = {(r["device"], r["kv_dtype"]): r["ppl"] for r in rows}
+for kv in ("f32", "fp8", "int8"):
+  c, p = ppl.get(("cuda", kv)), ppl.get(("cpu", kv))
+  print("kv %-4s ppl cuda %s cpu %s  cuda/cpu %s" % (kv, c, p, "%.4f" % (c / p) if c and p else "-"))' "$OUT/kv8_ppl.jsonl"
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|kv8) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant kv8)" ;;
   esac
 done
 stamp "done"
