@@ -851,12 +851,15 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
     using T = decltype(t);
     DispatchKv(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
-      if constexpr (kIsKv8<K> && !std::is_same_v<T, __nv_bfloat16>) return;  // refused by Supports
-      else switch (GroupTemplate(plan.group)) {
-        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
-        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
-        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
-        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
+      // 8-bit caches: bf16 activations only (refused by Supports otherwise).
+      constexpr bool kInstantiated = !(sizeof(K) == 1 && sizeof(T) == 4);
+      if constexpr (kInstantiated) {
+        switch (GroupTemplate(plan.group)) {
+          case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
+          case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
+          case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
+          default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
+        }
       }
     });
   });
