@@ -22,7 +22,8 @@
 #              Llama-3-8B step weight products per format beside BF16
 #              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
-#              with FP8 / I8 caches vs float64, engine greedy agreement), then decode TPOT p50 of
+#              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
+#              Attention cases on cuda, then decode TPOT p50 of
 #              32 sequences at 4,096-token contexts with BF16, FP8 and I8 caches (Llama-3-8B
 #              shape, bf16 weights; kv8_tpot.jsonl), then stories260K perplexity with
 #              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
@@ -272,7 +273,10 @@ phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -50
-  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" && stamp "8-bit KV cache tests failed (see cuda_kv8_test.log)"
+  timeout 200 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*/cuda' 2>&1 | \
+    tee "$OUT/kv8_conformance_attention.log" | grep -E "note|FAILED|Failure|PASSED" | tail -20
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/kv8_conformance_attention.log" && \
+    stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, kv8_conformance_attention.log)"
   stamp "decode TPOT p50: 32 sequences x 4,096-token prompts, 128 out, BF16 / FP8 / I8 KV (Llama-3-8B shape)"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   : > "$OUT/kv8_tpot.jsonl"

@@ -65,7 +65,7 @@ void CheckKv8AgainstF32(const char* options, int32_t kv_dtype) {
   ModelRuntimeOptions opts;
   opts.max_seqs = 1;
   opts.max_batch_tokens = 7;  // several prefill chunks, then decode
-  opts.kv_dtype = kv_dtype;
+  opts.kv_dtype = static_cast<strata_dtype>(kv_dtype);
   auto model8 = LlamaModel::Load(*c.device, **file, opts);
   ASSERT_TRUE(model8.ok()) << model8.status();
   opts.kv_dtype = STRATA_DTYPE_F32;
