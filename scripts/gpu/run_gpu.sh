@@ -25,7 +25,8 @@
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
 #              32 sequences at 4,096-token contexts with BF16, FP8 and I8 caches (Llama-3-8B
-#              shape, bf16 weights; kv8_tpot.jsonl), then stories260K perplexity with
+#              shape, bf16 weights; kv8_tpot.jsonl; the attention kernels alone at that shape
+#              in kv8_attention_bench.jsonl), then stories260K perplexity with
 #              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
 #              .gpu/shared/text/tinystories_sample.txt)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
@@ -277,6 +278,9 @@ phase_kv8() {
     tee "$OUT/kv8_conformance_attention.log" | grep -E "note|FAILED|Failure|PASSED" | tail -20
   grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/kv8_conformance_attention.log" && \
     stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, kv8_conformance_attention.log)"
+  stamp "decode attention alone (attention, rope_attention): 1 and 32 sequences x 4,096 tokens, BF16 / FP8 / I8 caches"
+  STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
+    timeout 150 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/kv8_attention_bench.jsonl"
   stamp "decode TPOT p50: 32 sequences x 4,096-token prompts, 128 out, BF16 / FP8 / I8 KV (Llama-3-8B shape)"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   : > "$OUT/kv8_tpot.jsonl"
