@@ -9,7 +9,9 @@
 //    values the cache holds by the ABI's rules (FP8: e4m3(x / scale) * scale; I8: the CPU
 //    backend's per-block algorithm, re-implemented here in the same float steps), within
 //    1e-2 * (|ref| + rms(ref)) (BF16 activations and outputs; P and, on the prefill kernel,
-//    dequantized K/V rounded to F16). Ignoring a scale fails this by far.
+//    dequantized K/V rounded to F16). Ignoring a scale fails this by far. The same harness
+//    runs on the CPU backend without a GPU (ReferenceModelMatchesCpuBackend: within 1e-6
+//    there), so the model of the cache is the CPU backend's semantics, checked in CI.
 //  - on stories260K with llama2.c's prompts, teacher-forced next-token predictions of an FP8
 //    and an I8 cache agree with the F32 cache on the GPU for >= 85% of positions (printed,
 //    with the free-running prefix), with activations f32 and bf16;
@@ -242,8 +244,10 @@ struct OpBatch {
 
 class Kv8Ops {
  public:
-  Kv8Ops(Device* dev, const CacheKind& kind, std::vector<int32_t> lens_before, std::vector<int32_t> lens_after)
-      : dev_(dev), kind_(kind), before_(std::move(lens_before)), after_(std::move(lens_after)) {
+  // act: the activations' type, BF16 (CUDA's fast kernels) or F32 (the CPU backend).
+  Kv8Ops(Device* dev, const CacheKind& kind, std::vector<int32_t> lens_before, std::vector<int32_t> lens_after,
+         int32_t act = STRATA_DTYPE_BF16)
+      : dev_(dev), kind_(kind), before_(std::move(lens_before)), after_(std::move(lens_after)), act_(act) {
     const int32_t S = static_cast<int32_t>(after_.size());
     for (int32_t s = 0; s < S; ++s) mb_ = std::max(mb_, (after_[s] + kBs - 1) / kBs);
     nb_ = mb_ * S + 3;
@@ -324,7 +328,9 @@ class Kv8Ops {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> q(static_cast<size_t>(n) * kQRow);
     for (float& x : q) x = FromBf16(ToBf16(u(rng)));
+    // The values are BF16-rounded already, so both activation types carry them exactly.
     auto bf16_tensor = [&](const std::vector<float>& x, int64_t cols) {
+      if (act_ == STRATA_DTYPE_F32) return Upload(b, x.data(), x.size() * 4, STRATA_DTYPE_F32, n, cols);
       std::vector<uint16_t> h(x.size());
       for (size_t i = 0; i < x.size(); ++i) h[i] = ToBf16(x[i]);
       return Upload(b, h.data(), h.size() * 2, STRATA_DTYPE_BF16, n, cols);
@@ -367,8 +373,9 @@ class Kv8Ops {
       return;
     }
     // The output, poisoned (NaN bytes) first.
-    std::vector<uint8_t> poison(static_cast<size_t>(n) * kQRow * 2, 0xff);
-    const strata_tensor ot = Upload(b, poison.data(), poison.size(), STRATA_DTYPE_BF16, n, kQRow);
+    const size_t out_es = act_ == STRATA_DTYPE_F32 ? 4 : 2;
+    std::vector<uint8_t> poison(static_cast<size_t>(n) * kQRow * out_es, 0xff);
+    const strata_tensor ot = Upload(b, poison.data(), poison.size(), act_, n, kQRow);
     if (fused) {
       ASSERT_EQ(api.rope_attention(dev_->handle(), &rope, &ap, &b.desc, &qt, &kt, &vt, kv_.handle(), layer, &ot),
                 STRATA_OK)
@@ -379,11 +386,21 @@ class Kv8Ops {
       ASSERT_EQ(api.attention(dev_->handle(), &ap, &b.desc, &qt, kv_.handle(), layer, &ot), STRATA_OK)
           << api.last_error();
     }
-    std::vector<uint16_t> got16(static_cast<size_t>(n) * kQRow);
-    ASSERT_TRUE(dev_->Download(got16.data(), b.bufs.back(), 0, got16.size() * 2).ok());
+    std::vector<uint8_t> raw(static_cast<size_t>(n) * kQRow * out_es);
+    ASSERT_TRUE(dev_->Download(raw.data(), b.bufs.back(), 0, raw.size()).ok());
     ASSERT_TRUE(dev_->Synchronize().ok()) << "attention " << what;
+    std::vector<float> got(static_cast<size_t>(n) * kQRow);
+    for (size_t e = 0; e < got.size(); ++e) {
+      if (act_ == STRATA_DTYPE_F32) {
+        std::memcpy(&got[e], &raw[e * 4], 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &raw[e * 2], 2);
+        got[e] = FromBf16(h);
+      }
+    }
     // float64 reference over the modelled cache.
-    std::vector<double> ref(got16.size());
+    std::vector<double> ref(got.size());
     int64_t i = 0;
     for (int32_t s = 0; s < S; ++s) {
       std::vector<double> kd(static_cast<size_t>(to[s]) * kKvRow), vd(kd.size());
@@ -427,7 +444,7 @@ class Kv8Ops {
     int64_t bad = 0;
     double worst = 0.0;
     for (size_t e = 0; e < ref.size(); ++e) {
-      const double g = FromBf16(got16[e]);
+      const double g = got[e];
       const double err = std::fabs(g - ref[e]) / (std::fabs(ref[e]) + rms);
       if (!(err <= 1e-2)) {
         if (bad++ < 3) ADD_FAILURE() << what << ": element " << e << " got " << g << " expected " << ref[e];
@@ -452,6 +469,7 @@ class Kv8Ops {
   Device* dev_;
   CacheKind kind_;
   std::vector<int32_t> before_, after_;
+  int32_t act_;
   int32_t mb_ = 1, nb_ = 0;
   std::vector<int32_t> tables_;
   std::vector<std::vector<float>> keys_, values_;
@@ -504,6 +522,28 @@ void RunPrefill(const char* prefill_kernel) {
 
 TEST(CudaKv8Ops, PrefillFa2Kernel) { RunPrefill("fa2"); }
 TEST(CudaKv8Ops, PrefillSimtKernel) { RunPrefill("simple"); }
+
+// The harness itself (the cache model, the float64 reference, the tolerance) on the CPU
+// backend, whose 8-bit caches define the semantics (backends/cpu/kv_quant.h): runs without a
+// GPU, so CI keeps the reference honest.
+TEST(CudaKv8Ops, ReferenceModelMatchesCpuBackend) {
+  PluginRegistry registry;
+  ASSERT_TRUE(registry.LoadFile(std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cpu.so"));
+  const LoadedPlugin* p = registry.Find("cpu");
+  ASSERT_TRUE(p != nullptr && p->usable);
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  auto dev = Device::Open(p->backend, "cpu", 0, o);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  for (const CacheKind& kind : kCaches) {
+    const std::vector<int32_t> before = {0, 40, 37}, after = {70, 41, 60};
+    std::vector<int32_t> zero(after.size(), 0);
+    Kv8Ops t(dev->get(), kind, before, after, STRATA_DTYPE_F32);
+    if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+    t.Step(zero, before, false, false, "");
+    t.Step(before, after, true, false, std::string(kind.name) + ", CPU backend");
+  }
+}
 
 }  // namespace
 }  // namespace strata
