@@ -25,8 +25,8 @@
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
 #              32 sequences at 4,096-token contexts with BF16, FP8 and I8 caches (Llama-3-8B
-#              shape, bf16 weights; kv8_tpot.jsonl; the attention kernels alone at that shape
-#              in kv8_attention_bench.jsonl), then stories260K perplexity with
+#              shape, bf16 weights; kv8_tpot.jsonl; the decode step alone, op by op, in
+#              kv8_step.jsonl, the attention kernels alone in kv8_attention_bench.jsonl), then stories260K perplexity with
 #              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
 #              .gpu/shared/text/tinystories_sample.txt)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
@@ -281,6 +281,20 @@ phase_kv8() {
   stamp "decode attention alone (attention, rope_attention): 1 and 32 sequences x 4,096 tokens, BF16 / FP8 / I8 caches"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
     timeout 150 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/kv8_attention_bench.jsonl"
+  stamp "decode step alone, op by op (no graphs, every sequence decoding): 32 x 4,096 tokens, BF16 / FP8 / I8 KV"
+  : > "$OUT/kv8_step.jsonl"
+  for kv in bf16 fp8 int8; do
+    timeout 120 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" --options activations=bf16 \
+      --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv --mode decode --batch 32 --context 4096 --reps 10 \
+      | tee -a "$OUT/kv8_step.jsonl"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+base = next((r["median_ms"] for r in rows if r["kv_dtype"] == "bf16"), None)
+for r in rows: print("kv %-5s decode step %.2f ms (%s of bf16)" % (r["kv_dtype"], r["median_ms"], "%.3f" % (r["median_ms"] / base) if base else "-"))' "$OUT/kv8_step.jsonl"
+  # The engine's TPOT includes the steps where a sequence decodes beside other prompts'
+  # prefill chunks (the 32 prompts take 16 steps of 8,192 tokens), so it also carries the
+  # prefill kernels' speed; the op-by-op step above is the decode step alone.
   stamp "decode TPOT p50: 32 sequences x 4,096-token prompts, 128 out, BF16 / FP8 / I8 KV (Llama-3-8B shape)"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   : > "$OUT/kv8_tpot.jsonl"
