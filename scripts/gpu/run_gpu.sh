@@ -299,7 +299,7 @@ for r in rows: print("kv %-5s decode step %.2f ms (%s of bf16)" % (r["kv_dtype"]
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   : > "$OUT/kv8_tpot.jsonl"
   for kv in auto fp8 int8; do
-    timeout 150 $S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 \
+    timeout 120 $S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 \
       --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 --kv-dtype $kv 2>"$OUT/kv8_tpot_$kv.err" | \
       python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["kv_dtype"]=sys.argv[1]; print(json.dumps(r))' "$kv" \
       >> "$OUT/kv8_tpot.jsonl" || tail -3 "$OUT/kv8_tpot_$kv.err"
