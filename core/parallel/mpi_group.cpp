@@ -4,6 +4,9 @@
 
 #ifdef STRATA_HAVE_MPI
 
+// The C API only: MPI's C++ bindings (deprecated) are not used and warn under -Wextra.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
 

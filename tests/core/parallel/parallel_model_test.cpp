@@ -315,7 +315,7 @@ void RunMixedStepsRank(const SplitCase& sc, const std::string& path, bool mpi) {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     EXPECT_LE(worst, kLogitsTolerance);
-    RecordProperty("max_abs_logit_diff", std::to_string(worst));
+    ::testing::Test::RecordProperty("max_abs_logit_diff", std::to_string(worst));
     std::printf("[ parallel ] %s tp=%d pp=%d: max |logit - one device| = %.3g\n", sc.model.c_str(), sc.tp, sc.pp, worst);
     // Greedy agrees row by row.
     for (size_t row = 0; row < in.logits_rows.size(); ++row) {
@@ -445,7 +445,9 @@ void RunEngineRank(const SplitCase& sc, const std::string& path, bool mpi) {
   EXPECT_GT(m.num_preemptions, 0);
   EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
   // Pipeline stages ran steps of several sequences as micro-batches.
-  if (sc.pp > 1) EXPECT_GT(r.model->pipeline_micro_batches(), r.model->call_times().calls);
+  if (sc.pp > 1) {
+    EXPECT_GT(r.model->pipeline_micro_batches(), r.model->call_times().calls);
+  }
   engine->reset();
   EXPECT_TRUE(r.rt->Shutdown().ok());
 }
