@@ -124,6 +124,10 @@ bool MpiReady() {
   return init && !fin;
 }
 
+void MpiFinalize() {
+  if (MpiReady()) MPI_Finalize();
+}
+
 absl::Status MpiInit() {
   static std::once_flag once;
   static absl::Status status;
@@ -397,6 +401,7 @@ absl::Status NotBuiltIn() {
 bool MpiBuiltIn() { return false; }
 absl::Status MpiInit() { return NotBuiltIn(); }
 bool MpiReady() { return false; }
+void MpiFinalize() {}
 absl::StatusOr<bool> MpiAllRanksOnThisHost() { return NotBuiltIn(); }
 MpiGroup::MpiGroup() = default;
 MpiGroup::~MpiGroup() = default;

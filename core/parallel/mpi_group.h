@@ -28,6 +28,10 @@ bool MpiBuiltIn();
 absl::Status MpiInit();
 // Whether MPI is initialized (and not finalized) in this process.
 bool MpiReady();
+// Finalizes MPI now (collective over the job): for a job that asked MPI only where its ranks
+// are and then talks over shared memory, so that no rank's exit waits in MPI_Finalize for a
+// peer that is still running.
+void MpiFinalize();
 // Whether every rank of the job runs on this host (MPI_Comm_split_type with
 // MPI_COMM_TYPE_SHARED); collective over the job, blocking (start-up only).
 absl::StatusOr<bool> MpiAllRanksOnThisHost();

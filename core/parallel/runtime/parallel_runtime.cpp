@@ -99,6 +99,8 @@ absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment(const std::string& transp
       STRATA_RETURN_IF_ERROR(parallel::MpiInit());
       STRATA_ASSIGN_OR_RETURN(const bool one_host, parallel::MpiAllRanksOnThisHost());
       use_mpi = !one_host;
+      // Shared memory from here on: MPI's part is done (every rank finalizes at this point).
+      if (!use_mpi) parallel::MpiFinalize();
     }
     if (use_mpi) {
       STRATA_RETURN_IF_ERROR(parallel::MpiInit());  // says so where MPI is not built in
