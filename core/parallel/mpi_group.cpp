@@ -55,7 +55,8 @@ void FinalizeAtExit() {
   MPI_Finalize();
 }
 
-// One pending request and whom it waits for (-1: a send, which names no one).
+// One pending request and the rank of the group it waits for (-1: every other rank, as a
+// broadcast's root does).
 struct Pending {
   MPI_Request req;
   int32_t peer;
@@ -86,7 +87,7 @@ absl::Status WaitAll(std::vector<Pending>& reqs, int32_t timeout_ms, const char*
           late.push_back(p.peer);
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": rank ", self, " timed out after ", timeout_ms, " ms waiting for ",
-          late.empty() ? std::string("its sends to be taken") : absl::StrCat("rank(s) ", absl::StrJoin(late, ", "))));
+          late.empty() ? std::string("the other ranks") : absl::StrCat("rank(s) ", absl::StrJoin(late, ", "))));
     }
     if (waited_ms >= 50) {
       std::this_thread::sleep_for(std::chrono::microseconds(waited_ms >= 1000 ? 1000 : 100));
@@ -106,7 +107,7 @@ absl::Status Check(int rc, const char* call) {
 // A duplicate of MPI_COMM_WORLD whose errors return (rather than abort), within the deadline.
 absl::StatusOr<MPI_Comm> DupWorld(int32_t timeout_ms, int32_t self) {
   MPI_Comm c = MPI_COMM_NULL;
-  std::vector<Pending> reqs(1, Pending{MPI_REQUEST_NULL, -1});
+  std::vector<Pending> reqs(1, Pending{MPI_REQUEST_NULL, -1});  // every rank takes part
   if (absl::Status s = Check(MPI_Comm_idup(MPI_COMM_WORLD, &c, &reqs[0].req), "MPI_Comm_idup"); !s.ok()) return s;
   if (absl::Status s = WaitAll(reqs, timeout_ms, "MPI group: joining (MPI_Comm_idup)", self); !s.ok()) return s;
   MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -278,7 +279,7 @@ absl::Status MpiGroup::Exchange(size_t bytes, const PutFn& put, const TakeFn& ta
     }
     for (int32_t r = 0; r < nranks_; ++r) {
       if (r == rank_) continue;
-      reqs.push_back({MPI_REQUEST_NULL, -1});
+      reqs.push_back({MPI_REQUEST_NULL, r});
       if (absl::Status s = Check(
               MPI_Isend(own, static_cast<int>(len), MPI_BYTE, s_->members[r], kExchangeTag, s_->comm, &reqs.back().req),
               what);
@@ -311,7 +312,7 @@ absl::Status MpiGroup::BroadcastImpl(void* data, size_t bytes, int32_t root, con
     } else if (rank_ == root) {
       for (int32_t r = 0; r < nranks_; ++r) {
         if (r == root) continue;
-        reqs.push_back({MPI_REQUEST_NULL, -1});
+        reqs.push_back({MPI_REQUEST_NULL, r});
         if (absl::Status s = Check(MPI_Isend(d + offset, static_cast<int>(len), MPI_BYTE, s_->members[r], kBroadcastTag,
                                              s_->comm, &reqs.back().req),
                                    what);
