@@ -124,6 +124,28 @@ TEST(Communicator, BackendWithoutOneIsRefusedClearly) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
 }
 
+// ---- Choosing the transport. ----
+
+// Outside mpirun (as ctest runs this): mpi is refused with how to start it; bad names are
+// refused; auto and shm leave a single process on shared memory (our launcher's way).
+TEST(ParallelTransport, MpiNeedsMpirunAndNamesAreChecked) {
+  if (testing_util::MpiChild() || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+      std::getenv("STRATA_WORLD_SIZE") != nullptr)
+    GTEST_SKIP() << "runs outside any launcher";
+  auto mpi = ParallelEnvFromEnvironment("mpi");
+  ASSERT_FALSE(mpi.ok());
+  EXPECT_NE(mpi.status().message().find("start the ranks with mpirun"), std::string::npos) << mpi.status();
+  auto bad = ParallelEnvFromEnvironment("infiniband");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be auto, shm or mpi"), std::string::npos) << bad.status();
+  for (const char* t : {"auto", "shm"}) {
+    auto e = ParallelEnvFromEnvironment(t);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_FALSE(e->active());
+    EXPECT_EQ(e->transport, ParallelTransport::kShm);
+  }
+}
+
 // ---- The plan and the shards. ----
 
 TEST(ParallelPlan, SplitsHeadsLayersAndVocabulary) {
