@@ -104,12 +104,21 @@ absl::Status Check(int rc, const char* call) {
   return absl::UnavailableError(absl::StrCat(call, ": ", MpiError(rc)));
 }
 
+// A group that could not form: some rank is missing or hangs, so this process must not wait
+// for it in MPI_Finalize at exit (it aborts the job instead).
+absl::Status JoinFailed(absl::Status s) {
+  g_group_failed.store(true);
+  return s;
+}
+
 // A duplicate of MPI_COMM_WORLD whose errors return (rather than abort), within the deadline.
 absl::StatusOr<MPI_Comm> DupWorld(int32_t timeout_ms, int32_t self) {
   MPI_Comm c = MPI_COMM_NULL;
   std::vector<Pending> reqs(1, Pending{MPI_REQUEST_NULL, -1});  // every rank takes part
-  if (absl::Status s = Check(MPI_Comm_idup(MPI_COMM_WORLD, &c, &reqs[0].req), "MPI_Comm_idup"); !s.ok()) return s;
-  if (absl::Status s = WaitAll(reqs, timeout_ms, "MPI group: joining (MPI_Comm_idup)", self); !s.ok()) return s;
+  if (absl::Status s = Check(MPI_Comm_idup(MPI_COMM_WORLD, &c, &reqs[0].req), "MPI_Comm_idup"); !s.ok())
+    return JoinFailed(s);
+  if (absl::Status s = WaitAll(reqs, timeout_ms, "MPI group: joining (MPI_Comm_idup)", self); !s.ok())
+    return JoinFailed(s);
   MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
   return c;
 }
@@ -219,21 +228,24 @@ absl::StatusOr<std::unique_ptr<MpiGroup>> MpiGroup::Split(const std::string& key
                                             g->s_->comm, &reqs[0].req),
                              "MPI_Iallgather");
       !s.ok())
-    return s;
-  if (absl::Status s = WaitAll(reqs, timeout_ms, "MPI group: joining (MPI_Iallgather)", world_rank); !s.ok()) return s;
+    return JoinFailed(s);
+  if (absl::Status s = WaitAll(reqs, timeout_ms, "MPI group: joining (MPI_Iallgather)", world_rank); !s.ok())
+    return JoinFailed(s);
   std::vector<int> members(static_cast<size_t>(nranks), -1);
   for (int p = 0; p < world_size; ++p) {
     const Entry& e = all[static_cast<size_t>(p)];
     if (std::memcmp(e.key, mine.key, kKeyBytes) != 0) continue;
     if (e.nranks != nranks || e.rank < 0 || e.rank >= nranks || members[static_cast<size_t>(e.rank)] != -1)
-      return absl::InvalidArgumentError(absl::StrCat("MPI group: process ", p, " joined as rank ", e.rank, " of ",
-                                                     e.nranks, ", this process as rank ", rank, " of ", nranks));
+      return JoinFailed(absl::InvalidArgumentError(absl::StrCat("MPI group: process ", p, " joined as rank ", e.rank,
+                                                                " of ", e.nranks, ", this process as rank ", rank,
+                                                                " of ", nranks)));
     members[static_cast<size_t>(e.rank)] = p;
   }
   for (int r = 0; r < nranks; ++r)
     if (members[static_cast<size_t>(r)] < 0)
-      return absl::InvalidArgumentError(absl::StrCat("MPI group: no process of the job joined as rank ", r, " of ",
-                                                     nranks, " (every process must join at the same point)"));
+      return JoinFailed(absl::InvalidArgumentError(absl::StrCat("MPI group: no process of the job joined as rank ", r,
+                                                                " of ", nranks,
+                                                                " (every process must join at the same point)")));
   g->s_->members = std::move(members);
   g->s_->whole = nranks == world_size;
   g->rank_ = rank;
