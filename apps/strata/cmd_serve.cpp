@@ -98,6 +98,9 @@ absl::StatusOr<ParallelLaunch> StartParallel(const FlagSet& f, const std::vector
     STRATA_ASSIGN_OR_RETURN(l.env, SpawnLocalRanks(l.tp * l.pp, argv, &l.children));
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
+  if (l.env.rank == 0)
+    std::cerr << "strata serve: " << l.env.world_size << " ranks (" << l.env.launcher << ") over "
+              << (l.env.transport == ParallelTransport::kMpi ? "MPI" : "shared memory") << "\n";
   if (l.env.world_size != l.tp * l.pp)
     return absl::InvalidArgumentError(absl::StrCat(l.env.launcher, " started ", l.env.world_size, " ranks; --tensor-parallel-size ",
                                                    l.tp, " x --pipeline-parallel-size ", l.pp, " needs ", l.tp * l.pp));

@@ -580,10 +580,12 @@ TEST_P(MpiLogits, MixedStepsMatchOneDevice) {
   RunMixedStepsRank(sc, path, /*mpi=*/true);
 }
 
+// TP=2 x PP=2: four processes, a world communicator and one per stage, all formed at once.
 INSTANTIATE_TEST_SUITE_P(Models, MpiLogits,
                          ::testing::Values(SplitCase{"stories260K/stories260K.gguf", 2, 1},
                                            SplitCase{"stories260K/stories260K.gguf", 1, 2},
-                                           SplitCase{"hf-tiny/llama-gqa", 2, 1}),
+                                           SplitCase{"hf-tiny/llama-gqa", 2, 1},
+                                           SplitCase{"stories260K/stories260K.gguf", 2, 2}),
                          CaseName);
 
 class MpiEngine : public ::testing::TestWithParam<SplitCase> {};
