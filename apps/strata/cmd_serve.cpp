@@ -66,6 +66,9 @@ void AddServeFlags(FlagSet& f) {
           "ranks (one process per device) that split each layer; started here unless run under mpirun");
   f.Value("pipeline-parallel-size", "", "1", "pipeline stages (contiguous layer ranges), each of tensor-parallel-size ranks");
   f.Value("parallel-timeout", "", "60", "seconds a collective may wait for another rank before the replica is declared down");
+  f.Value("parallel-transport", "", "auto",
+          "how the ranks talk: shm (shared memory, one host), mpi (ranks started by mpirun on one or several "
+          "hosts), auto (under mpirun: shm when every rank is on this host, else mpi)");
 }
 
 // The parallel run this process is part of (see core/parallel/runtime/parallel_runtime.h):
@@ -90,7 +93,7 @@ absl::StatusOr<ParallelLaunch> StartParallel(const FlagSet& f, const std::vector
   l.pp = static_cast<int32_t>(pp);
   l.timeout_ms = static_cast<int32_t>(timeout_s * 1000);
   if (!l.active()) return l;
-  STRATA_ASSIGN_OR_RETURN(l.env, ParallelEnvFromEnvironment());
+  STRATA_ASSIGN_OR_RETURN(l.env, ParallelEnvFromEnvironment(f.Get("parallel-transport")));
   if (!l.env.active()) {
     // Started by hand: this process is rank 0 and starts the others on this host.
     std::vector<std::string> argv = {"strata", "serve"};
@@ -98,6 +101,9 @@ absl::StatusOr<ParallelLaunch> StartParallel(const FlagSet& f, const std::vector
     STRATA_ASSIGN_OR_RETURN(l.env, SpawnLocalRanks(l.tp * l.pp, argv, &l.children));
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
+  if (l.env.rank == 0)
+    std::cerr << "strata serve: " << l.env.world_size << " ranks (" << l.env.launcher << ") over "
+              << (l.env.transport == ParallelTransport::kMpi ? "MPI" : "shared memory") << "\n";
   if (l.env.world_size != l.tp * l.pp)
     return absl::InvalidArgumentError(absl::StrCat(l.env.launcher, " started ", l.env.world_size, " ranks; --tensor-parallel-size ",
                                                    l.tp, " x --pipeline-parallel-size ", l.pp, " needs ", l.tp * l.pp));
