@@ -118,12 +118,28 @@ phase_bench() {
 }
 
 phase_opencl() {
-  export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
-  # The last run saw only PoCL with this variable set: show what the ICD loader does with it.
-  stamp "OpenCL ICD probe"
-  ls -la /usr/local/nvidia/lib64 2>&1 | grep -i -E "opencl|libcuda" | head; ls /etc/OpenCL/vendors 2>&1
-  ldd "$OCL_ICD_FILENAMES" 2>&1 | grep -i "not found" | head
-  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -v "^$" | head -40
+  # The machine's environment presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1
+  # (bare names), with which only PoCL appeared (run of 2026-12-02 14:40): name NVIDIA's ICD
+  # by its path, PoCL after it, and ask NVIDIA's library directly for its platforms.
+  local NV=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
+  stamp "OpenCL ICD probe (environment had OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-unset})"
+  python3 - "$NV" <<'PY' 2>&1 | head -20
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as e:
+    print("dlopen failed:", e); sys.exit(0)
+n = ctypes.c_uint(0)
+rc = lib.clIcdGetPlatformIDsKHR(0, None, ctypes.byref(n))
+print("clIcdGetPlatformIDsKHR rc", rc, "platforms", n.value)
+if rc == 0 and n.value:
+    ids = (ctypes.c_void_p * n.value)()
+    lib.clIcdGetPlatformIDsKHR(n.value, ids, None)
+    nd = ctypes.c_uint(0)
+    print("clGetDeviceIDs rc", lib.clGetDeviceIDs(ids[0], ctypes.c_ulonglong(0xFFFFFFFF), 0, None, ctypes.byref(nd)), "devices", nd.value)
+PY
+  export OCL_ICD_FILENAMES="$NV:$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2 /usr/lib/x86_64-linux-gnu/pocl/libpocl.so.2 2>/dev/null | head -1)"
+  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -i -E "opencl|nvidia|icd|error" | head -20
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
   "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
   stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
