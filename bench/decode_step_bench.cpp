@@ -9,6 +9,10 @@
 // Modes: decode (`--batch` sequences, one token each, at context --context), prefill (one
 // sequence of --batch tokens). Prints one JSON line: tokens/s and ms per step (median of
 // --reps steps after a warm-up step).
+// --act bf16 issues the step in BF16 activations (a device opened with activations=bf16, as
+// the CUDA backend runs models; default f32), --kv-dtype f32|f16|bf16|fp8|int8 picks the
+// cache type (default f32): e.g. the decode step of 32 sequences at 4,096 tokens with a BF16
+// and an FP8 cache (issue 28's TPOT figure, scripts/gpu/run_gpu.sh kv8).
 //
 //   decode_step_bench --plugin build/bin/libstrata-backend-opencl.so --shape llama-110m
 //       --format w8a8 --mode decode --batch 1 --context 128 --reps 20
@@ -108,7 +112,8 @@ strata_weight MakeWeight(const std::string& format, int64_t rows, int64_t cols, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string plugin, shape_name = "llama-110m", format = "f32", mode = "decode", options;
+  std::string plugin, shape_name = "llama-110m", format = "f32", mode = "decode", options, act_name = "f32",
+                                                                                   kv_name = "f32";
   int batch = 1, context = 128, reps = 10, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -121,6 +126,8 @@ int main(int argc, char** argv) {
     else if (k == "--reps") reps = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--options") options = v;
+    else if (k == "--act") act_name = v;
+    else if (k == "--kv-dtype") kv_name = v;
     else {
       std::fprintf(stderr, "decode_step_bench: unknown flag %s\n", k.c_str());
       return 2;
@@ -130,11 +137,21 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) {
     if (shape_name == s.name) shape = &s;
   }
-  if (plugin.empty() || shape == nullptr || batch <= 0 || reps <= 0 || (mode != "decode" && mode != "prefill")) {
+  const int32_t kv_dtype = kv_name == "f32"    ? STRATA_DTYPE_F32
+                           : kv_name == "f16"  ? STRATA_DTYPE_F16
+                           : kv_name == "bf16" ? STRATA_DTYPE_BF16
+                           : kv_name == "fp8"  ? STRATA_DTYPE_FP8_E4M3
+                           : kv_name == "int8" ? STRATA_DTYPE_I8
+                                               : -1;
+  if (plugin.empty() || shape == nullptr || batch <= 0 || reps <= 0 || (mode != "decode" && mode != "prefill") ||
+      (act_name != "f32" && act_name != "bf16") || kv_dtype < 0) {
     std::fprintf(stderr, "usage: decode_step_bench --plugin FILE [--shape llama3-8b|llama-110m] [--format f32|bf16|w8a8|w8a16] "
-                         "[--mode decode|prefill] [--batch N] [--context N] [--reps N] [--threads N] [--options S]\n");
+                         "[--mode decode|prefill] [--batch N] [--context N] [--reps N] [--threads N] [--options S] "
+                         "[--act f32|bf16] [--kv-dtype f32|f16|bf16|fp8|int8]\n");
     return 2;
   }
+  const int32_t A = act_name == "bf16" ? STRATA_DTYPE_BF16 : STRATA_DTYPE_F32;  // activations
+  const size_t a_es = A == STRATA_DTYPE_BF16 ? 2 : 4;
   void* h = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
     std::fprintf(stderr, "decode_step_bench: %s\n", dlerror());
@@ -171,16 +188,17 @@ int main(int argc, char** argv) {
   kd.block_size = block;
   kd.num_kv_heads = KVH;
   kd.head_dim = HD;
-  kd.dtype = STRATA_DTYPE_F32;
+  kd.dtype = kv_dtype;
+  kd.scale_mode = kv_dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
   strata_kv_cache kv = nullptr;
   Check(api->kv_cache_create(dev, &kd, &kv), "kv_cache_create");
 
   // Activations and the step's arrays.
-  strata_tensor x = Alloc(STRATA_DTYPE_F32, n, D), res = Alloc(STRATA_DTYPE_F32, n, D), xn = Alloc(STRATA_DTYPE_F32, n, D);
-  strata_tensor qkv = Alloc(STRATA_DTYPE_F32, n, qkv_rows), att = Alloc(STRATA_DTYPE_F32, n, H * HD);
-  strata_tensor gu = Alloc(STRATA_DTYPE_F32, n, 2 * F), act = Alloc(STRATA_DTYPE_F32, n, F);
+  strata_tensor x = Alloc(A, n, D), res = Alloc(A, n, D), xn = Alloc(A, n, D);
+  strata_tensor qkv = Alloc(A, n, qkv_rows), att = Alloc(A, n, H * HD);
+  strata_tensor gu = Alloc(A, n, 2 * F), act = Alloc(A, n, F);
   strata_tensor norm_w = Alloc(STRATA_DTYPE_F32, 1, D), inv_freq = Alloc(STRATA_DTYPE_F32, 1, HD / 2);
-  strata_tensor last = Alloc(STRATA_DTYPE_F32, seqs, D), logits = Alloc(STRATA_DTYPE_F32, seqs, shape->vocab);
+  strata_tensor last = Alloc(A, seqs, D), logits = Alloc(STRATA_DTYPE_F32, seqs, shape->vocab);
   strata_tensor ids = Alloc(STRATA_DTYPE_I32, 1, seqs);
   std::vector<float> ones(D, 1.0f), freq(HD / 2), xs(static_cast<size_t>(n) * D);
   for (int f = 0; f < HD / 2; ++f) freq[f] = std::pow(500000.0f, -2.0f * f / HD);
@@ -188,7 +206,14 @@ int main(int argc, char** argv) {
   for (auto& v : xs) v = u(rng);
   Upload(norm_w, ones.data(), D * 4);
   Upload(inv_freq, freq.data(), freq.size() * 4);
-  Upload(res, xs.data(), xs.size() * 4);
+  // Activation rows as the activation type.
+  auto upload_act = [&](const strata_tensor& t, const std::vector<float>& vals) {
+    if (A == STRATA_DTYPE_F32) return Upload(t, vals.data(), vals.size() * 4);
+    std::vector<uint16_t> hv(vals.size());
+    for (size_t i = 0; i < vals.size(); ++i) hv[i] = ToBf16(vals[i]);
+    Upload(t, hv.data(), hv.size() * 2);
+  };
+  upload_act(res, xs);
   std::vector<int32_t> positions, slots, qsl = {0}, lens, tables, last_rows;
   for (int s = 0; s < seqs; ++s) {
     const int q_len = decode ? 1 : n;
@@ -238,9 +263,9 @@ int main(int argc, char** argv) {
   ap.num_kv_heads = KVH;
   ap.head_dim = HD;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  auto col = [](const strata_tensor& t, int64_t from, int64_t cols) {
+  auto col = [&](const strata_tensor& t, int64_t from, int64_t cols) {
     strata_tensor v = t;
-    v.offset = from * 4;
+    v.offset = from * static_cast<int64_t>(a_es);
     v.shape[1] = cols;
     v.row_stride = t.shape[1];
     return v;
@@ -270,12 +295,12 @@ int main(int argc, char** argv) {
   };
   // Resets x so activations stay finite step after step.
   std::vector<float> zeros(static_cast<size_t>(n) * D, 0.0f);
-  Upload(x, zeros.data(), zeros.size() * 4);
+  upload_act(x, zeros);
   step();  // warm-up: kernels compiled, workspaces grown
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
-    Upload(res, xs.data(), xs.size() * 4);
-    Upload(x, zeros.data(), zeros.size() * 4);
+    upload_act(res, xs);
+    upload_act(x, zeros);
     const auto t0 = std::chrono::steady_clock::now();
     step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -283,10 +308,10 @@ int main(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   std::printf("{\"bench\":\"decode_step\",\"plugin\":\"%s\",\"device\":\"%s\",\"shape\":\"%s\",\"format\":\"%s\","
-              "\"mode\":\"%s\",\"batch\":%d,\"context\":%d,\"reps\":%d,\"median_ms\":%.3f,\"min_ms\":%.3f,"
-              "\"tokens_per_s\":%.2f}\n",
-              init()->name, info.name, shape->name, format.c_str(), mode.c_str(), batch, ctx, reps, med, ms.front(),
-              n * 1000.0 / med);
+              "\"mode\":\"%s\",\"act\":\"%s\",\"kv_dtype\":\"%s\",\"batch\":%d,\"context\":%d,\"reps\":%d,"
+              "\"median_ms\":%.3f,\"min_ms\":%.3f,\"tokens_per_s\":%.2f}\n",
+              init()->name, info.name, shape->name, format.c_str(), mode.c_str(), act_name.c_str(), kv_name.c_str(),
+              batch, ctx, reps, med, ms.front(), n * 1000.0 / med);
   api->device_close(dev);
   return 0;
 }

@@ -39,7 +39,9 @@ void AddModelFlags(FlagSet& f) {
           "tokens per forward step (prefill chunk); auto = by device, as vLLM: 8192 on GPUs of >= 70 GiB, "
           "2048 on other GPUs, 512 on CPUs");
   f.Value("block-size", "", "16", "tokens per KV-cache block");
-  f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16, fp8 (E4M3, scale 1), int8 (scales per block and kv head)");
+  f.Value("kv-dtype", "", "auto", "KV cache type: auto (the activation type), f32, f16, bf16, fp8 (E4M3, scale 1), int8 (scales per block and kv "
+          "head); the 8-bit caches halve the cache's bytes (twice the sequences or context) on the CPU and CUDA "
+          "backends (CUDA: the same fused rope/KV-write and fast attention kernels as bf16, with bf16 activations)");
   f.Switch("enforce-eager", "issue every op of every step; no recorded decode graphs (CUDA graphs)");
   f.Switch("no-async-scheduling",
            "finish each step before scheduling the next (default: on a GPU, launch the next step while this one runs)");

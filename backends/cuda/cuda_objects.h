@@ -156,6 +156,9 @@ struct KvCache {
   uint64_t block_elems = 0;       // block_size * num_kv_heads * head_dim
   uint64_t layer_half_elems = 0;  // num_blocks * block_elems (K or V of one layer)
   void* data = nullptr;
+  // I8 caches: the scales [num_layers][K, V][num_blocks][num_kv_heads] (F32), in the same
+  // allocation after the values; null otherwise.
+  float* scales = nullptr;
   ~KvCache();
 };
 

@@ -79,6 +79,11 @@ KvLayout Layout(const KvCache* kv) {
   l.num_kv_heads = kv->desc.num_kv_heads;
   l.head_dim = kv->desc.head_dim;
   l.layer_half_elems = static_cast<int64_t>(kv->layer_half_elems);
+  if (kv->desc.dtype == STRATA_DTYPE_FP8_E4M3) {
+    l.k_scale = kv->desc.k_scale;
+    l.v_scale = kv->desc.v_scale;
+  }
+  l.scales = kv->scales;
   return l;
 }
 
@@ -253,8 +258,15 @@ Status CreateWeight(Device* dev, const strata_weight_desc* desc, Weight** out) {
   return Ok();
 }
 
+// Floats of I8 scales per block: one per (layer, K/V, kv head).
+uint64_t KvBlockScales(const KvCache* kv) {
+  return kv->scales == nullptr ? 0 : static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->desc.num_kv_heads;
+}
+
+// Values of every part, then (I8) their scales: the layout of a block in swap_blocks' host area.
 uint64_t KvBlockBytes(const KvCache* kv) {
-  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->block_elems * kv->elem_size;
+  return static_cast<uint64_t>(kv->desc.num_layers) * 2 * kv->block_elems * kv->elem_size +
+         KvBlockScales(kv) * sizeof(float);
 }
 
 Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** out) {
@@ -262,17 +274,27 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
   if (desc->struct_size < sizeof(strata_kv_cache_desc)) {
     return InvalidArgument("kv_cache_create: struct_size ", desc->struct_size, " too small");
   }
-  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16 && desc->dtype != STRATA_DTYPE_FP8_E4M3) {
+  const bool fp8 = desc->dtype == STRATA_DTYPE_FP8_E4M3, i8 = desc->dtype == STRATA_DTYPE_I8;
+  if (desc->dtype != kF32 && desc->dtype != kF16 && desc->dtype != kBF16 && !fp8 && !i8) {
     return Unsupported("kv_cache_create: KV dtype ", DtypeName(desc->dtype),
-                       " not supported (F32, F16, BF16 or FP8_E4M3 with scale 1)");
+                       " not supported (F32, F16, BF16, FP8_E4M3 or I8)");
   }
-  // FP8 (ABI 1.9) is stored unscaled: the SIMT attention kernels and rope_kv_write read and
-  // write it; other per-tensor scales are refused rather than ignored.
-  if (desc->dtype == STRATA_DTYPE_FP8_E4M3 &&
-      (desc->scale_mode != STRATA_KV_SCALE_PER_TENSOR || (desc->k_scale != 0.0f && desc->k_scale != 1.0f) ||
-       (desc->v_scale != 0.0f && desc->v_scale != 1.0f))) {
-    return Unsupported("kv_cache_create: an FP8_E4M3 cache needs scale_mode PER_TENSOR with k_scale = v_scale = 1 "
-                       "(got mode ", desc->scale_mode, ", ", desc->k_scale, " / ", desc->v_scale, ")");
+  // The 8-bit caches of ABI 1.9, with the CPU backend's semantics (kv_element_access.cuh):
+  // FP8 with per-tensor scales (0 = 1), I8 with per-(block, head) scales the backend chooses.
+  strata_kv_cache_desc d = *desc;
+  if (fp8) {
+    if (d.scale_mode != STRATA_KV_SCALE_PER_TENSOR) {
+      return Unsupported("kv_cache_create: an FP8_E4M3 cache needs scale_mode PER_TENSOR (got ", d.scale_mode, ")");
+    }
+    if (!(std::isfinite(d.k_scale) && d.k_scale >= 0.0f && std::isfinite(d.v_scale) && d.v_scale >= 0.0f)) {
+      return InvalidArgument("kv_cache_create: FP8_E4M3 scales must be finite and >= 0 (got ", d.k_scale, " / ",
+                             d.v_scale, ")");
+    }
+    if (d.k_scale == 0.0f) d.k_scale = 1.0f;
+    if (d.v_scale == 0.0f) d.v_scale = 1.0f;
+  }
+  if (i8 && d.scale_mode != STRATA_KV_SCALE_PER_BLOCK_HEAD) {
+    return Unsupported("kv_cache_create: an I8 cache needs scale_mode PER_BLOCK_HEAD (got ", d.scale_mode, ")");
   }
   if (desc->num_layers <= 0 || desc->num_blocks <= 0 || desc->block_size <= 0 || desc->num_kv_heads <= 0 ||
       desc->head_dim <= 0) {
@@ -281,7 +303,7 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
                            ", head_dim ", desc->head_dim, ")");
   }
   auto kv = std::make_unique<KvCache>();
-  kv->desc = *desc;
+  kv->desc = d;
   kv->desc.struct_size = sizeof(strata_kv_cache_desc);
   kv->elem_size = DtypeSize(desc->dtype);
   kv->block_elems = static_cast<uint64_t>(desc->block_size) * desc->num_kv_heads * desc->head_dim;
@@ -291,7 +313,12 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
   if (total > (static_cast<unsigned __int128>(1) << 46)) {
     return Error(STRATA_ERROR_OUT_OF_MEMORY, "kv_cache_create: cache larger than 64 TiB");
   }
-  const uint64_t bytes = static_cast<uint64_t>(total);
+  const uint64_t value_bytes = static_cast<uint64_t>(total);
+  // I8: the scales after the values (256-byte aligned), zeroed with them.
+  const uint64_t scales_off = (value_bytes + 255) / 256 * 256;
+  const uint64_t scale_floats =
+      i8 ? static_cast<uint64_t>(desc->num_layers) * 2 * desc->num_blocks * desc->num_kv_heads : 0;
+  const uint64_t bytes = i8 ? scales_off + scale_floats * sizeof(float) : value_bytes;
   if (cudaError_t e = cudaMalloc(&kv->data, bytes); e != cudaSuccess) {
     kv->data = nullptr;
     cudaGetLastError();
@@ -301,6 +328,7 @@ Status CreateKvCache(Device* dev, const strata_kv_cache_desc* desc, KvCache** ou
                  " free of ", total_b, ")");
   }
   // Zeroed so that attention over not-yet-written slots reads finite values.
+  if (i8) kv->scales = reinterpret_cast<float*>(static_cast<char*>(kv->data) + scales_off);
   STRATA_CUDA_CALL(cudaMemsetAsync(kv->data, 0, bytes, dev->stream), "kv_cache_create: clear");
   STRATA_CUDA_CALL(cudaStreamSynchronize(dev->stream), "kv_cache_create: clear");
   *out = kv.release();
@@ -1114,8 +1142,9 @@ Status RopeAttention(Device* dev, const strata_rope_params* rope, const strata_a
   if (empty) return Ok();
   const KvLayout l = Layout(kv);
   // Pure decode steps on the GQA decode kernel take the rope/KV write fused in; anything
-  // else (prefill, mixed steps, the other kernels) runs the two ops.
-  if (dev->fuse_rope_attention && ChooseDecodeKernel(dev, a, l) != DecodeKernel::kNone &&
+  // else (prefill, mixed steps, the other kernels, an I8 cache, whose rows may requantize
+  // their block) runs the two ops.
+  if (dev->fuse_rope_attention && l.dtype != STRATA_DTYPE_I8 && ChooseDecodeKernel(dev, a, l) != DecodeKernel::kNone &&
       2 * rp.ra.half <= l.head_dim) {
     DecodeRopeArgs fused;
     fused.rope = rp.ra;
@@ -1187,6 +1216,19 @@ Status SwapBlocks(Device* dev, KvCache* kv, void* host, uint64_t host_bytes, con
     } else {
       STRATA_CUDA_CALL(cudaMemcpy2DAsync(c, pitch, h, part, part, parts, cudaMemcpyHostToDevice, dev->stream),
                        "swap_blocks: to device");
+    }
+    if (kv->scales != nullptr) {  // I8: the parts' scales, after the values in the host slot
+      const size_t heads = static_cast<size_t>(kv->desc.num_kv_heads) * sizeof(float);
+      const size_t spitch = heads * kv->desc.num_blocks;
+      char* hs = h + part * parts;
+      char* cs = reinterpret_cast<char*>(kv->scales) + static_cast<uint64_t>(cache_block) * heads;
+      if (to_host) {
+        STRATA_CUDA_CALL(cudaMemcpy2DAsync(hs, heads, cs, spitch, heads, parts, cudaMemcpyDeviceToHost, dev->stream),
+                         "swap_blocks: scales to host");
+      } else {
+        STRATA_CUDA_CALL(cudaMemcpy2DAsync(cs, spitch, hs, heads, heads, parts, cudaMemcpyHostToDevice, dev->stream),
+                         "swap_blocks: scales to device");
+      }
     }
   }
   // The host memory is the caller's (pageable): done before returning.

@@ -33,6 +33,12 @@
 //    correct for any seq_lens <= max_seq_len. Slices past a sequence's end (and seq_len-0
 //    padding slots) read nothing and write an empty partial (sum 0, zeros), or zeros as the
 //    output when there is one split.
+//  - 8-bit caches (kv_element_access.cuh; bf16 activations): a lane's 8 columns are 8 bytes,
+//    copied with one 8-byte cp.async into the low half of its 16-byte slot, and converted to
+//    float in registers. FP8's per-tensor k_scale is folded into the query's scale and
+//    v_scale into the output; an I8 row's scale is copied (4 bytes) beside its values in the
+//    slot and applied on conversion. The fused rope/KV write handles FP8; an I8 cache's rows
+//    are written by rope_kv_write (they may requantize their block), so it is never fused.
 #include "kernels/cuda/decode_attention_gqa.h"
 
 #include <cuda_bf16.h>
@@ -42,10 +48,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/decode_span.cuh"
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/kv_element_access.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -88,6 +96,16 @@ __device__ __forceinline__ void CpAsync16(void* smem_dst, const void* gmem_src) 
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
 }
+// 8- and 4-byte forms (8-bit caches: a lane's 8 columns, and an I8 row's scale); .ca is the
+// only form of those sizes.
+__device__ __forceinline__ void CpAsync8(void* smem_dst, const void* gmem_src) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void CpAsync4(void* smem_dst, const void* gmem_src) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
@@ -122,6 +140,41 @@ struct KvOctet<__half> {
       const float2 v = __half22float2(h);
       f[2 * j] = v.x;
       f[2 * j + 1] = v.y;
+    }
+  }
+};
+// 8-bit caches: the 8 values in the slot's low 8 bytes; I8 with its row's scale in word z.
+template <>
+struct KvOctet<__nv_fp8_e4m3> {
+  static constexpr int kChunks = 1;
+  __device__ __forceinline__ static void ToFloat(const uint4 (&r)[1], float (&f)[8]) {
+    const uint32_t w[2] = {r[0].x, r[0].y};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[j] >> (16 * p)), __NV_E4M3);
+        __half2 h;
+        memcpy(&h, &h2, sizeof(h));
+        const float2 v = __half22float2(h);
+        f[4 * j + 2 * p] = v.x;
+        f[4 * j + 2 * p + 1] = v.y;
+      }
+    }
+  }
+};
+template <>
+struct KvOctet<int8_t> {
+  static constexpr int kChunks = 1;
+  __device__ __forceinline__ static void ToFloat(const uint4 (&r)[1], float (&f)[8]) {
+    const uint32_t w[2] = {r[0].x, r[0].y};
+    const float s = __uint_as_float(r[0].z);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        f[4 * j + b] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w[j] >> (8 * b)))) * s;
+      }
     }
   }
 };
@@ -273,6 +326,8 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     __syncthreads();
   }
   {
+    // FP8: k_scale folded into the query (scores are q . (stored k) * k_scale).
+    const float qmul = std::is_same_v<K, __nv_fp8_e4m3> ? plan.qmul * kv.k_scale : plan.qmul;
     const T* qrow = static_cast<const T*>(a.q) + static_cast<int64_t>(i) * a.q_stride +
                     static_cast<int64_t>(kvh) * group * D;
     for (int32_t idx = tid; idx < GROUP * QS; idx += kThreads) {
@@ -282,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
         const T* qh = qrow + static_cast<int64_t>(h) * D;
         x = d < rot_dim ? RotatedElement(qh, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(qh[d]);
       }
-      s_q[idx] = x * plan.qmul;
+      s_q[idx] = x * qmul;
     }
   }
   if constexpr (FUSE_ROPE) {
@@ -300,11 +355,14 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
         K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
                 static_cast<int64_t>(slot) * kv.num_kv_heads * D + static_cast<int64_t>(kvh) * D;
         K* vd = kd + kv.layer_half_elems;
+        // FP8: value / scale, as rope_kv_write.cu stores it.
+        const float inv_k = kIsKv8<K> ? __fdiv_rn(1.0f, kv.k_scale) : 1.0f;
+        const float inv_v = kIsKv8<K> ? __fdiv_rn(1.0f, kv.v_scale) : 1.0f;
         for (int32_t d = tid; d < D; d += kThreads) {
           const float kx =
               d < rot_dim ? RotatedElement(krow, d, rope.rope.style, rope.rope.half, s_cs, s_sn) : ToF32(krow[d]);
-          kd[d] = FromF32<K>(kx);
-          vd[d] = FromF32<K>(ToF32(vrow[d]));
+          kd[d] = FromF32<K>(__fmul_rn(kx, inv_k));
+          vd[d] = FromF32<K>(__fmul_rn(ToF32(vrow[d]), inv_v));
         }
       }
     }
@@ -346,10 +404,19 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
       if (ok && col_ok) {
         const int32_t bi = block_index(p);
         const int64_t off = static_cast<int64_t>(bk) * blk_stride + static_cast<int64_t>(p - bi * bs) * pos_stride;
+        if constexpr (kIsKv8<K>) {
+          CpAsync8(kv_slot(stage, u, 0, 0), kbase + off);
+          CpAsync8(kv_slot(stage, u, 1, 0), vbase + off);
+          if constexpr (std::is_same_v<K, int8_t>) {
+            CpAsync4(&kv_slot(stage, u, 0, 0)->z, KvScalePtr(kv, a.layer, 0, bk, kvh));
+            CpAsync4(&kv_slot(stage, u, 1, 0)->z, KvScalePtr(kv, a.layer, 1, bk, kvh));
+          }
+        } else {
 #pragma unroll
-        for (int ch = 0; ch < KC; ++ch) {
-          CpAsync16(kv_slot(stage, u, 0, ch), kbase + off + ch * (8 / KC));
-          CpAsync16(kv_slot(stage, u, 1, ch), vbase + off + ch * (8 / KC));
+          for (int ch = 0; ch < KC; ++ch) {
+            CpAsync16(kv_slot(stage, u, 0, ch), kbase + off + ch * (8 / KC));
+            CpAsync16(kv_slot(stage, u, 1, ch), vbase + off + ch * (8 / KC));
+          }
         }
       }
     }
@@ -512,10 +579,13 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     s_ML[GROUP + h] = L;
   }
   __syncthreads();
+  // FP8: the values' per-tensor scale, applied once here (the partials are linear in it).
+  const float vmul = std::is_same_v<K, __nv_fp8_e4m3> ? kv.v_scale : 1.0f;
   for (int32_t idx = tid; idx < group * D; idx += kThreads) {
     const int32_t h = idx / D, d = idx - h * D;
     float o = 0.0f;
     for (int32_t g = 0; g < NG; ++g) o = fmaf(s_acc[(g * GROUP + h) * D + d], s_f[g * GROUP + h], o);
+    o *= vmul;
     const float L = s_ML[GROUP + h];
     if (splits == 1) {
       out[idx] = FromF32<T>(L > 0.0f ? o / L : 0.0f);
@@ -696,6 +766,8 @@ int64_t ElemSize(int32_t dtype) {
     case STRATA_DTYPE_F32: return 4;
     case STRATA_DTYPE_F16:
     case STRATA_DTYPE_BF16: return 2;
+    case STRATA_DTYPE_FP8_E4M3:
+    case STRATA_DTYPE_I8: return 1;
     default: return 0;
   }
 }
@@ -704,7 +776,12 @@ template <typename T, typename K, int GROUP>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
-  auto kernel = rope != nullptr ? DecodeGqaKernel<T, K, GROUP, true> : DecodeGqaKernel<T, K, GROUP, false>;
+  auto kernel = DecodeGqaKernel<T, K, GROUP, false>;
+  if constexpr (std::is_same_v<K, int8_t>) {
+    if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
+  } else if (rope != nullptr) {
+    kernel = DecodeGqaKernel<T, K, GROUP, true>;
+  }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -739,6 +816,10 @@ bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (a.act_dtype != STRATA_DTYPE_F32 && a.act_dtype != STRATA_DTYPE_BF16) return false;
   const int64_t es = ElemSize(kv.dtype);
   if (es == 0) return false;
+  // 8-bit caches: bf16 activations only (the instantiations CI compiles), I8 scales present.
+  if (es == 1 && (a.act_dtype != STRATA_DTYPE_BF16 || (kv.dtype == STRATA_DTYPE_I8 && kv.scales == nullptr))) {
+    return false;
+  }
   // 16-byte loads: the cache base and each layer half must be 16-byte aligned (rows then are,
   // as head_dim is a multiple of 8).
   if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * es) % 16 != 0) return false;
@@ -756,6 +837,7 @@ int64_t DecodeGqaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
                                      int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope) {
   if (!DecodeGqaSupports(a, kv)) return cudaErrorInvalidValue;
+  if (rope != nullptr && kv.dtype == STRATA_DTYPE_I8) return cudaErrorInvalidValue;
   if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
                           rope->k == nullptr || rope->v == nullptr ||
                           (rope->rope.style != STRATA_ROPE_NONE && rope->positions == nullptr))) {
@@ -767,13 +849,17 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
   cudaError_t err = cudaErrorInvalidValue;
   DispatchAct(a.act_dtype, [&](auto t) {
     using T = decltype(t);
-    DispatchFloat(kv.dtype, [&](auto kt) {
+    DispatchKv(kv.dtype, [&](auto kt) {
       using K = decltype(kt);
-      switch (GroupTemplate(plan.group)) {
-        case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
-        case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
-        case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
-        default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
+      // 8-bit caches: bf16 activations only (refused by Supports otherwise).
+      constexpr bool kInstantiated = !(sizeof(K) == 1 && sizeof(T) == 4);
+      if constexpr (kInstantiated) {
+        switch (GroupTemplate(plan.group)) {
+          case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
+          case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;
+          case 4: err = LaunchTyped<T, K, 4>(a, kv, plan, workspace, rope, stream); break;
+          default: err = LaunchTyped<T, K, 8>(a, kv, plan, workspace, rope, stream); break;
+        }
       }
     });
   });

@@ -25,6 +25,15 @@
 //    the token's new key and value before it issues the copy of the chunk that holds them.
 // Scores and softmax are F32, in base 2 with the scale folded into the exponent (soft-capped
 // scores are transformed first), as in the FA2 kernel.
+// 8-bit caches (KS = FP8 E4M3 or I8, kv_element_access.cuh): the chunk's raw rows are copied
+// into the start of its ring slot (rows of D bytes), and once they have landed the warp
+// converts them in registers to F16 (exact for both: E4M3 and |q| <= 127 are F16 values)
+// into the padded layout the ldmatrix loads expect; the tensor-core math then runs in F16
+// (K = __half, the query converted as for an F16 cache). FP8's per-tensor k_scale is folded
+// into the score scale and v_scale into the output. An I8 row's scale (per block and kv
+// head) is copied beside the ring (kStages x 32 floats per warp) and applied exactly: the
+// key's to its scores, the value's to its probabilities after the row sum. I8 rows are
+// written by rope_kv_write (never fused here: a write may requantize its block).
 #include "kernels/cuda/decode_attention_mma.h"
 
 #include <cuda_bf16.h>
@@ -36,6 +45,7 @@
 
 #include "kernels/cuda/decode_span.cuh"
 #include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kv_element_access.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
 namespace strata::cuda {
@@ -70,13 +80,29 @@ struct WarpSmem {
   static_assert(16 * kLd * 2 + 2 * D <= kStage * 2, "query staging must fit one ring slot");
 };
 
-template <typename K, int D, bool FUSE_ROPE>
+// Floats of I8 scales per warp: [kStages][K rows 16 | V rows 16].
+constexpr int kScaleFloats = kStages * 2 * kKeys;
+
+// 4-byte cp.async (an I8 row's scale), zero-filled when !valid.
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(n) : "memory");
+}
+
+// K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
+// 8-bit type with K = __half).
+template <typename K, int D, bool FUSE_ROPE, typename KS = K>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, DecodeRopeArgs rope) {
   using T = __nv_bfloat16;
   using L = WarpSmem<D>;
+  constexpr bool kKv8 = kIsKv8<KS>;
+  constexpr bool kI8 = std::is_same_v<KS, int8_t>;
+  static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
+  static_assert(!(kI8 && FUSE_ROPE), "I8 rows are written by rope_kv_write");
   constexpr int kLd = L::kLd;
-  constexpr int kVecs = D / 8;  // 16-byte vectors per row
+  constexpr int kVecElems = 16 / sizeof(KS);  // cache elements per 16-byte vector
+  constexpr int kVecs = D / kVecElems;        // 16-byte vectors per row
   AllowDependentLaunch();       // the o projection follows this kernel
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -86,6 +112,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (item >= static_cast<int64_t>(a.num_tokens) * KVH) return;  // warp-uniform; no block barrier follows
   const int32_t i = static_cast<int32_t>(item / KVH), kvh = static_cast<int32_t>(item % KVH);
   K* ring = reinterpret_cast<K*>(smem_raw) + static_cast<int64_t>(warp) * L::kElems;
+  float* scale_ring = reinterpret_cast<float*>(smem_raw + kWarps * L::kBytes) + warp * kScaleFloats;  // I8
 
   // Token i's sequence and position, and the fused rope's position and slot: one round trip.
   int32_t rope_pos = 0, new_slot = -1;
@@ -103,9 +130,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   const int32_t bs = kv.block_size;
-  const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
-                   static_cast<int64_t>(kvh) * D;
-  const K* vbase = kbase + kv.layer_half_elems;
+  const KS* kbase = static_cast<const KS*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+                    static_cast<int64_t>(kvh) * D;
+  const KS* vbase = kbase + kv.layer_half_elems;
   const int64_t pos_stride = static_cast<int64_t>(KVH) * D;
   const int64_t blk_stride = pos_stride * bs;
   const int32_t* bt = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
@@ -117,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // (bench/cuda/kv_read_bench.cu, 128 sequences x 1,024 tokens, H200). Lane r < 16 loads the
   // block-table entry of row r of a chunk; the copying lanes take it by shuffle.
   constexpr int kRowsPerCopy = 32 / kVecs;
-  const int copy_lane_row = lane / kVecs, copy_col = (lane % kVecs) * 8;
+  const int copy_lane_row = lane / kVecs, copy_col = (lane % kVecs) * kVecElems;
   auto block_of = [&](int32_t c) -> int32_t {
     const int32_t p = start + c * kKeys + (lane & (kKeys - 1));
     return c < n_chunks && p < end ? __ldg(bt + p / bs) : -1;
@@ -137,8 +164,22 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (in && !valid && copy_col == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
       const int64_t off =
           valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
-      CpAsync16(kslot + r * kLd + copy_col, kbase + off, valid);
-      CpAsync16(kslot + (kKeys + r) * kLd + copy_col, vbase + off, valid);
+      if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
+        unsigned char* raw = reinterpret_cast<unsigned char*>(kslot);
+        CpAsync16(raw + r * D + copy_col, kbase + off, valid);
+        CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
+        if constexpr (kI8) {
+          if (copy_col == 0) {
+            float* sc = scale_ring + stage * 2 * kKeys;
+            const int32_t b = valid ? rb : 0;
+            CpAsync4(sc + r, KvScalePtr(kv, a.layer, 0, b, kvh), valid);
+            CpAsync4(sc + kKeys + r, KvScalePtr(kv, a.layer, 1, b, kvh), valid);
+          }
+        }
+      } else {
+        CpAsync16(kslot + r * kLd + copy_col, kbase + off, valid);
+        CpAsync16(kslot + (kKeys + r) * kLd + copy_col, vbase + off, valid);
+      }
     }
   };
 
@@ -267,16 +308,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (!slot_ok) {
       if (new_slot >= 0 && lane == 0 && a.err != nullptr) atomicOr(a.err, kErrSlot);
     } else {
-      K* kd = static_cast<K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
-              static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
-      K* vd = kd + kv.layer_half_elems;
+      KS* kd = static_cast<KS*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
+               static_cast<int64_t>(new_slot) * pos_stride + static_cast<int64_t>(kvh) * D;
+      KS* vd = kd + kv.layer_half_elems;
+      // FP8: value / scale, as rope_kv_write.cu stores it (exactly 1 for 16-bit caches).
+      const float inv_k = kKv8 ? __fdiv_rn(1.0f, kv.k_scale) : 1.0f;
+      const float inv_v = kKv8 ? __fdiv_rn(1.0f, kv.v_scale) : 1.0f;
       rotate_pairs(s_k, [&](int32_t ia, int32_t ib, float first, float second) {
-        kd[ia] = FromF32<K>(first);
-        kd[ib] = FromF32<K>(second);
+        kd[ia] = FromF32<KS>(__fmul_rn(first, inv_k));
+        kd[ib] = FromF32<KS>(__fmul_rn(second, inv_k));
       });
-      for (int32_t d = rot_dim + lane; d < D; d += 32) kd[d] = FromF32<K>(ToF32(FromBits<T>(s_k[d])));
+      for (int32_t d = rot_dim + lane; d < D; d += 32) kd[d] = FromF32<KS>(__fmul_rn(ToF32(FromBits<T>(s_k[d])), inv_k));
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j) vd[lane + 32 * j] = FromF32<K>(ToF32(vraw[j]));
+      for (int j = 0; j < D / 32; ++j) vd[lane + 32 * j] = FromF32<KS>(__fmul_rn(ToF32(vraw[j]), inv_v));
     }
     __threadfence_block();
   }
@@ -296,8 +340,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
   const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
   const float cap_score = a.softcap;
-  const bool plain = cap_score <= 0.0f && a.scale > 0.0f;  // scores keep their order under the scale
-  const float mult = plain ? a.scale * kLog2e : 1.0f;
+  // FP8: k_scale folded into the score scale (scores are q . (stored k) * k_scale).
+  const float qk_scale = std::is_same_v<KS, __nv_fp8_e4m3> ? a.scale * kv.k_scale : a.scale;
+  const bool plain = cap_score <= 0.0f && qk_scale > 0.0f;  // scores keep their order under the scale
+  const float mult = plain ? qk_scale * kLog2e : 1.0f;
 
   float o[D / 8][4];
 #pragma unroll
@@ -312,8 +358,42 @@ __global__ void __launch_bounds__(kThreads, 2)
     blk_next = block_of(c + kStages);
     CpAsyncWait<kStages - 1>();  // this lane's copies of chunk c have landed
     __syncwarp();                // ... and every lane's
+    if constexpr (kKv8) {
+      // The raw rows (32 x D bytes) to registers, then as F16 into the padded rows: every
+      // lane reads before any lane writes (the two overlap).
+      constexpr int kRawVecs = 2 * kKeys * D / 16 / 32;  // 16-byte words per lane
+      const uint4* raw = reinterpret_cast<const uint4*>(ring + stage * L::kStage);
+      uint4 rv[kRawVecs];
+#pragma unroll
+      for (int t = 0; t < kRawVecs; ++t) rv[t] = raw[lane + 32 * t];
+      __syncwarp();
+      K* dst = ring + stage * L::kStage;
+#pragma unroll
+      for (int t = 0; t < kRawVecs; ++t) {
+        const int idx = lane + 32 * t, row = idx / (D / 16), col = (idx % (D / 16)) * 16;
+        uint32_t h[8];
+        Kv8ToHalf16(rv[t], KS{}, h);
+        uint4* o = reinterpret_cast<uint4*>(dst + row * kLd + col);
+        o[0] = make_uint4(h[0], h[1], h[2], h[3]);
+        o[1] = make_uint4(h[4], h[5], h[6], h[7]);
+      }
+      __syncwarp();
+    }
     const K* Kt = ring + stage * L::kStage;
     const K* Vt = Kt + kKeys * kLd;
+    // I8: the scales of this lane's keys 2tig, 2tig + 1, 8 + 2tig, 9 + 2tig (K, then V).
+    float ks[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}}, vs[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+    if constexpr (kI8) {
+      const float* sc = scale_ring + stage * 2 * kKeys;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          ks[j][e] = sc[8 * j + 2 * tig + e];
+          vs[j][e] = sc[kKeys + 8 * j + 2 * tig + e];
+        }
+      }
+    }
 
     // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1.
     float sacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -331,8 +411,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = sacc[j][e];
+        if constexpr (kI8) x *= ks[j][e & 1];
         if (!plain) {
-          x *= a.scale;
+          x *= qk_scale;
           x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
         }
         sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
@@ -361,6 +442,13 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     // 3. O += P V: the accumulators of the two 8-key tiles are the A fragment of 16 keys.
+    if constexpr (kI8) {  // the values' scales, after the row sums took the probabilities
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sacc[j][e] *= vs[j][e & 1];
+      }
+    }
     uint32_t pf[4];
     pf[0] = PackPair<K>(sacc[0][0], sacc[0][1]);
     pf[1] = PackPair<K>(sacc[0][2], sacc[0][3]);
@@ -382,7 +470,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
     const float tot = QuadSum(l[r]);
-    const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;
+    // FP8: the values' per-tensor scale.
+    const float vmul = std::is_same_v<KS, __nv_fp8_e4m3> ? kv.v_scale : 1.0f;
+    const float inv = tot > 0.0f ? vmul / tot : 0.0f;
     if (row < group) {
       T* dst = out + static_cast<int64_t>(row) * D + 2 * tig;
 #pragma unroll
@@ -393,10 +483,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <typename K, int D>
+template <typename K, int D, typename KS = K>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem = kWarps * WarpSmem<D>::kBytes;
-  auto kernel = rope != nullptr ? DecodeMmaKernel<K, D, true> : DecodeMmaKernel<K, D, false>;
+  const size_t smem = kWarps * (WarpSmem<D>::kBytes + (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
+  auto kernel = DecodeMmaKernel<K, D, false, KS>;
+  if constexpr (std::is_same_v<KS, int8_t>) {
+    if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
+  } else if (rope != nullptr) {
+    kernel = DecodeMmaKernel<K, D, true, KS>;
+  }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
@@ -411,7 +506,11 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const Decode
 
 bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (a.max_query_len != 1 || a.num_tokens < 0 || a.num_seqs <= 0) return false;
-  if (a.act_dtype != STRATA_DTYPE_BF16 || (kv.dtype != STRATA_DTYPE_BF16 && kv.dtype != STRATA_DTYPE_F16)) return false;
+  const bool kv8 = kv.dtype == STRATA_DTYPE_FP8_E4M3 || kv.dtype == STRATA_DTYPE_I8;
+  if (a.act_dtype != STRATA_DTYPE_BF16 || (kv.dtype != STRATA_DTYPE_BF16 && kv.dtype != STRATA_DTYPE_F16 && !kv8)) {
+    return false;
+  }
+  if (kv.dtype == STRATA_DTYPE_I8 && kv.scales == nullptr) return false;
   if (kv.head_dim != 64 && kv.head_dim != 128) return false;
   if (a.q == nullptr || a.out == nullptr || a.query_start_loc == nullptr || a.seq_lens == nullptr ||
       a.block_tables == nullptr || kv.data == nullptr) {
@@ -423,7 +522,7 @@ bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   }
   if (kv.block_size <= 0 || kv.num_blocks <= 0 || a.max_blocks_per_seq <= 0) return false;
   // 16-byte copies of K/V rows, 4-byte stores of output pairs.
-  if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * 2) % 16 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * (kv8 ? 1 : 2)) % 16 != 0) return false;
   if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
   return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads / kWarps < 0x7fffffffLL;
 }
@@ -447,6 +546,14 @@ cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv,
     return cudaErrorInvalidValue;
   }
   if (a.num_tokens == 0) return cudaSuccess;
+  if (kv.dtype == STRATA_DTYPE_FP8_E4M3) {
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, rope, stream)
+                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, rope, stream);
+  }
+  if (kv.dtype == STRATA_DTYPE_I8) {
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, rope, stream)
+                             : LaunchTyped<__half, 128, int8_t>(a, kv, rope, stream);
+  }
   const bool f16 = kv.dtype == STRATA_DTYPE_F16;
   if (kv.head_dim == 64) {
     return f16 ? LaunchTyped<__half, 64>(a, kv, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, rope, stream);

@@ -71,6 +71,12 @@ struct KvLayout {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int64_t layer_half_elems = 0;  // elements of K (or V) of one layer
+  // 8-bit caches (kv_element_access.cuh). FP8_E4M3: stored = value / k_scale (v_scale), per
+  // tensor. I8: one F32 scale per (layer, K/V, block, kv head) at
+  // scales[((layer * 2 + which) * num_blocks + block) * num_kv_heads + head].
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  float* scales = nullptr;
 };
 
 struct RopeArgs {

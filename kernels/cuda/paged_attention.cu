@@ -13,6 +13,8 @@
 //    of 32 positions stream through it; 8 threads per query row own head_dim/8 output
 //    columns each in registers.
 // SIMT F32 math (no tensor cores yet): correct first; see the report for what is left.
+// 8-bit caches: each row's stored elements times its scale (KvRowScale: FP8 per tensor, I8
+// per block and kv head).
 #include <cfloat>
 
 #include "kernels/cuda/kv_element_access.cuh"
@@ -82,15 +84,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       const int d = lane + 32 * j;
       if (d < D) dot += q[j] * ToF32(kr[d]);
     }
-    const float sc = SoftCap(WarpSum(dot) * a.scale, a.softcap);
+    const float sc = SoftCap(WarpSum(dot) * KvRowScale<K>(kv, a.layer, 0, blk, kvh) * a.scale, a.softcap);
     const float nm = fmaxf(m, sc);
     const float alpha = __expf(m - nm), w = __expf(sc - nm);
+    const float wv = w * KvRowScale<K>(kv, a.layer, 1, blk, kvh);
     l = l * alpha + w;
     const K* vr = vbase + row;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int d = lane + 32 * j;
-      acc[j] = acc[j] * alpha + (d < D ? w * ToF32(vr[d]) : 0.0f);
+      acc[j] = acc[j] * alpha + (d < D ? wv * ToF32(vr[d]) : 0.0f);
     }
     m = nm;
   }
@@ -205,8 +208,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
         const int32_t blk = bt[p / kv.block_size];
         if (blk >= 0 && blk < kv.num_blocks) {
           const int64_t r = KvRow(kv, blk, p % kv.block_size, kvh);
-          kvk = ToF32(kbase[r + d]);
-          kvv = ToF32(vbase[r + d]);
+          kvk = ToF32(kbase[r + d]) * KvRowScale<K>(kv, a.layer, 0, blk, kvh);
+          kvv = ToF32(vbase[r + d]) * KvRowScale<K>(kv, a.layer, 1, blk, kvh);
         } else if (d == 0) {
           atomicOr(a.err, kErrBlockTable);
         }

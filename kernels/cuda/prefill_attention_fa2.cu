@@ -21,12 +21,18 @@
 // Queries are converted to the cache element type (BF16 activations; an F16 cache gets F16
 // queries); scores and softmax stay in F32. Keys whose block-table entry is out of range
 // read as zero (cp.async zero-fill) and set kErrBlockTable, as in the other kernels.
+// 8-bit caches (KS = FP8 E4M3 or I8, kv_element_access.cuh): the math runs in F16 (K =
+// __half). The next tile's raw rows are loaded into registers before the current tile is
+// computed and stored after it, dequantized (times the row's scale: FP8 per tensor, I8 per
+// block and kv head, rounded once to F16), into the other buffer; no cp.async.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/kv_element_access.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/cuda/prefill_attention_fa2.h"
 #include "kernels/cuda/prefill_tile.cuh"
@@ -76,10 +82,13 @@ __device__ __forceinline__ int64_t KvRow(const KvLayout& kv, int32_t blk, int32_
 
 // Activations are BF16. K: cache element type (BF16 or F16), also the MMA input type.
 // Small heads use few registers: two blocks per SM.
-template <typename K, int D, int MT>
+// KS: the cache's element type (K, or an 8-bit type with K = __half).
+template <typename K, int D, int MT, typename KS = K>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     Fa2PrefillKernel(AttentionArgs a, KvLayout kv, int32_t tiles_per_seq) {
   using T = __nv_bfloat16;
+  constexpr bool kKv8 = kIsKv8<KS>;
+  static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
   using L = Smem<D, MT>;
   constexpr int kMt = MT;
   constexpr int kBQ = kBQFor<D, MT>;
@@ -101,6 +110,55 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   const int32_t win = a.sliding_window;
   const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems;
   const K* vbase = kbase + kv.layer_half_elems;
+
+  // 8-bit caches: thread tid holds key row tid / kRowThreads of the next tile, 16-byte words
+  // tid % kRowThreads + kRowThreads * i, from load_regs to store_regs.
+  constexpr int kRaw = kKv8 ? D / 16 / kRowThreads : 1;
+  static_assert(!kKv8 || (D / 16) % kRowThreads == 0, "whole 16-byte words per thread");
+  uint4 raw_k[kRaw], raw_v[kRaw];
+  float raw_ks = 0.0f, raw_vs = 0.0f;
+  auto load_regs = [&](int32_t kb) {
+    const int c = tid / kRowThreads, sub = tid % kRowThreads;
+    const int32_t p = kb + c;
+    raw_ks = raw_vs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRaw; ++i) raw_k[i] = raw_v[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (p > p_last) return;
+    const int32_t blk = bt[p / kv.block_size];
+    if (blk < 0 || blk >= kv.num_blocks) {
+      if (sub == 0) atomicOr(a.err, kErrBlockTable);
+      return;
+    }
+    const int64_t row = KvRow(kv, blk, p % kv.block_size, kvh);
+    const KS* k8 = static_cast<const KS*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems + row;
+    const KS* v8 = k8 + kv.layer_half_elems;
+#pragma unroll
+    for (int i = 0; i < kRaw; ++i) {
+      const int e = (sub + kRowThreads * i) * 16;
+      raw_k[i] = __ldg(reinterpret_cast<const uint4*>(k8 + e));
+      raw_v[i] = __ldg(reinterpret_cast<const uint4*>(v8 + e));
+    }
+    raw_ks = KvRowScale<KS>(kv, a.layer, 0, blk, kvh);
+    raw_vs = KvRowScale<KS>(kv, a.layer, 1, blk, kvh);
+  };
+  auto store_regs = [&](int buf) {
+    if constexpr (kKv8) {
+      const int c = tid / kRowThreads, sub = tid % kRowThreads;
+      K* kd = Ks + (buf * kBK + c) * kLd;
+      K* vd = Vs + (buf * kBK + c) * kLd;
+#pragma unroll
+      for (int i = 0; i < kRaw; ++i) {
+        const int e = (sub + kRowThreads * i) * 16;
+        uint32_t hk[8], hv[8];
+        Kv8ToHalf16Scaled<KS>(raw_k[i], raw_ks, hk);
+        Kv8ToHalf16Scaled<KS>(raw_v[i], raw_vs, hv);
+        reinterpret_cast<uint4*>(kd + e)[0] = make_uint4(hk[0], hk[1], hk[2], hk[3]);
+        reinterpret_cast<uint4*>(kd + e)[1] = make_uint4(hk[4], hk[5], hk[6], hk[7]);
+        reinterpret_cast<uint4*>(vd + e)[0] = make_uint4(hv[0], hv[1], hv[2], hv[3]);
+        reinterpret_cast<uint4*>(vd + e)[1] = make_uint4(hv[4], hv[5], hv[6], hv[7]);
+      }
+    }
+  };
 
   // K/V gather: thread tid copies key row tid / kRowThreads of the tile, 16-byte vectors
   // tid % kRowThreads + kRowThreads * i.
@@ -135,10 +193,18 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   // Prologue: tiles 0 .. kStages-2, one commit group each (empty past the last tile, so that
   // group t always holds tile t).
+  if constexpr (kKv8) {
+    static_assert(kStages == 2, "the 8-bit path double-buffers through registers");
+    if (n_tiles > 0) {
+      load_regs(k_lo);
+      store_regs(0);
+    }
+  } else {
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < n_tiles) load_tile(k_lo + i * kBK, i);
-    CpAsyncCommit();
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < n_tiles) load_tile(k_lo + i * kBK, i);
+      CpAsyncCommit();
+    }
   }
 
   // Q tile in the cache type (rows past nq are zero) while the first K/V tile is in flight.
@@ -217,9 +283,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   int buf = 0;  // t % kStages
   for (int32_t t = 0; t < n_tiles; ++t) {
-    CpAsyncWait<kStages - 2>();  // group t (tile t) has landed for this thread's copies
+    if constexpr (!kKv8) CpAsyncWait<kStages - 2>();  // group t (tile t) has landed for this thread's copies
     __syncthreads();  // ... for every thread's; and every warp is done with tile t-1
-    {
+    if constexpr (kKv8) {
+      if (t + 1 < n_tiles) load_regs(k_lo + (t + 1) * kBK);  // in flight while tile t is computed
+    } else {
       // Refill the buffer of tile t-1 with tile t+kStages-1.
       const int32_t nt = t + kStages - 1;
       if (nt < n_tiles) load_tile(k_lo + nt * kBK, buf == 0 ? kStages - 1 : buf - 1);
@@ -356,6 +424,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         }
       }
     }
+    if constexpr (kKv8) {
+      if (t + 1 < n_tiles) store_regs(buf ^ 1);  // the buffer of tile t-1, free since the barrier
+    }
     buf = buf == kStages - 1 ? 0 : buf + 1;
   }
 
@@ -394,31 +465,32 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   }
 }
 
-template <typename K, int D, int MT>
+template <typename K, int D, int MT, typename KS = K>
 cudaError_t LaunchTiled(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
   const size_t smem = Smem<D, MT>::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(Fa2PrefillKernel<K, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t e = cudaFuncSetAttribute(Fa2PrefillKernel<K, D, MT, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   constexpr int kBQ = kBQFor<D, MT>;
   const int32_t tiles = (a.max_query_len + kBQ - 1) / kBQ;
   const dim3 grid(static_cast<unsigned>(static_cast<int64_t>(a.num_seqs) * a.num_heads), static_cast<unsigned>(tiles));
-  Fa2PrefillKernel<K, D, MT><<<grid, kThreads, smem, stream>>>(a, kv, tiles);
+  Fa2PrefillKernel<K, D, MT, KS><<<grid, kThreads, smem, stream>>>(a, kv, tiles);
   return cudaGetLastError();
 }
 
-template <typename K, int D>
+template <typename K, int D, typename KS = K>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
   if constexpr (kMtFor<D> > 1) {
-    if (a.max_query_len <= kShortQueryLen) return LaunchTiled<K, D, 1>(a, kv, stream);
+    if (a.max_query_len <= kShortQueryLen) return LaunchTiled<K, D, 1, KS>(a, kv, stream);
   }
-  return LaunchTiled<K, D, kMtFor<D>>(a, kv, stream);
+  return LaunchTiled<K, D, kMtFor<D>, KS>(a, kv, stream);
 }
 
 }  // namespace
 
 bool Fa2PrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
-  return a.act_dtype == STRATA_DTYPE_BF16 && (kv.dtype == STRATA_DTYPE_BF16 || kv.dtype == STRATA_DTYPE_F16) &&
+  const bool kv8 = kv.dtype == STRATA_DTYPE_FP8_E4M3 || (kv.dtype == STRATA_DTYPE_I8 && kv.scales != nullptr);
+  return a.act_dtype == STRATA_DTYPE_BF16 && (kv.dtype == STRATA_DTYPE_BF16 || kv.dtype == STRATA_DTYPE_F16 || kv8) &&
          (kv.head_dim == 64 || kv.head_dim == 128) && a.num_heads > 0 && kv.num_kv_heads > 0 &&
          a.num_heads % kv.num_kv_heads == 0 && a.max_query_len >= kFa2PrefillMinQueryLen &&
          (a.max_query_len + kMinBQ - 1) / kMinBQ <= 65535 &&
@@ -428,6 +500,14 @@ bool Fa2PrefillSupports(const AttentionArgs& a, const KvLayout& kv) {
 cudaError_t LaunchPrefillAttentionFa2(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
   if (a.num_tokens <= 0 || a.num_seqs <= 0) return cudaSuccess;
   if (!Fa2PrefillSupports(a, kv)) return cudaErrorInvalidValue;
+  if (kv.dtype == STRATA_DTYPE_FP8_E4M3) {
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, stream)
+                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, stream);
+  }
+  if (kv.dtype == STRATA_DTYPE_I8) {
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, stream)
+                             : LaunchTyped<__half, 128, int8_t>(a, kv, stream);
+  }
   const bool f16 = kv.dtype == STRATA_DTYPE_F16;
   if (kv.head_dim == 64) {
     return f16 ? LaunchTyped<__half, 64>(a, kv, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, stream);

@@ -6,7 +6,12 @@
 // Llama-family shape), each thread moves whole 16-byte chunks instead of 2-byte elements
 // (RopeKvWriteKernel<T, K, true>: 37 us for a 4,096-token prefill step on the H200, run 66;
 // 2026-11-30; A/B within noise to +1% on the whole prefill). Both forms compute the same values.
+// 8-bit caches (kv_element_access.cuh): FP8 stores value / scale. I8 rows are stored by a
+// second kernel (KvWriteI8Kernel), once every key is rotated: writes into one (block, kv
+// head) must run in token order, since a row whose magnitude grows the block's scale
+// requantizes the rows already there, as the CPU backend does.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/kv_element_access.cuh"
 #include "kernels/cuda/kernels.h"
@@ -114,12 +119,17 @@ __global__ void RopeKvWriteKernel(RopeArgs rope, T* q, int64_t qs, T* k, int64_t
     if (threadIdx.x == 0) atomicOr(err, kErrSlot);
     return;
   }
+  if constexpr (std::is_same_v<K, int8_t>) return;  // stored by KvWriteI8Kernel
   const int64_t row = static_cast<int64_t>(KVH) * D;
   const int64_t blk = slot / kv.block_size, off = slot % kv.block_size;
   K* base = static_cast<K*>(kv.data) + static_cast<int64_t>(layer) * 2 * kv.layer_half_elems;
   K* kd = base + (blk * kv.block_size + off) * row;
   K* vd = kd + kv.layer_half_elems;
   const T* vr = v + i * vs;
+  // FP8: value / scale (as the CPU backend: multiplied by the rounded reciprocal); exact 1
+  // otherwise.
+  const float inv_k = kIsKv8<K> ? __fdiv_rn(1.0f, kv.k_scale) : 1.0f;
+  const float inv_v = kIsKv8<K> ? __fdiv_rn(1.0f, kv.v_scale) : 1.0f;
   if constexpr (kChunked) {
     const int32_t chunks = static_cast<int32_t>(row / 8);
     for (int32_t c = threadIdx.x; c < 2 * chunks; c += kThreads) {
@@ -127,16 +137,71 @@ __global__ void RopeKvWriteKernel(RopeArgs rope, T* q, int64_t qs, T* k, int64_t
       const int32_t cc = is_v ? c - chunks : c;
       const Chunk8<T> x = reinterpret_cast<const Chunk8<T>*>(is_v ? vr : kr)[cc];
       Chunk8<K> y;
+      const float inv = is_v ? inv_v : inv_k;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) y.v[j] = FromF32<K>(ToF32(x.v[j]));
+      for (int j = 0; j < 8; ++j) y.v[j] = FromF32<K>(__fmul_rn(ToF32(x.v[j]), inv));
       reinterpret_cast<Chunk8<K>*>(is_v ? vd : kd)[cc] = y;
     }
   } else {
     for (int64_t c = threadIdx.x; c < row; c += kThreads) {
-      kd[c] = FromF32<K>(ToF32(kr[c]));
-      vd[c] = FromF32<K>(ToF32(vr[c]));
+      kd[c] = FromF32<K>(__fmul_rn(ToF32(kr[c]), inv_k));
+      vd[c] = FromF32<K>(__fmul_rn(ToF32(vr[c]), inv_v));
     }
   }
+}
+
+// I8 rows: one warp per (token, kv head, K/V). The warp of the first token of a run of
+// consecutive slots inside one block stores the whole run in token order (a prefill chunk
+// fills a block in one run; a decode token is a run of one); the other warps return.
+// Per row, exactly the CPU backend's StoreKvRow8 (backends/cpu/kv_quant.cpp): a write at
+// offset 0 starts the block afresh (s = 0); s grows to max|x| / 127 when the row needs it,
+// requantizing the block's other rows (q' = rne(q * s_old / s_new)); q = rne(x / s).
+template <typename T>
+__global__ void __launch_bounds__(32)
+    KvWriteI8Kernel(const T* __restrict__ k, int64_t ks, const T* __restrict__ v, int64_t vs, int64_t n,
+                    const int32_t* __restrict__ slots, KvLayout kv, int32_t layer) {
+  const int64_t i = blockIdx.x;
+  const int32_t task = blockIdx.y, h = task >> 1, which = task & 1;
+  const int lane = threadIdx.x;
+  const int32_t D = kv.head_dim, KVH = kv.num_kv_heads, bs = kv.block_size;
+  const int64_t num_slots = static_cast<int64_t>(kv.num_blocks) * bs;
+  auto valid = [&](int32_t slot) { return slot >= 0 && slot < num_slots; };
+  const int32_t slot0 = slots[i];
+  if (!valid(slot0)) return;  // skipped, or flagged by RopeKvWriteKernel
+  if (i > 0 && slot0 % bs != 0 && slots[i - 1] == slot0 - 1) return;  // inside a run: its leader stores it
+  const int32_t blk = slot0 / bs;
+  int8_t* part = static_cast<int8_t*>(kv.data) + (static_cast<int64_t>(layer) * 2 + which) * kv.layer_half_elems +
+                 static_cast<int64_t>(blk) * bs * KVH * D + static_cast<int64_t>(h) * D;
+  float* sp = KvScalePtr(kv, layer, which, blk, h);
+  const int64_t pos_stride = static_cast<int64_t>(KVH) * D;
+  float s = *sp;
+  for (int64_t j = i; j < n; ++j) {
+    const int32_t slot = slots[j];
+    if (j > i && (!valid(slot) || slot != slots[j - 1] + 1 || slot % bs == 0)) break;
+    const int32_t off = slot % bs;
+    const T* x = (which == 0 ? k + j * ks : v + j * vs) + static_cast<int64_t>(h) * D;
+    if (off == 0) s = 0.0f;
+    float amax = 0.0f;
+    for (int32_t d = lane; d < D; d += 32) amax = fmaxf(amax, fabsf(ToF32(x[d])));
+    amax = WarpMax(amax);
+    const float need = __fdiv_rn(amax, 127.0f);
+    if (need > s) {
+      if (s > 0.0f) {
+        const float ratio = __fdiv_rn(s, need);
+        for (int32_t t = 0; t < bs; ++t) {
+          if (t == off) continue;
+          int8_t* r = part + t * pos_stride;
+          for (int32_t d = lane; d < D; d += 32) r[d] = FromF32<int8_t>(__fmul_rn(static_cast<float>(r[d]), ratio));
+        }
+      }
+      s = need;
+    }
+    int8_t* r = part + off * pos_stride;
+    const float inv = s == 0.0f ? 0.0f : __fdiv_rn(1.0f, s);
+    for (int32_t d = lane; d < D; d += 32) r[d] = FromF32<int8_t>(__fmul_rn(ToF32(x[d]), inv));
+    __syncwarp();  // the next row's requantization reads what other lanes wrote
+  }
+  if (lane == 0) *sp = s;
 }
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -169,6 +234,11 @@ cudaError_t LaunchRopeKvWrite(const RopeArgs& rope, void* q, int64_t q_stride, v
       };
       if (chunked) launch(RopeKvWriteKernel<T, K, true>);
       else launch(RopeKvWriteKernel<T, K, false>);
+      if constexpr (std::is_same_v<K, int8_t>) {
+        KvWriteI8Kernel<T><<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(2 * kv.num_kv_heads)), 32, 0,
+                             stream>>>(static_cast<const T*>(k), k_stride, static_cast<const T*>(v), v_stride, n,
+                                       slots, kv, layer);
+      }
     });
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;

@@ -26,6 +26,14 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
+#              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
+#              Attention cases on cuda, then decode TPOT p50 of
+#              32 sequences at 4,096-token contexts with BF16, FP8 and I8 caches (Llama-3-8B
+#              shape, bf16 weights; kv8_tpot.jsonl; the decode step alone, op by op, in
+#              kv8_step.jsonl, the attention kernels alone in kv8_attention_bench.jsonl), then stories260K perplexity with
+#              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
+#              .gpu/shared/text/tinystories_sample.txt)
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -111,7 +119,28 @@ phase_bench() {
 }
 
 phase_opencl() {
-  export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
+  # The machine's environment presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1
+  # (bare names), with which only PoCL appeared (run of 2026-12-02 14:40): name NVIDIA's ICD
+  # by its path, PoCL after it, and ask NVIDIA's library directly for its platforms.
+  local NV=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
+  stamp "OpenCL ICD probe (environment had OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-unset})"
+  python3 - "$NV" <<'PY' 2>&1 | head -20
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as e:
+    print("dlopen failed:", e); sys.exit(0)
+n = ctypes.c_uint(0)
+rc = lib.clIcdGetPlatformIDsKHR(0, None, ctypes.byref(n))
+print("clIcdGetPlatformIDsKHR rc", rc, "platforms", n.value)
+if rc == 0 and n.value:
+    ids = (ctypes.c_void_p * n.value)()
+    lib.clIcdGetPlatformIDsKHR(n.value, ids, None)
+    nd = ctypes.c_uint(0)
+    print("clGetDeviceIDs rc", lib.clGetDeviceIDs(ids[0], ctypes.c_ulonglong(0xFFFFFFFF), 0, None, ctypes.byref(nd)), "devices", nd.value)
+PY
+  export OCL_ICD_FILENAMES="$NV:$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2 /usr/lib/x86_64-linux-gnu/pocl/libpocl.so.2 2>/dev/null | head -1)"
+  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -i -E "opencl|nvidia|icd|error" | head -20
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
   "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
   stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
@@ -255,7 +284,7 @@ phase_quant() {
   timeout 240 "$BUILD/bin/cuda_quant_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_quant_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -40
   grep -qE "FAILED|Failure" "$OUT/cuda_quant_test.log" && { stamp "quantized matmul tests failed: stopping"; exit 1; }
-  stamp "8-bit KV cache: FP8 on the SIMT attention kernels (engine greedy vs F32 cache; conformance vs float64)"
+  stamp "8-bit KV caches (cuda_kv8_test: kernel paths vs float64, engine greedy vs F32 cache; conformance vs float64)"
   timeout 240 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -20
   timeout 240 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*' 2>&1 | \
@@ -295,13 +324,11 @@ phase_quant8b() {
   for d in bf16 w8a8; do
     run "quant8b_prefill_$d.json" 50 $S --synthetic-dtype $d --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
   done
-  stamp "tensor-core GEMV variants, 1 token: 4 and 2 warps per tile (STRATA_CUDA_QGEMV_KW, default 8), rounds of 4 and 2 loads (STRATA_CUDA_QGEMV_ROUND, default 3)"
-  for d in 4 2; do
-    STRATA_CUDA_QGEMV_KW=$d run "quant8b_matmul_kw$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
-      --formats w4a16,w8a16 --reps 10
-    STRATA_CUDA_QGEMV_ROUND=$d run "quant8b_matmul_round$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
-      --formats w4a16,w8a16 --reps 10
-  done
+  stamp "tensor-core GEMV variants, 1 token: 4 warps per tile (STRATA_CUDA_QGEMV_KW, default 8), rounds of 2 loads (STRATA_CUDA_QGEMV_ROUND, default 3), x not staged (STRATA_CUDA_QGEMV_STAGE=0)"
+  local M=("$BUILD/bin/quant_matmul_bench" --tokens 1 --formats w4a16,w8a16 --reps 10)
+  STRATA_CUDA_QGEMV_KW=4 run quant8b_matmul_kw4.jsonl 40 "${M[@]}"
+  STRATA_CUDA_QGEMV_ROUND=2 run quant8b_matmul_round2.jsonl 40 "${M[@]}"
+  STRATA_CUDA_QGEMV_STAGE=0 run quant8b_matmul_unstaged.jsonl 40 "${M[@]}"
   stamp "W4A16 decode with the SIMT GEMV (STRATA_CUDA_QGEMV=v1), for the A/B"
   STRATA_CUDA_QGEMV=v1 run "quant8b_decode_int4-g128_v1.json" 60 $S --synthetic-dtype int4-g128 \
     --prompt-tokens 128 --gen-tokens 128 -r 3
@@ -326,11 +353,74 @@ phase_quant8b_quick() {
   done
 }
 
+phase_kv8() {
+  stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
+  timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
+    grep -vE "^\[ RUN|^\[       OK" | tail -50
+  timeout 200 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*/cuda' 2>&1 | \
+    tee "$OUT/kv8_conformance_attention.log" | grep -E "note|FAILED|Failure|PASSED" | tail -20
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/kv8_conformance_attention.log" && \
+    stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, kv8_conformance_attention.log)"
+  stamp "decode attention alone (attention, rope_attention): 1 and 32 sequences x 4,096 tokens, BF16 / FP8 / I8 caches"
+  STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
+    timeout 150 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/kv8_attention_bench.jsonl"
+  stamp "decode step alone, op by op (no graphs, every sequence decoding): 32 x 4,096 tokens, BF16 / FP8 / I8 KV"
+  : > "$OUT/kv8_step.jsonl"
+  for kv in bf16 fp8 int8; do
+    timeout 120 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" --options activations=bf16 \
+      --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv --mode decode --batch 32 --context 4096 --reps 10 \
+      | tee -a "$OUT/kv8_step.jsonl"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+base = next((r["median_ms"] for r in rows if r["kv_dtype"] == "bf16"), None)
+for r in rows: print("kv %-5s decode step %.2f ms (%s of bf16)" % (r["kv_dtype"], r["median_ms"], "%.3f" % (r["median_ms"] / base) if base else "-"))' "$OUT/kv8_step.jsonl"
+  # The engine's TPOT includes the steps where a sequence decodes beside other prompts'
+  # prefill chunks (the 32 prompts take 16 steps of 8,192 tokens), so it also carries the
+  # prefill kernels' speed; the op-by-op step above is the decode step alone.
+  stamp "decode TPOT p50: 32 sequences x 4,096-token prompts, 128 out, BF16 / FP8 / I8 KV (Llama-3-8B shape)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  : > "$OUT/kv8_tpot.jsonl"
+  for kv in auto fp8 int8; do
+    timeout 120 $S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 \
+      --output-len-max 128 --max-num-seqs 32 --max-batched-tokens 8192 --kv-dtype $kv 2>"$OUT/kv8_tpot_$kv.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["kv_dtype"]=sys.argv[1]; print(json.dumps(r))' "$kv" \
+      >> "$OUT/kv8_tpot.jsonl" || tail -3 "$OUT/kv8_tpot_$kv.err"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+base = next((r["tpot_ms"]["p50"] for r in rows if r["kv_dtype"] == "auto"), None)
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("kv %-5s TPOT p50 %.2f ms (%s of bf16)  output tok/s %.0f" % (r["kv_dtype"], t,
+        "%.3f" % (t / base) if base else "-", r["output_tokens_per_s"]))' "$OUT/kv8_tpot.jsonl"
+  stamp "stories260K perplexity with f32 / fp8 / int8 KV caches, CUDA vs CPU"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  if [ ! -f "$text" ]; then
+    stamp "no $text: perplexity skipped (copy ../shared/text/tinystories_sample.txt there)"
+    return
+  fi
+  : > "$OUT/kv8_ppl.jsonl"
+  for dev in cuda cpu; do
+    for kv in f32 fp8 int8; do
+      timeout 60 "$BUILD/bin/strata" perplexity -m "$model" -f "$text" --ctx 128 --json --device $dev --kv-dtype $kv \
+        2>/dev/null | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["device"]=sys.argv[1]; r["kv_dtype"]=sys.argv[2]; print(json.dumps(r))' "$dev" "$kv" \
+        >> "$OUT/kv8_ppl.jsonl"
+    done
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ppl = {(r["device"], r["kv_dtype"]): r["ppl"] for r in rows}
+for kv in ("f32", "fp8", "int8"):
+  c, p = ppl.get(("cuda", kv)), ppl.get(("cpu", kv))
+  print("kv %-4s ppl cuda %s cpu %s  cuda/cpu %s" % (kv, c, p, "%.4f" % (c / p) if c and p else "-"))' "$OUT/kv8_ppl.jsonl"
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8)" ;;
   esac
 done
 stamp "done"

@@ -21,6 +21,7 @@ struct Case {
   int32_t rotary_dim;
   int32_t window;
   float softcap;
+  float k_scale = 0.0f, v_scale = 0.0f;  // FP8 per-tensor scales (0 = 1)
 };
 
 // One sequence of the test batch: its context length before and after the step.
@@ -39,10 +40,14 @@ double KvTolerance(int32_t dtype) {
   }
 }
 
-float StoredAs(float v, int32_t dtype) {
+// FP8: e4m3(v / scale) * scale, the division as backends do it (times the F32 reciprocal).
+float StoredAs(float v, int32_t dtype, float fp8_scale = 0.0f) {
   if (dtype == STRATA_DTYPE_F16) return F16ToF32(F32ToF16(v));
   if (dtype == STRATA_DTYPE_BF16) return Bf16ToF32(F32ToBf16(v));
-  if (dtype == STRATA_DTYPE_FP8_E4M3) return Fp8E4M3ToF32(F32ToFp8E4M3(v));  // k_scale = v_scale = 1
+  if (dtype == STRATA_DTYPE_FP8_E4M3) {
+    const float s = fp8_scale == 0.0f ? 1.0f : fp8_scale;
+    return Fp8E4M3ToF32(F32ToFp8E4M3(v * (1.0f / s))) * s;
+  }
   return v;
 }
 
@@ -76,6 +81,8 @@ void Attention::RunCase(const Case& c) {
   kd.head_dim = kDim;
   kd.dtype = c.kv_dtype;
   kd.scale_mode = c.kv_dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
+  kd.k_scale = c.k_scale;
+  kd.v_scale = c.v_scale;
   strata_kv_cache kv = nullptr;
   const strata_status created = api().kv_cache_create(dev(), &kd, &kv);
   // The CPU backend offers every cache type; another backend may refuse the 8-bit ones.
@@ -181,8 +188,10 @@ void Attention::RunCase(const Case& c) {
       for (int32_t h = 0; h < kKvHeads; ++h) {
         std::vector<double> kh(keys[s].begin() + p * row + h * kDim, keys[s].begin() + p * row + (h + 1) * kDim);
         RopeRef(kh, p, c, inv_freq);
-        for (double& x : kh) K[p].push_back(StoredAs(static_cast<float>(x), c.kv_dtype));
-        for (int32_t d = 0; d < kDim; ++d) V[p].push_back(StoredAs(values[s][p * row + h * kDim + d], c.kv_dtype));
+        for (double& x : kh) K[p].push_back(StoredAs(static_cast<float>(x), c.kv_dtype, c.k_scale));
+        for (int32_t d = 0; d < kDim; ++d) {
+          V[p].push_back(StoredAs(values[s][p * row + h * kDim + d], c.kv_dtype, c.v_scale));
+        }
       }
     }
     for (int32_t p = before[s]; p < after[s]; ++p, ++i) {
@@ -307,6 +316,9 @@ TEST_P(Attention, F16Cache) { RunCase({STRATA_DTYPE_F16, STRATA_ROPE_NEOX, kDim,
 TEST_P(Attention, Bf16Cache) { RunCase({STRATA_DTYPE_BF16, STRATA_ROPE_NEOX, kDim, 0, 0}); }
 TEST_P(Attention, I8CacheWithPerBlockHeadScales) { RunCase({STRATA_DTYPE_I8, STRATA_ROPE_NEOX, kDim, 0, 0}); }
 TEST_P(Attention, Fp8E4M3CachePerTensorScale) { RunCase({STRATA_DTYPE_FP8_E4M3, STRATA_ROPE_NEOX, kDim, 0, 0}); }
+TEST_P(Attention, Fp8E4M3CacheWithOtherScales) {
+  RunCase({STRATA_DTYPE_FP8_E4M3, STRATA_ROPE_NEOX, kDim, 0, 0, 0.5f, 2.0f});
+}
 
 INSTANTIATE_TEST_SUITE_P(Backends, Attention, ::testing::ValuesIn(kBackendParams), ParamName);
 

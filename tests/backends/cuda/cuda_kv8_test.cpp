@@ -1,22 +1,41 @@
-// The 8-bit KV cache on the CUDA backend (ABI 1.9): an FP8 E4M3 cache (per-tensor scale 1,
-// the one this backend takes) is written by rope_kv_write and read by the SIMT decode and
-// prefill attention kernels (the tensor-core kernels refuse FP8, so the cache is routed to
-// the SIMT ones). Checks, with activations f32 and bf16:
-//  - on stories260K with llama2.c's prompts, teacher-forced next-token predictions agree with
-//    the F32 cache on the GPU for >= 85% of positions (printed, with the free-running prefix);
-//  - an I8 cache or an FP8 cache with another scale is refused with a clear error.
-// The op-level check against a float64 reference is the conformance suite's
-// Attention.Fp8E4M3CachePerTensorScale, which runs on CUDA wherever a GPU is present.
+// The 8-bit KV caches on the CUDA backend (ABI 1.9): FP8 E4M3 with per-tensor scales and I8
+// with per-(block, kv head) scales, the CPU backend's semantics (backends/cpu/kv_quant.h),
+// written by rope_kv_write (and, FP8, by the decode kernels' fused rope) and read by every
+// attention kernel path the engine uses for BF16 caches. Checks:
+//  - op level, every kernel path (decode: gqa, mma, simple; the fused rope_attention on gqa
+//    and mma; prefill: fa2, simple) x (FP8 scale 1, FP8 with k_scale 0.5 / v_scale 2, I8),
+//    Llama-3-8B heads (32 query heads, 8 KV heads, head_dim 128), contexts up to 1,100
+//    tokens over shuffled blocks, outputs poisoned: against a float64 attention over the
+//    values the cache holds by the ABI's rules (FP8: e4m3(x / scale) * scale; I8: the CPU
+//    backend's per-block algorithm, re-implemented here in the same float steps), within
+//    1e-2 * (|ref| + rms(ref)) (BF16 activations and outputs; P and, on the prefill kernel,
+//    dequantized K/V rounded to F16). Ignoring a scale fails this by far. The same harness
+//    runs on the CPU backend without a GPU (ReferenceModelMatchesCpuBackend: within 1e-6
+//    there), so the model of the cache is the CPU backend's semantics, checked in CI.
+//  - on stories260K with llama2.c's prompts, teacher-forced next-token predictions of an FP8
+//    and an I8 cache agree with the F32 cache on the GPU for >= 85% of positions (printed,
+//    with the free-running prefix), with activations f32 and bf16;
+//  - an I8 cache without per-block scales, or an FP8 cache with another scale mode, is refused.
+// The op-level check of the small shapes against float64 is also the conformance suite's
+// Attention.Fp8E4M3CachePerTensorScale / I8CacheWithPerBlockHeadScales (SIMT kernels there).
 // Without a GPU the tests skip with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "core/engine/generator.h"
 #include "core/model/llama_model.h"
 #include "core/model/model_tokenizer.h"
+#include "core/quant/fp8_e4m3.h"
 #include "nlohmann/json.hpp"
 #include "tests/backends/cuda/cuda_test_device.h"
 
@@ -37,7 +56,7 @@ std::vector<int32_t> Generate(Generator& gen, const std::vector<int32_t>& prompt
 
 // Teacher-forced, as StoriesGreedy.*KvCacheAgreesWithF32ForMostTokens on the CPU: at every
 // 4th position of the F32 cache's greedy continuation both caches predict the next token.
-void CheckFp8AgainstF32(const char* options) {
+void CheckKv8AgainstF32(const char* options, int32_t kv_dtype) {
   if (!std::filesystem::exists(kDir + "/stories260K.gguf")) GTEST_SKIP() << "missing shared model stories260K";
   CudaTestDevice c = OpenCudaTestDevice(options);
   REQUIRE_CUDA(c);
@@ -48,7 +67,7 @@ void CheckFp8AgainstF32(const char* options) {
   ModelRuntimeOptions opts;
   opts.max_seqs = 1;
   opts.max_batch_tokens = 7;  // several prefill chunks, then decode
-  opts.kv_dtype = STRATA_DTYPE_FP8_E4M3;
+  opts.kv_dtype = static_cast<strata_dtype>(kv_dtype);
   auto model8 = LlamaModel::Load(*c.device, **file, opts);
   ASSERT_TRUE(model8.ok()) << model8.status();
   opts.kv_dtype = STRATA_DTYPE_F32;
@@ -78,16 +97,24 @@ void CheckFp8AgainstF32(const char* options) {
       agree += a[0] == b[0];
     }
   }
-  std::printf("[ kv8      ] CUDA (%s) FP8 cache: teacher-forced, %zu of %zu next-token predictions as with F32; "
+  std::printf("[ kv8      ] CUDA (%s) %s cache: teacher-forced, %zu of %zu next-token predictions as with F32; "
               "free-running, %zu of %zu tokens before the first difference\n",
-              options, agree, forced, prefix_total, total);
+              options, strata_dtype_name(kv_dtype), agree, forced, prefix_total, total);
   EXPECT_GE(static_cast<double>(agree), 0.85 * static_cast<double>(forced));  // CPU: 94.8% (221 of 233)
 }
 
-TEST(CudaKv8, Fp8CacheGreedyAgreesWithF32CacheActivationsF32) { CheckFp8AgainstF32("activations=f32"); }
-TEST(CudaKv8, Fp8CacheGreedyAgreesWithF32CacheActivationsBf16) { CheckFp8AgainstF32("activations=bf16"); }
+TEST(CudaKv8, Fp8CacheGreedyAgreesWithF32CacheActivationsF32) {
+  CheckKv8AgainstF32("activations=f32", STRATA_DTYPE_FP8_E4M3);
+}
+TEST(CudaKv8, Fp8CacheGreedyAgreesWithF32CacheActivationsBf16) {
+  CheckKv8AgainstF32("activations=bf16", STRATA_DTYPE_FP8_E4M3);
+}
+TEST(CudaKv8, I8CacheGreedyAgreesWithF32CacheActivationsF32) { CheckKv8AgainstF32("activations=f32", STRATA_DTYPE_I8); }
+TEST(CudaKv8, I8CacheGreedyAgreesWithF32CacheActivationsBf16) {
+  CheckKv8AgainstF32("activations=bf16", STRATA_DTYPE_I8);
+}
 
-TEST(CudaKv8, RefusesI8AndScaledFp8Caches) {
+TEST(CudaKv8, RefusesCachesWithoutTheirScaleMode) {
   CudaTestDevice c = OpenCudaTestDevice("activations=f32");
   REQUIRE_CUDA(c);
   const strata_backend_v1& api = c.device->api();
@@ -99,18 +126,423 @@ TEST(CudaKv8, RefusesI8AndScaledFp8Caches) {
   d.num_kv_heads = 2;
   d.head_dim = 64;
   d.dtype = STRATA_DTYPE_I8;
-  d.scale_mode = STRATA_KV_SCALE_PER_BLOCK_HEAD;
+  d.scale_mode = STRATA_KV_SCALE_PER_TENSOR;
   strata_kv_cache kv = nullptr;
   EXPECT_EQ(api.kv_cache_create(c.device->handle(), &d, &kv), STRATA_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(api.last_error()).find("I8"), std::string::npos) << api.last_error();
   d.dtype = STRATA_DTYPE_FP8_E4M3;
-  d.scale_mode = STRATA_KV_SCALE_PER_TENSOR;
-  d.k_scale = 0.5f;
+  d.scale_mode = STRATA_KV_SCALE_PER_BLOCK_HEAD;
   EXPECT_EQ(api.kv_cache_create(c.device->handle(), &d, &kv), STRATA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(api.last_error()).find("FP8_E4M3"), std::string::npos) << api.last_error();
-  d.k_scale = 1.0f;
+  d.scale_mode = STRATA_KV_SCALE_PER_TENSOR;
+  d.k_scale = -1.0f;
+  EXPECT_EQ(api.kv_cache_create(c.device->handle(), &d, &kv), STRATA_ERROR_INVALID_ARGUMENT);
+  d.k_scale = 0.5f;
   ASSERT_EQ(api.kv_cache_create(c.device->handle(), &d, &kv), STRATA_OK) << api.last_error();
   EXPECT_EQ(api.kv_block_bytes(c.device->handle(), kv), uint64_t{2} * 16 * 2 * 64);  // one byte per element
   api.kv_cache_free(c.device->handle(), kv);
+  d.dtype = STRATA_DTYPE_I8;
+  d.scale_mode = STRATA_KV_SCALE_PER_BLOCK_HEAD;
+  ASSERT_EQ(api.kv_cache_create(c.device->handle(), &d, &kv), STRATA_OK) << api.last_error();
+  // The values, then one F32 scale per (layer, K/V, kv head).
+  EXPECT_EQ(api.kv_block_bytes(c.device->handle(), kv), uint64_t{2} * 16 * 2 * 64 + 2 * 2 * 4);
+  api.kv_cache_free(c.device->handle(), kv);
+}
+
+// ---- Op level: every attention kernel path over 8-bit caches vs float64. ----
+
+constexpr int32_t kH = 32, kKvh = 8, kD = 128, kBs = 16;
+constexpr int64_t kQRow = int64_t{kH} * kD, kKvRow = int64_t{kKvh} * kD;
+
+uint16_t ToBf16(float f) {  // round to nearest even
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+float FromBf16(uint16_t h) {
+  const uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+struct CacheKind {
+  const char* name;
+  int32_t dtype;
+  float k_scale, v_scale;  // FP8
+};
+
+// What the cache holds, by the ABI's rules, for rows written in token order: per (block,
+// kv head, K/V) the I8 scale and the quantized rows (the CPU backend's algorithm, in its float
+// steps), or the FP8 code of each value.
+class CacheModel {
+ public:
+  CacheModel(const CacheKind& kind, int32_t num_blocks) : kind_(kind), nb_(num_blocks) {
+    q_.assign(static_cast<size_t>(2) * nb_ * kBs * kKvRow, 0);
+    s_.assign(static_cast<size_t>(2) * nb_ * kKvh, 0.0f);
+  }
+  // Row x[kKvRow] (all kv heads) of K (which 0) or V at `slot`.
+  void Store(int which, int32_t slot, const float* x) {
+    const int32_t blk = slot / kBs, off = slot % kBs;
+    for (int32_t h = 0; h < kKvh; ++h) {
+      const float* xh = x + h * kD;
+      if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
+        const float inv = 1.0f / (which == 0 ? kind_.k_scale : kind_.v_scale);
+        for (int32_t d = 0; d < kD; ++d) Q(which, blk, off, h)[d] = static_cast<int8_t>(F32ToFp8E4M3(xh[d] * inv));
+        continue;
+      }
+      float& s = S(which, blk, h);
+      if (off == 0) s = 0.0f;
+      float amax = 0.0f;
+      for (int32_t d = 0; d < kD; ++d) amax = std::max(amax, std::fabs(xh[d]));
+      const float need = amax / 127.0f;
+      if (need > s) {
+        if (s > 0.0f) {
+          const float ratio = s / need;
+          for (int32_t t = 0; t < kBs; ++t) {
+            if (t == off) continue;
+            int8_t* r = Q(which, blk, t, h);
+            for (int32_t d = 0; d < kD; ++d) r[d] = I8(static_cast<float>(r[d]) * ratio);
+          }
+        }
+        s = need;
+      }
+      const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+      for (int32_t d = 0; d < kD; ++d) Q(which, blk, off, h)[d] = I8(xh[d] * inv);
+    }
+  }
+  // The value the cache holds at (slot, kv head h, column d).
+  double Value(int which, int32_t slot, int32_t h, int32_t d) {
+    const int32_t blk = slot / kBs, off = slot % kBs;
+    const int8_t q = Q(which, blk, off, h)[d];
+    if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
+      return static_cast<double>(Fp8E4M3ToF32(static_cast<uint8_t>(q))) * (which == 0 ? kind_.k_scale : kind_.v_scale);
+    }
+    return static_cast<double>(q) * S(which, blk, h);
+  }
+
+ private:
+  static int8_t I8(float v) { return static_cast<int8_t>(std::clamp(std::nearbyint(v), -127.0f, 127.0f)); }
+  int8_t* Q(int which, int32_t blk, int32_t off, int32_t h) {
+    return q_.data() + ((static_cast<int64_t>(which) * nb_ + blk) * kBs + off) * kKvRow + int64_t{h} * kD;
+  }
+  float& S(int which, int32_t blk, int32_t h) { return s_[(static_cast<size_t>(which) * nb_ + blk) * kKvh + h]; }
+  CacheKind kind_;
+  int32_t nb_;
+  std::vector<int8_t> q_;
+  std::vector<float> s_;
+};
+
+// One device-side batch of rows [from[s], to[s]) of each sequence.
+struct OpBatch {
+  std::vector<int32_t> positions, slots, qsl{0}, lens;
+  std::vector<DeviceBuffer> bufs;
+  strata_tensor t_pos{}, t_slots{}, t_qsl{}, t_lens{}, t_bt{};
+  strata_batch_desc desc{};
+};
+
+class Kv8Ops {
+ public:
+  // act: the activations' type, BF16 (CUDA's fast kernels) or F32 (the CPU backend).
+  Kv8Ops(Device* dev, const CacheKind& kind, std::vector<int32_t> lens_before, std::vector<int32_t> lens_after,
+         int32_t act = STRATA_DTYPE_BF16)
+      : dev_(dev), kind_(kind), before_(std::move(lens_before)), after_(std::move(lens_after)), act_(act) {
+    const int32_t S = static_cast<int32_t>(after_.size());
+    for (int32_t s = 0; s < S; ++s) mb_ = std::max(mb_, (after_[s] + kBs - 1) / kBs);
+    nb_ = mb_ * S + 3;
+    // Shuffled blocks, so that every sequence's blocks are out of order.
+    std::vector<int32_t> all(nb_);
+    std::iota(all.begin(), all.end(), 0);
+    std::mt19937 rng(7);
+    std::shuffle(all.begin(), all.end(), rng);
+    tables_.assign(static_cast<size_t>(S) * mb_, 0);
+    for (int32_t s = 0; s < S; ++s) {
+      for (int32_t b = 0; b < mb_; ++b) tables_[s * mb_ + b] = all[s * mb_ + b];
+    }
+    // Keys and values per sequence and position, BF16-rounded (the activations' type). Each
+    // row gets its own magnitude, so that I8 blocks requantize when a later row is larger.
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f), mag(0.3f, 2.0f);
+    keys_.resize(S);
+    values_.resize(S);
+    for (int32_t s = 0; s < S; ++s) {
+      for (auto* kvs : {&keys_[s], &values_[s]}) {
+        kvs->resize(static_cast<size_t>(after_[s]) * kKvRow);
+        for (int32_t p = 0; p < after_[s]; ++p) {
+          const float m = mag(rng);
+          for (int64_t e = 0; e < kKvRow; ++e) (*kvs)[p * kKvRow + e] = FromBf16(ToBf16(u(rng) * m));
+        }
+      }
+    }
+    model_ = std::make_unique<CacheModel>(kind_, nb_);
+  }
+
+  const char* Open() {
+    strata_kv_cache_desc d{};
+    d.struct_size = sizeof(d);
+    d.num_layers = 2;
+    d.num_blocks = nb_;
+    d.block_size = kBs;
+    d.num_kv_heads = kKvh;
+    d.head_dim = kD;
+    d.dtype = kind_.dtype;
+    d.scale_mode = kind_.dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
+    d.k_scale = kind_.k_scale;
+    d.v_scale = kind_.v_scale;
+    auto kv = dev_->CreateKvCache(d);
+    if (!kv.ok()) {
+      err_ = std::string(kv.status().message());
+      return err_.c_str();
+    }
+    kv_ = std::move(*kv);
+    return nullptr;
+  }
+
+  // Writes positions [from, to) of every sequence (rope_kv_write, no rotation), then, with
+  // `attend`, attends with fresh queries (attention, or the fused rope_attention) and checks
+  // the output against float64 over the modelled cache.
+  void Step(const std::vector<int32_t>& from, const std::vector<int32_t>& to, bool attend, bool fused,
+            const std::string& what) {
+    const int32_t S = static_cast<int32_t>(to.size());
+    OpBatch b;
+    std::vector<float> k, v;
+    for (int32_t s = 0; s < S; ++s) {
+      for (int32_t p = from[s]; p < to[s]; ++p) {
+        b.positions.push_back(p);
+        b.slots.push_back(tables_[s * mb_ + p / kBs] * kBs + p % kBs);
+        k.insert(k.end(), keys_[s].begin() + p * kKvRow, keys_[s].begin() + (p + 1) * kKvRow);
+        v.insert(v.end(), values_[s].begin() + p * kKvRow, values_[s].begin() + (p + 1) * kKvRow);
+        model_->Store(0, b.slots.back(), keys_[s].data() + p * kKvRow);
+        model_->Store(1, b.slots.back(), values_[s].data() + p * kKvRow);
+      }
+      b.qsl.push_back(static_cast<int32_t>(b.positions.size()));
+      b.lens.push_back(to[s]);
+    }
+    const int64_t n = static_cast<int64_t>(b.positions.size());
+    int32_t max_q = 0, max_len = 0;
+    for (int32_t s = 0; s < S; ++s) {
+      max_q = std::max(max_q, b.qsl[s + 1] - b.qsl[s]);
+      max_len = std::max(max_len, b.lens[s]);
+    }
+    std::mt19937 rng(11 + static_cast<uint32_t>(n));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> q(static_cast<size_t>(n) * kQRow);
+    for (float& x : q) x = FromBf16(ToBf16(u(rng)));
+    // The values are BF16-rounded already, so both activation types carry them exactly.
+    auto bf16_tensor = [&](const std::vector<float>& x, int64_t cols) {
+      if (act_ == STRATA_DTYPE_F32) return Upload(b, x.data(), x.size() * 4, STRATA_DTYPE_F32, n, cols);
+      std::vector<uint16_t> h(x.size());
+      for (size_t i = 0; i < x.size(); ++i) h[i] = ToBf16(x[i]);
+      return Upload(b, h.data(), h.size() * 2, STRATA_DTYPE_BF16, n, cols);
+    };
+    const strata_tensor qt = bf16_tensor(q, kQRow), kt = bf16_tensor(k, kKvRow), vt = bf16_tensor(v, kKvRow);
+    b.t_pos = Upload(b, b.positions.data(), n * 4, STRATA_DTYPE_I32, n, 0);
+    b.t_slots = Upload(b, b.slots.data(), n * 4, STRATA_DTYPE_I32, n, 0);
+    b.t_qsl = Upload(b, b.qsl.data(), (S + 1) * 4, STRATA_DTYPE_I32, S + 1, 0);
+    b.t_lens = Upload(b, b.lens.data(), S * 4, STRATA_DTYPE_I32, S, 0);
+    b.t_bt = Upload(b, tables_.data(), tables_.size() * 4, STRATA_DTYPE_I32, S, mb_);
+    b.desc.struct_size = sizeof(b.desc);
+    b.desc.num_tokens = static_cast<int32_t>(n);
+    b.desc.num_seqs = S;
+    b.desc.max_query_len = max_q;
+    b.desc.max_seq_len = max_len;
+    b.desc.max_blocks_per_seq = mb_;
+    b.desc.positions = &b.t_pos;
+    b.desc.slot_mapping = &b.t_slots;
+    b.desc.query_start_loc = &b.t_qsl;
+    b.desc.seq_lens = &b.t_lens;
+    b.desc.block_tables = &b.t_bt;
+    b.desc.host_query_start_loc = b.qsl.data();
+    b.desc.host_seq_lens = b.lens.data();
+    strata_rope_params rope{};
+    rope.struct_size = sizeof(rope);
+    rope.style = STRATA_ROPE_NONE;
+    rope.attention_factor = 1.0f;
+    strata_attention_params ap{};
+    ap.struct_size = sizeof(ap);
+    ap.num_heads = kH;
+    ap.num_kv_heads = kKvh;
+    ap.head_dim = kD;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(kD));
+    const strata_backend_v1& api = dev_->api();
+    const int32_t layer = 1;
+    if (!attend) {
+      ASSERT_EQ(api.rope_kv_write(dev_->handle(), &rope, &ap, &b.desc, &qt, &kt, &vt, kv_.handle(), layer), STRATA_OK)
+          << api.last_error();
+      ASSERT_TRUE(dev_->Synchronize().ok());
+      return;
+    }
+    // The output, poisoned (NaN bytes) first.
+    const size_t out_es = act_ == STRATA_DTYPE_F32 ? 4 : 2;
+    std::vector<uint8_t> poison(static_cast<size_t>(n) * kQRow * out_es, 0xff);
+    const strata_tensor ot = Upload(b, poison.data(), poison.size(), act_, n, kQRow);
+    if (fused) {
+      ASSERT_EQ(api.rope_attention(dev_->handle(), &rope, &ap, &b.desc, &qt, &kt, &vt, kv_.handle(), layer, &ot),
+                STRATA_OK)
+          << api.last_error();
+    } else {
+      ASSERT_EQ(api.rope_kv_write(dev_->handle(), &rope, &ap, &b.desc, &qt, &kt, &vt, kv_.handle(), layer), STRATA_OK)
+          << api.last_error();
+      ASSERT_EQ(api.attention(dev_->handle(), &ap, &b.desc, &qt, kv_.handle(), layer, &ot), STRATA_OK)
+          << api.last_error();
+    }
+    std::vector<uint8_t> raw(static_cast<size_t>(n) * kQRow * out_es);
+    ASSERT_TRUE(dev_->Download(raw.data(), b.bufs.back(), 0, raw.size()).ok());
+    ASSERT_TRUE(dev_->Synchronize().ok()) << "attention " << what;
+    std::vector<float> got(static_cast<size_t>(n) * kQRow);
+    for (size_t e = 0; e < got.size(); ++e) {
+      if (act_ == STRATA_DTYPE_F32) {
+        std::memcpy(&got[e], &raw[e * 4], 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &raw[e * 2], 2);
+        got[e] = FromBf16(h);
+      }
+    }
+    // float64 reference over the modelled cache.
+    std::vector<double> ref(got.size());
+    int64_t i = 0;
+    for (int32_t s = 0; s < S; ++s) {
+      std::vector<double> kd(static_cast<size_t>(to[s]) * kKvRow), vd(kd.size());
+      for (int32_t j = 0; j < to[s]; ++j) {
+        const int32_t slot = tables_[s * mb_ + j / kBs] * kBs + j % kBs;
+        for (int32_t h = 0; h < kKvh; ++h) {
+          for (int32_t d = 0; d < kD; ++d) {
+            kd[j * kKvRow + h * kD + d] = model_->Value(0, slot, h, d);
+            vd[j * kKvRow + h * kD + d] = model_->Value(1, slot, h, d);
+          }
+        }
+      }
+      for (int32_t p = from[s]; p < to[s]; ++p, ++i) {
+        for (int32_t h = 0; h < kH; ++h) {
+          const int32_t kvh = h / (kH / kKvh);
+          const float* qh = q.data() + i * kQRow + int64_t{h} * kD;
+          std::vector<double> sc(p + 1);
+          double m = -INFINITY;
+          for (int32_t j = 0; j <= p; ++j) {
+            const double* kr = kd.data() + j * kKvRow + kvh * kD;
+            double dot = 0.0;
+            for (int32_t d = 0; d < kD; ++d) dot += static_cast<double>(qh[d]) * kr[d];
+            sc[j] = dot * ap.scale;
+            m = std::max(m, sc[j]);
+          }
+          double l = 0.0;
+          std::vector<double> o(kD, 0.0);
+          for (int32_t j = 0; j <= p; ++j) {
+            const double* vr = vd.data() + j * kKvRow + kvh * kD;
+            const double w = std::exp(sc[j] - m);
+            l += w;
+            for (int32_t d = 0; d < kD; ++d) o[d] += w * vr[d];
+          }
+          for (int32_t d = 0; d < kD; ++d) ref[i * kQRow + int64_t{h} * kD + d] = o[d] / l;
+        }
+      }
+    }
+    double rms = 0.0;
+    for (double r : ref) rms += r * r;
+    rms = std::sqrt(rms / static_cast<double>(ref.size()));
+    int64_t bad = 0;
+    double worst = 0.0;
+    for (size_t e = 0; e < ref.size(); ++e) {
+      const double g = got[e];
+      const double err = std::fabs(g - ref[e]) / (std::fabs(ref[e]) + rms);
+      if (!(err <= 1e-2)) {
+        if (bad++ < 3) ADD_FAILURE() << what << ": element " << e << " got " << g << " expected " << ref[e];
+      }
+      worst = std::isfinite(err) ? std::max(worst, err) : INFINITY;
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " elements outside 1e-2 * (|ref| + rms)";
+    std::printf("[ kv8 ops  ] %-44s %6lld tokens, worst error %.2e of (|ref| + rms %.3f)\n", what.c_str(),
+                static_cast<long long>(n), worst, rms);
+  }
+
+ private:
+  strata_tensor Upload(OpBatch& b, const void* data, uint64_t bytes, int32_t dtype, int64_t rows, int64_t cols) {
+    auto buf = dev_->Alloc(std::max<uint64_t>(bytes, 16));
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    EXPECT_TRUE(dev_->Upload(*buf, 0, data, bytes).ok());
+    b.bufs.push_back(std::move(*buf));
+    return cols == 0 ? b.bufs.back().View(static_cast<strata_dtype>(dtype), {rows})
+                     : b.bufs.back().View(static_cast<strata_dtype>(dtype), {rows, cols});
+  }
+
+  Device* dev_;
+  CacheKind kind_;
+  std::vector<int32_t> before_, after_;
+  int32_t act_;
+  int32_t mb_ = 1, nb_ = 0;
+  std::vector<int32_t> tables_;
+  std::vector<std::vector<float>> keys_, values_;
+  std::unique_ptr<CacheModel> model_;
+  DeviceKvCache kv_;
+  std::string err_;
+};
+
+const CacheKind kCaches[] = {{"FP8", STRATA_DTYPE_FP8_E4M3, 1.0f, 1.0f},
+                             {"FP8 k_scale 0.5 v_scale 2", STRATA_DTYPE_FP8_E4M3, 0.5f, 2.0f},
+                             {"I8", STRATA_DTYPE_I8, 0.0f, 0.0f}};
+
+// Decode: the context written in one prefill-sized step, then one token per sequence.
+void RunDecode(const char* decode_kernel, bool fused) {
+  const std::string opts = std::string("activations=bf16;decode_attention=") + decode_kernel;
+  CudaTestDevice c = OpenCudaTestDevice(opts.c_str());
+  REQUIRE_CUDA(c);
+  for (const CacheKind& kind : kCaches) {
+    const std::vector<int32_t> after = {1, 17, 333, 1100, 64};
+    std::vector<int32_t> zero(after.size(), 0), before(after.size());
+    for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
+    Kv8Ops t(c.device.get(), kind, before, after);
+    if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+    t.Step(zero, before, false, false, "");
+    t.Step(before, after, true, fused,
+           std::string(kind.name) + ", decode_attention=" + decode_kernel + (fused ? " (rope_attention)" : ""));
+  }
+}
+
+TEST(CudaKv8Ops, DecodeGqaKernel) { RunDecode("gqa", false); }
+TEST(CudaKv8Ops, DecodeGqaKernelFusedRopeAttention) { RunDecode("gqa", true); }
+TEST(CudaKv8Ops, DecodeMmaKernel) { RunDecode("mma", false); }
+TEST(CudaKv8Ops, DecodeMmaKernelFusedRopeAttention) { RunDecode("mma", true); }
+TEST(CudaKv8Ops, DecodeSimtKernel) { RunDecode("simple", false); }
+
+// Prefill: a whole prompt, a chunk after earlier context, and a chunk that starts mid-block.
+void RunPrefill(const char* prefill_kernel) {
+  const std::string opts = std::string("activations=bf16;prefill_attention=") + prefill_kernel;
+  CudaTestDevice c = OpenCudaTestDevice(opts.c_str());
+  REQUIRE_CUDA(c);
+  for (const CacheKind& kind : kCaches) {
+    const std::vector<int32_t> before = {0, 160, 37}, after = {300, 260, 120};
+    std::vector<int32_t> zero(after.size(), 0);
+    Kv8Ops t(c.device.get(), kind, before, after);
+    if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+    t.Step(zero, before, false, false, "");
+    t.Step(before, after, true, false, std::string(kind.name) + ", prefill_attention=" + prefill_kernel);
+  }
+}
+
+TEST(CudaKv8Ops, PrefillFa2Kernel) { RunPrefill("fa2"); }
+TEST(CudaKv8Ops, PrefillSimtKernel) { RunPrefill("simple"); }
+
+// The harness itself (the cache model, the float64 reference, the tolerance) on the CPU
+// backend, whose 8-bit caches define the semantics (backends/cpu/kv_quant.h): runs without a
+// GPU, so CI keeps the reference honest.
+TEST(CudaKv8Ops, ReferenceModelMatchesCpuBackend) {
+  PluginRegistry registry;
+  ASSERT_TRUE(registry.LoadFile(std::string(STRATA_PLUGIN_DIR) + "/libstrata-backend-cpu.so"));
+  const LoadedPlugin* p = registry.Find("cpu");
+  ASSERT_TRUE(p != nullptr && p->usable);
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  auto dev = Device::Open(p->backend, "cpu", 0, o);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  for (const CacheKind& kind : kCaches) {
+    const std::vector<int32_t> before = {0, 40, 37}, after = {70, 41, 60};
+    std::vector<int32_t> zero(after.size(), 0);
+    Kv8Ops t(dev->get(), kind, before, after, STRATA_DTYPE_F32);
+    if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+    t.Step(zero, before, false, false, "");
+    t.Step(before, after, true, false, std::string(kind.name) + ", CPU backend");
+  }
 }
 
 }  // namespace

@@ -320,6 +320,9 @@ void DecodeLayerChain(const std::vector<int64_t>& token_counts) {
 // Block tables in order or shuffled; and, as a control for DRAM locality, one KV head with
 // 4 query heads and 8x the sequences: the same work per (token, KV head), but its rows are
 // contiguous instead of interleaved with the other heads' rows.
+// STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 times those cache types (default bf16; kv_GBps
+// counts the bytes each reads); STRATA_OP_BENCH_DECODE_CONTEXT=N keeps the configurations of
+// that context only (e.g. 4096: 32 sequences at 4,096 tokens, issue 28's TPOT shape).
 void DecodeAttentionSweep() {
   struct Variant { const char* kernel; strata_device dev = nullptr; };
   std::vector<Variant> vs = {{"gqa"}, {"mma"}};
@@ -334,9 +337,25 @@ void DecodeAttentionSweep() {
   const Config configs[] = {{128, 192, 32, 8, false}, {128, 192, 32, 8, true},  {128, 1024, 32, 8, false},
                             {64, 192, 32, 8, false},  {64, 1024, 32, 8, false}, {32, 192, 32, 8, false},
                             {32, 1024, 32, 8, false}, {16, 1024, 32, 8, false}, {1, 4096, 32, 8, false},
-                            {1024, 192, 4, 1, false}};
+                            {32, 4096, 32, 8, false}, {1024, 192, 4, 1, false}};
   constexpr int32_t BF16 = STRATA_DTYPE_BF16, D = 128, BS = 16, kLayers = 4;
+  std::vector<std::pair<std::string, int32_t>> kv_types = {{"bf16", BF16}};
+  if (const char* e = std::getenv("STRATA_OP_BENCH_KV_DTYPES"); e != nullptr && *e != '\0') {
+    kv_types.clear();
+    std::string list = e;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string name = list.substr(at, end - at);
+      if (name == "bf16") kv_types.push_back({name, BF16});
+      if (name == "fp8") kv_types.push_back({name, STRATA_DTYPE_FP8_E4M3});
+      if (name == "int8") kv_types.push_back({name, STRATA_DTYPE_I8});
+      at = end + 1;
+    }
+  }
+  const char* only_ctx = std::getenv("STRATA_OP_BENCH_DECODE_CONTEXT");
   for (const Config& c : configs) {
+    if (only_ctx != nullptr && *only_ctx != '\0' && std::atoi(only_ctx) != c.ctx) continue;
+    for (const auto& [kv_name, kv_dtype] : kv_types)
     for (Variant& v : vs) {
       dev = v.dev;
       const int32_t bps = (c.ctx + BS - 1) / BS;
@@ -347,7 +366,8 @@ void DecodeAttentionSweep() {
       kd.block_size = BS;
       kd.num_kv_heads = c.kv_heads;
       kd.head_dim = D;
-      kd.dtype = BF16;
+      kd.dtype = kv_dtype;
+      kd.scale_mode = kv_dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
       strata_kv_cache kv = nullptr;
       CHECK(api->kv_cache_create(dev, &kd, &kv));
       std::vector<int32_t> qsl(c.batch + 1), lens(c.batch, c.ctx), pos(c.batch, c.ctx - 1), slots(c.batch);
@@ -419,12 +439,13 @@ void DecodeAttentionSweep() {
         CHECK(api->rope_attention(dev, &rp, &ap, &bd, &q, &k, &vt, kv, layer, &out));
         layer = (layer + 1) % kLayers;
       });
-      const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * D * 2;
-      std::printf("{\"op\":\"decode_attention\",\"kernel\":\"%s\",\"batch\":%d,\"context\":%d,"
-                  "\"heads\":%d,\"kv_heads\":%d,\"block_tables\":\"%s\",\"attention_us\":%.1f,"
+      const double kv_bytes = 2.0 * c.batch * c.ctx * c.kv_heads * D * (kv_dtype == BF16 ? 2 : 1);
+      std::printf("{\"op\":\"decode_attention\",\"kernel\":\"%s\",\"kv_dtype\":\"%s\",\"batch\":%d,"
+                  "\"context\":%d,\"heads\":%d,\"kv_heads\":%d,\"block_tables\":\"%s\",\"attention_us\":%.1f,"
                   "\"rope_attention_us\":%.1f,\"kv_GBps\":%.0f,\"rope_attention_kv_GBps\":%.0f,"
                   "\"bw_fraction_of_4.24TBps\":%.3f}\n",
-                  v.kernel, c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order", plain * 1e6,
+                  v.kernel, kv_name.c_str(), c.batch, c.ctx, c.heads, c.kv_heads, c.shuffled ? "shuffled" : "in order",
+                  plain * 1e6,
                   fused * 1e6, kv_bytes / plain / 1e9, kv_bytes / fused / 1e9, kv_bytes / plain / 4.24e12);
       std::fflush(stdout);
       for (strata_buffer b : {qslb, lensb, tb, posb, slotb, invb, qb, ob, kb, vb}) api->buffer_free(dev, b);
