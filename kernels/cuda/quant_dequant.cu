@@ -4,6 +4,9 @@
 // shapes cuBLASLt refuses. Also the column permutation of x for act-order weights.
 #include <cuda_fp8.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/quant.h"
 
@@ -114,6 +117,67 @@ __global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst,
   }
 }
 
+// The same, one lane's 16-byte vector of one chunk per thread (run 1 on the H200: the
+// gathering kernel above expanded a Llama-3-8B step's INT4 weights at ~1 TB/s): a warp reads
+// its chunk's 512 bytes once, coalesced, and each thread writes its values as pairs of
+// adjacent columns (rows group and group + 8, columns 2t + 8h and the next, per 16-column
+// step: the A fragment assignment of kernels/cuda/quant.h). Padding (rows past `rows`,
+// columns past `cols`) is not written. STRATA_CUDA_QDEQUANT=gather picks the kernel above.
+template <typename T, int kValues>
+__global__ void DequantTiledLaneKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
+  constexpr int kc = kQuantTiledChunkCols(kValues);
+  constexpr int kSteps = kc / 16;
+  const int64_t tiles = (w.rows + 15) / 16;
+  const int64_t total = tiles * w.chunks * 32;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int lane = static_cast<int>(i & 31);
+    const int64_t tc = i >> 5;  // tile * chunks + chunk
+    const int64_t tile = tc / w.chunks, chunk = tc - tile * w.chunks;
+    const int group = lane >> 2, t = lane & 3;
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(w.data) + i);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int64_t c_step = chunk * kc + s * 16;
+      if (c_step >= w.cols) break;  // padding steps of the last chunk
+      const int64_t g = w.group_size > 0 ? c_step / w.group_size : 0;  // 16 | group_size
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {  // pair j: row group + 8 (j & 1), columns 2t + 8 (j >> 1) and the next
+        const int rr = group + 8 * (j & 1);
+        const int64_t r = tile * 16 + rr;
+        if (r >= w.rows) continue;
+        const int64_t c = c_step + 2 * t + 8 * (j >> 1);
+        const int64_t at = (tile * w.ngroups + g) * 16 + rr;  // scales / zeros [tiles][ngroups][16]
+        const float sc = integer_only ? 1.0f : w.scales[at];
+        float q0, q1;
+        if constexpr (kValues == kQuantInt4) {
+          const uint32_t word = words[s];
+          const float z = w.zeros != nullptr ? static_cast<float>(w.zeros[at]) : 8.0f;
+          q0 = static_cast<float>((word >> (4 * j)) & 0xf) - z;
+          q1 = static_cast<float>((word >> (4 * (j + 4))) & 0xf) - z;
+        } else {
+          const uint32_t word = words[2 * s + (j >> 1)];  // word 0: pairs 0, 1; word 1: pairs 2, 3
+          const int b = 2 * (j & 1);
+          q0 = static_cast<float>(static_cast<int>((word >> (8 * b)) & 0xff) - 128);
+          q1 = static_cast<float>(static_cast<int>((word >> (8 * (b + 1))) & 0xff) - 128);
+        }
+        T* o = dst + r * ld_dst + c;
+        const T v0 = FromF32<T>(q0 * sc), v1 = FromF32<T>(q1 * sc);
+        if constexpr (sizeof(T) == 2) {
+          if ((reinterpret_cast<uintptr_t>(o) & 3u) == 0) {  // one 4-byte store
+            const uint32_t lo = *reinterpret_cast<const uint16_t*>(&v0), hi = *reinterpret_cast<const uint16_t*>(&v1);
+            *reinterpret_cast<uint32_t*>(o) = lo | (hi << 16);
+            continue;
+          }
+        }
+        o[0] = v0;
+        o[1] = v1;
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void PermuteColsKernel(const T* src, int64_t ld_src, const int32_t* perm, T* dst, int64_t ld_dst, int64_t n,
                                   int64_t cols) {
@@ -138,11 +202,24 @@ cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void
         using T = decltype(tag);
         T* d = static_cast<T*>(dst);
         if (w.layout == kQuantTiled) {
-          const unsigned grid = GridFor(w.rows * (w.cols / 8), 256);
-          if (w.values == kQuantInt4) {
-            DequantTiledKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          static const bool gather = [] {
+            const char* e = std::getenv("STRATA_CUDA_QDEQUANT");
+            return e != nullptr && std::string(e) == "gather";
+          }();
+          if (gather) {
+            const unsigned grid = GridFor(w.rows * (w.cols / 8), 256);
+            if (w.values == kQuantInt4) {
+              DequantTiledKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+            } else {
+              DequantTiledKernel<T, kQuantInt8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+            }
           } else {
-            DequantTiledKernel<T, kQuantInt8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+            const unsigned grid = GridFor((w.rows + 15) / 16 * w.chunks * 32, 256);
+            if (w.values == kQuantInt4) {
+              DequantTiledLaneKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+            } else {
+              DequantTiledLaneKernel<T, kQuantInt8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+            }
           }
         } else if (!vector) {
           DequantKernel<T><<<GridFor(w.rows * w.cols, 256), 256, 0, stream>>>(w, integer_only, d, ld_dst);
