@@ -343,8 +343,8 @@ phase_quant8b_quick() {
   stamp "tiled GEMV tests"
   timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*' \
     2>&1 | tee "$OUT/cuda_quant_test_tiled.log" | grep -vE "^\[ RUN|^\[       OK" | tail -15
-  stamp "weight products, 1 and 8 tokens: x staged in shared memory, then not"
-  timeout 50 "$BUILD/bin/quant_matmul_bench" --tokens 1,8 --formats w4a16,w8a16 --reps 10 | tee "$OUT/quant8b_matmul_staged.jsonl"
+  stamp "weight products, 1, 8 and 128 tokens (x staged in shared memory), then 1 token not staged"
+  timeout 60 "$BUILD/bin/quant_matmul_bench" --tokens 1,8,128 --formats w4a16,w8a16 --reps 10 | tee "$OUT/quant8b_matmul_staged.jsonl"
   STRATA_CUDA_QGEMV_STAGE=0 timeout 50 "$BUILD/bin/quant_matmul_bench" --tokens 1 --formats w4a16,w8a16 --reps 10 | \
     tee "$OUT/quant8b_matmul_unstaged.jsonl"
   stamp "batch-1 decode 128/128, W4A16 and W8A16"
