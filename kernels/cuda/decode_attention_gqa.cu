@@ -33,14 +33,14 @@
 //    correct for any seq_lens <= max_seq_len. Slices past a sequence's end (and seq_len-0
 //    padding slots) read nothing and write an empty partial (sum 0, zeros), or zeros as the
 //    output when there is one split.
-//  - 8-bit caches (kv_element_access.cuh; bf16 activations). "Wide" (CPL = 16, GROUP <= 4,
-//    head_dim % 16 == 0; the default): a lane owns 16 columns, one 16-byte cp.async per row
-//    as for BF16, so a key row has half the lanes (G = head_dim / 16) and the per-key
-//    shuffle reductions and softmax work of the lane group shrink with it: at the cache's
-//    halved bytes the kernel would otherwise be bound by that arithmetic. I8 row scales go
-//    to their own per-thread slots. "Narrow" (CPL = 8, the layout of the 16-bit caches; also
-//    STRATA_CUDA_GQA_KV8=narrow): a lane's 8 columns are 8 bytes, copied with an 8-byte
-//    cp.async into the low half of its slot, an I8 scale in the slot's word z. Values are
+//  - 8-bit caches (kv_element_access.cuh; bf16 activations). "Narrow" (CPL = 8, the layout
+//    of the 16-bit caches; the default): a lane's 8 columns are 8 bytes, copied with an
+//    8-byte cp.async into the low half of its slot, an I8 scale in the slot's word z.
+//    "Wide" (STRATA_CUDA_GQA_KV8=wide; CPL = 16, GROUP <= 4, head_dim % 16 == 0; not yet
+//    measured): a lane owns 16 columns, one 16-byte cp.async per row as for BF16, so a key
+//    row has half the lanes (G = head_dim / 16) and the per-key shuffle reductions and
+//    softmax work of the lane group shrink with it (at the cache's halved bytes the narrow
+//    form may be bound by that arithmetic); I8 row scales go to their own per-thread slots. Values are
 //    converted to float in registers. FP8's per-tensor k_scale is folded into the query's
 //    scale and v_scale into the output; I8 scales are applied on conversion. The fused
 //    rope/KV write handles FP8; an I8 cache's rows are written by rope_kv_write (they may
@@ -773,15 +773,16 @@ int GroupTemplate(int32_t group) { return group <= 1 ? 1 : group <= 2 ? 2 : grou
 
 int ChunksOf(int32_t kv_dtype) { return kv_dtype == STRATA_DTYPE_F32 ? 2 : 1; }
 
-// Columns per lane: 16 (the wide form) for 8-bit caches where it applies, else 8.
+// Columns per lane: 16 (the wide form, STRATA_CUDA_GQA_KV8=wide) for 8-bit caches where it
+// applies, else 8.
 int32_t ColumnsPerLane(const AttentionArgs& a, const KvLayout& kv) {
-  static const bool narrow = [] {
+  static const bool wide = [] {
     const char* e = std::getenv("STRATA_CUDA_GQA_KV8");
-    return e != nullptr && std::strcmp(e, "narrow") == 0;
+    return e != nullptr && std::strcmp(e, "wide") == 0;
   }();
   const bool kv8 = kv.dtype == STRATA_DTYPE_FP8_E4M3 || kv.dtype == STRATA_DTYPE_I8;
   const bool fits = kv.num_kv_heads > 0 && GroupTemplate(a.num_heads / kv.num_kv_heads) <= 4 && kv.head_dim % 16 == 0;
-  return kv8 && fits && !narrow ? 16 : 8;
+  return kv8 && fits && wide ? 16 : 8;
 }
 
 SmemLayout HostSmemLayout(const AttentionArgs& a, const KvLayout& kv) {

@@ -274,27 +274,28 @@ phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -50
-  stamp "the GQA decode kernel's narrow 8-bit form (STRATA_CUDA_GQA_KV8=narrow; the wide one is the default)"
-  STRATA_CUDA_GQA_KV8=narrow timeout 100 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.DecodeGqa*' \
-    2>&1 | tee "$OUT/cuda_kv8_test_narrow.log" | grep -E "kv8 ops|FAILED|Failure|PASSED" | tail -12
+  stamp "the GQA decode kernel's wide 8-bit form (STRATA_CUDA_GQA_KV8=wide; the narrow one is the default)"
+  STRATA_CUDA_GQA_KV8=wide timeout 100 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.DecodeGqa*' \
+    2>&1 | tee "$OUT/cuda_kv8_test_wide.log" | grep -E "kv8 ops|FAILED|Failure|PASSED" | tail -12
   timeout 200 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*/cuda' 2>&1 | \
     tee "$OUT/kv8_conformance_attention.log" | grep -E "note|FAILED|Failure|PASSED" | tail -20
-  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/cuda_kv8_test_narrow.log" "$OUT/kv8_conformance_attention.log" && \
-    stamp "8-bit KV cache tests failed (see cuda_kv8_test*.log, kv8_conformance_attention.log)"
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/kv8_conformance_attention.log" && \
+    stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, kv8_conformance_attention.log)"
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test_wide.log" && stamp "the wide form failed (cuda_kv8_test_wide.log)"
   stamp "decode attention alone (attention, rope_attention): 1 and 32 sequences x 4,096 tokens, BF16 / FP8 / I8 caches"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
     timeout 150 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/kv8_attention_bench.jsonl"
-  stamp "the same, fp8 / int8 with the GQA kernel's narrow 8-bit form"
-  STRATA_CUDA_GQA_KV8=narrow STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=fp8,int8 \
+  stamp "the same, fp8 / int8 with the GQA kernel's wide 8-bit form"
+  STRATA_CUDA_GQA_KV8=wide STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=fp8,int8 \
     STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 100 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '"gqa"' | \
-    tee "$OUT/kv8_attention_bench_narrow.jsonl"
+    tee "$OUT/kv8_attention_bench_wide.jsonl"
   stamp "decode step alone, op by op (no graphs, every sequence decoding): 32 x 4,096 tokens, BF16 / FP8 / I8 KV"
   : > "$OUT/kv8_step.jsonl"
-  for kv in bf16 fp8 int8 fp8-narrow; do
+  for kv in bf16 fp8 int8 fp8-wide; do
     local env=""
-    [ "$kv" = fp8-narrow ] && env="STRATA_CUDA_GQA_KV8=narrow"
+    [ "$kv" = fp8-wide ] && env="STRATA_CUDA_GQA_KV8=wide"
     env $env timeout 120 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
-      --options activations=bf16 --shape llama3-8b --format bf16 --act bf16 --kv-dtype ${kv%-narrow} --mode decode \
+      --options activations=bf16 --shape llama3-8b --format bf16 --act bf16 --kv-dtype ${kv%-wide} --mode decode \
       --batch 32 --context 4096 --reps 10 | sed "s/\"kv_dtype\":\"fp8\"/\"kv_dtype\":\"$kv\"/" | tee -a "$OUT/kv8_step.jsonl"
   done
   python3 -c 'import json,sys
