@@ -179,10 +179,10 @@ struct KvOctet<int8_t> {
     const float s = __uint_as_float(r[0].z);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
+      float q[4];
+      I8x4ToFloat(w[j], q);
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        f[4 * j + b] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w[j] >> (8 * b)))) * s;
-      }
+      for (int b = 0; b < 4; ++b) f[4 * j + b] = q[b] * s;
     }
   }
 };
@@ -217,8 +217,10 @@ __device__ __forceinline__ void Wide16ToFloat(const uint4& r, float s, int8_t, f
   const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
+    float q[4];
+    I8x4ToFloat(w[j], q);
 #pragma unroll
-    for (int b = 0; b < 4; ++b) f[4 * j + b] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w[j] >> (8 * b)))) * s;
+    for (int b = 0; b < 4; ++b) f[4 * j + b] = q[b] * s;
   }
 }
 
