@@ -7,7 +7,11 @@
 //     non-streaming ones a few milliseconds after sending;
 //   malformed bodies (8%: bad JSON, wrong types and ranges, 1e400, unknown model, bad
 //     content parts, token ids outside the vocabulary, wrong paths), which must get a 4xx;
-//   oversized bodies (1%: 9 MiB with Content-Length), which must get 413;
+//   oversized bodies (1%: 9 MiB with Content-Length, 9 MiB chunked, a gzip body inflating
+//     to 64 MiB — all 413 — and a body with neither length nor chunking — 411);
+//   stalled headers (0.5%: a request line and one header, then silence), which the server
+//     must end by itself (408 or a close) after its --header-timeout;
+//   10% of the valid requests carry a random `cache_salt` (each a new prefix-cache namespace);
 //   slow senders (3%: the request trickled out over ~4 s) and slow readers (3%: a stream
 //     read 512 bytes at a time with pauses), which must still succeed.
 // Prints one JSON line per minute (RSS, requests, errors so far) and a final JSON summary:
@@ -34,6 +38,8 @@
 #include <thread>
 #include <vector>
 
+#include <zlib.h>
+
 #include "absl/strings/numbers.h"
 #include "bench/raw_http.h"
 #include "nlohmann/json.hpp"
@@ -58,7 +64,7 @@ struct Options {
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-enum class Kind { kCompletion, kChat, kMalformed, kOversized, kSlowSender, kSlowReader };
+enum class Kind { kCompletion, kChat, kMalformed, kOversized, kSlowSender, kSlowReader, kStalledHeaders };
 const char* KindName(Kind k) {
   switch (k) {
     case Kind::kCompletion: return "completion";
@@ -67,6 +73,7 @@ const char* KindName(Kind k) {
     case Kind::kOversized: return "oversized";
     case Kind::kSlowSender: return "slow_sender";
     case Kind::kSlowReader: return "slow_reader";
+    case Kind::kStalledHeaders: return "stalled_headers";
   }
   return "?";
 }
@@ -81,7 +88,8 @@ struct Plan {
   bool vanish = false;
   int expect_choices = 0;  // valid requests: prompts x n
   bool want_logprobs = false;
-  std::string malformed_name;  // which malformed body
+  std::string malformed_name;  // which malformed (or oversized) body
+  std::string raw;             // when set, sent as is instead of a POST of `body`
 };
 
 const char* kPrompts[] = {"Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
@@ -118,6 +126,36 @@ const Malformed kMalformed[] = {
     {"wrong_path", "/v1/nothing", "{}"},
 };
 
+// `bytes` of JSON-ish payload in 64 KiB chunks, then the terminating chunk.
+std::string ChunkedBody(size_t bytes) {
+  constexpr size_t kChunk = 64 << 10;
+  char size_line[32];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", kChunk);
+  std::string out;
+  out.reserve(bytes + bytes / kChunk * 16 + 16);
+  for (size_t done = 0; done < bytes; done += kChunk) out += size_line + std::string(kChunk, 'a') + "\r\n";
+  return out + "0\r\n\r\n";
+}
+
+// A gzip stream (~64 KiB) that inflates to 64 MiB of spaces: made once, shared by all clients.
+const std::string& GzipBomb() {
+  static const std::string bomb = [] {
+    const std::string plain(64u << 20, ' ');
+    z_stream z{};
+    deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);  // +16: gzip wrapper
+    std::string out(deflateBound(&z, plain.size()), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+    z.avail_in = static_cast<uInt>(plain.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    deflate(&z, Z_FINISH);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+  }();
+  return bomb;
+}
+
 Plan MakePlan(std::mt19937_64& rng, const Options& o) {
   std::uniform_real_distribution<double> u(0, 1);
   const double r = u(rng);
@@ -132,7 +170,32 @@ Plan MakePlan(std::mt19937_64& rng, const Options& o) {
   }
   if (r < 0.09) {
     p.kind = Kind::kOversized;
-    p.body = "{\"prompt\": \"" + std::string(9u << 20, 'a') + "\"}";
+    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: " + o.host +
+                             "\r\nConnection: close\r\nContent-Type: application/json\r\n";
+    switch (rng() % 4) {
+      case 0:
+        p.malformed_name = "oversized_content_length";
+        p.body = "{\"prompt\": \"" + std::string(9u << 20, 'a') + "\"}";
+        break;
+      case 1:
+        p.malformed_name = "oversized_chunked";
+        p.raw = head + "Transfer-Encoding: chunked\r\n\r\n" + ChunkedBody(9u << 20);
+        break;
+      case 2:
+        p.malformed_name = "gzip_bomb";
+        p.raw = head + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(GzipBomb().size()) +
+                "\r\n\r\n" + GzipBomb();
+        break;
+      default:  // neither Content-Length nor chunked: the body's end would be the close
+        p.malformed_name = "no_length";
+        p.raw = head + "\r\n{\"prompt\": \"x\"}";
+        break;
+    }
+    return p;
+  }
+  if (r < 0.095) {
+    p.kind = Kind::kStalledHeaders;
+    p.raw = "POST /v1/completions HTTP/1.1\r\nHost: " + o.host + "\r\n";
     return p;
   }
   const bool chat = u(rng) < 0.5;
@@ -180,6 +243,11 @@ Plan MakePlan(std::mt19937_64& rng, const Options& o) {
     }
     if (logprobs) b["logprobs"] = static_cast<int>(rng() % 4);
   }
+  if (u(rng) < 0.1) {  // a tenant's namespace in the prefix cache: bounded by the server (LRU)
+    std::string salt(8 + rng() % 33, 'a');
+    for (char& c : salt) c = static_cast<char>('a' + rng() % 26);
+    b["cache_salt"] = salt;
+  }
   p.expect_choices = prompts * n;
   p.body = b.dump();
   p.vanish = p.kind != Kind::kSlowSender && p.kind != Kind::kSlowReader && u(rng) < o.vanish;
@@ -223,7 +291,7 @@ Outcome Run(const Options& o, const Plan& p, std::mt19937_64& rng) {
     out.error = true;
     return out;
   }
-  std::string req = strata::bench::PostRequest(o.host, p.path, p.body);
+  std::string req = p.raw.empty() ? strata::bench::PostRequest(o.host, p.path, p.body) : p.raw;
   bool sent = true;
   if (p.kind == Kind::kSlowSender) {
     // ~40 pieces, 100 ms apart.
@@ -274,11 +342,14 @@ Outcome Run(const Options& o, const Plan& p, std::mt19937_64& rng) {
     out.error = true;
     return out;
   }
-  const bool client_fault = p.kind == Kind::kMalformed || p.kind == Kind::kOversized;
+  const bool client_fault =
+      p.kind == Kind::kMalformed || p.kind == Kind::kOversized || p.kind == Kind::kStalledHeaders;
   if (out.status == 0) {
-    // An oversized body may be refused before it is all sent: the server closes early.
-    out.cls = client_fault && !sent ? "refused_early" : "error:no_response";
-    out.error = !(client_fault && !sent);
+    // An oversized body may be refused before it is all sent: the server closes early. A
+    // connection that never finished its headers may be closed without an answer.
+    const bool fine = (client_fault && !sent) || p.kind == Kind::kStalledHeaders;
+    out.cls = fine ? (p.kind == Kind::kStalledHeaders ? "stalled_closed" : "refused_early") : "error:no_response";
+    out.error = !fine;
   } else if (out.status >= 500) {
     out.cls = "error:" + std::to_string(out.status) + (client_fault ? "_for_client_error" : "");
     out.error = true;
@@ -433,7 +504,7 @@ int main(int argc, char** argv) {
         std::lock_guard<std::mutex> l(mu);
         ++requests;
         ++classes[r.cls];
-        if (p.kind == Kind::kMalformed) ++malformed_statuses[p.malformed_name + " " + std::to_string(r.status)];
+        if (p.kind == Kind::kMalformed || p.kind == Kind::kOversized) ++malformed_statuses[p.malformed_name + " " + std::to_string(r.status)];
         if (r.error) {
           ++errors;
           if (error_examples.size() < 20)
@@ -454,6 +525,9 @@ int main(int argc, char** argv) {
   const json kv = ScrapeKv(o);
   done = true;
   sampler.join();
+  // RSS once the server is idle and has had a --malloc-trim-interval (10 s) to hand freed
+  // memory back.
+  std::this_thread::sleep_for(std::chrono::seconds(12));
   const long rss_end = ReadRssKb(o.pid, "VmRSS:");
 
   // RSS at each whole minute (the sample nearest to it) and growth over the last 20.
@@ -471,6 +545,21 @@ int main(int argc, char** argv) {
   for (int m = 0; m <= static_cast<int>(traffic_seconds / 60); ++m) per_minute.push_back(json{{"minute", m}, {"rss_kb", rss_at(m * 60.0)}});
   const double window_start = std::max(0.0, traffic_seconds - 20 * 60.0);
   const long rss_window_start = rss_at(window_start), rss_window_end = rss_at(traffic_seconds);
+  // The floor: the lowest sample of the minute before t. A single sample also holds whatever
+  // requests are in flight at that instant (an 8 MiB oversized body being read, a gzip body
+  // being inflated to its cap), tens of MB up or down between samples; creep is a rising
+  // floor, which this isolates.
+  auto rss_floor_before = [&](double t) {
+    long v = -1;
+    for (const auto& [s, kb] : rss)
+      if (kb >= 0 && s > t - 60.0 && s <= t + 1e-9 && (v < 0 || kb < v)) v = kb;
+    return v;
+  };
+  json floor_per_minute = json::array();
+  for (int m = 1; m <= static_cast<int>(traffic_seconds / 60); ++m)
+    floor_per_minute.push_back(json{{"minute", m}, {"rss_floor_kb", rss_floor_before(m * 60.0)}});
+  const long floor_start = rss_floor_before(std::max(60.0, window_start + 60.0)),
+             floor_end = rss_floor_before(traffic_seconds);
   json lat;
   for (const auto& [k, v] : e2e) lat[k] = Pcts(v);
   json out{{"tool", "soak"},
@@ -492,6 +581,13 @@ int main(int argc, char** argv) {
              {"percent", rss_window_start > 0 ? 100.0 * static_cast<double>(rss_window_end - rss_window_start) /
                                                      static_cast<double>(rss_window_start)
                                                : 0.0}}},
+           {"rss_floor_kb_per_minute", floor_per_minute},
+           {"rss_floor_growth_last_20_min",
+            {{"from_kb", floor_start},
+             {"to_kb", floor_end},
+             {"percent", floor_start > 0 ? 100.0 * static_cast<double>(floor_end - floor_start) /
+                                              static_cast<double>(floor_start)
+                                        : 0.0}}},
            {"rss_kb_after_idle", rss_end},
            {"kv_at_end", kv}};
   std::cout << out.dump() << std::endl;

@@ -16,6 +16,7 @@ PACKAGES=(
   zlib1g-dev             # gzip request bodies, inflated by the server's reader with a size cap
   libgtest-dev googletest
   openmpi-bin            # mpirun: launches the ranks of `strata serve --tensor-parallel-size N` (tests use it)
+  libopenmpi-dev         # MPI headers and library: --parallel-transport mpi, ranks on several hosts (optional to the build)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

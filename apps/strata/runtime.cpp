@@ -30,7 +30,10 @@ void AddModelFlags(FlagSet& f) {
           "llama2.c tokenizer.bin for a llama2.c checkpoint, or a Hugging Face tokenizer.json that replaces "
           "the model's own (e.g. with --synthetic; tokenizer_config.json beside it is read for special tokens)");
   f.Value("synthetic", "", "", "instead of --model: random weights in a known shape (llama3-8b, llama3-1b, qwen2-7b, qwen3-8b, llama-110m)");
-  f.Value("synthetic-dtype", "", "bf16", "weight type of --synthetic: f32, f16, bf16");
+  f.Value("synthetic-dtype", "", "bf16",
+          "weight type of --synthetic: f32, f16, bf16, or quantized linear weights (the rest bf16) made by "
+          "`strata quantize`'s round-to-nearest: int8 (W8A16 per row), int4-g128 (W4A16, --method rtn), w8a8 "
+          "(dynamic per-token activations), fp8 (W8A8 FP8)");
   f.Value("ctx-size", "-c", "0", "context length in tokens; 0 = the model's");
   f.Value("batch-tokens", "", "auto",
           "tokens per forward step (prefill chunk); auto = by device, as vLLM: 8192 on GPUs of >= 70 GiB, "
@@ -100,9 +103,10 @@ absl::StatusOr<ModelRuntime> LoadModel(
   const std::string tokenizer_flag = flags.Get("tokenizer");
   const bool tokenizer_json = absl::EndsWith(tokenizer_flag, ".json");
   if (!flags.Get("synthetic").empty()) {
-    STRATA_ASSIGN_OR_RETURN(strata_dtype dt, ParseDType(flags.Get("synthetic-dtype")));
-    const TensorDType td = dt == STRATA_DTYPE_F32 ? TensorDType::kF32 : dt == STRATA_DTYPE_F16 ? TensorDType::kF16 : TensorDType::kBF16;
-    STRATA_ASSIGN_OR_RETURN(rt.file, MakeSyntheticModel(flags.Get("synthetic"), td));
+    TensorDType td = TensorDType::kBF16;
+    SyntheticQuant quant = SyntheticQuant::kNone;
+    STRATA_RETURN_IF_ERROR(ParseSyntheticDtype(flags.Get("synthetic-dtype"), &td, &quant));
+    STRATA_ASSIGN_OR_RETURN(rt.file, MakeSyntheticModel(flags.Get("synthetic"), td, quant));
   } else {
     if (flags.Get("model").empty()) return absl::InvalidArgumentError("--model (-m) or --synthetic is required");
     STRATA_ASSIGN_OR_RETURN(rt.file, LoadModelFile(flags.Get("model"), tokenizer_json ? "" : tokenizer_flag));

@@ -16,7 +16,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/cpu_objects.h"
-#include "backends/cpu/comm_shm.h"
+#include "backends/cpu/comm.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/op_profiler.h"
@@ -39,7 +39,7 @@ strata_status Report(const absl::Status& s) {
     case absl::StatusCode::kUnimplemented: return STRATA_ERROR_UNSUPPORTED;
     case absl::StatusCode::kResourceExhausted: return STRATA_ERROR_OUT_OF_MEMORY;
     case absl::StatusCode::kNotFound: return STRATA_ERROR_NOT_FOUND;
-    // A communicator's peer that died, timed out or aborted (comm_shm.cpp).
+    // A communicator's peer that died, timed out or aborted (comm.cpp).
     case absl::StatusCode::kUnavailable: return STRATA_ERROR_DEVICE;
     default: return STRATA_ERROR_INTERNAL;
   }
@@ -641,10 +641,10 @@ strata_status OpQuantCounters(strata_device dev, int32_t num_slots, uint64_t* sa
   });
 }
 
-// Extensions: the communicator (include/strata/comm.h) over shared memory (comm_shm.cpp).
+// Extensions: the communicator (include/strata/comm.h) over shared memory (comm.cpp).
 void* GetProcAddress(const char* name) {
   if (name != nullptr && std::strcmp(name, STRATA_COMM_PROC_NAME) == 0)
-    return const_cast<strata_comm_v1*>(ShmCommTable());
+    return const_cast<strata_comm_v1*>(CommTable());
   return nullptr;
 }
 

@@ -10,6 +10,7 @@
 //     residual add.
 // Act-order weights read x through their column permutation (a gather into scratch first).
 #include <algorithm>
+#include <cstdint>
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/quant_lt_gemm.h"
@@ -59,7 +60,13 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   // Scratch layout: [permuted x][the rest], each part 256-byte aligned.
   const uint64_t perm_bytes = q.perm != nullptr ? Align256(static_cast<uint64_t>(n * cols) * xs) : 0;
   uint64_t rest = 0;
-  const bool gemv = weight_only && n <= kQuantGemvMaxTokens;
+  // A tiled weight's GEMV reads x in 4-byte BF16 pairs; anything else (never the model's own
+  // activations) takes the dequantize + GEMM path.
+  const bool tiled_x_ok = wv.layout != kQuantTiled ||
+                          (xv.dtype == STRATA_DTYPE_BF16 && (q.perm != nullptr ||
+                                                             ((reinterpret_cast<uintptr_t>(xv.base) & 3u) == 0 &&
+                                                              xv.stride % 2 == 0)));
+  const bool gemv = weight_only && n <= kQuantGemvMaxTokens && tiled_x_ok;
   const int64_t ldq = (cols + 15) / 16 * 16;
   uint64_t off_scale = 0, off_rt = 0, off_acc = 0;
   const bool runtime_outliers = q.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT && q.outlier_threshold > 0.0f;

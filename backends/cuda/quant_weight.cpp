@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace strata::cuda {
@@ -71,6 +74,69 @@ const char* FormatName(int32_t f) {
 }
 
 }  // namespace
+
+TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
+                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads) {
+  TiledQuantWeight t;
+  const int kc = kQuantTiledChunkCols(values);
+  const int64_t tiles = (rows + 15) / 16;
+  t.chunks = (cols + kc - 1) / kc;
+  t.data.assign(static_cast<size_t>(tiles * t.chunks * 512), 0);
+  t.scales.assign(static_cast<size_t>(tiles * ngroups * 16), 0.0f);
+  if (zeros != nullptr) t.zeros.assign(t.scales.size(), 8);
+  const bool int4 = values == kQuantInt4;
+  // Tile by tile: lane (group, t) of step s holds pairs j = 0..3 at row group + 8 (j & 1),
+  // columns 2t + 8 (j >> 1) and the next (QuantTiledPosition), built a word at a time.
+  auto tile_range = [&](int64_t tile_begin, int64_t tile_end) {
+    for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+      for (int64_t chunk = 0; chunk < t.chunks; ++chunk) {
+        uint8_t* dst = t.data.data() + (tile * t.chunks + chunk) * 512;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int group = lane >> 2, tq = lane & 3;
+          for (int s = 0; s < kc / 16; ++s) {
+            uint8_t* o = dst + lane * 16 + (int4 ? s * 4 : s * 8);
+            uint32_t word = 0;
+            for (int j = 0; j < 4; ++j) {
+              const int64_t r = tile * 16 + group + 8 * (j & 1);
+              const int64_t c = chunk * kc + s * 16 + 2 * tq + 8 * (j >> 1);
+              if (r >= rows || c >= cols) continue;  // padding: zero bytes
+              const uint8_t* row = packed + r * ld;
+              if (int4) {
+                const uint8_t b = row[c >> 1];  // c is even: columns c, c + 1
+                word |= static_cast<uint32_t>(b & 0xf) << (4 * j) | static_cast<uint32_t>(b >> 4) << (4 * (j + 4));
+              } else {
+                o[2 * j] = static_cast<uint8_t>(row[c] ^ 0x80u);  // q + 128
+                o[2 * j + 1] = static_cast<uint8_t>(row[c + 1] ^ 0x80u);
+              }
+            }
+            if (int4) std::memcpy(o, &word, 4);
+          }
+        }
+      }
+      for (int rr = 0; rr < 16 && tile * 16 + rr < rows; ++rr) {
+        const int64_t r = tile * 16 + rr;
+        for (int64_t g = 0; g < ngroups; ++g) {
+          t.scales[(tile * ngroups + g) * 16 + rr] = scales[r * ngroups + g];
+          if (zeros != nullptr) t.zeros[(tile * ngroups + g) * 16 + rr] = zeros[r * ngroups + g];
+        }
+      }
+    }
+  };
+  const int64_t nthreads = std::max<int64_t>(1, std::min<int64_t>(threads, tiles / 64));
+  std::vector<std::thread> pool;
+  const int64_t per = (tiles + nthreads - 1) / nthreads;
+  for (int64_t i = 1; i < nthreads; ++i) {
+    pool.emplace_back(tile_range, std::min(tiles, i * per), std::min(tiles, (i + 1) * per));
+  }
+  tile_range(0, std::min(tiles, per));
+  for (std::thread& th : pool) th.join();
+  return t;
+}
+
+bool UseTiledQuantLayout(int32_t format, int32_t act_dtype, int64_t cols, int64_t group_size, bool v1) {
+  return !v1 && (format == STRATA_WEIGHT_INT4_GROUP || format == STRATA_WEIGHT_INT8_PER_CHANNEL) &&
+         act_dtype == STRATA_DTYPE_BF16 && cols % 16 == 0 && group_size % 16 == 0;
+}
 
 QuantWeight::~QuantWeight() {
   for (void* p : allocs) cudaFree(p);
@@ -257,13 +323,36 @@ Status CreateQuantWeight(Device* dev, const strata_weight_desc* d, const char* n
   }
 
   const uint8_t* dv = nullptr;
-  STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), packed.data(), packed.size(), name, &dv));
-  v.data = dv;
-  STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), scales.data(), scales.size() * 4, name, &v.scales));
-  uint64_t bytes = packed.size() + scales.size() * 4;
-  if (zeros != nullptr) {
-    STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), zeros, static_cast<size_t>(rows * ngroups), name, &v.zeros));
-    bytes += static_cast<uint64_t>(rows * ngroups);
+  uint64_t bytes = 0;
+  static const bool v1 = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV");
+    return e != nullptr && std::string(e) == "v1";
+  }();
+  if (UseTiledQuantLayout(f, dev->act_dtype, cols, gs, v1)) {
+    const int threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+    TiledQuantWeight t = TileQuantWeight(v.values, packed.data(), v.ld, rows, cols, scales.data(), zeros, ngroups,
+                                         threads);
+    packed = std::vector<uint8_t>();  // the row-major copy is not kept
+    v.layout = kQuantTiled;
+    v.chunks = t.chunks;
+    v.ld = 0;
+    STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), t.data.data(), t.data.size(), name, &dv));
+    v.data = dv;
+    STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), t.scales.data(), t.scales.size() * 4, name, &v.scales));
+    bytes = t.data.size() + t.scales.size() * 4;
+    if (!t.zeros.empty()) {
+      STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), t.zeros.data(), t.zeros.size(), name, &v.zeros));
+      bytes += t.zeros.size();
+    }
+  } else {
+    STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), packed.data(), packed.size(), name, &dv));
+    v.data = dv;
+    STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), scales.data(), scales.size() * 4, name, &v.scales));
+    bytes = packed.size() + scales.size() * 4;
+    if (zeros != nullptr) {
+      STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), zeros, static_cast<size_t>(rows * ngroups), name, &v.zeros));
+      bytes += static_cast<uint64_t>(rows * ngroups);
+    }
   }
   if (!perm.empty()) STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), perm.data(), perm.size() * 4, name, &q->perm));
   if (f == STRATA_WEIGHT_W8A8 && d->smooth != nullptr) {

@@ -34,6 +34,24 @@ struct QuantWeight {
   ~QuantWeight();
 };
 
+// A weight-only INT4 / INT8 weight in kernels/cuda/quant.h's kQuantTiled layout.
+struct TiledQuantWeight {
+  int64_t chunks = 0;          // per 16-row tile
+  std::vector<uint8_t> data;   // tiles * chunks * 512 bytes
+  std::vector<float> scales;   // [tiles][ngroups][16]
+  std::vector<uint8_t> zeros;  // [tiles][ngroups][16], empty when `zeros` was null
+};
+// Tiles a row-major weight: `packed` [rows, ld] holds INT4 nibble pairs (low = even column) or
+// INT8 signed bytes, `scales` / `zeros` are [rows, ngroups] (zeros may be null). Needs
+// cols % 16 == 0. Runs on up to `threads` host threads.
+TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
+                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads);
+// Whether weight_create stores a weight of this format and shape tiled (the tensor-core
+// GEMV's layout): INT4_GROUP / INT8_PER_CHANNEL on a BF16-activation device, cols and
+// group_size multiples of 16, unless `v1` (STRATA_CUDA_QGEMV=v1: the SIMT GEMV's row-major
+// layout, kept for A/B runs and as the fallback).
+bool UseTiledQuantLayout(int32_t format, int32_t act_dtype, int64_t cols, int64_t group_size, bool v1);
+
 // True for the formats CreateQuantWeight takes.
 bool IsQuantFormat(int32_t format);
 // Validates desc (a quantized format), repacks and uploads it. `name` is for messages.

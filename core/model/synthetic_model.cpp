@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/half.h"
+#include "core/quant/rtn_quantize.h"
 
 namespace strata {
 namespace {
@@ -27,7 +29,62 @@ constexpr Shape kShapes[] = {
     {"llama-110m", "llama", 32000, 768, 2048, 12, 12, 12, 1024, 10000.0, false, false, false},
 };
 
+// The first `rows` rows of a row-wise quantized tensor (per-row or per-(row, group) scales
+// and zero points; no g_idx, no outlier columns).
+QuantizedTensor RowPrefix(const QuantizedTensor& q, int64_t rows) {
+  QuantizedTensor p = q;
+  p.rows = rows;
+  const size_t row_bytes = q.data.size() / static_cast<size_t>(q.rows);
+  p.data.resize(row_bytes * static_cast<size_t>(rows));
+  p.scales.resize(q.scales.size() / static_cast<size_t>(q.rows) * static_cast<size_t>(rows));
+  if (!q.zeros.empty()) p.zeros.resize(q.zeros.size() / static_cast<size_t>(q.rows) * static_cast<size_t>(rows));
+  return p;
+}
+
+QuantizedTensor Quantize(SyntheticQuant quant, const float* w, int64_t rows, int64_t cols) {
+  switch (quant) {
+    case SyntheticQuant::kInt8: return QuantizeInt8(w, rows, cols);
+    case SyntheticQuant::kInt4G128: return QuantizeInt4Group(w, rows, cols, 128, /*symmetric=*/false);
+    case SyntheticQuant::kW8A8: return QuantizeW8A8(w, rows, cols);
+    case SyntheticQuant::kFp8: return QuantizeFp8(w, rows, cols);
+    case SyntheticQuant::kNone: break;
+  }
+  return QuantizedTensor();
+}
+
+float ToFloat(TensorDType dtype, const uint8_t* p) {
+  switch (dtype) {
+    case TensorDType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
+    case TensorDType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return F16ToF32(h); }
+    case TensorDType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return Bf16ToF32(h); }
+  }
+  return 0.0f;
+}
+
 }  // namespace
+
+absl::Status ParseSyntheticDtype(const std::string& s, TensorDType* dense, SyntheticQuant* quant) {
+  *dense = TensorDType::kBF16;
+  *quant = SyntheticQuant::kNone;
+  if (s == "f32" || s == "float32") {
+    *dense = TensorDType::kF32;
+  } else if (s == "f16" || s == "float16") {
+    *dense = TensorDType::kF16;
+  } else if (s == "bf16" || s == "bfloat16") {
+  } else if (s == "int8") {
+    *quant = SyntheticQuant::kInt8;
+  } else if (s == "int4-g128") {
+    *quant = SyntheticQuant::kInt4G128;
+  } else if (s == "w8a8") {
+    *quant = SyntheticQuant::kW8A8;
+  } else if (s == "fp8") {
+    *quant = SyntheticQuant::kFp8;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--synthetic-dtype '", s, "': expected f32, f16, bf16, int8, int4-g128, w8a8 or fp8"));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<std::string> SyntheticModelNames() {
   std::vector<std::string> n;
@@ -35,7 +92,8 @@ std::vector<std::string> SyntheticModelNames() {
   return n;
 }
 
-absl::StatusOr<std::unique_ptr<ModelFile>> MakeSyntheticModel(const std::string& name, TensorDType dtype) {
+absl::StatusOr<std::unique_ptr<ModelFile>> MakeSyntheticModel(const std::string& name, TensorDType dtype,
+                                                              SyntheticQuant quant) {
   const Shape* shape = nullptr;
   for (const Shape& s : kShapes)
     if (name == s.name) shape = &s;
@@ -121,6 +179,30 @@ absl::StatusOr<std::unique_ptr<ModelFile>> MakeSyntheticModel(const std::string&
       add(p + "wq.bias", {q}, rnd);
       add(p + "wk.bias", {kv}, rnd);
       add(p + "wv.bias", {kv}, rnd);
+    }
+  }
+  if (quant == SyntheticQuant::kNone) return m;
+
+  // Quantized linear weights: per input width, the tallest matrix quantized once; every
+  // matrix of that width is a row prefix of it.
+  const std::vector<std::string> linear = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
+  std::map<int64_t, int64_t> tallest;  // cols -> rows
+  for (const std::string& n : linear) {
+    const TensorView& t = m->tensors.at(absl::StrCat("layers.0.", n));
+    tallest[t.shape[1]] = std::max(tallest[t.shape[1]], t.shape[0]);
+  }
+  std::map<int64_t, QuantizedTensor> full;
+  for (const auto& [cols, rows] : tallest) {
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = ToFloat(dtype, rnd + i * esize);
+    full[cols] = Quantize(quant, w.data(), rows, cols);
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (const std::string& n : linear) {
+      const std::string key = absl::StrCat("layers.", l, ".", n);
+      const TensorView& t = m->tensors.at(key);
+      m->quantized[key] = RowPrefix(full.at(t.shape[1]), t.shape[0]);
+      m->tensors.erase(key);
     }
   }
   return m;

@@ -47,17 +47,22 @@ Communicator::~Communicator() {
   if (comm_ != nullptr) table_->comm_free(comm_);
 }
 
+absl::Status Communicator::Checked(absl::Status s) {
+  if (!s.ok() && on_failure_) on_failure_(s);
+  return s;
+}
+
 absl::Status Communicator::AllReduceSum(const strata_tensor& x) {
-  return device_.Check(table_->all_reduce_sum(device_.handle(), comm_, &x), "all_reduce_sum");
+  return Checked(device_.Check(table_->all_reduce_sum(device_.handle(), comm_, &x), "all_reduce_sum"));
 }
 absl::Status Communicator::AllGather(const strata_tensor& in, const strata_tensor& out) {
-  return device_.Check(table_->all_gather(device_.handle(), comm_, &in, &out), "all_gather");
+  return Checked(device_.Check(table_->all_gather(device_.handle(), comm_, &in, &out), "all_gather"));
 }
 absl::Status Communicator::Send(const strata_tensor& x, int32_t peer) {
-  return device_.Check(table_->send(device_.handle(), comm_, &x, peer), "send");
+  return Checked(device_.Check(table_->send(device_.handle(), comm_, &x, peer), "send"));
 }
 absl::Status Communicator::Recv(const strata_tensor& x, int32_t peer) {
-  return device_.Check(table_->recv(device_.handle(), comm_, &x, peer), "recv");
+  return Checked(device_.Check(table_->recv(device_.handle(), comm_, &x, peer), "recv"));
 }
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,10 @@ class Communicator {
   int32_t rank() const { return rank_; }
   int32_t nranks() const { return nranks_; }
 
+  // Called with the error of every failed collective (e.g. the parallel runtime ends the
+  // replica for all ranks: a failed collective leaves the ranks out of step).
+  void set_on_failure(std::function<void(const absl::Status&)> f) { on_failure_ = std::move(f); }
+
   absl::Status AllReduceSum(const strata_tensor& x);
   absl::Status AllGather(const strata_tensor& in, const strata_tensor& out);
   absl::Status Send(const strata_tensor& x, int32_t peer);
@@ -36,10 +41,12 @@ class Communicator {
 
  private:
   Communicator(Device& device, const strata_comm_v1* table) : device_(device), table_(table) {}
+  absl::Status Checked(absl::Status s);
   Device& device_;
   const strata_comm_v1* table_;
   strata_comm comm_ = nullptr;
   int32_t rank_ = 0, nranks_ = 1;
+  std::function<void(const absl::Status&)> on_failure_;
 };
 
 }  // namespace strata

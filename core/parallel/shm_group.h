@@ -19,12 +19,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/parallel/process_group.h"
 
 namespace strata::parallel {
 
 struct ShmSegment;
 
-class ShmGroup {
+class ShmGroup : public ProcessGroup {
  public:
   static constexpr size_t kIdBytes = 16;
   static constexpr size_t kSlotBytes = size_t{2} << 20;     // per rank
@@ -43,34 +44,33 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
-  int32_t rank() const { return rank_; }
-  int32_t nranks() const { return nranks_; }
-  int32_t timeout_ms() const { return timeout_ms_; }
+  int32_t rank() const override { return rank_; }
+  int32_t nranks() const override { return nranks_; }
+  int32_t timeout_ms() const override { return timeout_ms_; }
+  const char* transport() const override { return "shared memory"; }
 
   // Collective exchange in chunks: for each chunk c of the `bytes` this rank offers
   // (the same `bytes` on every rank), `put(slot, offset, len)` fills this rank's slot with
   // bytes [offset, offset + len) of its part, then, when every rank has put its chunk,
   // `take(slots, offset, len)` reads: slots[r] is rank r's chunk. Every rank must call it
   // with the same bytes. `what` names the operation in error messages.
-  using PutFn = std::function<void(char* slot, size_t offset, size_t len)>;
-  using TakeFn = std::function<void(const char* const* slots, size_t offset, size_t len)>;
-  absl::Status Exchange(size_t bytes, const PutFn& put, const TakeFn& take, const char* what);
+  absl::Status Exchange(size_t bytes, const PutFn& put, const TakeFn& take, const char* what) override;
 
   // Root's `bytes` at data to every rank's data (the same bytes on every rank).
-  absl::Status Broadcast(void* data, size_t bytes, int32_t root, const char* what);
+  absl::Status Broadcast(void* data, size_t bytes, int32_t root, const char* what) override;
 
   // Point-to-point through the (rank -> peer) mailbox.
-  absl::Status Send(const void* data, size_t bytes, int32_t peer, const char* what);
-  absl::Status Recv(void* data, size_t bytes, int32_t peer, const char* what);
+  absl::Status Send(const void* data, size_t bytes, int32_t peer, const char* what) override;
+  absl::Status Recv(void* data, size_t bytes, int32_t peer, const char* what) override;
 
   // Waits without a deadline (only peers that exit or an abort end it): for a rank that
   // idles until the root has work, e.g. a worker waiting for the next step.
-  absl::Status BroadcastNoTimeout(void* data, size_t bytes, int32_t root, const char* what);
+  absl::Status BroadcastNoTimeout(void* data, size_t bytes, int32_t root, const char* what) override;
 
   // Marks the group failed with `why`: every rank's current and later waits fail with it.
-  void Abort(const std::string& why);
+  void Abort(const std::string& why) override;
   // The first error this rank saw (OK while none): later calls fail with it at once.
-  const absl::Status& failure() const { return failure_; }
+  const absl::Status& failure() const override { return failure_; }
 
  private:
   ShmGroup() = default;

@@ -13,6 +13,16 @@
 //   zeros         U8 [rows, ngroups] (INT4 asymmetric) or none (symmetric: 8).
 //
 // W = (q - z) * s per element for INT4, q * s for INT8 and FP8.
+//
+// The weight-only formats (INT4_GROUP, INT8_PER_CHANNEL) on a BF16-activation device are
+// instead stored tiled (layout kQuantTiled, unless STRATA_CUDA_QGEMV=v1 at weight_create), in
+// the order the tensor-core GEMV (quant_gemv_mma.cu) reads them: 16-row tiles, each cut into
+// chunks of kQuantTiledChunkCols(values) columns (64 INT4 or 32 INT8), each chunk 512 bytes:
+// 16 per lane, holding exactly that lane's A fragments of mma.m16n8k16 for the chunk's
+// 16-column steps (QuantTiledPosition says where each element goes). INT4 values are q
+// (0..15), INT8 values q + 128 (the FP16 exponent trick wants them unsigned). Rows are padded
+// to a multiple of 16 and columns to a whole chunk, with zero bytes. Scales (F32) and zeros
+// (U8) are [tiles][ngroups][16]: a tile's 16 rows of one group side by side.
 #ifndef STRATA_KERNELS_CUDA_QUANT_H_
 #define STRATA_KERNELS_CUDA_QUANT_H_
 
@@ -28,6 +38,44 @@ enum QuantValues : int32_t {
   kQuantFp8 = 2,   // FP8_E4M3
 };
 
+enum QuantLayout : int32_t {
+  kQuantRowMajor = 0,
+  kQuantTiled = 1,  // mma-fragment order (above); INT4 and INT8 only
+};
+
+// Columns per 512-byte chunk of a tiled weight: 16 bytes per lane hold 32 INT4 or 16 INT8
+// values, i.e. 4 or 2 of mma's 16-column steps.
+__host__ __device__ constexpr int kQuantTiledChunkCols(int32_t values) { return values == kQuantInt4 ? 64 : 32; }
+
+// Where element (r, c) of a tiled weight with `chunks` chunks per tile lives: the byte offset
+// from the start of the data, and the bit shift of its value in that byte (INT4: 0 or 4).
+// mma.m16n8k16's A fragment (PTX ISA): lane = 4 * group + t holds, for one 16x16 step, rows
+// group and group + 8, columns 2t, 2t + 1, 2t + 8, 2t + 9, as four pairs
+//   a0 = (group, 2t..2t+1), a1 = (group + 8, 2t..), a2 = (group, 2t+8..), a3 = (group + 8, 2t+8..).
+// INT4: the step's 32-bit word has pair j's first value in nibble j and its second in nibble
+// j + 4, so ((word >> 4j) & 0x000F000F) is pair j as two 16-bit lanes. INT8: two words per
+// step, word 0 = bytes (a0, a1), word 1 = (a2, a3), each pair two adjacent bytes.
+__host__ __device__ inline int64_t QuantTiledPosition(int32_t values, int64_t chunks, int64_t r, int64_t c,
+                                                      int* shift) {
+  const int kc = kQuantTiledChunkCols(values);
+  const int64_t tile = r >> 4, chunk = c / kc;
+  const int rr = static_cast<int>(r & 15), cc = static_cast<int>(c - chunk * kc);
+  const int step = cc >> 4, kk = cc & 15;
+  const int group = rr & 7, high_row = rr >> 3, t = (kk & 7) >> 1, second = kk & 1, high_col = kk >> 3;
+  const int lane = 4 * group + t;
+  const int pair = high_row + 2 * high_col;
+  int byte;
+  if (values == kQuantInt4) {
+    const int nibble = pair + 4 * second;
+    byte = step * 4 + (nibble >> 1);
+    *shift = (nibble & 1) * 4;
+  } else {
+    byte = step * 8 + pair * 2 + second;
+    *shift = 0;
+  }
+  return ((tile * chunks + chunk) * 32 + lane) * 16 + byte;
+}
+
 // A quantized weight as the kernels read it (device pointers).
 struct QuantWeightView {
   int32_t values = kQuantInt8;
@@ -38,6 +86,8 @@ struct QuantWeightView {
   int64_t ngroups = 1;
   int64_t group_size = 0;          // columns per scale; 0 = the whole row
   const uint8_t* zeros = nullptr;  // INT4 asymmetric: [rows, ngroups]; null = 8
+  int32_t layout = kQuantRowMajor;
+  int64_t chunks = 0;  // kQuantTiled: chunks per 16-row tile
 };
 
 // The most tokens the quantized GEMV takes (more: dequantize + GEMM, or the 8-bit GEMM).
@@ -60,6 +110,9 @@ struct QuantGemvArgs {
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
 // INT4 weights, dequantized in registers while the packed rows stream once.
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
+
+// The same for a kQuantTiled weight and BF16 x (4-byte aligned rows): the tensor-core GEMV.
+cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
 
 // dst[r, c] = W[r, c] (integer_only: q - z, or the FP8 value, without the scale) in
 // dst_dtype (F32 or BF16), row-major [rows, cols] with row stride ld_dst.

@@ -82,6 +82,38 @@ __global__ void DequantVectorKernel(QuantWeightView w, bool integer_only, T* dst
   }
 }
 
+// A kQuantTiled weight (INT4 or INT8), 8 consecutive columns of one row per thread (cols %
+// 16 == 0 for a tiled weight): the reads gather from the tile's fragment order (L1 / L2 hits:
+// a warp's columns are 1-2 chunks), the writes are row-major 16-byte (BF16) or 32-byte stores.
+template <typename T, int kValues>
+__global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
+  const int64_t per_row = w.cols / 8;
+  const int64_t total = w.rows * per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c0 = (i - r * per_row) * 8;
+    const int64_t g = w.group_size > 0 ? c0 / w.group_size : 0;  // 8 | group_size
+    const int64_t at = ((r >> 4) * w.ngroups + g) * 16 + (r & 15);  // scales / zeros [tiles][ngroups][16]
+    const float s = integer_only ? 1.0f : w.scales[at];
+    const float z = kValues == kQuantInt4 ? (w.zeros != nullptr ? static_cast<float>(w.zeros[at]) : 8.0f) : 128.0f;
+    alignas(16) T out[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      int shift = 0;
+      const uint8_t byte = w.data[QuantTiledPosition(kValues, w.chunks, r, c0 + j, &shift)];
+      const float q = static_cast<float>(kValues == kQuantInt4 ? (byte >> shift) & 0xf : byte);
+      out[j] = FromF32<T>((q - z) * s);
+    }
+    T* o = dst + r * ld_dst + c0;
+    if ((reinterpret_cast<uintptr_t>(o) & 15u) == 0 && sizeof(T) == 2) {
+      *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(out);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] = out[j];
+    }
+  }
+}
+
 template <typename T>
 __global__ void PermuteColsKernel(const T* src, int64_t ld_src, const int32_t* perm, T* dst, int64_t ld_dst, int64_t n,
                                   int64_t cols) {
@@ -105,7 +137,14 @@ cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void
   if (!DispatchAct(dst_dtype, [&](auto tag) {
         using T = decltype(tag);
         T* d = static_cast<T*>(dst);
-        if (!vector) {
+        if (w.layout == kQuantTiled) {
+          const unsigned grid = GridFor(w.rows * (w.cols / 8), 256);
+          if (w.values == kQuantInt4) {
+            DequantTiledKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          } else {
+            DequantTiledKernel<T, kQuantInt8><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);
+          }
+        } else if (!vector) {
           DequantKernel<T><<<GridFor(w.rows * w.cols, 256), 256, 0, stream>>>(w, integer_only, d, ld_dst);
         } else {
           const unsigned grid = GridFor(w.rows * (w.cols / per), 256);

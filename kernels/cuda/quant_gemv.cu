@@ -382,6 +382,7 @@ cudaError_t LaunchVectorN(const QuantGemvArgs& a, cudaStream_t stream) {
 
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return cudaSuccess;
+  if (a.w.layout == kQuantTiled) return LaunchQuantGemvTiled(a, stream);
   if (a.n > kQuantGemvMaxTokens || (a.w.values != kQuantInt4 && a.w.values != kQuantInt8)) {
     return cudaErrorInvalidValue;
   }

@@ -21,6 +21,10 @@
 #              the run), the 8-bit KV cache tests (cuda_kv8_test, conformance Attention), then
 #              Llama-3-8B step weight products per format beside BF16
 #              (bench/cuda/quant_matmul_bench, quant_bench.jsonl)
+#   quant8b    end-to-end quantized Llama-3-8B shapes (--synthetic-dtype, weights made by core/quant's
+#              round-to-nearest), each beside bf16 in the same run: batch-1 decode 128/128 W4A16
+#              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
+#              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -117,7 +121,28 @@ phase_bench() {
 }
 
 phase_opencl() {
-  export OCL_ICD_FILENAMES="${OCL_ICD_FILENAMES:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}"
+  # The machine's environment presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1
+  # (bare names), with which only PoCL appeared (run of 2026-12-02 14:40): name NVIDIA's ICD
+  # by its path, PoCL after it, and ask NVIDIA's library directly for its platforms.
+  local NV=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
+  stamp "OpenCL ICD probe (environment had OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-unset})"
+  python3 - "$NV" <<'PY' 2>&1 | head -20
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as e:
+    print("dlopen failed:", e); sys.exit(0)
+n = ctypes.c_uint(0)
+rc = lib.clIcdGetPlatformIDsKHR(0, None, ctypes.byref(n))
+print("clIcdGetPlatformIDsKHR rc", rc, "platforms", n.value)
+if rc == 0 and n.value:
+    ids = (ctypes.c_void_p * n.value)()
+    lib.clIcdGetPlatformIDsKHR(n.value, ids, None)
+    nd = ctypes.c_uint(0)
+    print("clGetDeviceIDs rc", lib.clGetDeviceIDs(ids[0], ctypes.c_ulonglong(0xFFFFFFFF), 0, None, ctypes.byref(nd)), "devices", nd.value)
+PY
+  export OCL_ICD_FILENAMES="$NV:$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2 /usr/lib/x86_64-linux-gnu/pocl/libpocl.so.2 2>/dev/null | head -1)"
+  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -i -E "opencl|nvidia|icd|error" | head -20
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
   "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
   stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
@@ -273,6 +298,47 @@ phase_quant() {
     --formats "${STRATA_QUANT_FORMATS:-bf16,w4a16,w8a16,w8a8,fp8}" 2>&1 | tee "$OUT/quant_bench.jsonl"
 }
 
+phase_quant8b() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local t_start=$SECONDS d
+  # run OUTFILE LIMIT ARGS...: one bench run, skipped (said so) when it could take the phase
+  # past its 8-minute budget.
+  run() {
+    local out=$1 limit=$2
+    shift 2
+    if (( SECONDS - t_start + limit > 480 )); then stamp "skipped $out: the phase's 8 minutes"; return; fi
+    timeout "$limit" "$@" | tee "$OUT/$out"
+  }
+  stamp "weight products of a Llama-3-8B step, 1 and 8 tokens: tensor-core GEMV, then the SIMT one (v1)"
+  run quant8b_matmul.jsonl 90 "$BUILD/bin/quant_matmul_bench" --tokens 1,8,128 --formats bf16,w4a16,w8a16
+  STRATA_CUDA_QGEMV=v1 run quant8b_matmul_v1.jsonl 60 "$BUILD/bin/quant_matmul_bench" --tokens 1,8 \
+    --formats w4a16,w8a16
+  stamp "quantized Llama-3-8B shape: batch-1 decode 128 in / 128 out (decode graphs), bf16 / W4A16 / W8A16"
+  for d in bf16 int4-g128 int8; do
+    run "quant8b_decode_$d.json" 60 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3
+  done
+  stamp "128 concurrent sequences, 128 in / 128 out: bf16 / W8A8 / FP8"
+  for d in bf16 w8a8 fp8; do
+    run "quant8b_serving128_$d.json" 60 $S --synthetic-dtype $d --num-requests 128 --prompt-len-min 128 \
+      --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  done
+  stamp "4096-token prefill: bf16 / W8A8"
+  for d in bf16 w8a8; do
+    run "quant8b_prefill_$d.json" 50 $S --synthetic-dtype $d --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  done
+  stamp "tensor-core GEMV variants, 1 token: 4 and 2 warps per tile (STRATA_CUDA_QGEMV_KW, default 8), rounds of 4 and 2 loads (STRATA_CUDA_QGEMV_ROUND, default 3)"
+  for d in 4 2; do
+    STRATA_CUDA_QGEMV_KW=$d run "quant8b_matmul_kw$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
+      --formats w4a16,w8a16 --reps 10
+    STRATA_CUDA_QGEMV_ROUND=$d run "quant8b_matmul_round$d.jsonl" 40 "$BUILD/bin/quant_matmul_bench" --tokens 1 \
+      --formats w4a16,w8a16 --reps 10
+  done
+  stamp "W4A16 decode with the SIMT GEMV (STRATA_CUDA_QGEMV=v1), for the A/B"
+  STRATA_CUDA_QGEMV=v1 run "quant8b_decode_int4-g128_v1.json" 60 $S --synthetic-dtype int4-g128 \
+    --prompt-tokens 128 --gen-tokens 128 -r 3
+  stamp "quant8b: $(( SECONDS - t_start ))s"
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -383,8 +449,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|kv8|kv8quick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant kv8 kv8quick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|kv8|kv8quick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b kv8 kv8quick)" ;;
   esac
 done
 stamp "done"

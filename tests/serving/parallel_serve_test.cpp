@@ -104,24 +104,36 @@ void CheckSplit(const std::string& flag) {
 TEST(ParallelServe, TensorParallelTwoRanks) { CheckSplit("--tensor-parallel-size"); }
 TEST(ParallelServe, PipelineParallelTwoRanks) { CheckSplit("--pipeline-parallel-size"); }
 
-// `mpirun -np 2 strata serve --tensor-parallel-size 2` (Open MPI on one host): mpirun starts
-// both ranks; the output equals one rank's; SIGTERM to mpirun stops the job.
-TEST(ParallelServe, UnderMpirun) {
+// `mpirun -np 2 strata serve --tensor-parallel-size 2 --parallel-transport T` (Open MPI on
+// one host): mpirun starts both ranks; the output equals one rank's; SIGTERM to mpirun stops
+// the job. auto takes shared memory here (one host); mpi sends the control channel and the
+// CPU collectives through MPI, as between hosts.
+void CheckUnderMpirun(const std::string& transport) {
   if (!testing::FileExists(testing::StoriesModel())) GTEST_SKIP() << "missing " << testing::StoriesModel();
   if (system("command -v mpirun >/dev/null 2>&1") != 0) FAIL() << "mpirun not found (scripts/install-deps.sh installs openmpi-bin)";
   const std::vector<std::string> common = {"-m", testing::StoriesModel(), "--device", "cpu", "--no-warmup",
                                            "--max-num-seqs", "4", "--kv-blocks", "64"};
   const std::string want = OneRankText(common);
   ServerProcess mpi;
-  mpi.launcher = {"mpirun", "-np", "2", "-x", "OMP_WAIT_POLICY=PASSIVE"};
+  mpi.launcher = {"mpirun", "-np", "2", "--oversubscribe", "-x", "OMP_WAIT_POLICY=PASSIVE"};
   std::vector<std::string> args = common;
-  args.insert(args.end(), {"--tensor-parallel-size", "2", "--parallel-timeout", "10"});
-  ASSERT_TRUE(mpi.Start(args, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"})) << mpi.error();
+  args.insert(args.end(), {"--tensor-parallel-size", "2", "--parallel-timeout", "10", "--parallel-transport", transport});
+  ASSERT_TRUE(mpi.Start(args, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                               "OMPI_MCA_btl_vader_single_copy_mechanism=none"}))
+      << mpi.error();
   int st = 0;
   EXPECT_EQ(Complete(mpi.port(), &st), want);
   EXPECT_EQ(st, 200);
   // mpirun forwards SIGTERM and reports the job as ended by it (status 1): it must end.
   EXPECT_GE(mpi.SignalAndWait(SIGTERM, 30), 0) << "mpirun did not stop";
+}
+
+TEST(ParallelServe, UnderMpirun) { CheckUnderMpirun("auto"); }
+TEST(ParallelServe, UnderMpirunMpiTransport) {
+#ifndef STRATA_TEST_HAVE_MPI
+  GTEST_SKIP() << "this build has no MPI (libopenmpi-dev)";
+#endif
+  CheckUnderMpirun("mpi");
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/parallel/mpi_group.h"
+#include "core/parallel/shm_group.h"
 
 extern char** environ;
 
@@ -67,9 +69,17 @@ struct SyncedOptions {
 
 }  // namespace
 
-absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment() {
+const char* ParallelTransportName(ParallelTransport t) { return t == ParallelTransport::kMpi ? "mpi" : "shm"; }
+
+absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment(const std::string& transport) {
+  if (transport != "auto" && transport != "shm" && transport != "mpi")
+    return absl::InvalidArgumentError(absl::StrCat("--parallel-transport must be auto, shm or mpi, got '", transport, "'"));
   ParallelEnv e;
   if (std::getenv("STRATA_WORLD_SIZE") != nullptr) {
+    if (transport == "mpi")
+      return absl::InvalidArgumentError(
+          "--parallel-transport mpi: start the ranks with mpirun (strata's own launcher starts them on this host, over "
+          "shared memory)");
     STRATA_ASSIGN_OR_RETURN(e.world_size, EnvInt("STRATA_WORLD_SIZE"));
     STRATA_ASSIGN_OR_RETURN(e.rank, EnvInt("STRATA_RANK"));
     e.local_rank = e.rank;
@@ -83,21 +93,38 @@ absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment() {
     STRATA_ASSIGN_OR_RETURN(e.local_rank, EnvInt("OMPI_COMM_WORLD_LOCAL_RANK"));
     int32_t local_size = 0;
     STRATA_ASSIGN_OR_RETURN(local_size, EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE"));
-    if (local_size != e.world_size)
-      return absl::UnimplementedError(absl::StrCat(
-          "mpirun placed ", e.world_size, " ranks on several hosts (", local_size,
-          " here); this build's control channel is shared memory on one host (see docs/parallelism.md)"));
-    const char* job = std::getenv("PMIX_NAMESPACE");
-    if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
-    if (job == nullptr) return absl::InvalidArgumentError("mpirun environment without PMIX_NAMESPACE or a job id");
-    // The ranks of one host share their parent (mpirun or its orted), which tells this
-    // job's segment from a stale one of an earlier job that reused the job id.
-    e.control_id = IdFromName(absl::StrCat("strata-mpi-", job, "-", getppid()));
     e.launcher = "mpirun";
+    bool use_mpi = transport == "mpi";
+    if (transport == "auto" && parallel::MpiBuiltIn()) {
+      STRATA_RETURN_IF_ERROR(parallel::MpiInit());
+      STRATA_ASSIGN_OR_RETURN(const bool one_host, parallel::MpiAllRanksOnThisHost());
+      use_mpi = !one_host;
+      // Shared memory from here on: MPI's part is done (every rank finalizes at this point).
+      if (!use_mpi) parallel::MpiFinalize();
+    }
+    if (use_mpi) {
+      STRATA_RETURN_IF_ERROR(parallel::MpiInit());  // says so where MPI is not built in
+      e.transport = ParallelTransport::kMpi;
+    } else {
+      if (local_size != e.world_size)
+        return absl::UnimplementedError(absl::StrCat(
+            "mpirun placed ", e.world_size, " ranks on several hosts (", local_size, " here); ",
+            parallel::MpiBuiltIn() ? "--parallel-transport shm needs them on one host (use auto or mpi)"
+                                   : "this build has no MPI (install libopenmpi-dev and rebuild), so its ranks "
+                                     "talk over shared memory on one host (see docs/parallelism.md)"));
+      const char* job = std::getenv("PMIX_NAMESPACE");
+      if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
+      if (job == nullptr) return absl::InvalidArgumentError("mpirun environment without PMIX_NAMESPACE or a job id");
+      // The ranks of one host share their parent (mpirun or its orted), which tells this
+      // job's segment from a stale one of an earlier job that reused the job id.
+      e.control_id = IdFromName(absl::StrCat("strata-mpi-", job, "-", getppid()));
+    }
+  } else if (transport == "mpi") {
+    return absl::InvalidArgumentError("--parallel-transport mpi: start the ranks with mpirun");
   }
   if (e.world_size < 1 || e.rank < 0 || e.rank >= e.world_size)
     return absl::InvalidArgumentError(absl::StrCat("rank ", e.rank, " of a world of ", e.world_size));
-  if (e.active() && e.control_id.size() != parallel::ShmGroup::kIdBytes)
+  if (e.active() && e.transport == ParallelTransport::kShm && e.control_id.size() != parallel::ShmGroup::kIdBytes)
     return absl::InvalidArgumentError("control id must be 16 bytes");
   return e;
 }
@@ -144,7 +171,18 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::Create(Device&
                                                    " needs ", tp * pp, " ranks; ", env.world_size, " were started"));
   std::unique_ptr<ParallelRuntime> rt(new ParallelRuntime());
   STRATA_ASSIGN_OR_RETURN(rt->plan_, ParallelPlan::For(config, tp, pp, env.rank));
-  STRATA_ASSIGN_OR_RETURN(rt->control_, parallel::ShmGroup::Join(env.control_id, env.world_size, env.rank, timeout_ms));
+  // The CPU backend's communicator takes the same transport (backends/cpu/comm.h).
+  setenv("STRATA_PARALLEL_TRANSPORT", ParallelTransportName(env.transport), 1);
+  if (env.transport == ParallelTransport::kMpi) {
+    STRATA_ASSIGN_OR_RETURN(rt->control_, parallel::MpiGroup::World(timeout_ms));
+    if (rt->control_->nranks() != env.world_size || rt->control_->rank() != env.rank)
+      return absl::InvalidArgumentError(absl::StrCat("MPI says rank ", rt->control_->rank(), " of ",
+                                                     rt->control_->nranks(), ", the environment rank ", env.rank,
+                                                     " of ", env.world_size));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(rt->control_,
+                            parallel::ShmGroup::Join(env.control_id, env.world_size, env.rank, timeout_ms));
+  }
   // Rank 0 makes the communicators' ids: the world's (pipeline send / recv) and one per
   // stage's tensor-parallel group; a failure is sent instead, so no rank waits for ids.
   const int32_t n_ids = (pp > 1 ? 1 : 0) + (tp > 1 ? pp : 0);
@@ -181,7 +219,14 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::Create(Device&
     const size_t at = static_cast<size_t>(((pp > 1 ? 1 : 0) + p.pp_rank) * id_bytes);
     STRATA_ASSIGN_OR_RETURN(rt->tp_, Communicator::Create(device, ids.substr(at, id_bytes), tp, p.tp_rank, timeout_ms));
   }
-  if (env.rank == 0) rt->channel_ = std::make_unique<ShmStepChannel>(*rt->control_);
+  // A failed collective leaves the ranks out of step: the replica is down for all of them.
+  for (Communicator* c : {rt->world_.get(), rt->tp_.get()}) {
+    if (c != nullptr)
+      c->set_on_failure([g = rt->control_.get()](const absl::Status& s) {
+        g->Abort(absl::StrCat("a collective failed: ", s.message()));
+      });
+  }
+  if (env.rank == 0) rt->channel_ = std::make_unique<StepChannel>(*rt->control_);
   return rt;
 }
 

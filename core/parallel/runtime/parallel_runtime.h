@@ -1,8 +1,13 @@
-// Sets up one rank of a tensor x pipeline parallel run on one host: the control channel
-// between the ranks' processes, the communicators of the backend (ids made by rank 0 and
-// sent over the control channel), and the ModelParallelism a LlamaModel loads with.
-// Ranks are told who they are by the environment (ParallelEnv): our own launcher
-// (SpawnLocalRanks: `strata serve --tensor-parallel-size 2`) or Open MPI's mpirun on one host.
+// Sets up one rank of a tensor x pipeline parallel run: the control channel between the
+// ranks' processes, the communicators of the backend (ids made by rank 0 and sent over the
+// control channel: NCCL's unique id travels by MPI_Ibcast when the transport is MPI), and
+// the ModelParallelism a LlamaModel loads with. Ranks are told who they are by the
+// environment (ParallelEnv): our own launcher (SpawnLocalRanks: `strata serve
+// --tensor-parallel-size 2`, one host) or Open MPI's mpirun (one host or several).
+//
+// Transport between the processes (--parallel-transport): shared memory on one host, or
+// MPI (core/parallel/mpi_group.h) for ranks on several hosts; "auto" asks MPI whether every
+// rank shares this host (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED).
 #pragma once
 
 #include <memory>
@@ -15,23 +20,30 @@
 #include "core/parallel/communicator.h"
 #include "core/parallel/model_parallelism.h"
 #include "core/parallel/runtime/step_channel.h"
-#include "core/parallel/shm_group.h"
+#include "core/parallel/process_group.h"
 
 namespace strata {
+
+enum class ParallelTransport { kShm, kMpi };
+const char* ParallelTransportName(ParallelTransport t);
 
 // Who this process is in a parallel run.
 struct ParallelEnv {
   int32_t world_size = 1, rank = 0, local_rank = 0;
-  std::string control_id;  // ShmGroup id of the control channel (16 bytes)
+  std::string control_id;  // ShmGroup id of the control channel (16 bytes; shared memory only)
   std::string launcher;    // "strata", "mpirun" or "" (single process)
+  ParallelTransport transport = ParallelTransport::kShm;
   bool active() const { return world_size > 1; }
 };
 
-// From STRATA_WORLD_SIZE / STRATA_RANK / STRATA_CONTROL_ID (our launcher), else
-// OMPI_COMM_WORLD_SIZE / _RANK / _LOCAL_RANK (mpirun; the control id is derived from the
-// job's PMIX_NAMESPACE / OMPI_MCA_ess_base_jobid, so all ranks of one job agree), else a
-// single process.
-absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment();
+// From STRATA_WORLD_SIZE / STRATA_RANK / STRATA_CONTROL_ID (our launcher: shared memory), else
+// OMPI_COMM_WORLD_SIZE / _RANK / _LOCAL_RANK (mpirun), else a single process.
+// `transport` ("auto", "shm" or "mpi", --parallel-transport) picks how mpirun's ranks talk:
+// "mpi" initializes MPI (refused where MPI is not built in); "shm" needs every rank on this
+// host (the control id is derived from the job's PMIX_NAMESPACE / OMPI_MCA_ess_base_jobid, so
+// all ranks of one job agree); "auto" initializes MPI and takes shared memory when every rank
+// shares this host, MPI otherwise (shared memory on one host where MPI is not built in).
+absl::StatusOr<ParallelEnv> ParallelEnvFromEnvironment(const std::string& transport = "auto");
 
 // Starts ranks 1..world_size-1 as copies of this process (same executable and arguments)
 // with the environment that makes them those ranks, and NCCL_NVLS_ENABLE=0; returns their
@@ -65,9 +77,9 @@ class ParallelRuntime {
  private:
   ParallelRuntime() = default;
   ParallelPlan plan_;
-  std::unique_ptr<parallel::ShmGroup> control_;
+  std::unique_ptr<parallel::ProcessGroup> control_;
   std::unique_ptr<Communicator> world_, tp_;
-  std::unique_ptr<ShmStepChannel> channel_;
+  std::unique_ptr<StepChannel> channel_;
 };
 
 }  // namespace strata

@@ -40,17 +40,21 @@ absl::Status Decode(const std::vector<int32_t>& w, StepInput* in) {
 
 }  // namespace
 
-absl::Status ShmStepChannel::Send(uint32_t kind, const std::vector<int32_t>& payload) {
+absl::Status StepChannel::Send(uint32_t kind, const std::vector<int32_t>& payload) {
   Header h{kind, static_cast<uint32_t>(payload.size())};
-  STRATA_RETURN_IF_ERROR(group_.Broadcast(&h, sizeof(h), 0, "control channel"));
-  if (payload.empty()) return absl::OkStatus();
-  std::vector<int32_t> copy = payload;
-  return group_.Broadcast(copy.data(), copy.size() * 4, 0, "control channel");
+  absl::Status st = group_.Broadcast(&h, sizeof(h), 0, "control channel");
+  if (st.ok() && !payload.empty()) {
+    std::vector<int32_t> copy = payload;
+    st = group_.Broadcast(copy.data(), copy.size() * 4, 0, "control channel");
+  }
+  // The replica is down: say so to every rank (over MPI this ends the job).
+  if (!st.ok()) group_.Abort(std::string(st.message()));
+  return st;
 }
 
-absl::Status ShmStepChannel::Step(const StepInput& in) { return Send(kStep, Encode(in)); }
+absl::Status StepChannel::Step(const StepInput& in) { return Send(kStep, Encode(in)); }
 
-absl::Status ShmStepChannel::CopyBlocks(std::span<const strata_block_pair> pairs) {
+absl::Status StepChannel::CopyBlocks(std::span<const strata_block_pair> pairs) {
   std::vector<int32_t> w;
   for (const strata_block_pair& p : pairs) {
     w.push_back(p.src);
@@ -59,24 +63,27 @@ absl::Status ShmStepChannel::CopyBlocks(std::span<const strata_block_pair> pairs
   return Send(kCopyBlocks, w);
 }
 
-absl::Status ShmStepChannel::Shutdown() {
+absl::Status StepChannel::Shutdown() {
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
   return Send(kShutdown, {});
 }
 
-ShmStepChannel::~ShmStepChannel() {
+StepChannel::~StepChannel() {
   if (group_.failure().ok()) Shutdown().IgnoreError();
 }
 
-absl::Status RunRankWorker(LlamaModel& model, parallel::ShmGroup& group) {
+absl::Status RunRankWorker(LlamaModel& model, parallel::ProcessGroup& group) {
   for (;;) {
     Header h;
-    // Idle until rank 0 has work: no deadline here, only rank 0's exit ends the wait.
-    STRATA_RETURN_IF_ERROR(group.BroadcastNoTimeout(&h, sizeof(h), 0, "control channel"));
-    std::vector<int32_t> w(h.words);
-    if (!w.empty()) STRATA_RETURN_IF_ERROR(group.Broadcast(w.data(), w.size() * 4, 0, "control channel"));
-    absl::Status st;
+    // Idle until rank 0 has work: no deadline here, only rank 0's exit (or abort) ends the wait.
+    absl::Status st = group.BroadcastNoTimeout(&h, sizeof(h), 0, "control channel");
+    std::vector<int32_t> w(st.ok() ? h.words : 0);
+    if (st.ok() && !w.empty()) st = group.Broadcast(w.data(), w.size() * 4, 0, "control channel");
+    if (!st.ok()) {
+      group.Abort(absl::StrCat("rank ", group.rank(), " failed: ", st.message()));
+      return st;
+    }
     switch (h.kind) {
       case kShutdown: return absl::OkStatus();
       case kStep: {

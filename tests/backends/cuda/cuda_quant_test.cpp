@@ -473,6 +473,52 @@ TEST(CudaQuant, Int8PerChannelAndGroupScales) {
   }
 }
 
+// The tensor-core GEMV over the tiled layout (kernels/cuda/quant_gemv_mma.cu): what a BF16
+// device stores for weight-only INT4 / INT8 with cols and group_size multiples of 16. Token
+// counts 1, 3 (a partial B fragment), 8 (the GEMV's widest) and 64 (the dequantize + GEMM path
+// over the same tiled bytes); ragged last groups, a ragged last tile and chunk, act-order,
+// split-K over many rounds (14336 columns).
+TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(21);
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    int32_t gs;
+    bool asym, act_order, bias;
+  };
+  for (const Case& c : {Case{STRATA_WEIGHT_INT4_GROUP, 256, 4096, 128, false, false, false},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 200, 1040, 128, true, true, true},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 72, 1024, 32, false, true, false},
+                        Case{STRATA_WEIGHT_INT4_GROUP, 48, 14336, 128, true, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 256, 4096, 0, false, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 48, false, false, false},
+                        Case{STRATA_WEIGHT_INT8_PER_CHANNEL, 40, 14336, 0, false, false, false}}) {
+    QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
+    if (c.asym) {
+      std::uniform_int_distribution<int> z(0, 15);
+      w.zeros.resize(c.rows * w.ngroups());
+      for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+    }
+    if (c.act_order) {
+      std::vector<int32_t> order(c.cols);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      w.g_idx.resize(c.cols);
+      for (int64_t i = 0; i < c.cols; ++i) w.g_idx[order[i]] = static_cast<int32_t>(i / c.gs);
+    }
+    const std::string what = std::string(c.format == STRATA_WEIGHT_INT4_GROUP ? "tiled int4 " : "tiled int8 ") +
+                             std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" + std::to_string(c.gs) +
+                             (c.asym ? " asym" : "") + (c.act_order ? " act-order" : "");
+    const std::vector<int64_t> tokens =
+        c.cols > 8192 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 3, 8, 64};
+    ExpectProductsMatch(dev, BF16, w, rng, 2e-2, what.c_str(), c.bias, tokens);
+  }
+}
+
 TEST(CudaQuant, W8A8DynamicStaticSmoothed) {
   REQUIRE_GPU();
   for (const Mode& m : kModes) {
@@ -627,6 +673,41 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
       const double tol = format == STRATA_WEIGHT_W8A8 ? 5e-3 : format == STRATA_WEIGHT_FP8 ? 2e-2 : 1e-4;
       int bad = 0;
       for (size_t i = 0; i < ref.size(); ++i) bad += !(std::fabs(out[i] - ref[i]) <= tol * (std::fabs(ref[i]) + rms));
+      EXPECT_EQ(bad, 0) << "format " << format << " n=" << n;
+    }
+  }
+}
+
+// The tiled GEMV's accumulate (the fused residual add of o and down products) into BF16
+// outputs, at 1 and 5 tokens, INT4 and INT8 (poisoned product scratch; out holds the residual).
+TEST(CudaQuant, TiledGemvAccumulatesIntoBf16) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(23);
+  const int64_t rows = 96, cols = 1024;
+  for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
+    QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
+    strata_weight W = nullptr;
+    ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+    for (int64_t n : {1, 5}) {
+      const std::vector<float> x = RandomX(rng, n, cols, BF16), res = RandomX(rng, n, rows, BF16);
+      std::vector<double> ref = Reference(w, x, n, {});
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+      strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ob = dev.Bytes(EncodeAct(res, BF16)),
+                    qs = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff));
+      strata_tensor xt = T(xb, BF16, n, cols), ot = T(ob, BF16, n, rows), qt = T(qs, BF16, n, rows);
+      strata_matmul_params p{};
+      p.struct_size = sizeof(p);
+      p.accumulate = 1;
+      p.product_scratch = &qt;
+      ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+      const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+      double ss = 0;
+      for (double v : ref) ss += v * v;
+      const double rms = std::sqrt(ss / ref.size());
+      int bad = 0;
+      for (size_t i = 0; i < ref.size(); ++i) bad += !(std::fabs(out[i] - ref[i]) <= 2e-2 * (std::fabs(ref[i]) + rms));
       EXPECT_EQ(bad, 0) << "format " << format << " n=" << n;
     }
   }

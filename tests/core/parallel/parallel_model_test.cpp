@@ -22,6 +22,7 @@
 #include "core/engine/generator.h"
 #include "core/model/model_tokenizer.h"
 #include "core/parallel/micro_batches.h"
+#include "core/parallel/mpi_group.h"
 #include "core/parallel/runtime/parallel_runtime.h"
 #include "core/parallel/tensor_shard.h"
 #include "nlohmann/json.hpp"
@@ -56,8 +57,10 @@ struct RankRun {
   std::unique_ptr<LlamaModel> model;
 };
 
+// `mpi`: a rank started by mpirun, over the MPI transport; else one of RunRanks's, over
+// shared memory.
 void StartRank(RankRun& r, const std::string& path, int32_t tp, int32_t pp, ModelRuntimeOptions o,
-               int32_t timeout_ms = 30000) {
+               int32_t timeout_ms = 30000, bool mpi = false) {
   const testing_util::RankEnv env = ThisRank();
   r.dev = testing::OpenCpuTestDevice();
   ASSERT_NE(r.dev, nullptr);
@@ -70,6 +73,13 @@ void StartRank(RankRun& r, const std::string& path, int32_t tp, int32_t pp, Mode
   pe.world_size = env.nranks;
   pe.rank = env.rank;
   pe.control_id = env.comm_id;
+  if (mpi) {
+    auto from_mpi = ParallelEnvFromEnvironment("mpi");
+    ASSERT_TRUE(from_mpi.ok()) << from_mpi.status();
+    pe = *from_mpi;
+    ASSERT_EQ(pe.transport, ParallelTransport::kMpi);
+    ASSERT_EQ(pe.world_size, tp * pp);
+  }
   auto rt = ParallelRuntime::Create(*r.dev, pe, r.file->config, tp, pp, timeout_ms);
   ASSERT_TRUE(rt.ok()) << rt.status();
   r.rt = std::move(*rt);
@@ -112,6 +122,28 @@ TEST(Communicator, BackendWithoutOneIsRefusedClearly) {
   auto c = Communicator::Create(*cpu, "short", 2, 0, 100);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+}
+
+// ---- Choosing the transport. ----
+
+// Outside mpirun (as ctest runs this): mpi is refused with how to start it; bad names are
+// refused; auto and shm leave a single process on shared memory (our launcher's way).
+TEST(ParallelTransport, MpiNeedsMpirunAndNamesAreChecked) {
+  if (testing_util::MpiChild() || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+      std::getenv("STRATA_WORLD_SIZE") != nullptr)
+    GTEST_SKIP() << "runs outside any launcher";
+  auto mpi = ParallelEnvFromEnvironment("mpi");
+  ASSERT_FALSE(mpi.ok());
+  EXPECT_NE(mpi.status().message().find("start the ranks with mpirun"), std::string::npos) << mpi.status();
+  auto bad = ParallelEnvFromEnvironment("infiniband");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be auto, shm or mpi"), std::string::npos) << bad.status();
+  for (const char* t : {"auto", "shm"}) {
+    auto e = ParallelEnvFromEnvironment(t);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_FALSE(e->active());
+    EXPECT_EQ(e->transport, ParallelTransport::kShm);
+  }
 }
 
 // ---- The plan and the shards. ----
@@ -276,21 +308,14 @@ std::string CaseName(const ::testing::TestParamInfo<SplitCase>& i) {
 
 class ParallelLogits : public ::testing::TestWithParam<SplitCase> {};
 
-TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
-  const SplitCase& sc = GetParam();
-  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
-  const testing_util::RankEnv env = ThisRank();
-  if (!env.child()) {
-    ExpectAllExitedZero(RunRanks(sc.tp * sc.pp, 120));
-    return;
-  }
+// One rank of a logits comparison: rank 0 runs the mixed steps against one device.
+void RunMixedStepsRank(const SplitCase& sc, const std::string& path, bool mpi) {
   ModelRuntimeOptions o;
   o.max_batch_tokens = 16;
   o.max_seqs = 2;
   o.num_blocks = 16;
   RankRun r;
-  ASSERT_NO_FATAL_FAILURE(StartRank(r, path, sc.tp, sc.pp, o));
+  ASSERT_NO_FATAL_FAILURE(StartRank(r, path, sc.tp, sc.pp, o, 30000, mpi));
   if (!r.rt->is_rank_zero()) {
     absl::Status st = r.rt->RunWorker(*r.model);
     EXPECT_TRUE(st.ok()) << st;
@@ -312,7 +337,7 @@ TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     EXPECT_LE(worst, kLogitsTolerance);
-    RecordProperty("max_abs_logit_diff", std::to_string(worst));
+    ::testing::Test::RecordProperty("max_abs_logit_diff", std::to_string(worst));
     std::printf("[ parallel ] %s tp=%d pp=%d: max |logit - one device| = %.3g\n", sc.model.c_str(), sc.tp, sc.pp, worst);
     // Greedy agrees row by row.
     for (size_t row = 0; row < in.logits_rows.size(); ++row) {
@@ -323,6 +348,18 @@ TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
   }
   EXPECT_TRUE(r.rt->health().ok());
   EXPECT_TRUE(r.rt->Shutdown().ok());
+}
+
+TEST_P(ParallelLogits, MixedStepsMatchOneDevice) {
+  const SplitCase& sc = GetParam();
+  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  const testing_util::RankEnv env = ThisRank();
+  if (!env.child()) {
+    ExpectAllExitedZero(RunRanks(sc.tp * sc.pp, 120));
+    return;
+  }
+  RunMixedStepsRank(sc, path, /*mpi=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -346,21 +383,13 @@ class ParallelEngine : public ::testing::TestWithParam<SplitCase> {};
 // Mixed batches, a shared 40-token prefix (prefix-cache hits), a KV pool small enough to
 // preempt, and one request aborted mid-decode: every other request's greedy tokens equal
 // the single-device Generator's.
-TEST_P(ParallelEngine, GreedyMatchesOneDevice) {
-  const SplitCase& sc = GetParam();
-  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
-  const testing_util::RankEnv env = ThisRank();
-  if (!env.child()) {
-    ExpectAllExitedZero(RunRanks(sc.tp * sc.pp, 240));
-    return;
-  }
+void RunEngineRank(const SplitCase& sc, const std::string& path, bool mpi) {
   ModelRuntimeOptions o;
   o.max_batch_tokens = 32;
   o.max_seqs = 4;
   o.num_blocks = 14;  // preemption
   RankRun r;
-  ASSERT_NO_FATAL_FAILURE(StartRank(r, path, sc.tp, sc.pp, o));
+  ASSERT_NO_FATAL_FAILURE(StartRank(r, path, sc.tp, sc.pp, o, 30000, mpi));
   if (!r.rt->is_rank_zero()) {
     absl::Status st = r.rt->RunWorker(*r.model);
     EXPECT_TRUE(st.ok()) << st;
@@ -438,9 +467,23 @@ TEST_P(ParallelEngine, GreedyMatchesOneDevice) {
   EXPECT_GT(m.num_preemptions, 0);
   EXPECT_EQ((*engine)->kv_cache().pool().num_used_blocks(), 0);
   // Pipeline stages ran steps of several sequences as micro-batches.
-  if (sc.pp > 1) EXPECT_GT(r.model->pipeline_micro_batches(), r.model->call_times().calls);
+  if (sc.pp > 1) {
+    EXPECT_GT(r.model->pipeline_micro_batches(), r.model->call_times().calls);
+  }
   engine->reset();
   EXPECT_TRUE(r.rt->Shutdown().ok());
+}
+
+TEST_P(ParallelEngine, GreedyMatchesOneDevice) {
+  const SplitCase& sc = GetParam();
+  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  const testing_util::RankEnv env = ThisRank();
+  if (!env.child()) {
+    ExpectAllExitedZero(RunRanks(sc.tp * sc.pp, 240));
+    return;
+  }
+  RunEngineRank(sc, path, /*mpi=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ParallelEngine,
@@ -508,6 +551,117 @@ TEST(ParallelFailure, HungRankTimesOut) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("timed out after 1000 ms"), std::string::npos) << st;
   EXPECT_FALSE(r.rt->health().ok());
+}
+
+// ---- The MPI transport: `mpirun -np 2 --oversubscribe` on this host, with
+// --parallel-transport mpi forced (the control channel, the NCCL-style id and the CPU
+// backend's collectives all go over MPI, as between two hosts). ----
+
+// The parent's side: runs the test under mpirun; skips where MPI is not built in.
+#define STRATA_RUN_UNDER_MPIRUN(nranks, timeout_s, x)                                        \
+  if (!parallel::MpiBuiltIn()) GTEST_SKIP() << "this build has no MPI (libopenmpi-dev)";     \
+  const bool strata_mpi_child = testing_util::MpiChild();                                   \
+  testing_util::MpirunExit x;                                                               \
+  if (!strata_mpi_child) x = testing_util::RunUnderMpirun(nranks, timeout_s)
+
+class MpiLogits : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(MpiLogits, MixedStepsMatchOneDevice) {
+  const SplitCase& sc = GetParam();
+  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  STRATA_RUN_UNDER_MPIRUN(sc.tp * sc.pp, 60, x);
+  if (!strata_mpi_child) {
+    EXPECT_FALSE(x.killed) << "mpirun hung:\n" << x.output;
+    EXPECT_EQ(x.code, 0) << x.output;
+    EXPECT_NE(x.output.find("max |logit - one device|"), std::string::npos) << x.output;
+    return;
+  }
+  RunMixedStepsRank(sc, path, /*mpi=*/true);
+}
+
+// TP=2 x PP=2: four processes, a world communicator and one per stage, all formed at once.
+INSTANTIATE_TEST_SUITE_P(Models, MpiLogits,
+                         ::testing::Values(SplitCase{"stories260K/stories260K.gguf", 2, 1},
+                                           SplitCase{"stories260K/stories260K.gguf", 1, 2},
+                                           SplitCase{"hf-tiny/llama-gqa", 2, 1},
+                                           SplitCase{"stories260K/stories260K.gguf", 2, 2}),
+                         CaseName);
+
+class MpiEngine : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(MpiEngine, GreedyMatchesOneDevice) {
+  const SplitCase& sc = GetParam();
+  const std::string path = std::string(STRATA_SHARED_DIR) + "/models/" + sc.model;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing shared model " << path;
+  STRATA_RUN_UNDER_MPIRUN(sc.tp * sc.pp, 60, x);
+  if (!strata_mpi_child) {
+    EXPECT_FALSE(x.killed) << "mpirun hung:\n" << x.output;
+    EXPECT_EQ(x.code, 0) << x.output;
+    return;
+  }
+  RunEngineRank(sc, path, /*mpi=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MpiEngine,
+                         ::testing::Values(SplitCase{"stories260K/stories260K.gguf", 2, 1},
+                                           SplitCase{"stories260K/stories260K.gguf", 1, 2}),
+                         CaseName);
+
+// Rank 1 exits after loading, without a word: the job ends with an error (mpirun notices the
+// rank's end, or rank 0's collective fails at its 5 s deadline and aborts the job), no hang.
+TEST(MpiFailure, KilledRankEndsTheJobWithAnError) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "missing shared model " << kStories;
+  STRATA_RUN_UNDER_MPIRUN(2, 60, x);
+  if (!strata_mpi_child) {
+    EXPECT_FALSE(x.killed) << "mpirun hung:\n" << x.output;
+    EXPECT_NE(x.code, 0) << x.output;
+    EXPECT_EQ(x.output.find("rank 0 finished its step"), std::string::npos) << x.output;
+    return;
+  }
+  ModelRuntimeOptions o;
+  o.max_batch_tokens = 16;
+  o.max_seqs = 2;
+  o.num_blocks = 16;
+  RankRun r;
+  ASSERT_NO_FATAL_FAILURE(StartRank(r, kStories, 2, 1, o, 5000, /*mpi=*/true));
+  if (!r.rt->is_rank_zero()) _exit(3);  // gone without a word
+  const std::vector<StepInput> steps = MixedSteps(*r.model, static_cast<int32_t>(r.file->config.vocab_size));
+  std::vector<float> logits;
+  absl::Status st = r.model->Forward(steps[0], &logits);
+  // Not reached while the job ends (mpirun kills this rank, or the failed collective aborts
+  // the job); if it were, the step must have failed.
+  ASSERT_FALSE(st.ok());
+  std::printf("rank 0 finished its step: %s\n", std::string(st.message()).c_str());
+}
+
+// Rank 1 is alive but stops answering: rank 0's collective gives up after its 1 s timeout and
+// aborts the job with the reason, long before the rank would answer.
+TEST(MpiFailure, HungRankAbortsTheJobAtTheTimeout) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "missing shared model " << kStories;
+  STRATA_RUN_UNDER_MPIRUN(2, 60, x);
+  if (!strata_mpi_child) {
+    EXPECT_FALSE(x.killed) << "mpirun hung:\n" << x.output;
+    EXPECT_NE(x.code, 0) << x.output;
+    EXPECT_NE(x.output.find("timed out after 1000 ms"), std::string::npos) << x.output;
+    EXPECT_NE(x.output.find("aborting the MPI job"), std::string::npos) << x.output;
+    EXPECT_LT(x.seconds, 25.0) << x.output;  // rank 1 would answer after 30 s
+    return;
+  }
+  ModelRuntimeOptions o;
+  o.max_batch_tokens = 16;
+  o.max_seqs = 2;
+  o.num_blocks = 16;
+  RankRun r;
+  ASSERT_NO_FATAL_FAILURE(StartRank(r, kStories, 1, 2, o, 1000, /*mpi=*/true));
+  if (!r.rt->is_rank_zero()) {
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // hangs, then leaves
+    _exit(0);
+  }
+  const std::vector<StepInput> steps = MixedSteps(*r.model, static_cast<int32_t>(r.file->config.vocab_size));
+  std::vector<float> logits;
+  absl::Status st = r.model->Forward(steps[0], &logits);
+  ASSERT_FALSE(st.ok());  // not reached: the failed collective aborts the job
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,101 @@ inline std::vector<RankExit> RunRanks(int nranks, double timeout_s, const std::v
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return exits;
+}
+
+// ---- Ranks under Open MPI's mpirun (one host, two processes, MPI transport forced). ----
+
+// Whether this process is a rank that RunUnderMpirun started.
+inline bool MpiChild() { return std::getenv("STRATA_TEST_MPI") != nullptr; }
+
+struct MpirunExit {
+  int code = -1;        // mpirun's exit status, or -1
+  bool killed = false;  // still running at the deadline (then killed)
+  double seconds = 0;
+  std::string output;   // stdout and stderr of mpirun and its ranks
+};
+
+// Runs the current test in `nranks` processes started by `mpirun -np nranks --oversubscribe`
+// (as root where needed) and waits at most timeout_s seconds; mpirun runs in its own process
+// group, which is killed whole at the deadline.
+inline MpirunExit RunUnderMpirun(int nranks, double timeout_s) {
+  MpirunExit x;
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+    ADD_FAILURE() << "mpirun not found (scripts/install-deps.sh installs openmpi-bin)";
+    return x;
+  }
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    ADD_FAILURE() << "cannot read /proc/self/exe";
+    return x;
+  }
+  char log_name[] = "/tmp/strata-mpirun-XXXXXX";
+  const int log_fd = mkstemp(log_name);
+  if (log_fd < 0) {
+    ADD_FAILURE() << "mkstemp failed";
+    return x;
+  }
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(nranks), "--oversubscribe",
+                                   "-x", "STRATA_TEST_MPI=1", "-x", "OMP_WAIT_POLICY=PASSIVE",
+                                   std::string(self, static_cast<size_t>(n)),
+                                   std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name()};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string s(*e);
+    if (s.rfind("GTEST_", 0) == 0 || s.rfind("STRATA_TEST_", 0) == 0) continue;
+    env.push_back(s);
+  }
+  // Root in CI containers; vader's single-copy (CMA) needs ptrace rights containers lack.
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  env.push_back("OMPI_MCA_btl_vader_single_copy_mechanism=none");
+  env.push_back("OMP_WAIT_POLICY=PASSIVE");
+  std::vector<char*> argv, envp;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const auto start = std::chrono::steady_clock::now();
+  const int err = posix_spawnp(&pid, "mpirun", &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(log_fd);
+  if (err != 0) {
+    ADD_FAILURE() << "cannot start mpirun";
+    unlink(log_name);
+    return x;
+  }
+  for (;;) {
+    x.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      x.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      break;
+    }
+    if (x.seconds > timeout_s) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      x.killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);  // any rank left behind
+  std::ifstream log(log_name);
+  x.output.assign(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+  unlink(log_name);
+  return x;
 }
 
 }  // namespace strata::testing_util

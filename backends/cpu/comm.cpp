@@ -1,6 +1,7 @@
-#include "backends/cpu/comm_shm.h"
+#include "backends/cpu/comm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -10,17 +11,31 @@
 #include "backends/cpu/cpu_objects.h"
 #include "backends/cpu/half_convert.h"
 #include "backends/cpu/tensor_view.h"
+#include "core/parallel/mpi_group.h"
 #include "core/parallel/shm_group.h"
 
 struct strata_comm_s {
   strata_device dev = nullptr;
-  std::unique_ptr<strata::parallel::ShmGroup> group;
+  std::unique_ptr<strata::parallel::ProcessGroup> group;
 };
 
 namespace strata::cpu {
 namespace {
 
+using parallel::MpiGroup;
 using parallel::ShmGroup;
+
+// The first bytes of an id that says "join through MPI"; a shared-memory id is 16 random
+// bytes (a chance of 2^-64 to look like one).
+constexpr char kMpiIdMagic[] = "strataMP";
+constexpr size_t kMpiMagicBytes = sizeof(kMpiIdMagic) - 1;
+static_assert(kMpiMagicBytes + MpiGroup::kKeyBytes == ShmGroup::kIdBytes);
+
+// Whether the process asks for MPI between the ranks (strata's --parallel-transport mpi).
+bool MpiRequested() {
+  const char* t = std::getenv("STRATA_PARALLEL_TRANSPORT");
+  return t != nullptr && std::strcmp(t, "mpi") == 0;
+}
 
 template <typename F>
 strata_status Guarded(const char* op, F&& f) {
@@ -86,7 +101,14 @@ void Store(char* p, int32_t dtype, float f) {
 strata_status GetUniqueId(void* id) {
   return Guarded("get_unique_id", [&]() -> absl::Status {
     if (id == nullptr) return absl::InvalidArgumentError("get_unique_id: null id");
-    absl::StatusOr<std::string> bytes = ShmGroup::NewId();
+    absl::StatusOr<std::string> bytes = ShmGroup::NewId();  // random
+    if (bytes.ok() && MpiRequested()) {
+      if (!parallel::MpiBuiltIn())
+        return absl::UnimplementedError("get_unique_id: STRATA_PARALLEL_TRANSPORT=mpi, but this CPU backend was built without MPI");
+      if (!parallel::MpiReady())
+        return absl::FailedPreconditionError("get_unique_id: STRATA_PARALLEL_TRANSPORT=mpi, but MPI is not initialized in this process");
+      bytes->replace(0, kMpiMagicBytes, kMpiIdMagic);
+    }
     if (!bytes.ok()) return bytes.status();
     std::memcpy(id, bytes->data(), bytes->size());
     return absl::OkStatus();
@@ -100,12 +122,20 @@ strata_status CommCreate(strata_device dev, const void* id, int32_t nranks, int3
     if (id == nullptr || out == nullptr) return absl::InvalidArgumentError("comm_create: null id or out");
     *out = nullptr;
     if (timeout_ms < 0) return absl::InvalidArgumentError("comm_create: negative timeout");
-    auto group = ShmGroup::Join(std::string(static_cast<const char*>(id), ShmGroup::kIdBytes), nranks, rank,
-                                timeout_ms);
-    if (!group.ok()) return AsDeviceError(group.status());
+    const std::string bytes(static_cast<const char*>(id), ShmGroup::kIdBytes);
+    std::unique_ptr<parallel::ProcessGroup> group;
+    if (bytes.compare(0, kMpiMagicBytes, kMpiIdMagic) == 0) {
+      auto g = MpiGroup::Split(bytes.substr(kMpiMagicBytes), nranks, rank, timeout_ms);
+      if (!g.ok()) return AsDeviceError(g.status());
+      group = std::move(*g);
+    } else {
+      auto g = ShmGroup::Join(bytes, nranks, rank, timeout_ms);
+      if (!g.ok()) return AsDeviceError(g.status());
+      group = std::move(*g);
+    }
     auto c = std::make_unique<strata_comm_s>();
     c->dev = dev;
-    c->group = std::move(*group);
+    c->group = std::move(group);
     RegisterHandle(c.get(), HandleKind::kComm);
     *out = c.release();
     return absl::OkStatus();
@@ -216,6 +246,6 @@ const strata_comm_v1 kCommTable = {
 
 }  // namespace
 
-const strata_comm_v1* ShmCommTable() { return &kCommTable; }
+const strata_comm_v1* CommTable() { return &kCommTable; }
 
 }  // namespace strata::cpu

@@ -1,0 +1,329 @@
+// The tensor-core quantized GEMV (W4A16 / W8A16 decode, 1-8 tokens) over a kQuantTiled
+// weight (kernels/cuda/quant.h): out[t, :] (+)= x[t, :] * W^T.
+//
+// Why tensor cores for a GEMV: the SIMT kernel (quant_gemv.cu) spends ~3 instructions per
+// INT4 value (x reloaded and converted per row pair, products and sums), which bounds it at
+// ~2 TB/s on the H200, well under HBM's ~4.8. Here one mma.m16n8k16 multiplies a 16x16 step
+// of dequantized weights by 16 columns of up to 8 tokens' x (the B fragment: tokens beyond n
+// are zero), with F32 accumulation: the dequantization is the only per-value work, about
+// 1.5 instructions per value, and 8 tokens cost what 1 does.
+//
+// Layout and dequantization: each lane's 16-byte load is exactly its A fragments for a
+// 64-column (INT4) or 32-column (INT8) chunk of a 16-row tile. INT4 in BF16: the nibbles of a
+// pair land in the mantissas of two BF16 halves as 128 + q ((word >> 4j) & 0x000F000F |
+// 0x43004300, exact: BF16 spacing in [128, 256) is 1), and one FMA2 subtracts 128 + z, leaving
+// q - z exactly; x stays BF16, as the device has it. INT8 in FP16 (BF16's 8-bit mantissa cannot
+// hold 256 values exactly): a PRMT places the biased byte u = q + 128 under the exponent of
+// 1024 (0x64uu is 1024 + u), one FMA2 subtracts 1152; x is converted to FP16 on its load
+// (exact for 6e-5 <= |x| <= 65504; the device's activations live well inside that).
+//
+// Scales: the products go into an F32 fragment that is scaled and added to the accumulator
+// when their group ends (tested once per chunk when groups are whole chunks, else per
+// 16-column step; per-row scales once at the end); a group's scales and zeros are loaded a
+// group ahead.
+//
+// Work split: a block of 8 warps takes 8 / kw tiles; the kw warps of a tile take contiguous
+// ranges of its chunks (split-K), double-buffered rounds of kRound 16-byte loads per lane
+// (streaming: ld.global.nc.L1::no_allocate), and the partial sums meet in shared memory.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
+#include "kernels/cuda/quant.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kBlockWarps = 8;
+// kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
+// fits 3 blocks per SM without spills; 4 takes 2 blocks per SM, 2 leaves registers unused.
+// STRATA_CUDA_QGEMV_ROUND=2|3|4 picks one (device A/Bs).
+constexpr int MinBlocksFor(int round) { return round >= 4 ? 2 : 3; }
+
+__device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t FmaBf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ uint32_t FmaF16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// The A fragment of one 16x16 step. INT4: `word` is the step's word, neg_z[h] the BF16 pair
+// -(128 + z) of row group + 8h. INT8: words w0, w1.
+__device__ __forceinline__ void DequantInt4Step(uint32_t word, const uint32_t (&neg_z)[2], uint32_t (&a)[4]) {
+  constexpr uint32_t kOne = 0x3f803f80u;  // BF16 (1, 1)
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t bits = ((word >> (4 * j)) & 0x000f000fu) | 0x43004300u;  // 128 + q, two BF16
+    a[j] = FmaBf16x2(bits, kOne, neg_z[j & 1]);
+  }
+}
+__device__ __forceinline__ void DequantInt8Step(uint32_t w0, uint32_t w1, uint32_t (&a)[4]) {
+  constexpr uint32_t kOne = 0x3c003c00u, kNeg1152 = 0xe480e480u;  // FP16 (1, 1), (-1152, -1152)
+  constexpr uint32_t kExp = 0x64646464u;
+  a[0] = FmaF16x2(Prmt(w0, kExp, 0x4140u), kOne, kNeg1152);  // bytes 0, 1 -> 1024 + u
+  a[1] = FmaF16x2(Prmt(w0, kExp, 0x4342u), kOne, kNeg1152);  // bytes 2, 3
+  a[2] = FmaF16x2(Prmt(w1, kExp, 0x4140u), kOne, kNeg1152);
+  a[3] = FmaF16x2(Prmt(w1, kExp, 0x4342u), kOne, kNeg1152);
+}
+
+// The B fragment of one step for this lane's token (lane / 4), columns k + 2t (b0) and
+// k + 2t + 8 (b1): BF16 pairs as stored, or converted to FP16 for the INT8 path.
+template <int kValues>
+// xk is a readable row for every lane: lanes past the last token read the last token's row
+// (the same lines, no extra traffic) and fill B columns whose products are never stored (an
+// mma's output columns are independent), so the loads need no condition.
+__device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, uint32_t& b0, uint32_t& b1) {
+  const uint32_t v0 = __ldg(reinterpret_cast<const unsigned int*>(xk));
+  const uint32_t v1 = __ldg(reinterpret_cast<const unsigned int*>(xk + 8));
+  if constexpr (kValues == kQuantInt4) {
+    b0 = v0;
+    b1 = v1;
+  } else {
+    b0 = PackPair<__half>(__uint_as_float(v0 << 16), __uint_as_float(v0 & 0xffff0000u));
+    b1 = PackPair<__half>(__uint_as_float(v1 << 16), __uint_as_float(v1 & 0xffff0000u));
+  }
+}
+
+// One group's scales for rows group and group + 8 of a tile, and (INT4) the BF16 pairs
+// -(128 + z) that DequantInt4Step subtracts.
+struct GroupScales {
+  float s_lo = 0.0f, s_hi = 0.0f;
+  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // z = 8: symmetric INT4
+};
+template <int kValues>
+struct GroupParams {
+  const float* scales;   // this lane's row `group` of the tile, group 0 ([ngroups][16])
+  const uint8_t* zeros;  // the same, or null
+  int ngroups;
+  __device__ __forceinline__ GroupScales Load(int gi) const {
+    gi = gi < ngroups ? gi : ngroups - 1;  // past the last group: padding steps (x = 0), or none
+    GroupScales g;
+    g.s_lo = __ldg(scales + gi * 16);
+    g.s_hi = __ldg(scales + gi * 16 + 8);
+    if (kValues == kQuantInt4 && zeros != nullptr) {
+      g.neg_z[0] = (0xc300u + __ldg(zeros + gi * 16)) * 0x00010001u;
+      g.neg_z[1] = (0xc300u + __ldg(zeros + gi * 16 + 8)) * 0x00010001u;
+    }
+    return g;
+  }
+};
+
+// kChunkGroups: group_size is 0 or a multiple of the chunk's columns.
+template <int kValues, bool kChunkGroups, int kRound, typename O>
+__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+  using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
+  constexpr int kSteps = kQuantTiledChunkCols(kValues) / 16;  // 16-column steps per chunk
+  __shared__ float partial[kBlockWarps][32][4];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int group = lane >> 2, t = lane & 3;
+  const QuantWeightView& w = a.w;
+  const int64_t tiles = (w.rows + 15) / 16;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * (kBlockWarps / kw) + warp / kw;
+  const int ks = warp % kw;
+  const bool active = tile < tiles;
+  // This warp's chunks: a contiguous range of the tile's.
+  // Chunk and step counts fit in 32 bits (cols <= 2^31): fewer registers than 64-bit ones.
+  const int chunks = static_cast<int>(w.chunks);
+  const int per = (chunks + kw - 1) / kw;
+  const int c_begin = active && ks * per < chunks ? ks * per : chunks;
+  const int c_end = active && c_begin + per < chunks ? c_begin + per : chunks;
+
+  const uint4* wp = reinterpret_cast<const uint4*>(w.data) + tile * w.chunks * 32 + lane;
+  uint4 buf[kRound];
+#pragma unroll
+  for (int u = 0; u < kRound; ++u) buf[u] = c_begin + u < c_end ? LoadStreaming(wp + (c_begin + u) * 32) : uint4{};
+  // Groups in steps (per-row scales: one group spanning everything).
+  const int total_steps = chunks * kSteps;
+  const int cols = static_cast<int>(w.cols);
+  const int gsteps = w.group_size > 0 ? static_cast<int>(w.group_size / 16) : total_steps + kSteps;  // 0: never ends
+  const int step0 = c_begin * kSteps;
+  int grp = step0 / gsteps;
+  // Steps (kChunkGroups: chunks) until this group ends. With groups of whole chunks (or
+  // per-row scales) the test runs once per chunk; ranges start at chunk boundaries.
+  const int gunits = kChunkGroups ? gsteps / kSteps : gsteps;
+  int left = kChunkGroups ? gunits - c_begin % gunits : gsteps - step0 % gsteps;
+  // The scales (and zeros) of the current group and of the next one, loaded a group ahead:
+  // the zeros are needed by the first step of a group, and a load issued only at the group's
+  // start would stall the warp for a trip to memory once per group.
+  const GroupParams<kValues> params{w.scales + tile * w.ngroups * 16 + group,
+                                    w.zeros != nullptr ? w.zeros + tile * w.ngroups * 16 + group : nullptr,
+                                    static_cast<int>(w.ngroups)};
+  GroupScales now, next;
+  if (c_begin < c_end) {
+    now = params.Load(grp);
+    next = params.Load(grp + 1);
+  }
+  AllowDependentLaunch();
+  WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
+
+  const int n = static_cast<int>(a.n);
+  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx + 2 * t;
+
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // the current group's products
+  // A group ends: its products, scaled, go into the accumulator.
+  auto end_group = [&]() {
+    acc[0] = fmaf(d[0], now.s_lo, acc[0]);
+    acc[1] = fmaf(d[1], now.s_lo, acc[1]);
+    acc[2] = fmaf(d[2], now.s_hi, acc[2]);
+    acc[3] = fmaf(d[3], now.s_hi, acc[3]);
+    d[0] = d[1] = d[2] = d[3] = 0.0f;
+    left = gunits;
+    now = next;
+    next = params.Load(++grp + 1);
+  };
+  for (int c = c_begin; c < c_end; c += kRound) {
+    // x of this round's first step, and the columns left from there: the steps below then
+    // load at constant offsets and test the padding against a constant.
+    const __nv_bfloat16* xr = xrow + c * (kSteps * 16);
+    const int cols_left = cols - c * (kSteps * 16);
+    uint4 cur[kRound];
+#pragma unroll
+    for (int u = 0; u < kRound; ++u) cur[u] = buf[u];
+#pragma unroll
+    for (int u = 0; u < kRound; ++u) {
+      const int cn = c + kRound + u;
+      if (cn < c_end) buf[u] = LoadStreaming(wp + cn * 32);
+    }
+    // kCheck: this round reaches the weight's last chunk, where steps past cols (padding) and
+    // chunks past the range are skipped; every other round runs without those tests.
+    auto round = [&](auto check_tag) {
+      constexpr bool kCheck = decltype(check_tag)::value;
+#pragma unroll
+      for (int u = 0; u < kRound; ++u) {
+        if (kCheck && c + u >= c_end) break;
+        const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          const int ks16 = (u * kSteps + s) * 16;
+          if (kCheck && ks16 >= cols_left) break;  // the padding of the last chunk
+          uint32_t b0, b1;
+          LoadX<kValues>(xr + ks16, b0, b1);
+          uint32_t af[4];
+          if constexpr (kValues == kQuantInt4) {
+            DequantInt4Step(words[s], now.neg_z, af);
+          } else {
+            DequantInt8Step(words[2 * s], words[2 * s + 1], af);
+          }
+          Mma<K>(d, af, b0, b1);
+          if (!kChunkGroups && --left == 0) end_group();
+        }
+        if (kChunkGroups && --left == 0) end_group();
+      }
+    };
+    if (c + kRound <= c_end && cols_left >= kRound * kSteps * 16) {
+      round(std::false_type{});
+    } else {
+      round(std::true_type{});
+    }
+  }
+  if (c_begin < c_end) {  // the range's last (partial) group
+    acc[0] = fmaf(d[0], now.s_lo, acc[0]);
+    acc[1] = fmaf(d[1], now.s_lo, acc[1]);
+    acc[2] = fmaf(d[2], now.s_hi, acc[2]);
+    acc[3] = fmaf(d[3], now.s_hi, acc[3]);
+  }
+
+  // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (!active || ks != 0) return;
+  for (int j = 1; j < kw; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += partial[warp + j][lane][i];
+  }
+  O* out = static_cast<O*>(a.out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = tile * 16 + group + (i >> 1) * 8;
+    const int tok = 2 * t + (i & 1);
+    if (row >= w.rows || tok >= n) continue;
+    const float v = acc[i] + (a.bias != nullptr ? a.bias[row] : 0.0f);
+    O* o = out + tok * a.ldo + row;
+    *o = FromF32<O>(a.accumulate ? ToF32(*o) + v : v);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
+  if (a.n <= 0) return cudaSuccess;
+  const QuantWeightView& w = a.w;
+  if (a.n > kQuantGemvMaxTokens || w.layout != kQuantTiled || (w.values != kQuantInt4 && w.values != kQuantInt8) ||
+      a.x_dtype != STRATA_DTYPE_BF16 || w.cols % 16 != 0 || (w.group_size != 0 && w.group_size % 16 != 0) ||
+      (reinterpret_cast<uintptr_t>(a.x) & 3u) != 0 || a.ldx % 2 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 8 chunks each
+  // for a 4096-column INT4 row); a Llama-3-8B product then has >= 256 blocks.
+  // STRATA_CUDA_QGEMV_KW=1|2|4|8 forces it (device A/Bs; warps past the last chunk idle).
+  static const int forced_kw = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_KW");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
+  }();
+  int kw = w.chunks >= 32 ? 8 : w.chunks >= 8 ? 4 : w.chunks >= 2 ? 2 : 1;
+  if (forced_kw > 0) kw = forced_kw;
+  static const int round = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_ROUND");
+    const int v = e != nullptr ? std::atoi(e) : 3;
+    return v >= 2 && v <= 4 ? v : 3;
+  }();
+  const int64_t tiles = (w.rows + 15) / 16;
+  const int64_t blocks = (tiles + kBlockWarps / kw - 1) / (kBlockWarps / kw);
+  const bool chunk_groups = w.group_size % kQuantTiledChunkCols(w.values) == 0;  // also group_size 0
+  cudaError_t e = cudaErrorInvalidValue;
+  auto launch = [&](auto o_tag) {
+    using O = decltype(o_tag);
+    auto go = [&](auto kernel) {
+      e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, 0, a.overlap_previous, stream, a, kw);
+    };
+    auto by_round = [&](auto round_tag) {
+      constexpr int R = decltype(round_tag)::value;
+      if (w.values == kQuantInt4) {
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, O>)
+                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, O>);
+      } else {
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, O>)
+                     : go(QuantGemvTiledKernel<kQuantInt8, false, R, O>);
+      }
+    };
+    switch (round) {
+      case 2: by_round(std::integral_constant<int, 2>{}); break;
+      case 4: by_round(std::integral_constant<int, 4>{}); break;
+      default: by_round(std::integral_constant<int, 3>{}); break;
+    }
+  };
+  if (a.out_dtype == STRATA_DTYPE_F32) {
+    launch(float{});
+  } else if (a.out_dtype == STRATA_DTYPE_BF16) {
+    launch(__nv_bfloat16{});
+  }
+  return e;
+}
+
+}  // namespace strata::cuda
