@@ -33,12 +33,18 @@
 //    correct for any seq_lens <= max_seq_len. Slices past a sequence's end (and seq_len-0
 //    padding slots) read nothing and write an empty partial (sum 0, zeros), or zeros as the
 //    output when there is one split.
-//  - 8-bit caches (kv_element_access.cuh; bf16 activations): a lane's 8 columns are 8 bytes,
-//    copied with one 8-byte cp.async into the low half of its 16-byte slot, and converted to
-//    float in registers. FP8's per-tensor k_scale is folded into the query's scale and
-//    v_scale into the output; an I8 row's scale is copied (4 bytes) beside its values in the
-//    slot and applied on conversion. The fused rope/KV write handles FP8; an I8 cache's rows
-//    are written by rope_kv_write (they may requantize their block), so it is never fused.
+//  - 8-bit caches (kv_element_access.cuh; bf16 activations). "Narrow" (CPL = 8, the layout
+//    of the 16-bit caches; the default): a lane's 8 columns are 8 bytes, copied with an
+//    8-byte cp.async into the low half of its slot, an I8 scale in the slot's word z.
+//    "Wide" (STRATA_CUDA_GQA_KV8=wide; CPL = 16, GROUP <= 4, head_dim % 16 == 0; not yet
+//    measured): a lane owns 16 columns, one 16-byte cp.async per row as for BF16, so a key
+//    row has half the lanes (G = head_dim / 16) and the per-key shuffle reductions and
+//    softmax work of the lane group shrink with it (at the cache's halved bytes the narrow
+//    form may be bound by that arithmetic); I8 row scales go to their own per-thread slots. Values are
+//    converted to float in registers. FP8's per-tensor k_scale is folded into the query's
+//    scale and v_scale into the output; I8 scales are applied on conversion. The fused
+//    rope/KV write handles FP8; an I8 cache's rows are written by rope_kv_write (they may
+//    requantize their block), so it is never fused.
 #include "kernels/cuda/decode_attention_gqa.h"
 
 #include <cuda_bf16.h>
@@ -47,6 +53,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -77,6 +84,7 @@ struct GqaPlan {
   int32_t lanes_log2 = 0;  // log2(G), G = lanes per key row
   int32_t bs_shift = -1;   // log2(block_size) when a power of two, else -1
   int32_t splits = 1;
+  int32_t cpl = 8;         // columns per lane: 8, or 16 for the wide 8-bit form
   float qmul = 1.0f;       // scale * log2(e) (no softcap) or scale (softcap)
   float softcap = 0.0f;
   float inv_softcap = 0.0f;
@@ -171,10 +179,10 @@ struct KvOctet<int8_t> {
     const float s = __uint_as_float(r[0].z);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
+      float q[4];
+      I8x4ToFloat(w[j], q);
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        f[4 * j + b] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w[j] >> (8 * b)))) * s;
-      }
+      for (int b = 0; b < 4; ++b) f[4 * j + b] = q[b] * s;
     }
   }
 };
@@ -192,57 +200,93 @@ struct KvOctet<float> {
   }
 };
 
+// The wide 8-bit form: 16 values of one 16-byte word as float (I8: times the row's scale s).
+__device__ __forceinline__ void Wide16ToFloat(const uint4& r, float, __nv_fp8_e4m3, float (&f)[16]) {
+  uint32_t h[8];
+  Kv8ToHalf16(r, __nv_fp8_e4m3{}, h);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    __half2 v;
+    memcpy(&v, &h[j], sizeof(v));
+    const float2 x = __half22float2(v);
+    f[2 * j] = x.x;
+    f[2 * j + 1] = x.y;
+  }
+}
+__device__ __forceinline__ void Wide16ToFloat(const uint4& r, float s, int8_t, float (&f)[16]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float q[4];
+    I8x4ToFloat(w[j], q);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) f[4 * j + b] = q[b] * s;
+  }
+}
+
 // Keys per thread and pipeline stage (U), and the blocks per SM the register budget is sized
 // for (ptxas, sm_90a, no spills): acc holds GROUP*8 floats, the scores U*GROUP. An F32 cache
 // doubles the bytes per key, so it halves U; a stage is then always U*2*kChunks 16-byte
 // words per thread (16 KiB per block).
-constexpr int KeysPerThreadFor(int group_tmpl, int chunks) {
-  return (group_tmpl >= 8 ? 2 : 4) / chunks;
+// The wide 8-bit form (16 columns per lane, GROUP <= 4) holds twice the accumulators: U = 2,
+// and at GROUP 4 3 blocks per SM (170 registers; with 4 blocks and U = 4 ptxas spilled
+// 250-420 bytes, with U = 2 still 72-108).
+constexpr int KeysPerThreadFor(int group_tmpl, int chunks, int cpl = 8) {
+  return cpl == 16 ? 2 : (group_tmpl >= 8 ? 2 : 4) / chunks;
 }
-constexpr int MinBlocksPerSmFor(int group_tmpl, int chunks) {
-  return group_tmpl >= 8 ? (chunks == 2 ? 2 : 3) : 4;
+constexpr int MinBlocksPerSmFor(int group_tmpl, int chunks, int cpl = 8) {
+  return group_tmpl >= 8 ? (chunks == 2 ? 2 : 3) : cpl == 16 && group_tmpl >= 4 ? 3 : 4;
 }
-template <int GROUP, typename K>
+template <int GROUP, typename K, int CPL = 8>
 constexpr int KeysPerThread() {
-  return KeysPerThreadFor(GROUP, KvOctet<K>::kChunks);
+  return KeysPerThreadFor(GROUP, KvOctet<K>::kChunks, CPL);
 }
-template <int GROUP, typename K>
+template <int GROUP, typename K, int CPL = 8>
 constexpr int MinBlocksPerSm() {
-  return MinBlocksPerSmFor(GROUP, KvOctet<K>::kChunks);
+  return MinBlocksPerSmFor(GROUP, KvOctet<K>::kChunks, CPL);
 }
 // Pipeline depth: while a thread computes step j, steps j+1 and j+2 are in flight.
 constexpr int kStages = 3;
 
 // Shared memory of the attention block, in bytes:
 //   K/V stages [kStages][U][K, V][kChunks][kThreads] 16-byte words (per-thread slots)
-//   | key masks [kStages][kThreads] | query [GROUP][G*8] floats (zero-padded past D);
+//   | key masks [kStages][kThreads] | query [GROUP][G*CPL] floats (zero-padded past D)
+//   | (wide I8) row scales [kStages][U][K, V][kThreads] floats;
 // after the key loop the stage area is reused for the merge: per-group outputs
 // [NG][GROUP][D] | per-group max, sum, merge factor [NG][GROUP] each | block max, sum [2][GROUP].
 struct SmemLayout {
-  int64_t stage_bytes, mask_off, q_off, total;
+  int64_t stage_bytes, mask_off, q_off, scale_off, total;
 };
-constexpr SmemLayout MakeSmemLayout(int group_tmpl, int keys_u, int chunks, int32_t head_dim, int32_t lanes_log2) {
+constexpr SmemLayout MakeSmemLayout(int group_tmpl, int keys_u, int chunks, int32_t head_dim, int32_t lanes_log2,
+                                    int cpl = 8, bool slot_scales = false) {
   const int64_t G = int64_t{1} << lanes_log2, NG = kThreads / G;
   const int64_t stages = int64_t{kStages} * keys_u * 2 * chunks * kThreads * 16;
   const int64_t merge = 4 * (NG * group_tmpl * head_dim + 3 * NG * group_tmpl + 2 * group_tmpl);
   const int64_t area = stages > merge ? stages : merge;
   const int64_t mask_off = area;
   const int64_t q_off = mask_off + int64_t{kStages} * kThreads * 4;
-  return SmemLayout{area, mask_off, q_off, q_off + 4 * group_tmpl * G * 8};
+  const int64_t scale_off = q_off + 4 * group_tmpl * G * cpl;
+  const int64_t scale_bytes = slot_scales ? int64_t{kStages} * keys_u * 2 * kThreads * 4 : 0;
+  return SmemLayout{area, mask_off, q_off, scale_off, scale_off + scale_bytes};
 }
-template <int GROUP, typename K>
+template <int GROUP, typename K, int CPL = 8>
 constexpr SmemLayout SmemFor(int32_t head_dim, int32_t lanes_log2) {
-  return MakeSmemLayout(GROUP, KeysPerThread<GROUP, K>(), KvOctet<K>::kChunks, head_dim, lanes_log2);
+  return MakeSmemLayout(GROUP, KeysPerThread<GROUP, K, CPL>(), KvOctet<K>::kChunks, head_dim, lanes_log2, CPL,
+                        CPL == 16 && std::is_same_v<K, int8_t>);
 }
 
 // FUSE_ROPE: the rope/KV write is fused in (a template parameter, so that the plain
 // attention's kernel carries none of its code or registers).
-template <typename T, typename K, int GROUP, bool FUSE_ROPE>
-__global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
+// CPL: columns per lane (8; 16 for the wide 8-bit form).
+template <typename T, typename K, int GROUP, bool FUSE_ROPE, int CPL = 8>
+__global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K, CPL>()))
     DecodeGqaKernel(AttentionArgs a, KvLayout kv, GqaPlan plan, float* __restrict__ ws, DecodeRopeArgs rope) {
   AllowDependentLaunch();  // without splits, the o projection follows this kernel
+  constexpr bool kWide = CPL == 16;
+  static_assert(CPL == 8 || (kWide && sizeof(K) == 1), "16 columns per lane: 8-bit caches only");
+  constexpr bool kSlotScales = kWide && std::is_same_v<K, int8_t>;
   constexpr int KC = KvOctet<K>::kChunks;
-  constexpr int U = KeysPerThread<GROUP, K>();
+  constexpr int U = KeysPerThread<GROUP, K, CPL>();
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
   float* smem = reinterpret_cast<float*>(smem_f4);
 
@@ -254,8 +298,8 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   const int32_t G = 1 << plan.lanes_log2;       // lanes per key row
   const int32_t NG = kThreads >> plan.lanes_log2;  // lane groups (keys per step and unroll slot)
   const int32_t grp = tid >> plan.lanes_log2;
-  const int32_t c = tid & (G - 1);              // this lane's column octet
-  const bool col_ok = c < (D >> 3);             // lanes past head_dim/8 idle (e.g. D = 96)
+  const int32_t c = tid & (G - 1);              // this lane's columns: [CPL c, CPL c + CPL)
+  const bool col_ok = c < D / CPL;              // lanes past head_dim/CPL idle (e.g. D = 96)
   const int32_t group = plan.group;
   const int32_t H = a.num_heads;
   const int32_t splits = plan.splits;
@@ -299,15 +343,19 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     return;  // block-uniform: before any barrier
   }
 
-  const SmemLayout lay = SmemFor<GROUP, K>(D, plan.lanes_log2);
+  const SmemLayout lay = SmemFor<GROUP, K, CPL>(D, plan.lanes_log2);
   unsigned char* smem_b = reinterpret_cast<unsigned char*>(smem);
   uint4* s_kv = reinterpret_cast<uint4*>(smem_b);
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(smem_b + lay.mask_off);
   float* s_q = reinterpret_cast<float*>(smem_b + lay.q_off);
-  const int32_t QS = G * 8;  // query row stride in shared memory (zero-padded past D)
+  float* s_scale = reinterpret_cast<float*>(smem_b + lay.scale_off);  // wide I8 only
+  const int32_t QS = G * CPL;  // query row stride in shared memory (zero-padded past D)
   // This thread's slot of (stage, key u, K or V, chunk).
   auto kv_slot = [&](int32_t stage, int u, int which, int ch) {
     return s_kv + ((static_cast<int32_t>(stage) * U + u) * 2 * KC + which * KC + ch) * kThreads + tid;
+  };
+  auto scale_slot = [&](int32_t stage, int u, int which) {
+    return s_scale + ((static_cast<int32_t>(stage) * U + u) * 2 + which) * kThreads + tid;
   };
 
   // Fused rope: the angles of token i go to the stage area, free until the first copy.
@@ -372,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   }
 
   const K* kbase = static_cast<const K*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
-                   static_cast<int64_t>(kvh) * D + c * 8;
+                   static_cast<int64_t>(kvh) * D + c * CPL;
   const K* vbase = kbase + kv.layer_half_elems;
   const int64_t pos_stride = static_cast<int64_t>(kv.num_kv_heads) * D;
   const int64_t blk_stride = pos_stride * kv.block_size;
@@ -404,7 +452,14 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
       if (ok && col_ok) {
         const int32_t bi = block_index(p);
         const int64_t off = static_cast<int64_t>(bk) * blk_stride + static_cast<int64_t>(p - bi * bs) * pos_stride;
-        if constexpr (kIsKv8<K>) {
+        if constexpr (kWide) {
+          CpAsync16(kv_slot(stage, u, 0, 0), kbase + off);
+          CpAsync16(kv_slot(stage, u, 1, 0), vbase + off);
+          if constexpr (kSlotScales) {
+            CpAsync4(scale_slot(stage, u, 0), KvScalePtr(kv, a.layer, 0, bk, kvh));
+            CpAsync4(scale_slot(stage, u, 1), KvScalePtr(kv, a.layer, 1, bk, kvh));
+          }
+        } else if constexpr (kIsKv8<K>) {
           CpAsync8(kv_slot(stage, u, 0, 0), kbase + off);
           CpAsync8(kv_slot(stage, u, 1, 0), vbase + off);
           if constexpr (std::is_same_v<K, int8_t>) {
@@ -436,13 +491,13 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
     fetch_blocks(kb + 2 * step, blk);
   }
 
-  float m[GROUP], l[GROUP], acc[GROUP][8];
+  float m[GROUP], l[GROUP], acc[GROUP][CPL];
 #pragma unroll
   for (int h = 0; h < GROUP; ++h) {
     m[h] = -INFINITY;
     l[h] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+    for (int e = 0; e < CPL; ++e) acc[h][e] = 0.0f;
   }
   __syncthreads();  // s_q written
 
@@ -463,21 +518,31 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
       for (int ch = 0; ch < KC; ++ch) {
         kr[ch] = (mask >> u) & 1u ? *kv_slot(stage_c, u, 0, ch) : make_uint4(0u, 0u, 0u, 0u);
       }
-      float kf[8];
-      KvOctet<K>::ToFloat(kr, kf);
+      float kf[CPL];
+      if constexpr (kWide) {
+        const float ks = kSlotScales && (mask >> u) & 1u ? *scale_slot(stage_c, u, 0) : 0.0f;
+        Wide16ToFloat(kr[0], ks, K{}, kf);
+      } else {
+        KvOctet<K>::ToFloat(kr, kf);
+      }
 #pragma unroll
       for (int h = 0; h < GROUP; ++h) {
-        const float4 qa = *reinterpret_cast<const float4*>(s_q + h * QS + c * 8);
-        const float4 qb = *reinterpret_cast<const float4*>(s_q + h * QS + c * 8 + 4);
-        float d0 = qa.x * kf[0];
-        d0 = fmaf(qa.y, kf[1], d0);
-        d0 = fmaf(qa.z, kf[2], d0);
-        d0 = fmaf(qa.w, kf[3], d0);
-        float d1 = qb.x * kf[4];
-        d1 = fmaf(qb.y, kf[5], d1);
-        d1 = fmaf(qb.z, kf[6], d1);
-        d1 = fmaf(qb.w, kf[7], d1);
-        sc[u][h] = d0 + d1;
+        float dsum = 0.0f;
+#pragma unroll
+        for (int e8 = 0; e8 < CPL; e8 += 8) {
+          const float4 qa = *reinterpret_cast<const float4*>(s_q + h * QS + c * CPL + e8);
+          const float4 qb = *reinterpret_cast<const float4*>(s_q + h * QS + c * CPL + e8 + 4);
+          float d0 = qa.x * kf[e8 + 0];
+          d0 = fmaf(qa.y, kf[e8 + 1], d0);
+          d0 = fmaf(qa.z, kf[e8 + 2], d0);
+          d0 = fmaf(qa.w, kf[e8 + 3], d0);
+          float d1 = qb.x * kf[e8 + 4];
+          d1 = fmaf(qb.y, kf[e8 + 5], d1);
+          d1 = fmaf(qb.z, kf[e8 + 6], d1);
+          d1 = fmaf(qb.w, kf[e8 + 7], d1);
+          dsum += d0 + d1;
+        }
+        sc[u][h] = dsum;
       }
     }
     for (int32_t o = G >> 1; o > 0; o >>= 1) {  // xor within the aligned group of G lanes
@@ -518,7 +583,7 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
       }
       l[h] = l[h] * alpha + psum;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[h][e] *= alpha;
+      for (int e = 0; e < CPL; ++e) acc[h][e] *= alpha;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -527,12 +592,17 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
       for (int ch = 0; ch < KC; ++ch) {
         vr[ch] = (mask >> u) & 1u ? *kv_slot(stage_c, u, 1, ch) : make_uint4(0u, 0u, 0u, 0u);
       }
-      float vf[8];
-      KvOctet<K>::ToFloat(vr, vf);
+      float vf[CPL];
+      if constexpr (kWide) {
+        const float vs = kSlotScales && (mask >> u) & 1u ? *scale_slot(stage_c, u, 1) : 0.0f;
+        Wide16ToFloat(vr[0], vs, K{}, vf);
+      } else {
+        KvOctet<K>::ToFloat(vr, vf);
+      }
 #pragma unroll
       for (int h = 0; h < GROUP; ++h) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(sc[u][h], vf[e], acc[h][e]);
+        for (int e = 0; e < CPL; ++e) acc[h][e] = fmaf(sc[u][h], vf[e], acc[h][e]);
       }
     }
     stage_c = stage_c == kStages - 1 ? 0 : stage_c + 1;
@@ -558,9 +628,11 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K>()))
   if (col_ok) {
 #pragma unroll
     for (int h = 0; h < GROUP; ++h) {
-      float4* dst = reinterpret_cast<float4*>(s_acc + (static_cast<int64_t>(grp) * GROUP + h) * D + c * 8);
-      dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
-      dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+      float4* dst = reinterpret_cast<float4*>(s_acc + (static_cast<int64_t>(grp) * GROUP + h) * D + c * CPL);
+#pragma unroll
+      for (int e4 = 0; e4 < CPL / 4; ++e4) {
+        dst[e4] = make_float4(acc[h][4 * e4], acc[h][4 * e4 + 1], acc[h][4 * e4 + 2], acc[h][4 * e4 + 3]);
+      }
     }
   }
   __syncthreads();
@@ -703,10 +775,24 @@ int GroupTemplate(int32_t group) { return group <= 1 ? 1 : group <= 2 ? 2 : grou
 
 int ChunksOf(int32_t kv_dtype) { return kv_dtype == STRATA_DTYPE_F32 ? 2 : 1; }
 
+// Columns per lane: 16 (the wide form, STRATA_CUDA_GQA_KV8=wide) for 8-bit caches where it
+// applies, else 8.
+int32_t ColumnsPerLane(const AttentionArgs& a, const KvLayout& kv) {
+  static const bool wide = [] {
+    const char* e = std::getenv("STRATA_CUDA_GQA_KV8");
+    return e != nullptr && std::strcmp(e, "wide") == 0;
+  }();
+  const bool kv8 = kv.dtype == STRATA_DTYPE_FP8_E4M3 || kv.dtype == STRATA_DTYPE_I8;
+  const bool fits = kv.num_kv_heads > 0 && GroupTemplate(a.num_heads / kv.num_kv_heads) <= 4 && kv.head_dim % 16 == 0;
+  return kv8 && fits && wide ? 16 : 8;
+}
+
 SmemLayout HostSmemLayout(const AttentionArgs& a, const KvLayout& kv) {
   const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
   const int chunks = ChunksOf(kv.dtype);
-  return MakeSmemLayout(g, KeysPerThreadFor(g, chunks), chunks, kv.head_dim, CeilLog2(kv.head_dim / 8));
+  const int32_t cpl = ColumnsPerLane(a, kv);
+  return MakeSmemLayout(g, KeysPerThreadFor(g, chunks, cpl), chunks, kv.head_dim, CeilLog2(kv.head_dim / cpl), cpl,
+                        cpl == 16 && kv.dtype == STRATA_DTYPE_I8);
 }
 
 // Splits depend on the launch shape only (never on the actual seq_lens). Blocks resident at
@@ -720,7 +806,7 @@ int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) 
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const int g = GroupTemplate(a.num_heads / kv.num_kv_heads);
   const int64_t per_sm = std::max<int64_t>(
-      1, std::min<int64_t>(MinBlocksPerSmFor(g, ChunksOf(kv.dtype)),
+      1, std::min<int64_t>(MinBlocksPerSmFor(g, ChunksOf(kv.dtype), ColumnsPerLane(a, kv)),
                            kSmemPerSm / (HostSmemLayout(a, kv).total + kSmemReservedPerBlock)));
   const int64_t slots = sms * per_sm;
   int64_t len = std::max<int32_t>(1, a.max_seq_len);
@@ -747,7 +833,8 @@ int32_t PlanSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) 
 GqaPlan MakePlan(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
   GqaPlan p;
   p.group = a.num_heads / kv.num_kv_heads;
-  p.lanes_log2 = CeilLog2(kv.head_dim / 8);
+  p.cpl = ColumnsPerLane(a, kv);
+  p.lanes_log2 = CeilLog2(kv.head_dim / p.cpl);
   const int32_t bsl = CeilLog2(kv.block_size);
   p.bs_shift = (int64_t{1} << bsl) == kv.block_size ? bsl : -1;
   p.splits = PlanSplits(a, kv, num_sms);
@@ -772,15 +859,15 @@ int64_t ElemSize(int32_t dtype) {
   }
 }
 
-template <typename T, typename K, int GROUP>
+template <typename T, typename K, int GROUP, int CPL = 8>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPlan& plan, float* ws,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K>(kv.head_dim, plan.lanes_log2).total);
-  auto kernel = DecodeGqaKernel<T, K, GROUP, false>;
+  const size_t smem = static_cast<size_t>(SmemFor<GROUP, K, CPL>(kv.head_dim, plan.lanes_log2).total);
+  auto kernel = DecodeGqaKernel<T, K, GROUP, false, CPL>;
   if constexpr (std::is_same_v<K, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeGqaKernel<T, K, GROUP, true>;
+    kernel = DecodeGqaKernel<T, K, GROUP, true, CPL>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -853,7 +940,18 @@ cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv,
       using K = decltype(kt);
       // 8-bit caches: bf16 activations only (refused by Supports otherwise).
       constexpr bool kInstantiated = !(sizeof(K) == 1 && sizeof(T) == 4);
+      constexpr bool kWideForm = sizeof(K) == 1;  // the 8-bit caches also have the wide form
       if constexpr (kInstantiated) {
+        if constexpr (kWideForm) {
+          if (plan.cpl == 16) {
+            switch (GroupTemplate(plan.group)) {
+              case 1: err = LaunchTyped<T, K, 1, 16>(a, kv, plan, workspace, rope, stream); break;
+              case 2: err = LaunchTyped<T, K, 2, 16>(a, kv, plan, workspace, rope, stream); break;
+              default: err = LaunchTyped<T, K, 4, 16>(a, kv, plan, workspace, rope, stream); break;
+            }
+            return;
+          }
+        }
         switch (GroupTemplate(plan.group)) {
           case 1: err = LaunchTyped<T, K, 1>(a, kv, plan, workspace, rope, stream); break;
           case 2: err = LaunchTyped<T, K, 2>(a, kv, plan, workspace, rope, stream); break;

@@ -34,6 +34,9 @@
 #              kv8_step.jsonl, the attention kernels alone in kv8_attention_bench.jsonl), then stories260K perplexity with
 #              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
 #              .gpu/shared/text/tinystories_sample.txt)
+#   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
+#              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
+#              with F32 activations
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -357,19 +360,29 @@ phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
     grep -vE "^\[ RUN|^\[       OK" | tail -50
+  stamp "the GQA decode kernel's wide 8-bit form (STRATA_CUDA_GQA_KV8=wide; the narrow one is the default)"
+  STRATA_CUDA_GQA_KV8=wide timeout 100 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.DecodeGqa*' \
+    2>&1 | tee "$OUT/cuda_kv8_test_wide.log" | grep -E "kv8 ops|FAILED|Failure|PASSED" | tail -12
   timeout 200 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='*Attention*/cuda' 2>&1 | \
     tee "$OUT/kv8_conformance_attention.log" | grep -E "note|FAILED|Failure|PASSED" | tail -20
   grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test.log" "$OUT/kv8_conformance_attention.log" && \
     stamp "8-bit KV cache tests failed (see cuda_kv8_test.log, kv8_conformance_attention.log)"
+  grep -qE "FAILED|Failure" "$OUT/cuda_kv8_test_wide.log" && stamp "the wide form failed (cuda_kv8_test_wide.log)"
   stamp "decode attention alone (attention, rope_attention): 1 and 32 sequences x 4,096 tokens, BF16 / FP8 / I8 caches"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
     timeout 150 "$BUILD/bin/cuda_op_bench" 2>&1 | tee "$OUT/kv8_attention_bench.jsonl"
+  stamp "the same, fp8 / int8 with the GQA kernel's wide 8-bit form"
+  STRATA_CUDA_GQA_KV8=wide STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=fp8,int8 \
+    STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 100 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '"gqa"' | \
+    tee "$OUT/kv8_attention_bench_wide.jsonl"
   stamp "decode step alone, op by op (no graphs, every sequence decoding): 32 x 4,096 tokens, BF16 / FP8 / I8 KV"
   : > "$OUT/kv8_step.jsonl"
-  for kv in bf16 fp8 int8; do
-    timeout 120 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" --options activations=bf16 \
-      --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv --mode decode --batch 32 --context 4096 --reps 10 \
-      | tee -a "$OUT/kv8_step.jsonl"
+  for kv in bf16 fp8 int8 fp8-wide; do
+    local env=""
+    [ "$kv" = fp8-wide ] && env="STRATA_CUDA_GQA_KV8=wide"
+    env $env timeout 120 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
+      --options activations=bf16 --shape llama3-8b --format bf16 --act bf16 --kv-dtype ${kv%-wide} --mode decode \
+      --batch 32 --context 4096 --reps 10 | sed "s/\"kv_dtype\":\"fp8\"/\"kv_dtype\":\"$kv\"/" | tee -a "$OUT/kv8_step.jsonl"
   done
   python3 -c 'import json,sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
@@ -416,11 +429,45 @@ for kv in ("f32", "fp8", "int8"):
   print("kv %-4s ppl cuda %s cpu %s  cuda/cpu %s" % (kv, c, p, "%.4f" % (c / p) if c and p else "-"))' "$OUT/kv8_ppl.jsonl"
 }
 
+# The follow-up of run 1 (2026-12-02): the 8-bit paths after the I8 conversion change, and the
+# GQA kernel's wide 8-bit form (STRATA_CUDA_GQA_KV8=wide) beside the default narrow one; FP8
+# perplexity with F32 activations (is CUDA's +1.45% over the CPU the BF16 rounding of K/V
+# before E4M3?). About 3 minutes.
+phase_kv8quick() {
+  stamp "8-bit op tests (every kernel path), then the GQA decode tests with the wide form"
+  timeout 100 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.*' 2>&1 | \
+    tee "$OUT/kv8q_ops.log" | grep -E "kv8 ops|FAILED|Failure|PASSED" | tail -30
+  STRATA_CUDA_GQA_KV8=wide timeout 60 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.DecodeGqa*' \
+    2>&1 | tee "$OUT/kv8q_ops_wide.log" | grep -E "kv8 ops|FAILED|Failure|PASSED" | tail -12
+  stamp "decode attention alone, 32 x 4,096: fp8 / int8, narrow (default) then wide"
+  for form in narrow wide; do
+    STRATA_CUDA_GQA_KV8=$form STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=fp8,int8 \
+      STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 60 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '"gqa".*"batch":32' | \
+      sed "s/\"kernel\":\"gqa\"/\"kernel\":\"gqa-$form\"/" | tee -a "$OUT/kv8q_attention.jsonl"
+  done
+  stamp "decode step op by op, 32 x 4,096 (run 1: bf16 10.98 ms, fp8 11.34, int8 15.27)"
+  for kv in fp8-wide int8 int8-wide; do
+    local env=""
+    [ "${kv#*-}" = wide ] && env="STRATA_CUDA_GQA_KV8=wide"
+    env $env timeout 60 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
+      --options activations=bf16 --shape llama3-8b --format bf16 --act bf16 --kv-dtype ${kv%-wide} --mode decode \
+      --batch 32 --context 4096 --reps 10 | sed "s/\"kv_dtype\":\"[a-z0-9]*\"/\"kv_dtype\":\"$kv\"/" | \
+      tee -a "$OUT/kv8q_step.jsonl"
+  done
+  stamp "stories260K perplexity, fp8 and f32 KV on CUDA with F32 activations (run 1, bf16 activations: fp8 7.1187, cpu 7.0171)"
+  local model="$ROOT/.gpu/shared/models/stories260K/stories260K.gguf" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  for kv in fp8 f32; do
+    STRATA_CUDA_ACTIVATIONS=f32 timeout 60 "$BUILD/bin/strata" perplexity -m "$model" -f "$text" --ctx 128 --json \
+      --device cuda --kv-dtype $kv 2>/dev/null | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(sys.argv[1], "ppl", r["ppl"])' "$kv" | \
+      tee -a "$OUT/kv8q_ppl.txt"
+  done
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick)" ;;
   esac
 done
 stamp "done"
