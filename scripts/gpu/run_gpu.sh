@@ -121,7 +121,7 @@ phase_bench() {
   STRATA_CUDA_PDL=off timeout 150 $S --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/bench_8b_decode_nopdl.json"
 }
 
-phase_opencl() {
+opencl_icd_setup() {
   # The machine's environment presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1
   # (bare names), with which only PoCL appeared (run of 2026-12-02 14:40): name NVIDIA's ICD
   # by its path, PoCL after it, and ask NVIDIA's library directly for its platforms.
@@ -144,6 +144,32 @@ if rc == 0 and n.value:
 PY
   export OCL_ICD_FILENAMES="$NV:$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2 /usr/lib/x86_64-linux-gnu/pocl/libpocl.so.2 2>/dev/null | head -1)"
   OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -i -E "opencl|nvidia|icd|error" | head -20
+}
+
+# The short form for a run with little device time: the ICD probe, then only when NVIDIA's
+# OpenCL device appears, the model checks and the W8A8 figures on it.
+phase_oclquick() {
+  opencl_icd_setup
+  "$BUILD/bin/strata" devices > "$OUT/ocl_devices.txt" 2>&1
+  if ! sed -n '/^  opencl/,/^refused/p' "$OUT/ocl_devices.txt" | grep -q NVIDIA; then
+    stamp "no NVIDIA OpenCL device: skipping the OpenCL GPU figures"
+    sed -n '/^  opencl/,/^refused/p' "$OUT/ocl_devices.txt"
+    return
+  fi
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  stamp "model checks on opencl:0 (NVIDIA)"
+  STRATA_REQUIRE_BACKENDS=opencl timeout 120 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 \
+    | tee "$OUT/opencl_models.log" | grep -E "FAILED|PASSED|Failure" | tail -10
+  stamp "Llama-3-8B shape W8A8 on opencl:0: decode 1 and 32 sequences, 4096-token prefill"
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+  for run in "--mode decode --batch 1 --context 128 --reps 10" "--mode decode --batch 32 --context 128 --reps 5" \
+             "--mode prefill --batch 4096 --reps 2"; do
+    timeout 60 $B $run | tee -a "$OUT/opencl_figures.jsonl"
+  done
+}
+
+phase_opencl() {
+  opencl_icd_setup
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
   "$BUILD/bin/strata" devices 2>&1 | tee "$OUT/opencl_devices.log"
   stamp "OpenCL backend test, conformance (opencl, opencl_gpu_kernels) and model checks"
@@ -466,8 +492,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick)" ;;
   esac
 done
 stamp "done"
