@@ -34,27 +34,43 @@ const char* FormatName(int32_t f) {
 }
 
 // Prefill (more than kGemvMaxTokens rows of x): y = x W^T on the device's thread pool, each
-// chunk of weight rows multiplied by oneDNN on the thread that claimed it, single-threaded.
+// tile of weight rows multiplied by oneDNN on the thread that claimed it, single-threaded.
 //
 // Why the pool and not oneDNN's own OpenMP team: an OpenMP parallel region ends at a
 // barrier that waits for every thread of the team, so when one of them is descheduled (a
 // busy machine) every matmul waits a scheduler time slice for it: 110M prefill fell from
-// ~80 tok/s on one thread to ~15 tok/s on two beside other jobs. Chunks claimed from the
+// ~80 tok/s on one thread to ~15 tok/s on two beside other jobs. Tiles claimed from the
 // pool are finished by whichever threads run (thread_pool.h).
 //
-// F16/BF16 weights are multiplied as stored: each block of rows is converted to F32 in a
-// per-thread scratch just before oneDNN reads it (from L2), so no F32 copy of the model
-// exists. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only
-// with bf16 activations (a precision loss the GEMV decode path does not have, so prefill and
-// decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
-constexpr int64_t kRowsAlign = 16;
-// Upper bound on one block's F32 scratch: about half of a core's L2.
-constexpr int64_t kScratchBytes = int64_t{512} << 10;
+// Tile shape: oneDNN's single-threaded f32 GEMM (gemm:jit here) packs both operands per
+// call and runs well only on large enough tiles. Measured on this machine's AVX-512 cores
+// (one thread, GFLOP/s): [128 tokens x 768] x [96 rows]^T 138-152, with 128 rows 153-170,
+// 512 rows 160-190; at k = 2048 96 rows fell to 79 against 147-155 for 128-512 rows; token
+// blocks of 128-512 all run well, 32 tokens lose a third. So a tile is at least
+// kMinTileRows rows (a multiple of kRowsAlign) by up to kMaxTileTokens tokens, and a matrix
+// is cut into about kTilesPerThread tiles per thread: enough that a late thread's share is
+// taken over by the others, few enough that the tiles stay large. (The first version cut
+// every matrix into 4 blocks per thread of 16-row multiples: 96-row tiles on the 110M
+// model, prefill 0.69x of oneDNN's own OpenMP team on a quiet machine.)
+//
+// F16/BF16 weights are multiplied as stored: each tile's rows are converted to F32 in a
+// per-thread scratch of at most kScratchBytes just before oneDNN reads them, so no F32 copy
+// of the model exists; the converted rows serve every token block of the tile. Why not
+// oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only with bf16
+// activations (a precision loss the GEMV decode path does not have, so prefill and decode
+// would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
+constexpr int64_t kRowsAlign = 64;
+constexpr int64_t kMinTileRows = 128;
+constexpr int64_t kMaxTileTokens = 512;
+constexpr int64_t kTilesPerThread = 3;
+// Upper bound on a half-precision tile's F32 scratch (unless kMinTileRows rows need more):
+// about two cores' L2, so the rows are still cached when oneDNN packs them.
+constexpr int64_t kScratchBytes = int64_t{2} << 20;
 // A thread is worth it for about this many multiply-adds (tens of microseconds of work); a
 // small product (stories260K's 64-wide matrices) runs on the caller alone.
 constexpr int64_t kMacsPerThread = int64_t{1} << 20;
 
-// F32 scratch for one block of converted weight rows, kept per thread between calls (a
+// F32 scratch for one tile of converted weight rows, kept per thread between calls (a
 // fresh allocation per call would fault its pages in every time).
 float* ConversionScratch(uint64_t floats) {
   struct Scratch {
@@ -71,30 +87,37 @@ float* ConversionScratch(uint64_t floats) {
   return s.p;
 }
 
+// Rows per tile of a [rows, k] weight multiplied on `threads` threads (see above).
+int64_t TileRows(int64_t rows, int64_t k, int32_t threads, bool half) {
+  const int64_t tiles = threads == 1 ? 1 : int64_t{threads} * kTilesPerThread;
+  int64_t tile = (rows + tiles - 1) / tiles;
+  tile = std::max(kMinTileRows, (tile + kRowsAlign - 1) / kRowsAlign * kRowsAlign);
+  if (half) tile = std::min(tile, std::max(kMinTileRows, kScratchBytes / 4 / k / kRowsAlign * kRowsAlign));
+  return std::min(tile, rows);
+}
+
 absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, strata_weight_s* w,
                            const float* b, const View& ov) {
   const int64_t k = w->cols, rows = w->rows;
   const bool half = w->dtype != STRATA_DTYPE_F32;
   const int32_t threads = static_cast<int32_t>(
       std::clamp<int64_t>(m * k * rows / kMacsPerThread, 1, dev->num_threads));
-  // About four blocks per thread (so a late thread's share is taken over), whole cache
-  // lines of output per block, and a half-precision block's scratch within kScratchBytes.
-  int64_t block = (rows + threads * 4 - 1) / (threads * 4);
-  block = std::max(kRowsAlign, (block + kRowsAlign - 1) / kRowsAlign * kRowsAlign);
-  if (half) block = std::min(block, std::max(kRowsAlign, kScratchBytes / 4 / k / kRowsAlign * kRowsAlign));
-  block = std::min(block, rows);
-  const int64_t blocks = (rows + block - 1) / block;
+  const int64_t tile = TileRows(rows, k, threads, half);
+  const int64_t tiles = (rows + tile - 1) / tile;
+  // Token blocks of equal size (a ragged last block would get its own oneDNN primitive).
+  const int64_t token_blocks = (m + kMaxTileTokens - 1) / kMaxTileTokens;
+  const int64_t token_block = (m + token_blocks - 1) / token_blocks;
   const size_t es = DtypeSize(w->dtype);
   std::atomic<bool> no_scratch{false};
   std::atomic<bool> failed{false};
   std::string error;
   std::mutex error_mu;
-  dev->pool->ParallelForThreads(blocks, threads, [&](int64_t b0, int64_t b1) {
-    for (int64_t bi = b0; bi < b1; ++bi) {
-      const int64_t r0 = bi * block, nr = std::min(block, rows - r0);
+  dev->pool->ParallelForThreads(tiles, threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const int64_t r0 = ti * tile, nr = std::min(tile, rows - r0);
       const float* wf = static_cast<const float*>(w->data) + (half ? 0 : r0 * k);
       if (half) {
-        float* scratch = ConversionScratch(static_cast<uint64_t>(block * k));
+        float* scratch = ConversionScratch(static_cast<uint64_t>(tile * k));
         if (scratch == nullptr) {
           no_scratch.store(true);
           return;
@@ -102,19 +125,22 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
         ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch, nr * k);
         wf = scratch;
       }
-      try {  // a pool body must not throw
-        dev->dnnl->Run(xv.Row<float>(0), m, k, xv.stride, wf, nr, b != nullptr ? b + r0 : nullptr,
-                       ov.Row<float>(0) + r0, ov.stride, /*num_threads=*/1);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!failed.exchange(true)) error = e.what();
-        return;
+      for (int64_t i0 = 0; i0 < m; i0 += token_block) {
+        try {  // a pool body must not throw
+          dev->dnnl->Run(xv.Row<float>(i0), std::min(token_block, m - i0), k, xv.stride, wf, nr,
+                         b != nullptr ? b + r0 : nullptr, ov.Row<float>(i0) + r0, ov.stride,
+                         /*num_threads=*/1);
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!failed.exchange(true)) error = e.what();
+          return;
+        }
       }
     }
   });
   if (no_scratch.load()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("matmul: cannot allocate the ", block * k * 4, "-byte conversion block"));
+        absl::StrCat("matmul: cannot allocate the ", tile * k * 4, "-byte conversion block"));
   }
   if (failed.load()) return absl::InternalError(absl::StrCat("matmul: oneDNN failed: ", error));
   return absl::OkStatus();

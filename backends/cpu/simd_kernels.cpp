@@ -190,6 +190,36 @@ void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
   }
 }
 
+// One dispatch per block of keys instead of one per key: at a head size of 64 a key's dot
+// product is a few vector instructions, as cheap as the indirect call that reached it.
+template <typename T>
+void DotRowsT(const float* a, const T* rows, int64_t stride, int32_t count, int64_t n, float* out) {
+  for (int32_t t = 0; t < count; ++t) out[t] = DotT(a, rows + t * stride, n);
+}
+
+void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride, int32_t count,
+                int64_t n, float* out) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return DotRowsT(a, static_cast<const Bf16*>(rows), stride, count, n, out);
+    case STRATA_DTYPE_F16: return DotRowsT(a, static_cast<const F16*>(rows), stride, count, n, out);
+    default: return DotRowsT(a, static_cast<const float*>(rows), stride, count, n, out);
+  }
+}
+
+template <typename T>
+void MulAccRowsT(float* acc, const float* w, const T* rows, int64_t stride, int32_t count, int64_t n) {
+  for (int32_t t = 0; t < count; ++t) MulAccT(acc, w[t], rows + t * stride, n);
+}
+
+void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
+                   int32_t count, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return MulAccRowsT(acc, w, static_cast<const Bf16*>(rows), stride, count, n);
+    case STRATA_DTYPE_F16: return MulAccRowsT(acc, w, static_cast<const F16*>(rows), stride, count, n);
+    default: return MulAccRowsT(acc, w, static_cast<const float*>(rows), stride, count, n);
+  }
+}
+
 void ScaleF32(float* x, float s, int64_t n) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
@@ -264,6 +294,8 @@ namespace strata::cpu {
 HWY_EXPORT(GemvRows);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(MulAccF32);
+HWY_EXPORT(DotRowsF32);
+HWY_EXPORT(MulAccRowsF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ConvertToF32);
 HWY_EXPORT(SumSquaresF32);
@@ -281,6 +313,14 @@ float DotF32(const float* a, const void* b, int32_t dtype, int64_t n) {
 }
 void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulAccF32)(acc, w, v, dtype, n);
+}
+void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride, int32_t count,
+                int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(DotRowsF32)(a, rows, dtype, stride, count, n, out);
+}
+void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
+                   int32_t count, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MulAccRowsF32)(acc, w, rows, dtype, stride, count, n);
 }
 void ScaleF32(float* x, float s, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, s, n); }
 void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {

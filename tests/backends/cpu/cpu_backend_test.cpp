@@ -316,6 +316,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
                        ::testing::Values<int64_t>(37), ::testing::Values<int64_t>(1000),
                        ::testing::Values<int64_t>(768)));
+// A chunk longer than one token block (520 tokens: two blocks of 260) times tiles of rows
+// with a short last one (300 rows: 128 + 128 + 44 on two threads).
+INSTANTIATE_TEST_SUITE_P(
+    TiledPrefill, MatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(520), ::testing::Values<int64_t>(300),
+                       ::testing::Values<int64_t>(640)));
 
 // ------------------------------------------------------------------------------------------
 class DtypeTest : public CpuBackendTest, public ::testing::WithParamInterface<int32_t> {};
