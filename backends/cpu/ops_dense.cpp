@@ -263,8 +263,12 @@ absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strat
   return absl::OkStatus();
 }
 
+bool MatmulAccumulatesInPlace(const strata_weight_s* w, int64_t tokens) {
+  return w->quant == nullptr && tokens <= kGemvMaxTokens;
+}
+
 absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w,
-                    const strata_tensor* bias, const strata_tensor* out) {
+                    const strata_tensor* bias, const strata_tensor* out, bool accumulate) {
   auto x_v = CheckTensor(x, "matmul: x", {STRATA_DTYPE_F32});
   if (!x_v.ok()) return x_v.status();
   auto out_v = CheckTensor(out, "matmul: out", {STRATA_DTYPE_F32});
@@ -289,6 +293,9 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
     }
     b = b_v->Row<float>(0);
   }
+  if (accumulate && !MatmulAccumulatesInPlace(w, n)) {
+    return absl::InternalError("matmul: accumulate in place is only for the dense GEMV");
+  }
   if (n == 0) return absl::OkStatus();
   const View xv = *x_v, ov = *out_v;
   if (w->quant != nullptr) return QuantMatmul(dev, xv, w, b, ov);
@@ -301,7 +308,7 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
     dev->pool->ParallelFor(tasks, task_bytes, [&](int64_t t0, int64_t t1) {
       const int64_t r0 = t0 * kRowsPerTask, r1 = std::min(w->rows, t1 * kRowsPerTask);
       GemvRows(xv.Row<float>(0), xv.stride, static_cast<int32_t>(n), w->data, w->dtype, w->cols, b,
-               ov.Row<float>(0), ov.stride, r0, r1);
+               ov.Row<float>(0), ov.stride, r0, r1, accumulate);
     });
     return absl::OkStatus();
   }

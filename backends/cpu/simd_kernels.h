@@ -8,12 +8,13 @@
 
 namespace strata::cpu {
 
-// y[t][r] = dot(x[t], W[r]) (+ bias[r]) for t < n (1..4) and r in [row_begin, row_end).
-// W is row-major [rows, cols]; each weight row is read once for all n tokens, which keeps
-// decode bandwidth-bound.
+// y[t][r] = dot(x[t], W[r]) (+ bias[r]) for t < n (1..4) and r in [row_begin, row_end);
+// with accumulate, y[t][r] += that (the residual add of matmul_ex, same rounding as adding
+// the product afterwards). W is row-major [rows, cols]; each weight row is read once for all
+// n tokens, which keeps decode bandwidth-bound.
 void GemvRows(const float* x, int64_t x_stride, int32_t n, const void* w, int32_t w_dtype,
               int64_t cols, const float* bias, float* y, int64_t y_stride, int64_t row_begin,
-              int64_t row_end);
+              int64_t row_end, bool accumulate = false);
 
 float DotF32(const float* a, const void* b, int32_t b_dtype, int64_t n);
 // acc[i] += w * v[i]
