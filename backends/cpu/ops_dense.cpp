@@ -47,20 +47,23 @@ const char* FormatName(int32_t f) {
 // (one thread, GFLOP/s): [128 tokens x 768] x [96 rows]^T 138-152, with 128 rows 153-170,
 // 512 rows 160-190; at k = 2048 96 rows fell to 79 against 147-155 for 128-512 rows; token
 // blocks of 128-512 all run well, 32 tokens lose a third. So a tile is at least
-// kMinTileRows rows (a multiple of kRowsAlign) by up to kMaxTileTokens tokens, and a matrix
-// is cut into about kTilesPerThread tiles per thread: enough that a late thread's share is
-// taken over by the others, few enough that the tiles stay large. (The first version cut
-// every matrix into 4 blocks per thread of 16-row multiples: 96-row tiles on the 110M
-// model, prefill 0.69x of oneDNN's own OpenMP team on a quiet machine.)
+// kMinTileRows rows (a multiple of kRowsAlign) by kMinTileTokens to kMaxTileTokens tokens,
+// and a matrix is cut into about kTilesPerThread tiles per thread: enough that a late
+// thread's share is taken over by the others, few enough that the tiles stay large. Rows
+// are cut first (a tile of rows is converted once, below); tokens only as far as the
+// threads need (many cores, few rows). (The first version cut every matrix into 4 blocks
+// per thread of 16-row multiples: 96-row tiles on the 110M model, prefill 0.69x of
+// oneDNN's own OpenMP team on a quiet machine.)
 //
-// F16/BF16 weights are multiplied as stored: each tile's rows are converted to F32 in a
+// F16/BF16 weights are multiplied as stored: a tile's rows are converted to F32 in a
 // per-thread scratch of at most kScratchBytes just before oneDNN reads them, so no F32 copy
-// of the model exists; the converted rows serve every token block of the tile. Why not
-// oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only with bf16
-// activations (a precision loss the GEMV decode path does not have, so prefill and decode
-// would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
+// of the model exists; a thread that goes on to the next token block of the same rows
+// reuses them. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies
+// bf16 only with bf16 activations (a precision loss the GEMV decode path does not have, so
+// prefill and decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
 constexpr int64_t kRowsAlign = 64;
 constexpr int64_t kMinTileRows = 128;
+constexpr int64_t kMinTileTokens = 64;
 constexpr int64_t kMaxTileTokens = 512;
 constexpr int64_t kTilesPerThread = 3;
 // Upper bound on a half-precision tile's F32 scratch (unless kMinTileRows rows need more):
@@ -71,21 +74,29 @@ constexpr int64_t kScratchBytes = int64_t{2} << 20;
 constexpr int64_t kMacsPerThread = int64_t{1} << 20;
 
 // F32 scratch for one tile of converted weight rows, kept per thread between calls (a
-// fresh allocation per call would fault its pages in every time).
-float* ConversionScratch(uint64_t floats) {
-  struct Scratch {
-    float* p = nullptr;
-    uint64_t n = 0;
-    ~Scratch() { AlignedFree(p); }
-  };
-  thread_local Scratch s;
-  if (s.n < floats) {
-    AlignedFree(s.p);
-    s.p = static_cast<float*>(AlignedAlloc(floats * 4));
-    s.n = s.p != nullptr ? floats : 0;
+// fresh allocation per call would fault its pages in every time). `call` and `row_tile`
+// say what it holds, so the next token block of the same rows skips the conversion.
+struct ConversionScratch {
+  float* p = nullptr;
+  uint64_t n = 0;
+  uint64_t call = 0;  // PrefillMatmul call (never 0) whose rows it holds
+  int64_t row_tile = -1;
+  ~ConversionScratch() { AlignedFree(p); }
+
+  static ConversionScratch& ForThisThread() {
+    thread_local ConversionScratch s;
+    return s;
   }
-  return s.p;
-}
+  bool Reserve(uint64_t floats) {
+    if (n >= floats) return true;
+    AlignedFree(p);
+    p = static_cast<float*>(AlignedAlloc(floats * 4));
+    n = p != nullptr ? floats : 0;
+    call = 0;
+    return p != nullptr;
+  }
+};
+std::atomic<uint64_t> prefill_calls{0};
 
 // Rows per tile of a [rows, k] weight multiplied on `threads` threads (see above).
 int64_t TileRows(int64_t rows, int64_t k, int32_t threads, bool half) {
@@ -96,6 +107,15 @@ int64_t TileRows(int64_t rows, int64_t k, int32_t threads, bool half) {
   return std::min(tile, rows);
 }
 
+// Token blocks for m tokens: blocks of at most kMaxTileTokens, and more (down to
+// kMinTileTokens tokens) while the row tiles alone are fewer than the threads want.
+int64_t TokenBlocks(int64_t m, int64_t row_tiles, int32_t threads) {
+  const int64_t want = threads == 1 ? 1 : int64_t{threads} * kTilesPerThread;
+  int64_t blocks = (m + kMaxTileTokens - 1) / kMaxTileTokens;
+  blocks = std::max(blocks, std::min((want + row_tiles - 1) / row_tiles, m / kMinTileTokens));
+  return std::max<int64_t>(1, blocks);
+}
+
 absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, strata_weight_s* w,
                            const float* b, const View& ov) {
   const int64_t k = w->cols, rows = w->rows;
@@ -103,38 +123,45 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
   const int32_t threads = static_cast<int32_t>(
       std::clamp<int64_t>(m * k * rows / kMacsPerThread, 1, dev->num_threads));
   const int64_t tile = TileRows(rows, k, threads, half);
-  const int64_t tiles = (rows + tile - 1) / tile;
+  const int64_t row_tiles = (rows + tile - 1) / tile;
   // Token blocks of equal size (a ragged last block would get its own oneDNN primitive).
-  const int64_t token_blocks = (m + kMaxTileTokens - 1) / kMaxTileTokens;
+  const int64_t token_blocks = TokenBlocks(m, row_tiles, threads);
   const int64_t token_block = (m + token_blocks - 1) / token_blocks;
+  const uint64_t call = prefill_calls.fetch_add(1) + 1;
   const size_t es = DtypeSize(w->dtype);
   std::atomic<bool> no_scratch{false};
   std::atomic<bool> failed{false};
   std::string error;
   std::mutex error_mu;
-  dev->pool->ParallelForThreads(tiles, threads, [&](int64_t t0, int64_t t1) {
-    for (int64_t ti = t0; ti < t1; ++ti) {
-      const int64_t r0 = ti * tile, nr = std::min(tile, rows - r0);
+  // Item = row tile * token_blocks + token block: a thread's run of consecutive items
+  // mostly stays on one row tile.
+  dev->pool->ParallelForThreads(row_tiles * token_blocks, threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t item = t0; item < t1; ++item) {
+      const int64_t rt = item / token_blocks, i0 = (item % token_blocks) * token_block;
+      if (i0 >= m) continue;
+      const int64_t r0 = rt * tile, nr = std::min(tile, rows - r0);
       const float* wf = static_cast<const float*>(w->data) + (half ? 0 : r0 * k);
       if (half) {
-        float* scratch = ConversionScratch(static_cast<uint64_t>(tile * k));
-        if (scratch == nullptr) {
+        ConversionScratch& scratch = ConversionScratch::ForThisThread();
+        if (!scratch.Reserve(static_cast<uint64_t>(tile * k))) {
           no_scratch.store(true);
           return;
         }
-        ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch, nr * k);
-        wf = scratch;
-      }
-      for (int64_t i0 = 0; i0 < m; i0 += token_block) {
-        try {  // a pool body must not throw
-          dev->dnnl->Run(xv.Row<float>(i0), std::min(token_block, m - i0), k, xv.stride, wf, nr,
-                         b != nullptr ? b + r0 : nullptr, ov.Row<float>(i0) + r0, ov.stride,
-                         /*num_threads=*/1);
-        } catch (const std::exception& e) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (!failed.exchange(true)) error = e.what();
-          return;
+        if (scratch.call != call || scratch.row_tile != rt) {
+          ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch.p, nr * k);
+          scratch.call = call;
+          scratch.row_tile = rt;
         }
+        wf = scratch.p;
+      }
+      try {  // a pool body must not throw
+        dev->dnnl->Run(xv.Row<float>(i0), std::min(token_block, m - i0), k, xv.stride, wf, nr,
+                       b != nullptr ? b + r0 : nullptr, ov.Row<float>(i0) + r0, ov.stride,
+                       /*num_threads=*/1);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!failed.exchange(true)) error = e.what();
+        return;
       }
     }
   });
