@@ -1,5 +1,5 @@
 // make_random_llama: writes a GGUF `llama` model with random weights (normal, std 0.02; norm
-// weights 1.0) and a SentencePiece vocab, so benchmarks and `strata run` have a model of any
+// weights 1.0, always F32) and a SentencePiece vocab, so benchmarks and `strata run` have a model of any
 // size without downloading one. The weights are noise: the point is realistic shapes and bytes.
 //
 //   make_random_llama --out m.gguf --dim 768 --layers 12 --heads 12 --kv-heads 12
@@ -53,7 +53,7 @@ void PrintHelp(const Options& d) {
       "  --hidden N        feed-forward size (default %lld)\n"
       "  --vocab N         vocab size, at least 259 (default %lld)\n"
       "  --context N       context length (default %lld)\n"
-      "  --dtype T         f32 | f16 | bf16 | q8_0 | q4_0 (matrices quantized, default %s)\n"
+      "  --dtype T         f32 | f16 | bf16 | q8_0 | q4_0 of the matrices (norms stay f32; default %s)\n"
       "  --seed N          random seed (default %llu)\n"
       "  --outlier-channels N  N norm channels scaled by --outlier-scale, compensated in the\n"
       "                    projections reading them (same function, outlier activations)\n"
@@ -292,7 +292,10 @@ int main(int argc, char** argv) {
       }
       return;
     }
-    auto st = w.AddTensor(name, dtype, shape, Encode(v, dtype));
+    // Norm weights (1-D) stay F32 whatever --dtype says, as llama.cpp's converters write
+    // them: llama.cpp refuses an F16 norm, and the peers must run the same file.
+    const strata::TensorDType t = shape.size() == 1 ? strata::TensorDType::kF32 : dtype;
+    auto st = w.AddTensor(name, t, shape, Encode(v, t));
     if (!st.ok()) {
       std::fprintf(stderr, "make_random_llama: %s\n", std::string(st.message()).c_str());
       std::exit(1);

@@ -539,11 +539,13 @@ absl::Status InMatmulEx(const absl::Status& s, const char* stage) {
   return absl::Status(s.code(), absl::StrCat("matmul_ex (", stage, "): ", s.message()));
 }
 
-// ABI 1.2 matmul_ex, composed from the separate ops so that it gives bit for bit what the
-// core's separate calls give: the prologue into prologue_scratch (rms_norm without residual
-// / silu_mul), the product (+ bias) into out, or with accumulate into product_scratch and
-// then out = out + product_scratch with add's kernel (the same AddF32(h, delta) that the
-// fused residual rms_norm applies). A CPU op has no launch cost for fusion to save.
+// ABI 1.2 matmul_ex, giving bit for bit what the core's separate calls give: the prologue
+// (rms_norm without residual / silu_mul) computed once, on the calling thread, into
+// prologue_scratch (a decode row is a few KiB: cheaper there than on every pool thread),
+// then the product (+ bias) into out; with accumulate the decode GEMV adds into out as it
+// stores (the same float addition as add's kernel), other products go through
+// product_scratch and add's kernel (the same AddF32(h, delta) that the fused residual
+// rms_norm applies).
 strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                          const strata_matmul_params* params, const strata_tensor* out) {
   return TimedOp(dev, "matmul_ex", [&] { return MatmulKey(params && params->prologue == STRATA_PROLOGUE_RMS_NORM ? "matmul_ex[rms_norm]" : params && params->prologue == STRATA_PROLOGUE_SILU_MUL ? "matmul_ex[silu_mul]" : "matmul_ex", x, w); }, [&]() -> absl::Status {
@@ -626,6 +628,18 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
       input = params->prologue_scratch;
     }
     if (!accumulate) return InMatmulEx(Matmul(dev, input, w, params->bias, out), "matmul");
+    // Decode: the GEMV adds each result into out as it stores it (the same float addition
+    // as add's kernel after the product), so neither product_scratch nor a second pass over
+    // out is needed. Not when the input shares memory with out (rows of out would change
+    // under the GEMV still reading them). A product_scratch of the wrong shape is still an
+    // error, as with the composed ops (their message comes from the path below).
+    auto in_v = CheckTensor(input, "matmul_ex: x", {STRATA_DTYPE_F32});
+    auto out_v = CheckTensor(out, "matmul_ex: out", {STRATA_DTYPE_F32});
+    auto ps_v = CheckTensor(params->product_scratch, "matmul_ex: product_scratch", {STRATA_DTYPE_F32});
+    if (in_v.ok() && out_v.ok() && ps_v.ok() && ps_v->rows == out_v->rows && ps_v->cols == out_v->cols &&
+        MatmulAccumulatesInPlace(w, in_v->rows) && !ViewsOverlap(*in_v, *out_v)) {
+      return InMatmulEx(Matmul(dev, input, w, params->bias, out, /*accumulate=*/true), "matmul");
+    }
     STRATA_CHECK_OK(
         InMatmulEx(Matmul(dev, input, w, params->bias, params->product_scratch), "matmul"));
     // Elementwise with out aliasing a: each element is read before it is written.

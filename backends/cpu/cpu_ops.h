@@ -20,8 +20,11 @@ absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out)
 // ids[i] < 0 reads feedback[-ids[i] - 1] (ABI 1.4 embedding_feedback; feedback may be null).
 absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
                        const strata_tensor* feedback, const strata_tensor* out);
+// accumulate: out += x W^T (+ bias) in place, only where MatmulAccumulatesInPlace says so
+// (the decode GEMV adds each result into out as it stores it).
 absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w,
-                    const strata_tensor* bias, const strata_tensor* out);
+                    const strata_tensor* bias, const strata_tensor* out, bool accumulate = false);
+bool MatmulAccumulatesInPlace(const strata_weight_s* w, int64_t tokens);
 absl::Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor* residual,
                      const strata_tensor* weight, float eps, const strata_tensor* out);
 // rms_norm_heads (ABI 1.8): x [n, heads * head_dim] normalized per head in place, weight [heads, head_dim].

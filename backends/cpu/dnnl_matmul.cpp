@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+#include <new>
 #include <unordered_map>
 
 namespace strata::cpu {
@@ -26,7 +28,7 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   // lays out a new primitive.
   omp_set_num_threads(num_threads);
   const Key key{m, k, n, lda, ldc, bias != nullptr, num_threads};
-  dnnl::matmul prim;
+  F32Primitive prim;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
@@ -34,10 +36,26 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
       if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
       const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
                                            : dnnl::matmul::desc(src_md, wei_md, dst_md);
-      const dnnl::matmul::primitive_desc pd(desc, engine_);
-      it = cache_.emplace(key, dnnl::matmul(pd)).first;
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
+      it = cache_.emplace(key, F32Primitive{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
     }
-    prim = it->second;  // a handle: the primitive stays alive if the cache is cleared
+    prim = it->second;  // handles: the primitive stays alive if the cache is cleared
+  }
+  // This thread's scratchpad, kept between calls.
+  struct Scratchpad {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Scratchpad() { std::free(p); }
+  };
+  thread_local Scratchpad pad;
+  const size_t pad_bytes = prim.scratchpad_md.get_size();
+  if (pad.n < pad_bytes) {
+    std::free(pad.p);
+    pad.p = std::aligned_alloc(64, (pad_bytes + 63) / 64 * 64);
+    pad.n = pad.p != nullptr ? pad_bytes : 0;
+    if (pad.p == nullptr) throw std::bad_alloc();
   }
   dnnl::memory src(src_md, engine_, const_cast<float*>(x));
   dnnl::memory wei(wei_md, engine_, const_cast<float*>(w));
@@ -45,10 +63,11 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine_, const_cast<float*>(bias)));
-  // Several pool threads run blocks at once: each with its own stream (a CPU stream is a
-  // small object; a primitive may be executed concurrently).
+  if (pad_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(prim.scratchpad_md, engine_, pad.p));
+  // Several pool threads run tiles at once: each with its own stream (a CPU stream is a
+  // small object; a primitive may be executed concurrently) and its own scratchpad.
   dnnl::stream stream(engine_);
-  prim.execute(stream, args);
+  prim.prim.execute(stream, args);
   stream.wait();
 }
 

@@ -30,7 +30,14 @@ class DnnlMatmul {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t>;
   dnnl::engine engine_;
   std::mutex mu_;  // guards cache_ only: Run may be called from several threads at once
-  std::map<Key, dnnl::matmul> cache_;
+  // F32 primitives carry their own scratchpad (user mode): the library-managed one is shared
+  // by all primitives of the process unless oneDNN was built for concurrent execution, and
+  // pool threads run F32 tiles at once (a race that corrupted results intermittently).
+  struct F32Primitive {
+    dnnl::matmul prim;
+    dnnl::memory::desc scratchpad_md;
+  };
+  std::map<Key, F32Primitive> cache_;
   std::map<Key, dnnl::matmul> cache_s8_;
 };
 

@@ -296,16 +296,20 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
         const int32_t cnt = std::min(bs - off0, pos - p0 + 1);
         const char* kbase = kv->BlockPtr(layer, 0, blk);
         const char* vbase = kv->BlockPtr(layer, 1, blk);
+        // The block's keys (and below its values) of this kv head: rows KVH * D apart.
+        const int64_t e0 = (int64_t{off0} * KVH + kvh) * D;
+        const int64_t row_stride = int64_t{KVH} * D;
+        if (kv8) {
+          for (int32_t t = 0; t < cnt; ++t) {
+            LoadKvRow8(kv, layer, 0, blk, off0 + t, kvh, row8.data());
+            score[t] = DotF32(qh, row8.data(), STRATA_DTYPE_F32, D);
+          }
+        } else {
+          DotRowsF32(qh, kbase + e0 * es, kv_dtype, row_stride, cnt, D, score.data());
+        }
         float cm = -std::numeric_limits<float>::infinity();
         for (int32_t t = 0; t < cnt; ++t) {
-          const int64_t e = (int64_t{off0 + t} * KVH + kvh) * D;
-          float sc;
-          if (kv8) {
-            LoadKvRow8(kv, layer, 0, blk, off0 + t, kvh, row8.data());
-            sc = DotF32(qh, row8.data(), STRATA_DTYPE_F32, D) * scale;
-          } else {
-            sc = DotF32(qh, kbase + e * es, kv_dtype, D) * scale;
-          }
+          float sc = score[t] * scale;
           if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
           score[t] = sc;
           cm = std::max(cm, sc);
@@ -317,15 +321,16 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
           m = cm;
         }
         for (int32_t t = 0; t < cnt; ++t) {
-          const float w = std::exp(score[t] - m);
-          l += w;
-          const int64_t e = (int64_t{off0 + t} * KVH + kvh) * D;
-          if (kv8) {
+          score[t] = std::exp(score[t] - m);  // now the value weights
+          l += score[t];
+        }
+        if (kv8) {
+          for (int32_t t = 0; t < cnt; ++t) {
             LoadKvRow8(kv, layer, 1, blk, off0 + t, kvh, row8.data());
-            MulAccF32(acc.data(), w, row8.data(), STRATA_DTYPE_F32, D);
-          } else {
-            MulAccF32(acc.data(), w, vbase + e * es, kv_dtype, D);
+            MulAccF32(acc.data(), score[t], row8.data(), STRATA_DTYPE_F32, D);
           }
+        } else {
+          MulAccRowsF32(acc.data(), score.data(), vbase + e0 * es, kv_dtype, row_stride, cnt, D);
         }
         p0 += cnt;
       }

@@ -34,41 +34,86 @@ const char* FormatName(int32_t f) {
 }
 
 // Prefill (more than kGemvMaxTokens rows of x): y = x W^T on the device's thread pool, each
-// chunk of weight rows multiplied by oneDNN on the thread that claimed it, single-threaded.
+// tile of weight rows multiplied by oneDNN on the thread that claimed it, single-threaded.
 //
 // Why the pool and not oneDNN's own OpenMP team: an OpenMP parallel region ends at a
 // barrier that waits for every thread of the team, so when one of them is descheduled (a
 // busy machine) every matmul waits a scheduler time slice for it: 110M prefill fell from
-// ~80 tok/s on one thread to ~15 tok/s on two beside other jobs. Chunks claimed from the
+// ~80 tok/s on one thread to ~15 tok/s on two beside other jobs. Tiles claimed from the
 // pool are finished by whichever threads run (thread_pool.h).
 //
-// F16/BF16 weights are multiplied as stored: each block of rows is converted to F32 in a
-// per-thread scratch just before oneDNN reads it (from L2), so no F32 copy of the model
-// exists. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies bf16 only
-// with bf16 activations (a precision loss the GEMV decode path does not have, so prefill and
-// decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
-constexpr int64_t kRowsAlign = 16;
-// Upper bound on one block's F32 scratch: about half of a core's L2.
-constexpr int64_t kScratchBytes = int64_t{512} << 10;
+// Tile shape: oneDNN's single-threaded f32 GEMM (gemm:jit here) packs both operands per
+// call and runs well only on large enough tiles. Measured on this machine's AVX-512 cores
+// (one thread, GFLOP/s): [128 tokens x 768] x [96 rows]^T 138-152, with 128 rows 153-170,
+// 512 rows 160-190; at k = 2048 96 rows fell to 79 against 147-155 for 128-512 rows; token
+// blocks of 128-512 all run well, 32 tokens lose a third. So a tile is at least
+// kMinTileRows rows (a multiple of kRowsAlign) by kMinTileTokens to kMaxTileTokens tokens,
+// and a matrix is cut into about kTilesPerThread tiles per thread: enough that a late
+// thread's share is taken over by the others, few enough that the tiles stay large. Rows
+// are cut first (a tile of rows is converted once, below); tokens only as far as the
+// threads need (many cores, few rows). (The first version cut every matrix into 4 blocks
+// per thread of 16-row multiples: 96-row tiles on the 110M model, prefill 0.69x of
+// oneDNN's own OpenMP team on a quiet machine.)
+//
+// F16/BF16 weights are multiplied as stored: a tile's rows are converted to F32 in a
+// per-thread scratch of at most kScratchBytes just before oneDNN reads them, so no F32 copy
+// of the model exists; a thread that goes on to the next token block of the same rows
+// reuses them. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies
+// bf16 only with bf16 activations (a precision loss the GEMV decode path does not have, so
+// prefill and decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
+constexpr int64_t kRowsAlign = 64;
+constexpr int64_t kMinTileRows = 128;
+constexpr int64_t kMinTileTokens = 64;
+constexpr int64_t kMaxTileTokens = 512;
+constexpr int64_t kTilesPerThread = 3;
+// Upper bound on a half-precision tile's F32 scratch (unless kMinTileRows rows need more):
+// about two cores' L2, so the rows are still cached when oneDNN packs them.
+constexpr int64_t kScratchBytes = int64_t{2} << 20;
 // A thread is worth it for about this many multiply-adds (tens of microseconds of work); a
 // small product (stories260K's 64-wide matrices) runs on the caller alone.
 constexpr int64_t kMacsPerThread = int64_t{1} << 20;
 
-// F32 scratch for one block of converted weight rows, kept per thread between calls (a
-// fresh allocation per call would fault its pages in every time).
-float* ConversionScratch(uint64_t floats) {
-  struct Scratch {
-    float* p = nullptr;
-    uint64_t n = 0;
-    ~Scratch() { AlignedFree(p); }
-  };
-  thread_local Scratch s;
-  if (s.n < floats) {
-    AlignedFree(s.p);
-    s.p = static_cast<float*>(AlignedAlloc(floats * 4));
-    s.n = s.p != nullptr ? floats : 0;
+// F32 scratch for one tile of converted weight rows, kept per thread between calls (a
+// fresh allocation per call would fault its pages in every time). `call` and `row_tile`
+// say what it holds, so the next token block of the same rows skips the conversion.
+struct ConversionScratch {
+  float* p = nullptr;
+  uint64_t n = 0;
+  uint64_t call = 0;  // PrefillMatmul call (never 0) whose rows it holds
+  int64_t row_tile = -1;
+  ~ConversionScratch() { AlignedFree(p); }
+
+  static ConversionScratch& ForThisThread() {
+    thread_local ConversionScratch s;
+    return s;
   }
-  return s.p;
+  bool Reserve(uint64_t floats) {
+    if (n >= floats) return true;
+    AlignedFree(p);
+    p = static_cast<float*>(AlignedAlloc(floats * 4));
+    n = p != nullptr ? floats : 0;
+    call = 0;
+    return p != nullptr;
+  }
+};
+std::atomic<uint64_t> prefill_calls{0};
+
+// Rows per tile of a [rows, k] weight multiplied on `threads` threads (see above).
+int64_t TileRows(int64_t rows, int64_t k, int32_t threads, bool half) {
+  const int64_t tiles = threads == 1 ? 1 : int64_t{threads} * kTilesPerThread;
+  int64_t tile = (rows + tiles - 1) / tiles;
+  tile = std::max(kMinTileRows, (tile + kRowsAlign - 1) / kRowsAlign * kRowsAlign);
+  if (half) tile = std::min(tile, std::max(kMinTileRows, kScratchBytes / 4 / k / kRowsAlign * kRowsAlign));
+  return std::min(tile, rows);
+}
+
+// Token blocks for m tokens: blocks of at most kMaxTileTokens, and more (down to
+// kMinTileTokens tokens) while the row tiles alone are fewer than the threads want.
+int64_t TokenBlocks(int64_t m, int64_t row_tiles, int32_t threads) {
+  const int64_t want = threads == 1 ? 1 : int64_t{threads} * kTilesPerThread;
+  int64_t blocks = (m + kMaxTileTokens - 1) / kMaxTileTokens;
+  blocks = std::max(blocks, std::min((want + row_tiles - 1) / row_tiles, m / kMinTileTokens));
+  return std::max<int64_t>(1, blocks);
 }
 
 absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, strata_weight_s* w,
@@ -77,34 +122,42 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
   const bool half = w->dtype != STRATA_DTYPE_F32;
   const int32_t threads = static_cast<int32_t>(
       std::clamp<int64_t>(m * k * rows / kMacsPerThread, 1, dev->num_threads));
-  // About four blocks per thread (so a late thread's share is taken over), whole cache
-  // lines of output per block, and a half-precision block's scratch within kScratchBytes.
-  int64_t block = (rows + threads * 4 - 1) / (threads * 4);
-  block = std::max(kRowsAlign, (block + kRowsAlign - 1) / kRowsAlign * kRowsAlign);
-  if (half) block = std::min(block, std::max(kRowsAlign, kScratchBytes / 4 / k / kRowsAlign * kRowsAlign));
-  block = std::min(block, rows);
-  const int64_t blocks = (rows + block - 1) / block;
+  const int64_t tile = TileRows(rows, k, threads, half);
+  const int64_t row_tiles = (rows + tile - 1) / tile;
+  // Token blocks of equal size (a ragged last block would get its own oneDNN primitive).
+  const int64_t token_blocks = TokenBlocks(m, row_tiles, threads);
+  const int64_t token_block = (m + token_blocks - 1) / token_blocks;
+  const uint64_t call = prefill_calls.fetch_add(1) + 1;
   const size_t es = DtypeSize(w->dtype);
   std::atomic<bool> no_scratch{false};
   std::atomic<bool> failed{false};
   std::string error;
   std::mutex error_mu;
-  dev->pool->ParallelForThreads(blocks, threads, [&](int64_t b0, int64_t b1) {
-    for (int64_t bi = b0; bi < b1; ++bi) {
-      const int64_t r0 = bi * block, nr = std::min(block, rows - r0);
+  // Item = row tile * token_blocks + token block: a thread's run of consecutive items
+  // mostly stays on one row tile.
+  dev->pool->ParallelForThreads(row_tiles * token_blocks, threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t item = t0; item < t1; ++item) {
+      const int64_t rt = item / token_blocks, i0 = (item % token_blocks) * token_block;
+      if (i0 >= m) continue;
+      const int64_t r0 = rt * tile, nr = std::min(tile, rows - r0);
       const float* wf = static_cast<const float*>(w->data) + (half ? 0 : r0 * k);
       if (half) {
-        float* scratch = ConversionScratch(static_cast<uint64_t>(block * k));
-        if (scratch == nullptr) {
+        ConversionScratch& scratch = ConversionScratch::ForThisThread();
+        if (!scratch.Reserve(static_cast<uint64_t>(tile * k))) {
           no_scratch.store(true);
           return;
         }
-        ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch, nr * k);
-        wf = scratch;
+        if (scratch.call != call || scratch.row_tile != rt) {
+          ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch.p, nr * k);
+          scratch.call = call;
+          scratch.row_tile = rt;
+        }
+        wf = scratch.p;
       }
       try {  // a pool body must not throw
-        dev->dnnl->Run(xv.Row<float>(0), m, k, xv.stride, wf, nr, b != nullptr ? b + r0 : nullptr,
-                       ov.Row<float>(0) + r0, ov.stride, /*num_threads=*/1);
+        dev->dnnl->Run(xv.Row<float>(i0), std::min(token_block, m - i0), k, xv.stride, wf, nr,
+                       b != nullptr ? b + r0 : nullptr, ov.Row<float>(i0) + r0, ov.stride,
+                       /*num_threads=*/1);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!failed.exchange(true)) error = e.what();
@@ -114,7 +167,7 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
   });
   if (no_scratch.load()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("matmul: cannot allocate the ", block * k * 4, "-byte conversion block"));
+        absl::StrCat("matmul: cannot allocate the ", tile * k * 4, "-byte conversion block"));
   }
   if (failed.load()) return absl::InternalError(absl::StrCat("matmul: oneDNN failed: ", error));
   return absl::OkStatus();
@@ -237,8 +290,12 @@ absl::Status Embedding(strata_device_s* dev, strata_weight_s* table, const strat
   return absl::OkStatus();
 }
 
+bool MatmulAccumulatesInPlace(const strata_weight_s* w, int64_t tokens) {
+  return w->quant == nullptr && tokens <= kGemvMaxTokens;
+}
+
 absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w,
-                    const strata_tensor* bias, const strata_tensor* out) {
+                    const strata_tensor* bias, const strata_tensor* out, bool accumulate) {
   auto x_v = CheckTensor(x, "matmul: x", {STRATA_DTYPE_F32});
   if (!x_v.ok()) return x_v.status();
   auto out_v = CheckTensor(out, "matmul: out", {STRATA_DTYPE_F32});
@@ -263,6 +320,9 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
     }
     b = b_v->Row<float>(0);
   }
+  if (accumulate && !MatmulAccumulatesInPlace(w, n)) {
+    return absl::InternalError("matmul: accumulate in place is only for the dense GEMV");
+  }
   if (n == 0) return absl::OkStatus();
   const View xv = *x_v, ov = *out_v;
   if (w->quant != nullptr) return QuantMatmul(dev, xv, w, b, ov);
@@ -275,7 +335,7 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
     dev->pool->ParallelFor(tasks, task_bytes, [&](int64_t t0, int64_t t1) {
       const int64_t r0 = t0 * kRowsPerTask, r1 = std::min(w->rows, t1 * kRowsPerTask);
       GemvRows(xv.Row<float>(0), xv.stride, static_cast<int32_t>(n), w->data, w->dtype, w->cols, b,
-               ov.Row<float>(0), ov.stride, r0, r1);
+               ov.Row<float>(0), ov.stride, r0, r1, accumulate);
     });
     return absl::OkStatus();
   }

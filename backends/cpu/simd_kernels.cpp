@@ -43,9 +43,12 @@ HWY_INLINE float SumLanes(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v
 // and each x vector loaded serves R rows. Per row the sums are formed in exactly the
 // order of the one-row loop below, so results do not depend on R (nor on how rows are
 // split between threads).
+// Stores one result: y = v, or y += v when accumulating.
+HWY_INLINE void Put(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
+
 template <int N, int R, typename TW>
 void GemvRowBlock(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
-                  float* y, int64_t ys, int64_t r) {
+                  float* y, int64_t ys, int64_t r, bool accumulate) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const TW* wr[R];
@@ -83,18 +86,18 @@ void GemvRowBlock(const float* x, int64_t xs, const TW* w, int64_t cols, const f
     for (int i = 0; i < R; ++i) {
       float s = SumLanes(df, hn::Add(acc0[t][i], acc1[t][i]));
       for (int64_t k = c; k < cols; ++k) s += ScalarF32(wr[i] + k) * x[t * xs + k];
-      y[t * ys + r + i] = bias ? s + bias[r + i] : s;
+      Put(y + t * ys + r + i, bias ? s + bias[r + i] : s, accumulate);
     }
   }
 }
 
 template <int N, typename TW>
 void GemvRowsN(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
-               float* y, int64_t ys, int64_t r0, int64_t r1) {
+               float* y, int64_t ys, int64_t r0, int64_t r1, bool accumulate) {
   // As many rows per block as registers allow: N x R x 2 accumulators plus 2N x vectors.
   constexpr int R = N == 1 ? 4 : N == 2 ? 2 : 1;
   if constexpr (R > 1) {
-    for (; r0 + R <= r1; r0 += R) GemvRowBlock<N, R>(x, xs, w, cols, bias, y, ys, r0);
+    for (; r0 + R <= r1; r0 += R) GemvRowBlock<N, R>(x, xs, w, cols, bias, y, ys, r0, accumulate);
   }
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
@@ -118,31 +121,32 @@ void GemvRowsN(const float* x, int64_t xs, const TW* w, int64_t cols, const floa
     for (int t = 0; t < N; ++t) {
       float s = SumLanes(df, hn::Add(acc0[t], acc1[t]));
       for (int64_t k = c; k < cols; ++k) s += ScalarF32(wr + k) * x[t * xs + k];
-      y[t * ys + r] = bias ? s + bias[r] : s;
+      Put(y + t * ys + r, bias ? s + bias[r] : s, accumulate);
     }
   }
 }
 
 template <typename TW>
 void GemvRowsT(const float* x, int64_t xs, int32_t n, const TW* w, int64_t cols,
-               const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+               const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1, bool acc) {
   switch (n) {
-    case 1: return GemvRowsN<1>(x, xs, w, cols, bias, y, ys, r0, r1);
-    case 2: return GemvRowsN<2>(x, xs, w, cols, bias, y, ys, r0, r1);
-    case 3: return GemvRowsN<3>(x, xs, w, cols, bias, y, ys, r0, r1);
-    default: return GemvRowsN<4>(x, xs, w, cols, bias, y, ys, r0, r1);
+    case 1: return GemvRowsN<1>(x, xs, w, cols, bias, y, ys, r0, r1, acc);
+    case 2: return GemvRowsN<2>(x, xs, w, cols, bias, y, ys, r0, r1, acc);
+    case 3: return GemvRowsN<3>(x, xs, w, cols, bias, y, ys, r0, r1, acc);
+    default: return GemvRowsN<4>(x, xs, w, cols, bias, y, ys, r0, r1, acc);
   }
 }
 
 void GemvRows(const float* x, int64_t xs, int32_t n, const void* w, int32_t w_dtype,
-              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1,
+              bool acc) {
   switch (w_dtype) {
     case STRATA_DTYPE_BF16:
-      return GemvRowsT(x, xs, n, static_cast<const Bf16*>(w), cols, bias, y, ys, r0, r1);
+      return GemvRowsT(x, xs, n, static_cast<const Bf16*>(w), cols, bias, y, ys, r0, r1, acc);
     case STRATA_DTYPE_F16:
-      return GemvRowsT(x, xs, n, static_cast<const F16*>(w), cols, bias, y, ys, r0, r1);
+      return GemvRowsT(x, xs, n, static_cast<const F16*>(w), cols, bias, y, ys, r0, r1, acc);
     default:
-      return GemvRowsT(x, xs, n, static_cast<const float*>(w), cols, bias, y, ys, r0, r1);
+      return GemvRowsT(x, xs, n, static_cast<const float*>(w), cols, bias, y, ys, r0, r1, acc);
   }
 }
 
@@ -187,6 +191,36 @@ void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
     case STRATA_DTYPE_BF16: return MulAccT(acc, w, static_cast<const Bf16*>(v), n);
     case STRATA_DTYPE_F16: return MulAccT(acc, w, static_cast<const F16*>(v), n);
     default: return MulAccT(acc, w, static_cast<const float*>(v), n);
+  }
+}
+
+// One dispatch per block of keys instead of one per key: at a head size of 64 a key's dot
+// product is a few vector instructions, as cheap as the indirect call that reached it.
+template <typename T>
+void DotRowsT(const float* a, const T* rows, int64_t stride, int32_t count, int64_t n, float* out) {
+  for (int32_t t = 0; t < count; ++t) out[t] = DotT(a, rows + t * stride, n);
+}
+
+void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride, int32_t count,
+                int64_t n, float* out) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return DotRowsT(a, static_cast<const Bf16*>(rows), stride, count, n, out);
+    case STRATA_DTYPE_F16: return DotRowsT(a, static_cast<const F16*>(rows), stride, count, n, out);
+    default: return DotRowsT(a, static_cast<const float*>(rows), stride, count, n, out);
+  }
+}
+
+template <typename T>
+void MulAccRowsT(float* acc, const float* w, const T* rows, int64_t stride, int32_t count, int64_t n) {
+  for (int32_t t = 0; t < count; ++t) MulAccT(acc, w[t], rows + t * stride, n);
+}
+
+void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
+                   int32_t count, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return MulAccRowsT(acc, w, static_cast<const Bf16*>(rows), stride, count, n);
+    case STRATA_DTYPE_F16: return MulAccRowsT(acc, w, static_cast<const F16*>(rows), stride, count, n);
+    default: return MulAccRowsT(acc, w, static_cast<const float*>(rows), stride, count, n);
   }
 }
 
@@ -264,6 +298,8 @@ namespace strata::cpu {
 HWY_EXPORT(GemvRows);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(MulAccF32);
+HWY_EXPORT(DotRowsF32);
+HWY_EXPORT(MulAccRowsF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ConvertToF32);
 HWY_EXPORT(SumSquaresF32);
@@ -273,14 +309,23 @@ HWY_EXPORT(SiluMulF32);
 HWY_EXPORT(SimdTargetName);
 
 void GemvRows(const float* x, int64_t xs, int32_t n, const void* w, int32_t w_dtype,
-              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
-  HWY_DYNAMIC_DISPATCH(GemvRows)(x, xs, n, w, w_dtype, cols, bias, y, ys, r0, r1);
+              int64_t cols, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1,
+              bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(GemvRows)(x, xs, n, w, w_dtype, cols, bias, y, ys, r0, r1, accumulate);
 }
 float DotF32(const float* a, const void* b, int32_t dtype, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, dtype, n);
 }
 void MulAccF32(float* acc, float w, const void* v, int32_t dtype, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulAccF32)(acc, w, v, dtype, n);
+}
+void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride, int32_t count,
+                int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(DotRowsF32)(a, rows, dtype, stride, count, n, out);
+}
+void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
+                   int32_t count, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MulAccRowsF32)(acc, w, rows, dtype, stride, count, n);
 }
 void ScaleF32(float* x, float s, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, s, n); }
 void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {

@@ -8,16 +8,24 @@
 
 namespace strata::cpu {
 
-// y[t][r] = dot(x[t], W[r]) (+ bias[r]) for t < n (1..4) and r in [row_begin, row_end).
-// W is row-major [rows, cols]; each weight row is read once for all n tokens, which keeps
-// decode bandwidth-bound.
+// y[t][r] = dot(x[t], W[r]) (+ bias[r]) for t < n (1..4) and r in [row_begin, row_end);
+// with accumulate, y[t][r] += that (the residual add of matmul_ex, same rounding as adding
+// the product afterwards). W is row-major [rows, cols]; each weight row is read once for all
+// n tokens, which keeps decode bandwidth-bound.
 void GemvRows(const float* x, int64_t x_stride, int32_t n, const void* w, int32_t w_dtype,
               int64_t cols, const float* bias, float* y, int64_t y_stride, int64_t row_begin,
-              int64_t row_end);
+              int64_t row_end, bool accumulate = false);
 
 float DotF32(const float* a, const void* b, int32_t b_dtype, int64_t n);
 // acc[i] += w * v[i]
 void MulAccF32(float* acc, float w, const void* v, int32_t v_dtype, int64_t n);
+// out[t] = DotF32(a, rows + t * stride, dtype, n) for t < count (stride in elements): the
+// scores of one query against a block of keys in one call, each sum formed as DotF32's.
+void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride, int32_t count,
+                int64_t n, float* out);
+// MulAccF32(acc, w[t], rows + t * stride, dtype, n) for t = 0 .. count-1, in that order.
+void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
+                   int32_t count, int64_t n);
 void ScaleF32(float* x, float s, int64_t n);
 void ConvertToF32(const void* src, int32_t src_dtype, float* dst, int64_t n);
 float SumSquaresF32(const float* x, int64_t n);

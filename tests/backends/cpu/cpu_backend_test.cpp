@@ -88,11 +88,12 @@ const char* DtypeStr(int32_t d) {
 
 class CpuBackendTest : public ::testing::Test {
  protected:
+  virtual int32_t Threads() const { return 2; }
   void SetUp() override {
     info_ = strata_cpu_plugin_info();
     ASSERT_NE(info_, nullptr);
     be_ = info_->backend;
-    strata_device_options opts{sizeof(strata_device_options), 2, nullptr};
+    strata_device_options opts{sizeof(strata_device_options), Threads(), nullptr};
     ASSERT_EQ(be_->device_open(0, &opts, &dev_), STRATA_OK) << be_->last_error();
   }
   void TearDown() override {
@@ -255,9 +256,14 @@ TEST_F(CpuBackendTest, BuffersAreAlignedAndBoundsChecked) {
 // ------------------------------------------------------------------------------------------
 // Matmul: (weight dtype, tokens n, rows, cols). n <= 4 runs the SIMD GEMV, larger n oneDNN.
 class MatmulTest : public CpuBackendTest,
-                   public ::testing::WithParamInterface<std::tuple<int32_t, int64_t, int64_t, int64_t>> {};
+                   public ::testing::WithParamInterface<std::tuple<int32_t, int64_t, int64_t, int64_t>> {
+ protected:
+  void ExpectMatchesFloat64Reference();
+};
 
-TEST_P(MatmulTest, MatchesFloat64Reference) {
+TEST_P(MatmulTest, MatchesFloat64Reference) { ExpectMatchesFloat64Reference(); }
+
+void MatmulTest::ExpectMatchesFloat64Reference() {
   const auto [dtype, n, rows, cols] = GetParam();
   const bool with_bias = n != 3;
   std::vector<double> w_exact;
@@ -316,6 +322,25 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
                        ::testing::Values<int64_t>(37), ::testing::Values<int64_t>(1000),
                        ::testing::Values<int64_t>(768)));
+// A chunk longer than one token block (520 tokens: two blocks of 260) times tiles of rows
+// with a short last one (300 rows: 128 + 128 + 44 on two threads).
+INSTANTIATE_TEST_SUITE_P(
+    TiledPrefill, MatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(520), ::testing::Values<int64_t>(300),
+                       ::testing::Values<int64_t>(640)));
+// More threads than row tiles (a many-core machine): the tokens are cut too (300 rows make
+// 3 row tiles; 8 threads want 24 tiles, so 200 tokens become 3 blocks of 67, 67, 66).
+class ManyThreadsMatmulTest : public MatmulTest {
+ protected:
+  int32_t Threads() const override { return 8; }
+};
+TEST_P(ManyThreadsMatmulTest, MatchesFloat64Reference) { ExpectMatchesFloat64Reference(); }
+INSTANTIATE_TEST_SUITE_P(
+    TokenAndRowTiles, ManyThreadsMatmulTest,
+    ::testing::Combine(::testing::Values(STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16),
+                       ::testing::Values<int64_t>(200), ::testing::Values<int64_t>(300),
+                       ::testing::Values<int64_t>(256)));
 
 // ------------------------------------------------------------------------------------------
 class DtypeTest : public CpuBackendTest, public ::testing::WithParamInterface<int32_t> {};
