@@ -122,28 +122,16 @@ phase_bench() {
 }
 
 opencl_icd_setup() {
-  # The machine's environment presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1
-  # (bare names), with which only PoCL appeared (run of 2026-12-02 14:40): name NVIDIA's ICD
-  # by its path, PoCL after it, and ask NVIDIA's library directly for its platforms.
-  local NV=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
-  stamp "OpenCL ICD probe (environment had OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-unset})"
-  python3 - "$NV" <<'PY' 2>&1 | head -20
-import ctypes, sys
-try:
-    lib = ctypes.CDLL(sys.argv[1])
-except OSError as e:
-    print("dlopen failed:", e); sys.exit(0)
-n = ctypes.c_uint(0)
-rc = lib.clIcdGetPlatformIDsKHR(0, None, ctypes.byref(n))
-print("clIcdGetPlatformIDsKHR rc", rc, "platforms", n.value)
-if rc == 0 and n.value:
-    ids = (ctypes.c_void_p * n.value)()
-    lib.clIcdGetPlatformIDsKHR(n.value, ids, None)
-    nd = ctypes.c_uint(0)
-    print("clGetDeviceIDs rc", lib.clGetDeviceIDs(ids[0], ctypes.c_ulonglong(0xFFFFFFFF), 0, None, ctypes.byref(nd)), "devices", nd.value)
-PY
-  export OCL_ICD_FILENAMES="$NV:$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2 /usr/lib/x86_64-linux-gnu/pocl/libpocl.so.2 2>/dev/null | head -1)"
-  OCL_ICD_DEBUG=15 "$BUILD/bin/strata" devices 2>&1 | grep -i -E "opencl|nvidia|icd|error" | head -20
+  # NVIDIA's OpenCL appears only through the machine's own ICD loader (the CUDA toolkit's
+  # libOpenCL.so.1), not through the Debian ocl-icd that deps_env.sh puts first on the library
+  # path: with the latter only PoCL showed (runs of 2026-12-02), with the former both did
+  # (15:00 UTC). The machine presets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1;
+  # name NVIDIA's ICD by its path (PoCL still comes from /etc/OpenCL/vendors).
+  export OCL_ICD_FILENAMES=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
+  [ -f /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 ] && \
+    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:$LD_LIBRARY_PATH"
+  stamp "OpenCL platforms through the system ICD loader"
+  python3 scripts/gpu/ocl_probe.py 2>&1 | head -5
 }
 
 # The short form for a run with little device time: the ICD probe, then only when NVIDIA's
