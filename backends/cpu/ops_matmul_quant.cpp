@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -80,6 +81,44 @@ float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smoot
   return scale;
 }
 
+bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t cols, bool int4, int64_t group_size,
+                              int64_t ngroups, ActInt16Buffer* buf, ActInt16* out) {
+  const int64_t nb = cols / kActBlock, qs = nb * kActBlock;
+  buf->q.resize(static_cast<size_t>(n * qs));
+  buf->scale.resize(static_cast<size_t>(n * nb));
+  if (int4) buf->group_sum.assign(static_cast<size_t>(n * ngroups), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * xs;
+    for (int64_t c = qs; c < cols; ++c)
+      if (!std::isfinite(xr[c])) return false;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = xr + b * kActBlock;
+      float amax = 0.0f;
+      for (int64_t k = 0; k < kActBlock; ++k) amax = std::max(amax, std::fabs(xb[k]));
+      if (!(amax <= std::numeric_limits<float>::max())) return false;  // Inf or NaN
+      const float scale = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+      int16_t* q = buf->q.data() + t * qs + b * kActBlock;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < kActBlock; ++k) {
+        const float v = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(xb[k] * inv)));
+        const int16_t qi = static_cast<int16_t>(v);
+        // INT4: even columns to the first half of the block, odd ones to the second.
+        q[int4 ? (k & 1) * (kActBlock / 2) + (k >> 1) : k] = qi;
+        sum += qi;
+      }
+      buf->scale[t * nb + b] = scale;
+      if (int4) buf->group_sum[t * ngroups + b * kActBlock / group_size] += scale * static_cast<float>(sum);
+    }
+  }
+  out->q = buf->q.data();
+  out->scale = buf->scale.data();
+  out->group_sum = int4 ? buf->group_sum.data() : nullptr;
+  out->x = x;
+  out->xs = xs;
+  out->nblocks = nb;
+  return true;
+}
+
 float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float static_scale, float* out,
                                uint64_t* saturated, uint64_t* nonfinite) {
   float scale = static_scale;
@@ -128,7 +167,24 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
         for (int64_t c = 0; c < cols; ++c) cnt.nonfinite += !std::isfinite(x[t * xs + c]);
     const bool generic = !w.col_group.empty() ||
                          (w.format == STRATA_WEIGHT_INT4_GROUP && (w.group_size % 2) != 0);
-    if (n <= kGemvMaxTokens && !generic) {
+    // Decode with groups of whole activation blocks: integer products (ActInt16).
+    const bool int16_acts = n <= kGemvMaxTokens && !generic && cols >= kActBlock && w.group_size % kActBlock == 0;
+    thread_local ActInt16Buffer act_buf;
+    ActInt16 act;
+    if (int16_acts && QuantizeActivationsInt16(x, xs, n, cols, w.format == STRATA_WEIGHT_INT4_GROUP, w.group_size,
+                                               w.ngroups, &act_buf, &act)) {
+      if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
+        ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
+          GemvInt8A16Rows(act, static_cast<int32_t>(n), reinterpret_cast<const int8_t*>(w.data.data()), cols,
+                          w.scales.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
+        });
+      } else {
+        ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
+          GemvInt4A16Rows(act, static_cast<int32_t>(n), w.data.data(), cols, w.row_bytes, w.scales.data(),
+                          w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
+        });
+      }
+    } else if (n <= kGemvMaxTokens && !generic) {
       if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
         ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
           GemvInt8Rows(x, xs, static_cast<int32_t>(n), reinterpret_cast<const int8_t*>(w.data.data()), cols,
@@ -137,7 +193,9 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
       } else {
         // Deinterleaved activations: even columns, odd columns (0 past the end).
         const int64_t rb = w.row_bytes;
-        std::vector<float> xe(static_cast<size_t>(n * rb), 0.0f), xo(static_cast<size_t>(n * rb), 0.0f);
+        thread_local std::vector<float> xe, xo;
+        xe.assign(static_cast<size_t>(n * rb), 0.0f);
+        xo.assign(static_cast<size_t>(n * rb), 0.0f);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < cols; ++c) (c & 1 ? xo : xe)[t * rb + (c >> 1)] = x[t * xs + c];
         ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {

@@ -3,9 +3,11 @@
 #define STRATA_BACKENDS_CPU_OPS_MATMUL_QUANT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "backends/cpu/cpu_objects.h"
+#include "backends/cpu/quant_simd_kernels.h"
 #include "backends/cpu/quant_weight.h"
 #include "backends/cpu/tensor_view.h"
 
@@ -23,6 +25,20 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& x, strata_weight_s* w
 float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smooth, const uint8_t* skip,
                             int32_t mode, float static_scale, int8_t* out, uint64_t* saturated,
                             uint64_t* nonfinite);
+
+// The decode activations of the weight-only formats as int16 blocks (ActInt16 in
+// quant_simd_kernels.h): tokens [0, n) of x (row stride xs) in blocks of kActBlock columns,
+// each scaled by max|block| / 32767 and rounded to nearest; columns past the last full block
+// stay in x. With `int4`, each block is stored as its even columns then its odd ones, and
+// group_sum holds, per (token, group of group_size columns), the sum of the dequantized
+// values of the group's full blocks. Returns false (and leaves `out` unusable) when a value
+// is not finite: the float kernels then run, so NaN and Inf propagate as in float.
+struct ActInt16Buffer {
+  std::vector<int16_t> q;
+  std::vector<float> scale, group_sum;
+};
+bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t cols, bool int4, int64_t group_size,
+                              int64_t ngroups, ActInt16Buffer* buf, ActInt16* out);
 
 // FP8 activations: x / scale (scale = max|x| / 448 dynamic, or static) rounded to E4M3 and
 // returned as the floats they stand for in out; values beyond 448 saturate (counted).

@@ -137,6 +137,189 @@ void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, cons
   }
 }
 
+// ---- Weight-only formats x int16 activations (ActInt16) ----
+// Each kActBlock-column block of a weight row is multiplied with the block's int16
+// activations in int32 (exact), then scaled once by weight scale x activation scale into
+// a float accumulator. R rows per pass share the activation loads and keep R x N independent
+// accumulator chains in flight.
+
+using D16 = hn::CappedTag<int16_t, 16>;
+using D32 = hn::Repartition<int32_t, D16>;
+using DF32 = hn::RebindToFloat<D32>;
+
+template <int N, int R>
+void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const float* scales, int64_t ngroups,
+                       int64_t gs, const float* bias, float* y, int64_t ys, int64_t r) {
+  const D16 d16;
+  const D32 d32;
+  const DF32 df;
+  const hn::Rebind<int8_t, D16> d8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
+  const int64_t nb = a.nblocks, qs = nb * kActBlock;
+  const int64_t bpg = gs > 0 ? gs / kActBlock : nb;  // blocks per weight group
+  hn::Vec<DF32> acc[R][N];
+  const int8_t* wr[R];
+  for (int i = 0; i < R; ++i) {
+    wr[i] = w + (r + i) * cols;
+    for (int t = 0; t < N; ++t) acc[i][t] = hn::Zero(df);
+  }
+  for (int64_t b = 0, g = 0; b < nb; ++g) {
+    const int64_t bend = b + bpg < nb ? b + bpg : nb;
+    float sw[R];
+    for (int i = 0; i < R; ++i) sw[i] = scales[(r + i) * ngroups + g];
+    for (; b < bend; ++b) {
+      const int64_t c0 = b * kActBlock;
+      hn::Vec<D32> s0[R][N], s1[R][N];
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < N; ++t) s0[i][t] = s1[i][t] = hn::Zero(d32);
+      for (int64_t k = 0; k < kActBlock; k += L) {
+        hn::Vec<D16> xv[N];
+        for (int t = 0; t < N; ++t) xv[t] = hn::LoadU(d16, a.q + t * qs + c0 + k);
+        for (int i = 0; i < R; ++i) {
+          const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + c0 + k));
+          for (int t = 0; t < N; ++t) s0[i][t] = hn::ReorderWidenMulAccumulate(d32, wv, xv[t], s0[i][t], s1[i][t]);
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const float sx = a.scale[t * nb + b];
+        for (int i = 0; i < R; ++i)
+          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[i][t], s1[i][t])),
+                                 hn::Set(df, sw[i] * sx), acc[i][t]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    const int64_t row = r + i;
+    for (int t = 0; t < N; ++t) {
+      float v = hn::GetLane(hn::SumOfLanes(df, acc[i][t]));
+      const float* x = a.x + t * a.xs;
+      for (int64_t c = qs; c < cols; ++c)  // past the last full block, in float
+        v += static_cast<float>(wr[i][c]) * scales[row * ngroups + (gs > 0 ? c / gs : 0)] * x[c];
+      y[t * ys + row] = bias ? v + bias[row] : v;
+    }
+  }
+}
+
+template <int N>
+void GemvInt8A16RowsN(const ActInt16& a, const int8_t* w, int64_t cols, const float* scales, int64_t ngroups,
+                      int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  constexpr int R = N <= 2 ? 4 : 2;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) GemvInt8A16RowsNR<N, R>(a, w, cols, scales, ngroups, gs, bias, y, ys, r);
+  for (; r < r1; ++r) GemvInt8A16RowsNR<N, 1>(a, w, cols, scales, ngroups, gs, bias, y, ys, r);
+}
+
+void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
+                     int64_t ngroups, int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0,
+                     int64_t r1) {
+  switch (n) {
+    case 1: return GemvInt8A16RowsN<1>(a, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+    case 2: return GemvInt8A16RowsN<2>(a, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+    case 3: return GemvInt8A16RowsN<3>(a, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+    default: return GemvInt8A16RowsN<4>(a, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+  }
+}
+
+// INT4: a block of 32 columns is 16 bytes; its activations come as 16 even then 16 odd
+// columns, so the low nibbles multiply the first half and the high nibbles the second. The
+// nibbles enter unsigned (0..15); the zero point is taken out per group afterwards as
+// scale * zero * group_sum, group_sum being the sum of the group's dequantized activations.
+template <int N, int R>
+void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, const float* scales,
+                       const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
+                       int64_t r) {
+  const D16 d16;
+  const D32 d32;
+  const DF32 df;
+  const hn::Rebind<uint8_t, D16> d8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
+  const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
+  constexpr int64_t kBlockBytes = kActBlock / 2;
+  const auto mask = hn::Set(d16, 15);
+  hn::Vec<DF32> acc[R][N];
+  float corr[R][N];
+  const uint8_t* wr[R];
+  for (int i = 0; i < R; ++i) {
+    wr[i] = w + (r + i) * row_bytes;
+    for (int t = 0; t < N; ++t) {
+      acc[i][t] = hn::Zero(df);
+      corr[i][t] = 0.0f;
+    }
+  }
+  for (int64_t b = 0, g = 0; b < nb; ++g) {
+    const int64_t bend = b + bpg < nb ? b + bpg : nb;
+    float sw[R];
+    for (int i = 0; i < R; ++i) {
+      sw[i] = scales[(r + i) * ngroups + g];
+      const float z = zeros ? zeros[(r + i) * ngroups + g] : 8.0f;
+      for (int t = 0; t < N; ++t) corr[i][t] += sw[i] * z * a.group_sum[t * ngroups + g];
+    }
+    for (; b < bend; ++b) {
+      const int64_t c0 = b * kActBlock, j0 = b * kBlockBytes;
+      hn::Vec<D32> s0[R][N], s1[R][N];
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < N; ++t) s0[i][t] = s1[i][t] = hn::Zero(d32);
+      for (int64_t k = 0; k < kBlockBytes; k += L) {
+        hn::Vec<D16> xe[N], xo[N];
+        for (int t = 0; t < N; ++t) {
+          xe[t] = hn::LoadU(d16, a.q + t * qs + c0 + k);
+          xo[t] = hn::LoadU(d16, a.q + t * qs + c0 + kBlockBytes + k);
+        }
+        for (int i = 0; i < R; ++i) {
+          const auto v = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + j0 + k));
+          const auto lo = hn::And(v, mask), hi = hn::ShiftRight<4>(v);
+          for (int t = 0; t < N; ++t) {
+            s0[i][t] = hn::ReorderWidenMulAccumulate(d32, lo, xe[t], s0[i][t], s1[i][t]);
+            s0[i][t] = hn::ReorderWidenMulAccumulate(d32, hi, xo[t], s0[i][t], s1[i][t]);
+          }
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const float sx = a.scale[t * nb + b];
+        for (int i = 0; i < R; ++i)
+          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[i][t], s1[i][t])),
+                                 hn::Set(df, sw[i] * sx), acc[i][t]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    const int64_t row = r + i;
+    for (int t = 0; t < N; ++t) {
+      float v = hn::GetLane(hn::SumOfLanes(df, acc[i][t])) - corr[i][t];
+      const float* x = a.x + t * a.xs;
+      for (int64_t c = qs; c < cols; ++c) {  // past the last full block, in float
+        const int64_t g = c / gs;
+        const int q = (c & 1) ? wr[i][c >> 1] >> 4 : wr[i][c >> 1] & 15;
+        const float z = zeros ? zeros[row * ngroups + g] : 8.0f;
+        v += (static_cast<float>(q) - z) * scales[row * ngroups + g] * x[c];
+      }
+      y[t * ys + row] = bias ? v + bias[row] : v;
+    }
+  }
+}
+
+template <int N>
+void GemvInt4A16RowsN(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, const float* scales,
+                      const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
+                      int64_t r0, int64_t r1) {
+  constexpr int R = N <= 2 ? 4 : 2;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R)
+    GemvInt4A16RowsNR<N, R>(a, w, cols, row_bytes, scales, zeros, ngroups, gs, bias, y, ys, r);
+  for (; r < r1; ++r) GemvInt4A16RowsNR<N, 1>(a, w, cols, row_bytes, scales, zeros, ngroups, gs, bias, y, ys, r);
+}
+
+void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
+                     const float* scales, const float* zeros, int64_t ngroups, int64_t group_size,
+                     const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  switch (n) {
+    case 1: return GemvInt4A16RowsN<1>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 2: return GemvInt4A16RowsN<2>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 3: return GemvInt4A16RowsN<3>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    default: return GemvInt4A16RowsN<4>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+  }
+}
+
 template <int N>
 void GemvS8S8RowsN(const int8_t* xq, int64_t xqs, const float* xscale, const int8_t* w, int64_t cols,
                    const float* wscale, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
@@ -186,6 +369,20 @@ namespace strata::cpu {
 HWY_EXPORT(GemvInt8Rows);
 HWY_EXPORT(GemvInt4Rows);
 HWY_EXPORT(GemvS8S8Rows);
+HWY_EXPORT(GemvInt8A16Rows);
+HWY_EXPORT(GemvInt4A16Rows);
+
+void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
+                     int64_t ngroups, int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0,
+                     int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvInt8A16Rows)(a, n, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
+}
+void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
+                     const float* scales, const float* zeros, int64_t ngroups, int64_t group_size,
+                     const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvInt4A16Rows)(a, n, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys,
+                                        r0, r1);
+}
 
 void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
                   const float* scales, int64_t ngroups, int64_t group_size, const float* bias,

@@ -308,6 +308,58 @@ TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
   }
 }
 
+// The decode GEMVs of the weight-only formats multiply int16 activation blocks of 32 columns
+// (quant_simd_kernels.h) when the groups are whole blocks: model-like widths (whole blocks,
+// and whole blocks plus a float tail), row counts that leave the multi-row passes a
+// remainder, 1..4 tokens. With N(0,1) activations: the float path's reference and tolerance.
+// A token with one value 50x the others makes its block's 16-bit step coarse: there the
+// tolerance adds the worst case of that rounding, sum over blocks of
+// (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
+TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
+  for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
+    const int64_t rows = 39, nb = cols / 32;
+    std::vector<QWeight> qs;
+    std::vector<std::string> names;
+    for (int32_t group : {0, 32, 64}) {
+      qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
+      names.push_back("int8 group " + std::to_string(group));
+    }
+    for (int32_t group : {32, 64, 128}) {
+      for (bool asym : {false, true}) {
+        qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
+        names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+      }
+    }
+    for (size_t k = 0; k < qs.size(); ++k) {
+      strata_weight w = Create(qs[k]);
+      ASSERT_NE(w, nullptr);
+      const auto bias = RandomX(1, rows, 8);
+      for (bool outlier : {false, true}) {
+        for (int64_t n : {1, 2, 3, 4}) {
+          auto x = RandomX(n, cols, 400 + n);
+          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+          std::vector<double> ref, mag;
+          WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
+          if (outlier) {
+            for (int64_t t = 0; t < n; ++t)
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t b = 0; b < nb; ++b) {
+                  double amax = 0, wsum = 0;
+                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                    amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
+                    wsum += std::fabs(qs[k].w[r * cols + c]);
+                  }
+                  mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
+                }
+          }
+          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                 names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
+        }
+      }
+    }
+  }
+}
+
 // Per-token int8 activations by the contract: scale = max|x| / 127 (or static), RNE, clamp.
 std::vector<int> QuantizeRef(const float* x, int64_t cols, const std::vector<float>& smooth,
                              const std::vector<bool>& skip, double static_scale, double* scale, int* clamped) {
