@@ -1,4 +1,10 @@
 // Highway per-target kernels: this file is re-included once per target by foreach_target.
+// AVX3_DL (AVX-512 with VNNI: Ice Lake and later, Zen 4) is compiled here too, which Highway
+// 1.0 leaves out unless asked: its vpdpwssd multiplies and accumulates int16 pairs in one
+// instruction (vpmaddwd + vpaddd elsewhere), the inner step of the int16-activation GEMVs.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/quant_simd_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -146,6 +152,39 @@ void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, cons
 using D16 = hn::CappedTag<int16_t, 16>;
 using D32 = hn::Repartition<int32_t, D16>;
 using DF32 = hn::RebindToFloat<D32>;
+using V16 = hn::Vec<D16>;
+using V32 = hn::Vec<D32>;
+
+// sum += a * b over int16 pairs (lanes 2i, 2i+1 into int32 lane i).
+HWY_INLINE V32 DotPairs(V16 a, V16 b, V32 sum) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return V32{_mm256_dpwssd_epi32(sum.raw, a.raw, b.raw)};
+#else
+  V32 unused = hn::Zero(D32());
+  return hn::ReorderWidenMulAccumulate(D32(), a, b, sum, unused);  // x86, NEON: one pair sum, unused stays 0
+#endif
+}
+
+// The product's scale for each block of a chunk of up to kChunk blocks starting at b0:
+// c[t][j] = weight scale of block b0 + j's group x activation scale of that block for token
+// t, so that the inner loop broadcasts one float per (row, token, block) from memory.
+constexpr int64_t kChunk = 8;
+template <int N>
+HWY_INLINE void ChunkScales(const ActInt16& a, const float* row_scales, int64_t bpg, int64_t nb, int64_t b0,
+                            int64_t b1, float (*c)[kChunk]) {
+  for (int t = 0; t < N; ++t) {
+    const float* sx = a.scale + t * nb;
+    if (bpg == 1) {
+      for (int64_t b = b0; b < b1; ++b) c[t][b - b0] = row_scales[b] * sx[b];
+    } else {
+      int64_t g = b0 / bpg, in_group = b0 - g * bpg;
+      for (int64_t b = b0; b < b1; ++b) {
+        c[t][b - b0] = row_scales[g] * sx[b];
+        if (++in_group == bpg) in_group = 0, ++g;
+      }
+    }
+  }
+}
 
 template <int N, int R>
 void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const float* scales, int64_t ngroups,
@@ -156,36 +195,33 @@ void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const f
   const hn::Rebind<int8_t, D16> d8;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
   const int64_t nb = a.nblocks, qs = nb * kActBlock;
-  const int64_t bpg = gs > 0 ? gs / kActBlock : nb;  // blocks per weight group
+  const int64_t bpg = gs > 0 ? gs / kActBlock : nb + 1;  // blocks per weight group
   hn::Vec<DF32> acc[R][N];
   const int8_t* wr[R];
   for (int i = 0; i < R; ++i) {
     wr[i] = w + (r + i) * cols;
     for (int t = 0; t < N; ++t) acc[i][t] = hn::Zero(df);
   }
-  for (int64_t b = 0, g = 0; b < nb; ++g) {
-    const int64_t bend = b + bpg < nb ? b + bpg : nb;
-    float sw[R];
-    for (int i = 0; i < R; ++i) sw[i] = scales[(r + i) * ngroups + g];
-    for (; b < bend; ++b) {
+  float c[R][N][kChunk];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int64_t b1 = b0 + kChunk < nb ? b0 + kChunk : nb;
+    for (int i = 0; i < R; ++i) ChunkScales<N>(a, scales + (r + i) * ngroups, bpg, nb, b0, b1, c[i]);
+    for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * kActBlock;
-      hn::Vec<D32> s0[R][N], s1[R][N];
+      V32 s[R][N];
       for (int i = 0; i < R; ++i)
-        for (int t = 0; t < N; ++t) s0[i][t] = s1[i][t] = hn::Zero(d32);
+        for (int t = 0; t < N; ++t) s[i][t] = hn::Zero(d32);
       for (int64_t k = 0; k < kActBlock; k += L) {
-        hn::Vec<D16> xv[N];
+        V16 xv[N];
         for (int t = 0; t < N; ++t) xv[t] = hn::LoadU(d16, a.q + t * qs + c0 + k);
         for (int i = 0; i < R; ++i) {
-          const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + c0 + k));
-          for (int t = 0; t < N; ++t) s0[i][t] = hn::ReorderWidenMulAccumulate(d32, wv, xv[t], s0[i][t], s1[i][t]);
+          const V16 wv = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + c0 + k));
+          for (int t = 0; t < N; ++t) s[i][t] = DotPairs(wv, xv[t], s[i][t]);
         }
       }
-      for (int t = 0; t < N; ++t) {
-        const float sx = a.scale[t * nb + b];
-        for (int i = 0; i < R; ++i)
-          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[i][t], s1[i][t])),
-                                 hn::Set(df, sw[i] * sx), acc[i][t]);
-      }
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < N; ++t)
+          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, s[i][t]), hn::Set(df, c[i][t][b - b0]), acc[i][t]);
     }
   }
   for (int i = 0; i < R; ++i) {
@@ -193,8 +229,8 @@ void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const f
     for (int t = 0; t < N; ++t) {
       float v = hn::GetLane(hn::SumOfLanes(df, acc[i][t]));
       const float* x = a.x + t * a.xs;
-      for (int64_t c = qs; c < cols; ++c)  // past the last full block, in float
-        v += static_cast<float>(wr[i][c]) * scales[row * ngroups + (gs > 0 ? c / gs : 0)] * x[c];
+      for (int64_t col = qs; col < cols; ++col)  // past the last full block, in float
+        v += static_cast<float>(wr[i][col]) * scales[row * ngroups + (gs > 0 ? col / gs : 0)] * x[col];
       y[t * ys + row] = bias ? v + bias[row] : v;
     }
   }
@@ -235,7 +271,7 @@ void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_
   const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
   const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
   constexpr int64_t kBlockBytes = kActBlock / 2;
-  const auto mask = hn::Set(d16, 15);
+  const V16 mask = hn::Set(d16, 15);
   hn::Vec<DF32> acc[R][N];
   float corr[R][N];
   const uint8_t* wr[R];
@@ -246,40 +282,37 @@ void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_
       corr[i][t] = 0.0f;
     }
   }
-  for (int64_t b = 0, g = 0; b < nb; ++g) {
-    const int64_t bend = b + bpg < nb ? b + bpg : nb;
-    float sw[R];
-    for (int i = 0; i < R; ++i) {
-      sw[i] = scales[(r + i) * ngroups + g];
-      const float z = zeros ? zeros[(r + i) * ngroups + g] : 8.0f;
-      for (int t = 0; t < N; ++t) corr[i][t] += sw[i] * z * a.group_sum[t * ngroups + g];
+  // Zero points: per group that has full blocks, scale * zero * the group's activation sum.
+  const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
+  for (int i = 0; i < R; ++i)
+    for (int64_t g = 0; g < groups_with_blocks; ++g) {
+      const float sz = scales[(r + i) * ngroups + g] * (zeros ? zeros[(r + i) * ngroups + g] : 8.0f);
+      for (int t = 0; t < N; ++t) corr[i][t] += sz * a.group_sum[t * ngroups + g];
     }
-    for (; b < bend; ++b) {
+  float c[R][N][kChunk];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int64_t b1 = b0 + kChunk < nb ? b0 + kChunk : nb;
+    for (int i = 0; i < R; ++i) ChunkScales<N>(a, scales + (r + i) * ngroups, bpg, nb, b0, b1, c[i]);
+    for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * kActBlock, j0 = b * kBlockBytes;
-      hn::Vec<D32> s0[R][N], s1[R][N];
+      V32 s[R][N];
       for (int i = 0; i < R; ++i)
-        for (int t = 0; t < N; ++t) s0[i][t] = s1[i][t] = hn::Zero(d32);
+        for (int t = 0; t < N; ++t) s[i][t] = hn::Zero(d32);
       for (int64_t k = 0; k < kBlockBytes; k += L) {
-        hn::Vec<D16> xe[N], xo[N];
+        V16 xe[N], xo[N];
         for (int t = 0; t < N; ++t) {
           xe[t] = hn::LoadU(d16, a.q + t * qs + c0 + k);
           xo[t] = hn::LoadU(d16, a.q + t * qs + c0 + kBlockBytes + k);
         }
         for (int i = 0; i < R; ++i) {
-          const auto v = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + j0 + k));
-          const auto lo = hn::And(v, mask), hi = hn::ShiftRight<4>(v);
-          for (int t = 0; t < N; ++t) {
-            s0[i][t] = hn::ReorderWidenMulAccumulate(d32, lo, xe[t], s0[i][t], s1[i][t]);
-            s0[i][t] = hn::ReorderWidenMulAccumulate(d32, hi, xo[t], s0[i][t], s1[i][t]);
-          }
+          const V16 v = hn::PromoteTo(d16, hn::LoadU(d8, wr[i] + j0 + k));
+          const V16 lo = hn::And(v, mask), hi = hn::ShiftRight<4>(v);
+          for (int t = 0; t < N; ++t) s[i][t] = DotPairs(hi, xo[t], DotPairs(lo, xe[t], s[i][t]));
         }
       }
-      for (int t = 0; t < N; ++t) {
-        const float sx = a.scale[t * nb + b];
-        for (int i = 0; i < R; ++i)
-          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[i][t], s1[i][t])),
-                                 hn::Set(df, sw[i] * sx), acc[i][t]);
-      }
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < N; ++t)
+          acc[i][t] = hn::MulAdd(hn::ConvertTo(df, s[i][t]), hn::Set(df, c[i][t][b - b0]), acc[i][t]);
     }
   }
   for (int i = 0; i < R; ++i) {
@@ -287,11 +320,11 @@ void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_
     for (int t = 0; t < N; ++t) {
       float v = hn::GetLane(hn::SumOfLanes(df, acc[i][t])) - corr[i][t];
       const float* x = a.x + t * a.xs;
-      for (int64_t c = qs; c < cols; ++c) {  // past the last full block, in float
-        const int64_t g = c / gs;
-        const int q = (c & 1) ? wr[i][c >> 1] >> 4 : wr[i][c >> 1] & 15;
+      for (int64_t col = qs; col < cols; ++col) {  // past the last full block, in float
+        const int64_t g = col / gs;
+        const int q = (col & 1) ? wr[i][col >> 1] >> 4 : wr[i][col >> 1] & 15;
         const float z = zeros ? zeros[row * ngroups + g] : 8.0f;
-        v += (static_cast<float>(q) - z) * scales[row * ngroups + g] * x[c];
+        v += (static_cast<float>(q) - z) * scales[row * ngroups + g] * x[col];
       }
       y[t * ys + row] = bias ? v + bias[row] : v;
     }
