@@ -311,7 +311,7 @@ TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
 // The decode GEMVs of the weight-only formats multiply int16 activation blocks of 32 columns
 // (quant_simd_kernels.h) when the groups are whole blocks: model-like widths (whole blocks,
 // and whole blocks plus a float tail), row counts that leave the multi-row passes a
-// remainder, 1..4 tokens. With N(0,1) activations: the float path's reference and tolerance.
+// remainder, 1..4 tokens and a short prefill. With N(0,1) activations: the float path's reference and tolerance.
 // A token with one value 50x the others makes its block's 16-bit step coarse: there the
 // tolerance adds the worst case of that rounding, sum over blocks of
 // (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
@@ -335,7 +335,7 @@ TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
       ASSERT_NE(w, nullptr);
       const auto bias = RandomX(1, rows, 8);
       for (bool outlier : {false, true}) {
-        for (int64_t n : {1, 2, 3, 4}) {
+        for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
           auto x = RandomX(n, cols, 400 + n);
           if (outlier) x[(n - 1) * cols + 37] = 50.0f;
           std::vector<double> ref, mag;
