@@ -543,7 +543,9 @@ absl::Status InMatmulEx(const absl::Status& s, const char* stage) {
 // core's separate calls give: the prologue into prologue_scratch (rms_norm without residual
 // / silu_mul), the product (+ bias) into out, or with accumulate into product_scratch and
 // then out = out + product_scratch with add's kernel (the same AddF32(h, delta) that the
-// fused residual rms_norm applies). A CPU op has no launch cost for fusion to save.
+// fused residual rms_norm applies). A CPU op has no launch cost for fusion to save. One
+// exception: a W8A8 weight with the RMS_NORM prologue quantizes the norm's output as it
+// computes it (QuantMatmulRmsNorm, the same values, still bit for bit the composed ops).
 strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                          const strata_matmul_params* params, const strata_tensor* out) {
   return TimedOp(dev, "matmul_ex", [&] { return MatmulKey(params && params->prologue == STRATA_PROLOGUE_RMS_NORM ? "matmul_ex[rms_norm]" : params && params->prologue == STRATA_PROLOGUE_SILU_MUL ? "matmul_ex[silu_mul]" : "matmul_ex", x, w); }, [&]() -> absl::Status {
@@ -614,6 +616,15 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
       }
     }
 
+    // W8A8: the norm feeds the per-token activation quantizer directly (ops_matmul_quant.h).
+    if (prologue == STRATA_PROLOGUE_RMS_NORM && QuantMatmulFusesRmsNorm(w)) {
+      const strata_tensor* dst = accumulate ? params->product_scratch : out;
+      STRATA_CHECK_OK(InMatmulEx(QuantMatmulRmsNorm(dev, x, params->norm_weight, params->eps,
+                                                    w, params->bias, dst),
+                                 "rms_norm + matmul"));
+      if (!accumulate) return absl::OkStatus();
+      return InMatmulEx(Add(dev, out, params->product_scratch, out), "accumulate");
+    }
     const strata_tensor* input = x;
     if (prologue == STRATA_PROLOGUE_RMS_NORM) {
       STRATA_CHECK_OK(InMatmulEx(

@@ -52,8 +52,11 @@ void ForRowTasks(strata_device_s* dev, int64_t rows, int64_t cols, F&& f) {
 
 float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smooth, const uint8_t* skip,
                             int32_t mode, float static_scale, int8_t* out, uint64_t* saturated,
-                            uint64_t* nonfinite) {
-  auto value = [&](int64_t c) { return inv_smooth ? x[c] * inv_smooth[c] : x[c]; };
+                            uint64_t* nonfinite, const float* norm_weight, float norm_scale) {
+  auto value = [&](int64_t c) {
+    const float v = norm_weight ? x[c] * norm_scale * norm_weight[c] : x[c];  // as MulScaleWeightF32
+    return inv_smooth ? v * inv_smooth[c] : v;
+  };
   float scale = static_scale;
   if (mode != STRATA_ACT_SCALE_STATIC) {
     float amax = 0.0f;
@@ -149,8 +152,60 @@ float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float
   return scale;
 }
 
+namespace {
+#define STRATA_ASSIGN_VIEW(var, expr)           \
+  auto var##_or = (expr);                       \
+  if (!var##_or.ok()) return var##_or.status(); \
+  const View var = *var##_or
+
+// The RMS_NORM prologue that QuantMatmulRmsNorm hands to the W8A8 quantizer.
+struct NormPrologue {
+  const float* weight;
+  float eps;
+};
+absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight_s* ws, const float* bias,
+                             const View& ov, const NormPrologue* norm);
+}  // namespace
+
 absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* ws, const float* bias,
                          const View& ov) {
+  return QuantMatmulImpl(dev, xv, ws, bias, ov, nullptr);
+}
+
+bool QuantMatmulFusesRmsNorm(const strata_weight_s* ws) {
+  return ws != nullptr && ws->quant != nullptr && ws->quant->format == STRATA_WEIGHT_W8A8 && ws->quant->perm.empty();
+}
+
+absl::Status QuantMatmulRmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor* norm_weight,
+                                float eps, strata_weight_s* ws, const strata_tensor* bias, const strata_tensor* out) {
+  if (!QuantMatmulFusesRmsNorm(ws)) return absl::InvalidArgumentError("rms_norm + matmul: not a W8A8 weight");
+  STRATA_ASSIGN_VIEW(xv, CheckTensor(x, "rms_norm + matmul: x", {STRATA_DTYPE_F32}));
+  STRATA_ASSIGN_VIEW(nv, CheckTensor(norm_weight, "rms_norm + matmul: norm_weight", {STRATA_DTYPE_F32}));
+  STRATA_ASSIGN_VIEW(ov, CheckTensor(out, "rms_norm + matmul: out", {STRATA_DTYPE_F32}));
+  const QuantWeight& w = *ws->quant;
+  if (xv.cols != w.cols)
+    return absl::InvalidArgumentError(absl::StrCat("rms_norm + matmul: x has ", xv.cols, " columns, the weight has ", w.cols));
+  if (nv.numel() != xv.cols || !nv.packed())
+    return absl::InvalidArgumentError(absl::StrCat("rms_norm + matmul: norm_weight has ", nv.numel(), " elements, rows have ", xv.cols));
+  if (!(eps >= 0.0f) || !std::isfinite(eps))
+    return absl::InvalidArgumentError(absl::StrCat("rms_norm + matmul: eps ", eps, " must be >= 0"));
+  if (ov.rows != xv.rows || ov.cols != w.rows)
+    return absl::InvalidArgumentError(absl::StrCat("rms_norm + matmul: out is [", ov.rows, ", ", ov.cols, "], expected [", xv.rows, ", ", w.rows, "]"));
+  const float* b = nullptr;
+  if (bias != nullptr) {
+    STRATA_ASSIGN_VIEW(bv, CheckTensor(bias, "rms_norm + matmul: bias", {STRATA_DTYPE_F32}));
+    if (bv.numel() != w.rows || !bv.packed())
+      return absl::InvalidArgumentError(absl::StrCat("rms_norm + matmul: bias has ", bv.numel(), " elements, expected ", w.rows));
+    b = bv.Row<float>(0);
+  }
+  if (xv.rows == 0) return absl::OkStatus();
+  const NormPrologue norm{nv.Row<float>(0), eps};
+  return QuantMatmulImpl(dev, xv, ws, b, ov, &norm);
+}
+
+namespace {
+absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight_s* ws, const float* bias,
+                             const View& ov, const NormPrologue* norm) {
   const QuantWeight& w = *ws->quant;
   const int64_t n = xv.rows, cols = w.cols, rows = w.rows;
   Counts cnt;
@@ -283,12 +338,19 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
         }
       }
     }
-    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
-    std::vector<float> xscale(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t)
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xscale;
+    xq.resize(static_cast<size_t>(n * cols));
+    xscale.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      // The fused prologue: rms_norm's scale for this token, as RmsNorm computes it.
+      const float norm_scale =
+          norm ? 1.0f / std::sqrt(SumSquaresF32(x + t * xs, cols) / static_cast<float>(cols) + norm->eps) : 1.0f;
       xscale[t] = QuantizeActivationRow(x + t * xs, cols, w.inv_smooth.empty() ? nullptr : w.inv_smooth.data(),
                                         skip.empty() ? nullptr : skip.data(), w.act_scale_mode, w.act_scale,
-                                        xq.data() + t * cols, &cnt.saturated, &cnt.nonfinite);
+                                        xq.data() + t * cols, &cnt.saturated, &cnt.nonfinite,
+                                        norm ? norm->weight : nullptr, norm_scale);
+    }
     const int8_t* wq = reinterpret_cast<const int8_t*>(w.data.data());
     if (n <= kGemvMaxTokens) {
       ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
@@ -331,6 +393,8 @@ absl::Status QuantMatmul(strata_device_s* dev, const View& xv, strata_weight_s* 
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status ReadQuantCounters(strata_device_s* dev, int32_t num_slots, uint64_t* saturated, uint64_t* nonfinite,
                                uint64_t* outliers) {

@@ -438,6 +438,63 @@ TEST_F(QuantMatmulTest, W8A8DynamicSmoothedAndStaticWithSaturationCounts) {
   }
 }
 
+// The fused quantizer: matmul_ex with the RMS_NORM prologue on a W8A8 weight quantizes the
+// norm's output as it computes it. It must give exactly what rms_norm() then matmul() give
+// (outputs bit for bit, and the same saturation counts), smoothed and static-scale alike.
+TEST_F(QuantMatmulTest, W8A8RmsNormPrologueFusedIntoTheQuantizerEqualsTheSeparateOps) {
+  const int64_t rows = 48, cols = 96;
+  for (int mode : {0, 1}) {  // dynamic with smoothing, static (saturating)
+    QWeight q = MakeInt8(STRATA_WEIGHT_W8A8, rows, cols, 0, STRATA_DTYPE_F32, 90 + mode);
+    if (mode == 0) {
+      q.smooth.resize(cols);
+      for (int64_t c = 0; c < cols; ++c) q.smooth[c] = 0.5f + 0.03f * c;
+    } else {
+      q.desc.act_scale_mode = STRATA_ACT_SCALE_STATIC;
+      q.desc.act_scale = 0.01f;
+    }
+    q.desc.counter_slot = 3 + mode;
+    strata_weight w = Create(q);
+    ASSERT_NE(w, nullptr);
+    const auto norm_w = RandomX(1, cols, 9, 0.5f);
+    const auto bias = RandomX(1, rows, 10);
+    for (int64_t n : {1, 3, 9}) {
+      const auto x = RandomX(n, cols, 500 + n, 3.0f);
+      const strata_tensor xt = F32(x, n, cols), nt = F32(norm_w, 1, cols), bt = F32(bias, 1, rows);
+      strata_tensor nt1 = nt, bt1 = bt;
+      nt1.ndim = bt1.ndim = 1;
+      nt1.shape[0] = cols;
+      bt1.shape[0] = rows;
+      // Separate ops.
+      const strata_tensor normed = F32(std::vector<float>(n * cols), n, cols);
+      const strata_tensor sep = F32(std::vector<float>(n * rows), n, rows);
+      const uint64_t sat0 = Counters(0)[3 + mode];
+      ASSERT_EQ(be_->rms_norm(dev_, &xt, nullptr, &nt1, 1e-5f, &normed), STRATA_OK) << be_->last_error();
+      ASSERT_EQ(be_->matmul(dev_, &normed, w, &bt1, &sep), STRATA_OK) << be_->last_error();
+      const uint64_t sat_sep = Counters(0)[3 + mode] - sat0;
+      // Fused.
+      const strata_tensor fused = F32(std::vector<float>(n * rows), n, rows);
+      const strata_tensor scratch = F32(std::vector<float>(n * cols), n, cols);
+      strata_matmul_params mp{};
+      mp.struct_size = sizeof(mp);
+      mp.prologue = STRATA_PROLOGUE_RMS_NORM;
+      mp.norm_weight = &nt1;
+      mp.eps = 1e-5f;
+      mp.bias = &bt1;
+      mp.prologue_scratch = &scratch;
+      ASSERT_EQ(be_->matmul_ex(dev_, &xt, w, &mp, &fused), STRATA_OK) << be_->last_error();
+      const uint64_t sat_fused = Counters(0)[3 + mode] - sat0 - sat_sep;
+      std::vector<float> a(n * rows), b(n * rows);
+      ASSERT_EQ(be_->download(dev_, a.data(), sep.buffer, 0, a.size() * 4), STRATA_OK);
+      ASSERT_EQ(be_->download(dev_, b.data(), fused.buffer, 0, b.size() * 4), STRATA_OK);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0) << "mode " << mode << " n " << n << " [" << i << "]: " << a[i]
+                                                   << " vs " << b[i];
+      EXPECT_EQ(sat_fused, sat_sep) << "mode " << mode << " n " << n;
+      if (mode == 1) EXPECT_GT(sat_sep, 0u) << "the static scale must clamp some values";
+    }
+  }
+}
+
 TEST_F(QuantMatmulTest, LlmInt8StoredAndRunTimeOutliersComputedInFloat) {
   const int64_t rows = 24, cols = 64;
   QWeight q = MakeInt8(STRATA_WEIGHT_INT8_OUTLIER_SPLIT, rows, cols, 0, STRATA_DTYPE_F32, 41);
