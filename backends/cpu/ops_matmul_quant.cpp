@@ -96,29 +96,16 @@ bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t col
   const int64_t nb = cols / kActBlock, qs = nb * kActBlock;
   buf->q.resize(static_cast<size_t>(n * qs));
   buf->scale.resize(static_cast<size_t>(n * nb));
+  buf->block_sum.resize(static_cast<size_t>(nb));
   if (int4) buf->group_sum.assign(static_cast<size_t>(n * ngroups), 0.0f);
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * xs;
     for (int64_t c = qs; c < cols; ++c)
       if (!std::isfinite(xr[c])) return false;
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* xb = xr + b * kActBlock;
-      float amax = 0.0f;
-      for (int64_t k = 0; k < kActBlock; ++k) amax = std::max(amax, std::fabs(xb[k]));
-      if (!(amax <= std::numeric_limits<float>::max())) return false;  // Inf or NaN
-      const float scale = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-      int16_t* q = buf->q.data() + t * qs + b * kActBlock;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < kActBlock; ++k) {
-        const float v = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(xb[k] * inv)));
-        const int16_t qi = static_cast<int16_t>(v);
-        // INT4: even columns to the first half of the block, odd ones to the second.
-        q[int4 ? (k & 1) * (kActBlock / 2) + (k >> 1) : k] = qi;
-        sum += qi;
-      }
-      buf->scale[t * nb + b] = scale;
-      if (int4) buf->group_sum[t * ngroups + b * kActBlock / group_size] += scale * static_cast<float>(sum);
-    }
+    if (!QuantizeBlocksInt16(xr, nb, int4, buf->q.data() + t * qs, buf->scale.data() + t * nb, buf->block_sum.data()))
+      return false;
+    if (int4)
+      for (int64_t b = 0; b < nb; ++b) buf->group_sum[t * ngroups + b * kActBlock / group_size] += buf->block_sum[b];
   }
   out->q = buf->q.data();
   out->scale = buf->scale.data();

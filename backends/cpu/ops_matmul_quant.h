@@ -47,7 +47,7 @@ float QuantizeActivationRow(const float* x, int64_t cols, const float* inv_smoot
 // is not finite: the float kernels then run, so NaN and Inf propagate as in float.
 struct ActInt16Buffer {
   std::vector<int16_t> q;
-  std::vector<float> scale, group_sum;
+  std::vector<float> scale, group_sum, block_sum;
 };
 bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t cols, bool int4, int64_t group_size,
                               int64_t ngroups, ActInt16Buffer* buf, ActInt16* out);

@@ -40,6 +40,11 @@ struct ActInt16 {
   int64_t nblocks = 0;       // full blocks: floor(cols / kActBlock)
 };
 
+// One token's nb full blocks of x to int16 (scale = max|block| / 32767, round to nearest even):
+// q [nb * kActBlock] (with `int4`, each block's even columns then its odd ones), scale[b] and
+// block_sum[b] = scale * sum of the block's q. Returns false if a value is not finite.
+bool QuantizeBlocksInt16(const float* x, int64_t nb, bool int4, int16_t* q, float* scale, float* block_sum);
+
 // INT8 weights (per row, or groups of a multiple of kActBlock columns) x int16 activations:
 // the same y as GemvInt8Rows, for n = 1..4 tokens, rows [r0, r1).
 void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
