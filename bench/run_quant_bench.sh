@@ -22,6 +22,7 @@ for dt in f32 q8_0 q4_0; do
 done
 LOG="$TMP/quant_bench.jsonl"
 : > "$LOG"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 0; r < ROUNDS; r++)); do
   for dt in f32 q8_0 q4_0; do
     m="$TMP/llama-110m-$dt.gguf"
@@ -34,7 +35,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     fi
   done
 done
-python3 - "$LOG" <<'PY'
+python3 - "$LOG" "$LOAD_START" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 ours, peer = {}, {}
@@ -64,5 +65,7 @@ f32 = summary.get("llama-110m-f32", {}).get("decode_tok_s")
 for k, s in summary.items():
     if f32:
         s["decode_vs_f32"] = round(s["decode_tok_s"] / f32, 2)
-print(json.dumps({"summary": summary}))
+bw = [d["median_gb_per_s"] for d in rows if d.get("bench") == "memory_read_bandwidth"]
+print(json.dumps({"summary": summary, "read_gb_per_s_median": med(bw), "loadavg_start": sys.argv[2],
+                  "loadavg_end": sys.argv[3]}))
 PY

@@ -545,7 +545,9 @@ absl::Status InMatmulEx(const absl::Status& s, const char* stage) {
 // then the product (+ bias) into out; with accumulate the decode GEMV adds into out as it
 // stores (the same float addition as add's kernel), other products go through
 // product_scratch and add's kernel (the same AddF32(h, delta) that the fused residual
-// rms_norm applies).
+// rms_norm applies). One exception: a W8A8 weight with the RMS_NORM prologue quantizes the
+// norm's output as it computes it (QuantMatmulRmsNorm: the same values, still bit for bit
+// the composed ops).
 strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weight w,
                          const strata_matmul_params* params, const strata_tensor* out) {
   return TimedOp(dev, "matmul_ex", [&] { return MatmulKey(params && params->prologue == STRATA_PROLOGUE_RMS_NORM ? "matmul_ex[rms_norm]" : params && params->prologue == STRATA_PROLOGUE_SILU_MUL ? "matmul_ex[silu_mul]" : "matmul_ex", x, w); }, [&]() -> absl::Status {
@@ -616,6 +618,15 @@ strata_status OpMatmulEx(strata_device dev, const strata_tensor* x, strata_weigh
       }
     }
 
+    // W8A8: the norm feeds the per-token activation quantizer directly (ops_matmul_quant.h).
+    if (prologue == STRATA_PROLOGUE_RMS_NORM && QuantMatmulFusesRmsNorm(w)) {
+      const strata_tensor* dst = accumulate ? params->product_scratch : out;
+      STRATA_CHECK_OK(InMatmulEx(QuantMatmulRmsNorm(dev, x, params->norm_weight, params->eps,
+                                                    w, params->bias, dst),
+                                 "rms_norm + matmul"));
+      if (!accumulate) return absl::OkStatus();
+      return InMatmulEx(Add(dev, out, params->product_scratch, out), "accumulate");
+    }
     const strata_tensor* input = x;
     if (prologue == STRATA_PROLOGUE_RMS_NORM) {
       STRATA_CHECK_OK(InMatmulEx(

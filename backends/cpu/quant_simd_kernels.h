@@ -24,6 +24,39 @@ void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, cons
                   int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
                   int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1);
 
+// Decode activations as 16-bit integers (ActInt16, filled by QuantizeActivationsInt16 in
+// ops_matmul_quant.h): per token, blocks of kActBlock columns, each with its own scale
+// (max|x| / 32767), so that the weight-only formats multiply integers (int16 x int16 -> int32
+// with vpmaddwd / vpdpwssd) instead of widening every weight to float. 16 bits rather than
+// int8 (llama.cpp's q8_0 activations) because W8A16 / INT4 promise float activations: an int16
+// block keeps the product within 2e-5 of the float one (the op tests' tolerance), int8 not.
+inline constexpr int64_t kActBlock = 32;
+struct ActInt16 {
+  const int16_t* q = nullptr;  // [n][nblocks * kActBlock]; INT4: each block as even, odd columns
+  const float* scale = nullptr;  // [n][nblocks]
+  const float* group_sum = nullptr;  // INT4: [n][ngroups], sum of the dequantized q of a group
+  const float* x = nullptr;  // the float activations [n][cols], for the tail past the blocks
+  int64_t xs = 0;            // x's row stride
+  int64_t nblocks = 0;       // full blocks: floor(cols / kActBlock)
+};
+
+// One token's nb full blocks of x to int16 (scale = max|block| / 32767, round to nearest even):
+// q [nb * kActBlock] (with `int4`, each block's even columns then its odd ones), scale[b] and
+// block_sum[b] = scale * sum of the block's q. Returns false if a value is not finite.
+bool QuantizeBlocksInt16(const float* x, int64_t nb, bool int4, int16_t* q, float* scale, float* block_sum);
+
+// INT8 weights (per row, or groups of a multiple of kActBlock columns) x int16 activations:
+// the same y as GemvInt8Rows, for n = 1..4 tokens, rows [r0, r1).
+void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
+                     int64_t ngroups, int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0,
+                     int64_t r1);
+
+// INT4 groups (group_size a multiple of kActBlock) x int16 activations (blocks deinterleaved
+// and group_sum set): the same y as GemvInt4Rows.
+void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
+                     const float* scales, const float* zeros, int64_t ngroups, int64_t group_size,
+                     const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1);
+
 // INT8 x INT8 with int32 accumulation (W8A8):
 //   y[t][r] = (sum_c w[r][c] * xq[t][c]) * wscale[r] * xscale[t]  (+ bias[r])
 void GemvS8S8Rows(const int8_t* xq, int64_t xqs, const float* xscale, int32_t n, const int8_t* w,

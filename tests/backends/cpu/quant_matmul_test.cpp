@@ -308,6 +308,58 @@ TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
   }
 }
 
+// The decode GEMVs of the weight-only formats multiply int16 activation blocks of 32 columns
+// (quant_simd_kernels.h) when the groups are whole blocks: model-like widths (whole blocks,
+// and whole blocks plus a float tail), row counts that leave the multi-row passes a
+// remainder, 1..4 tokens and a short prefill. With N(0,1) activations: the float path's reference and tolerance.
+// A token with one value 50x the others makes its block's 16-bit step coarse: there the
+// tolerance adds the worst case of that rounding, sum over blocks of
+// (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
+TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
+  for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
+    const int64_t rows = 39, nb = cols / 32;
+    std::vector<QWeight> qs;
+    std::vector<std::string> names;
+    for (int32_t group : {0, 32, 64}) {
+      qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
+      names.push_back("int8 group " + std::to_string(group));
+    }
+    for (int32_t group : {32, 64, 128}) {
+      for (bool asym : {false, true}) {
+        qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
+        names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+      }
+    }
+    for (size_t k = 0; k < qs.size(); ++k) {
+      strata_weight w = Create(qs[k]);
+      ASSERT_NE(w, nullptr);
+      const auto bias = RandomX(1, rows, 8);
+      for (bool outlier : {false, true}) {
+        for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
+          auto x = RandomX(n, cols, 400 + n);
+          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+          std::vector<double> ref, mag;
+          WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
+          if (outlier) {
+            for (int64_t t = 0; t < n; ++t)
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t b = 0; b < nb; ++b) {
+                  double amax = 0, wsum = 0;
+                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                    amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
+                    wsum += std::fabs(qs[k].w[r * cols + c]);
+                  }
+                  mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
+                }
+          }
+          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                 names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
+        }
+      }
+    }
+  }
+}
+
 // Per-token int8 activations by the contract: scale = max|x| / 127 (or static), RNE, clamp.
 std::vector<int> QuantizeRef(const float* x, int64_t cols, const std::vector<float>& smooth,
                              const std::vector<bool>& skip, double static_scale, double* scale, int* clamped) {
@@ -383,6 +435,63 @@ TEST_F(QuantMatmulTest, W8A8DynamicSmoothedAndStaticWithSaturationCounts) {
     be_->device_close(dev_);  // fresh counters for the next mode
     strata_device_options opts{sizeof(strata_device_options), 2, nullptr};
     ASSERT_EQ(be_->device_open(0, &opts, &dev_), STRATA_OK);
+  }
+}
+
+// The fused quantizer: matmul_ex with the RMS_NORM prologue on a W8A8 weight quantizes the
+// norm's output as it computes it. It must give exactly what rms_norm() then matmul() give
+// (outputs bit for bit, and the same saturation counts), smoothed and static-scale alike.
+TEST_F(QuantMatmulTest, W8A8RmsNormPrologueFusedIntoTheQuantizerEqualsTheSeparateOps) {
+  const int64_t rows = 48, cols = 96;
+  for (int mode : {0, 1}) {  // dynamic with smoothing, static (saturating)
+    QWeight q = MakeInt8(STRATA_WEIGHT_W8A8, rows, cols, 0, STRATA_DTYPE_F32, 90 + mode);
+    if (mode == 0) {
+      q.smooth.resize(cols);
+      for (int64_t c = 0; c < cols; ++c) q.smooth[c] = 0.5f + 0.03f * c;
+    } else {
+      q.desc.act_scale_mode = STRATA_ACT_SCALE_STATIC;
+      q.desc.act_scale = 0.01f;
+    }
+    q.desc.counter_slot = 3 + mode;
+    strata_weight w = Create(q);
+    ASSERT_NE(w, nullptr);
+    const auto norm_w = RandomX(1, cols, 9, 0.5f);
+    const auto bias = RandomX(1, rows, 10);
+    for (int64_t n : {1, 3, 9}) {
+      const auto x = RandomX(n, cols, 500 + n, 3.0f);
+      const strata_tensor xt = F32(x, n, cols), nt = F32(norm_w, 1, cols), bt = F32(bias, 1, rows);
+      strata_tensor nt1 = nt, bt1 = bt;
+      nt1.ndim = bt1.ndim = 1;
+      nt1.shape[0] = cols;
+      bt1.shape[0] = rows;
+      // Separate ops.
+      const strata_tensor normed = F32(std::vector<float>(n * cols), n, cols);
+      const strata_tensor sep = F32(std::vector<float>(n * rows), n, rows);
+      const uint64_t sat0 = Counters(0)[3 + mode];
+      ASSERT_EQ(be_->rms_norm(dev_, &xt, nullptr, &nt1, 1e-5f, &normed), STRATA_OK) << be_->last_error();
+      ASSERT_EQ(be_->matmul(dev_, &normed, w, &bt1, &sep), STRATA_OK) << be_->last_error();
+      const uint64_t sat_sep = Counters(0)[3 + mode] - sat0;
+      // Fused.
+      const strata_tensor fused = F32(std::vector<float>(n * rows), n, rows);
+      const strata_tensor scratch = F32(std::vector<float>(n * cols), n, cols);
+      strata_matmul_params mp{};
+      mp.struct_size = sizeof(mp);
+      mp.prologue = STRATA_PROLOGUE_RMS_NORM;
+      mp.norm_weight = &nt1;
+      mp.eps = 1e-5f;
+      mp.bias = &bt1;
+      mp.prologue_scratch = &scratch;
+      ASSERT_EQ(be_->matmul_ex(dev_, &xt, w, &mp, &fused), STRATA_OK) << be_->last_error();
+      const uint64_t sat_fused = Counters(0)[3 + mode] - sat0 - sat_sep;
+      std::vector<float> a(n * rows), b(n * rows);
+      ASSERT_EQ(be_->download(dev_, a.data(), sep.buffer, 0, a.size() * 4), STRATA_OK);
+      ASSERT_EQ(be_->download(dev_, b.data(), fused.buffer, 0, b.size() * 4), STRATA_OK);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0) << "mode " << mode << " n " << n << " [" << i << "]: " << a[i]
+                                                   << " vs " << b[i];
+      EXPECT_EQ(sat_fused, sat_sep) << "mode " << mode << " n " << n;
+      if (mode == 1) EXPECT_GT(sat_sep, 0u) << "the static scale must clamp some values";
+    }
   }
 }
 
