@@ -257,8 +257,11 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
         xo.assign(static_cast<size_t>(n * rb), 0.0f);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < cols; ++c) (c & 1 ? xo : xe)[t * rb + (c >> 1)] = x[t * xs + c];
+        // The pool's threads see their own thread_local vectors: hand them this thread's data.
+        const float* xe_p = xe.data();
+        const float* xo_p = xo.data();
         ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
-          GemvInt4Rows(xe.data(), xo.data(), rb, static_cast<int32_t>(n), w.data.data(), rb, w.scales.data(),
+          GemvInt4Rows(xe_p, xo_p, rb, static_cast<int32_t>(n), w.data.data(), rb, w.scales.data(),
                        w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
         });
       }
@@ -339,18 +342,21 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
                                         norm ? norm->weight : nullptr, norm_scale);
     }
     const int8_t* wq = reinterpret_cast<const int8_t*>(w.data.data());
+    // The pool's threads see their own (empty) thread_local vectors, not this thread's:
+    // they get pointers to this thread's data.
+    const int8_t* xq_p = xq.data();
+    const float* xscale_p = xscale.data();
     if (n <= kGemvMaxTokens) {
       ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
-        GemvS8S8Rows(xq.data(), cols, xscale.data(), static_cast<int32_t>(n), wq, cols, w.scales.data(), bias, y,
-                     ys, r0, r1);
+        GemvS8S8Rows(xq_p, cols, xscale_p, static_cast<int32_t>(n), wq, cols, w.scales.data(), bias, y, ys, r0, r1);
       });
     } else {
       std::vector<int32_t> acc(static_cast<size_t>(n * rows));
-      dev->dnnl->RunS8S8(xq.data(), n, cols, cols, wq, rows, acc.data(), rows, dev->num_threads);
+      dev->dnnl->RunS8S8(xq_p, n, cols, cols, wq, rows, acc.data(), rows, dev->num_threads);
       dev->pool->ParallelFor(n, rows * 8, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t r = 0; r < rows; ++r) {
-            const float v = static_cast<float>(acc[t * rows + r]) * w.scales[r] * xscale[t];
+            const float v = static_cast<float>(acc[t * rows + r]) * w.scales[r] * xscale_p[t];
             y[t * ys + r] = bias ? v + bias[r] : v;
           }
       });
