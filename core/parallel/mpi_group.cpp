@@ -357,39 +357,27 @@ absl::Status MpiGroup::BroadcastNoTimeout(void* data, size_t bytes, int32_t root
 }
 
 absl::Status MpiGroup::Send(const void* data, size_t bytes, int32_t peer, const char* what) {
-  if (!failure_.ok()) return failure_;
-  if (peer < 0 || peer >= nranks_ || peer == rank_)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": peer ", peer, " (this is rank ", rank_, " of ", nranks_, ")"));
-  const char* d = static_cast<const char*>(data);
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(kChunkBytes, bytes - offset);
-    std::vector<Pending> reqs(1, Pending{MPI_REQUEST_NULL, peer});
-    if (absl::Status s = Check(MPI_Isend(d + offset, static_cast<int>(len), MPI_BYTE, s_->members[peer], kSendTag,
-                                         s_->comm, &reqs[0].req),
-                               what);
-        !s.ok())
-      return Fail(s);
-    if (absl::Status s = WaitAll(reqs, timeout_ms_, what, rank_); !s.ok()) return Fail(s);
-    offset += len;
-  } while (offset < bytes);
-  return absl::OkStatus();
+  // MPI_Isend does not write the buffer; one helper serves both directions.
+  return PointToPoint(static_cast<char*>(const_cast<void*>(data)), bytes, peer, what, /*send=*/true);
 }
 
 absl::Status MpiGroup::Recv(void* data, size_t bytes, int32_t peer, const char* what) {
+  return PointToPoint(static_cast<char*>(data), bytes, peer, what, /*send=*/false);
+}
+
+absl::Status MpiGroup::PointToPoint(char* d, size_t bytes, int32_t peer, const char* what, bool send) {
   if (!failure_.ok()) return failure_;
   if (peer < 0 || peer >= nranks_ || peer == rank_)
     return absl::InvalidArgumentError(absl::StrCat(what, ": peer ", peer, " (this is rank ", rank_, " of ", nranks_, ")"));
-  char* d = static_cast<char*>(data);
   size_t offset = 0;
   do {
     const size_t len = std::min(kChunkBytes, bytes - offset);
     std::vector<Pending> reqs(1, Pending{MPI_REQUEST_NULL, peer});
-    if (absl::Status s = Check(MPI_Irecv(d + offset, static_cast<int>(len), MPI_BYTE, s_->members[peer], kSendTag,
-                                         s_->comm, &reqs[0].req),
-                               what);
-        !s.ok())
-      return Fail(s);
+    const int rc = send ? MPI_Isend(d + offset, static_cast<int>(len), MPI_BYTE, s_->members[peer], kSendTag,
+                                    s_->comm, &reqs[0].req)
+                        : MPI_Irecv(d + offset, static_cast<int>(len), MPI_BYTE, s_->members[peer], kSendTag,
+                                    s_->comm, &reqs[0].req);
+    if (absl::Status s = Check(rc, what); !s.ok()) return Fail(s);
     if (absl::Status s = WaitAll(reqs, timeout_ms_, what, rank_); !s.ok()) return Fail(s);
     offset += len;
   } while (offset < bytes);

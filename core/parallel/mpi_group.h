@@ -74,6 +74,9 @@ class MpiGroup : public ProcessGroup {
  private:
   MpiGroup();
   absl::Status BroadcastImpl(void* data, size_t bytes, int32_t root, const char* what, bool first_unbounded);
+  // Send (send = true) or Recv: the message in kChunkBytes pieces, each waited for with the
+  // group's deadline.
+  absl::Status PointToPoint(char* data, size_t bytes, int32_t peer, const char* what, bool send);
   absl::Status Fail(absl::Status st);
 
   std::unique_ptr<MpiState> s_;
