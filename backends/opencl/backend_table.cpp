@@ -235,8 +235,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->queue = clCreateCommandQueue(dev->context, cl.id, 0, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateCommandQueue");
     while (static_cast<size_t>(dev->gemv_wg) > dev->max_work_group && dev->gemv_wg > 1) dev->gemv_wg /= 2;
-    dev->dp4a = opts.find("int_dot=plain") == std::string::npos && ProbeDp4a(dev.get(), cl);
-    dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl);
+    const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
+    dev->dp4a = asm_keyword != nullptr;
+    dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl, asm_keyword);
     if (const char* v = std::getenv("STRATA_OPENCL_VERBOSE"); v != nullptr && v[0] == '1') {
       std::fprintf(stderr, "strata opencl: device %s: int8 dot product %s%s; GEMV %d work-items x %d rows (%d for "
                    "16-32 tokens), GEMV up to %d tokens\n", dev->name.c_str(),
@@ -246,7 +247,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     }
     std::string gpu_options = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
                                      " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide);
-    if (dev->dp4a) gpu_options += " -DSTRATA_DP4A=1";
+    if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
     STRATA_RETURN_IF_ERROR(
         BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options));

@@ -74,15 +74,21 @@ std::vector<cl_int> RunProbe(strata_device_s* dev, const ClDevice& cl, const cha
 
 }  // namespace
 
-bool ProbeDp4a(strata_device_s* dev, const ClDevice& cl) {
-  if (!IsNvidia(cl)) return false;
-  const std::vector<cl_int> got = RunProbe(dev, cl, "int8_dot.cl", kDp4aProbe, "-DSTRATA_DP4A=1", 1, 1);
-  return got.size() == 1 && got[0] == 16366;
+const char* ProbeDp4a(strata_device_s* dev, const ClDevice& cl) {
+  if (!IsNvidia(cl)) return nullptr;
+  for (const char* keyword : {"__asm__", "asm"}) {
+    const std::string define = StrCat("-DSTRATA_DP4A=1 -DSTRATA_ASM=", keyword);
+    const std::vector<cl_int> got = RunProbe(dev, cl, "int8_dot.cl", kDp4aProbe, define.c_str(), 1, 1);
+    if (got.size() == 1 && got[0] == 16366) return keyword;
+  }
+  return nullptr;
 }
 
-bool ProbeMma(strata_device_s* dev, const ClDevice& cl) {
-  if (!IsNvidia(cl)) return false;
-  const std::vector<cl_int> got = RunProbe(dev, cl, "int8_mma.cl", kMmaProbe, "-DSTRATA_MMA=1", 32, 128);
+bool ProbeMma(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword) {
+  if (!IsNvidia(cl) || asm_keyword == nullptr) return false;
+  // int8_mma.cl alone lacks STRATA_ASM's default (int8_dot.cl): always named here.
+  const std::string define = StrCat("-DSTRATA_MMA=1 -DSTRATA_ASM=", asm_keyword);
+  const std::vector<cl_int> got = RunProbe(dev, cl, "int8_mma.cl", kMmaProbe, define.c_str(), 32, 128);
   if (got.size() != 128) return false;
   for (int m = 0; m < 16; ++m) {
     for (int n = 0; n < 8; ++n) {

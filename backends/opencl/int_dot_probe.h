@@ -15,12 +15,14 @@
 
 namespace strata::opencl {
 
-// True when the device computes dp4a through inline PTX correctly (dev->context and
+// The inline-assembly keyword ("__asm__" or "asm", -DSTRATA_ASM=) with which the device
+// computes dp4a through inline PTX correctly, nullptr when none does (dev->context and
 // dev->queue set). Never fails: a probe that does not build or run means "no".
-bool ProbeDp4a(strata_device_s* dev, const ClDevice& cl);
+const char* ProbeDp4a(strata_device_s* dev, const ClDevice& cl);
 
-// The same for the int8 mma.sync (m16n8k32) of int8_mma.cl.
-bool ProbeMma(strata_device_s* dev, const ClDevice& cl);
+// Whether the int8 mma.sync (m16n8k32) of int8_mma.cl computes correctly, written with
+// the keyword ProbeDp4a found.
+bool ProbeMma(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword);
 
 }  // namespace strata::opencl
 

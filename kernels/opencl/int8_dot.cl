@@ -6,6 +6,12 @@
 //    STRATA_DP4A only after a probe kernel built and computed the right answer on the device.
 //  - cl_khr_integer_dot_product (OpenCL 3.0 feature macro): the packed built-in.
 //  - otherwise plain int32 multiply-adds of the sign-extended bytes (PoCL, CI).
+// STRATA_ASM: the inline-assembly keyword the device compiler takes (the probe tries
+// __asm__, then asm).
+#ifndef STRATA_ASM
+#define STRATA_ASM __asm__
+#endif
+
 #if defined(STRATA_DP4A)
 inline int dot4_i8(int a, int b, int acc) {
   int d;
