@@ -173,13 +173,12 @@ phase_oclsweep() {
     grep -E "strata opencl|FAILED|PASSED|Failure" | head -30
   local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
   stamp "batch-1 decode per GEMV variant"
-  for o in "" "gemv_rows=2" "gemv_rows=8" "gemv_wg=256" "gemv_wg=64;gemv_rows=8" "int_dot=plain"; do
+  for o in "" "gemv_rows=8" "gemv_wg=256" "int_dot=plain"; do
     STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 \
       2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
   done
   stamp "32 sequences: GEMV rows per group for 16-32 tokens, GEMV / GEMM crossover"
-  for o in "" "gemv_rows_wide=1" "gemv_rows_wide=4" "gemv_max_tokens=16" "gemv_max_tokens=8" \
-           "gemv_max_tokens=8;int_mma=off"; do
+  for o in "" "gemv_rows_wide=1" "gemv_max_tokens=16" "gemv_max_tokens=8"; do
     STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 \
       2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
   done
