@@ -25,7 +25,7 @@
 
 strata_device_s::~strata_device_s() {
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, att_blocks, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);

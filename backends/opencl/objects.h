@@ -55,6 +55,9 @@ struct strata_device_s {
   uint64_t act_q_bytes = 0;
   cl_mem act_scale = nullptr;
   uint64_t act_scale_bytes = 0;
+  // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
+  cl_mem att_blocks = nullptr;
+  uint64_t att_blocks_bytes = 0;
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   ~strata_device_s();
 };
