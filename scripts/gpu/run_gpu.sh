@@ -167,9 +167,9 @@ phase_oclquick() {
 phase_oclsweep() {
   opencl_icd_setup
   export XDG_CACHE_HOME="$OUT/xdg-cache"
-  stamp "OpenCL matmul conformance on opencl:0 (NVIDIA)"
+  stamp "OpenCL matmul and attention conformance on opencl:0 (NVIDIA)"
   STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 120 "$BUILD/bin/backend_conformance_test" \
-    --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl' 2>&1 | tee "$OUT/ocl_sweep_conformance.log" | \
+    --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | tee "$OUT/ocl_sweep_conformance.log" | \
     grep -E "strata opencl|FAILED|PASSED|Failure" | head -30
   local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
   stamp "batch-1 decode per GEMV variant"
