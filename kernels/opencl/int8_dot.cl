@@ -15,7 +15,7 @@
 #if defined(STRATA_DP4A)
 inline int dot4_i8(int a, int b, int acc) {
   int d;
-  STRATA_ASM volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
+  STRATA_ASM("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
   return d;
 }
 inline int dot16_i8(int4 a, int4 b, int acc) {
