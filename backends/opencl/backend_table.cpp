@@ -249,8 +249,20 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
                                      " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide);
     if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
-    STRATA_RETURN_IF_ERROR(
-        BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options));
+    const Status built =
+        BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options);
+    if (!built.ok()) {
+      // Once more without the inline PTX and the unroll pragmas: a compiler that refuses them
+      // still gets every op (slower); the first error is reported when this fails too.
+      std::string plain = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
+                                 " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide, " -DSTRATA_NO_UNROLL_PRAGMA=1");
+      if (!build_options.empty()) plain += " " + build_options;
+      if (!BuildProgram(dev.get(), cl, plain).ok()) return built;
+      std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "
+                   "built without them; the compiler said:\n%s\n", dev->name.c_str(),
+                   built.message.substr(0, 2000).c_str());
+      dev->dp4a = dev->mma = false;
+    }
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));
     const size_t counter_bytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(cl_uint);

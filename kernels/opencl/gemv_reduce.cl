@@ -15,6 +15,15 @@
 #define STRATA_GEMV_ROWS_WIDE 2  // output rows per group, for 16-32 tokens (registers: tokens x rows sums)
 #endif
 
+// The GEMV loops are unrolled so that the per-(token, row) sums stay in registers. The
+// backend builds once more with STRATA_NO_UNROLL_PRAGMA should a device compiler refuse the
+// pragma operator (backend_table.cpp).
+#ifdef STRATA_NO_UNROLL_PRAGMA
+#define STRATA_UNROLL
+#else
+#define STRATA_UNROLL _Pragma("unroll")
+#endif
+
 // Local memory of the reduction, in 4-byte elements (16 KiB): the (token, row) sums of a
 // group go through it in passes of as many tokens as fit.
 #define GEMV_RED_ELEMS 4096
@@ -27,10 +36,10 @@
 #define GEMV_REDUCE(NT, R, ACC, red, lid, STORE)                                           \
   {                                                                                        \
     const int tp_ = GEMV_TOKENS_PER_PASS(NT, R);                                           \
-    _Pragma("unroll") for (int i0_ = 0; i0_ < (NT); i0_ += tp_) {                                            \
-      _Pragma("unroll") for (int i_ = 0; i_ < tp_; ++i_) {                                                   \
+    STRATA_UNROLL for (int i0_ = 0; i0_ < (NT); i0_ += tp_) {                                            \
+      STRATA_UNROLL for (int i_ = 0; i_ < tp_; ++i_) {                                                   \
         if (i0_ + i_ < (NT)) {                                                             \
-          _Pragma("unroll") for (int r_ = 0; r_ < (R); ++r_) red[(i_ * (R) + r_) * STRATA_GEMV_WG + (lid)] = ACC[i0_ + i_][r_]; \
+          STRATA_UNROLL for (int r_ = 0; r_ < (R); ++r_) red[(i_ * (R) + r_) * STRATA_GEMV_WG + (lid)] = ACC[i0_ + i_][r_]; \
         }                                                                                  \
       }                                                                                    \
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \

@@ -37,18 +37,18 @@ inline float dot16_f32(float16 a, float16 b) {
     __global const float16* xq = (__global const float16*)(x + x_off);                            \
     const long xs = x_stride >> 4;                                                                \
     long wrow[R];                                                                                 \
-    _Pragma("unroll") for (int r = 0; r < (R); ++r) wrow[r] = min(r0 + r, rows - 1) * nch;                          \
+    STRATA_UNROLL for (int r = 0; r < (R); ++r) wrow[r] = min(r0 + r, rows - 1) * nch;                          \
     long xrow[NT];                                                                                \
-    _Pragma("unroll") for (int i = 0; i < (NT); ++i) xrow[i] = (long)min(i, n - 1) * xs;                            \
+    STRATA_UNROLL for (int i = 0; i < (NT); ++i) xrow[i] = (long)min(i, n - 1) * xs;                            \
     float acc[NT][R];                                                                             \
-    _Pragma("unroll") for (int i = 0; i < (NT); ++i)                                                                \
-      _Pragma("unroll") for (int r = 0; r < (R); ++r) acc[i][r] = 0.0f;                                             \
+    STRATA_UNROLL for (int i = 0; i < (NT); ++i)                                                                \
+      STRATA_UNROLL for (int r = 0; r < (R); ++r) acc[i][r] = 0.0f;                                             \
     for (long c = lid; c < nch; c += STRATA_GEMV_WG) {                                            \
       float16 wv[R];                                                                              \
-      _Pragma("unroll") for (int r = 0; r < (R); ++r) wv[r] = LOAD16(w, wrow[r] + c);                               \
-      _Pragma("unroll") for (int i = 0; i < (NT); ++i) {                                                            \
+      STRATA_UNROLL for (int r = 0; r < (R); ++r) wv[r] = LOAD16(w, wrow[r] + c);                               \
+      STRATA_UNROLL for (int i = 0; i < (NT); ++i) {                                                            \
         const float16 xv = xq[xrow[i] + c];                                                       \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r) acc[i][r] += dot16_f32(wv[r], xv);                          \
+        STRATA_UNROLL for (int r = 0; r < (R); ++r) acc[i][r] += dot16_f32(wv[r], xv);                          \
       }                                                                                           \
     }                                                                                             \
     GEMV_REDUCE(NT, R, acc, red, lid, DENSE_GEMV_STORE)                                           \

@@ -28,18 +28,18 @@
     __global const int4* wq = (__global const int4*)w;                                           \
     __global const int4* xq = (__global const int4*)q + t0 * nch;                                \
     long wrow[R];                                                                                \
-    _Pragma("unroll") for (int r = 0; r < (R); ++r) wrow[r] = min(r0 + r, rows - 1) * nch;                         \
+    STRATA_UNROLL for (int r = 0; r < (R); ++r) wrow[r] = min(r0 + r, rows - 1) * nch;                         \
     long xrow[NT];                                                                               \
-    _Pragma("unroll") for (int i = 0; i < (NT); ++i) xrow[i] = (long)min(i, n - 1) * nch;                          \
+    STRATA_UNROLL for (int i = 0; i < (NT); ++i) xrow[i] = (long)min(i, n - 1) * nch;                          \
     int acc[NT][R];                                                                              \
-    _Pragma("unroll") for (int i = 0; i < (NT); ++i)                                                               \
-      _Pragma("unroll") for (int r = 0; r < (R); ++r) acc[i][r] = 0;                                               \
+    STRATA_UNROLL for (int i = 0; i < (NT); ++i)                                                               \
+      STRATA_UNROLL for (int r = 0; r < (R); ++r) acc[i][r] = 0;                                               \
     for (long c = lid; c < nch; c += STRATA_GEMV_WG) {                                           \
       int4 wv[R];                                                                                \
-      _Pragma("unroll") for (int r = 0; r < (R); ++r) wv[r] = wq[wrow[r] + c];                                     \
-      _Pragma("unroll") for (int i = 0; i < (NT); ++i) {                                                           \
+      STRATA_UNROLL for (int r = 0; r < (R); ++r) wv[r] = wq[wrow[r] + c];                                     \
+      STRATA_UNROLL for (int i = 0; i < (NT); ++i) {                                                           \
         const int4 xv = xq[xrow[i] + c];                                                         \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r) acc[i][r] = dot16_i8(wv[r], xv, acc[i][r]);               \
+        STRATA_UNROLL for (int r = 0; r < (R); ++r) acc[i][r] = dot16_i8(wv[r], xv, acc[i][r]);               \
       }                                                                                          \
     }                                                                                            \
     GEMV_REDUCE(NT, R, acc, red, lid, W8A8_GEMV_STORE)                                           \
