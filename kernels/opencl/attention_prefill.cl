@@ -5,6 +5,8 @@
 // reads every key once per query token). Work-item t serves query t / 4: scores of keys
 // t % 4 + 4 j (j < 8), and output dims t % 4 + 4 j (j < head_dim / 4). Online softmax in F32
 // as in attention.cl: causal, GQA, sliding window, soft-capping; same cache types.
+// Left out of programs for devices that run only the CPU-shaped kernels (a smaller build).
+#ifndef STRATA_NO_GPU_KERNELS
 #define PF_BQ 32
 #define PF_BK 32
 #define PF_MAX_D 128
@@ -130,3 +132,4 @@ void paged_attention_prefill(__global const float* q, ulong q_off, long q_stride
     if (4 * j < D) o[sub + 4 * j] = acc[j] * inv;
   }
 }
+#endif  // STRATA_NO_GPU_KERNELS

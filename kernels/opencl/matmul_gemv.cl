@@ -3,6 +3,8 @@
 // F16 / BF16, 16 of int8) and the tokens' matching 16 floats, sums in F32, the row scale
 // (INT8_PER_CHANNEL) and bias in the epilogue. The host guarantees cols % 16 == 0 and that
 // x's offset and row stride are multiples of 16 floats (every load is an aligned vector).
+// Left out of programs for devices that run only the CPU-shaped kernels (a smaller build).
+#ifndef STRATA_NO_GPU_KERNELS
 #define GEMV_LOAD16_F32(w, c) (((__global const float16*)(w))[c])
 #define GEMV_LOAD16_F16(w, c) vload_half16((c), (w))
 #define GEMV_LOAD16_BF16(w, c) as_float16(convert_uint16(((__global const ushort16*)(w))[c]) << 16)
@@ -66,3 +68,4 @@ DENSE_GEMV_KERNELS(f32, float, GEMV_LOAD16_F32)
 DENSE_GEMV_KERNELS(f16, half, GEMV_LOAD16_F16)
 DENSE_GEMV_KERNELS(bf16, ushort, GEMV_LOAD16_BF16)
 DENSE_GEMV_KERNELS(i8, char, GEMV_LOAD16_I8)
+#endif  // STRATA_NO_GPU_KERNELS

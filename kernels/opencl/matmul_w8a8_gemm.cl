@@ -9,6 +9,8 @@
 // multiply-adds. Dequantized in the epilogue: y = sum * w_scale[row] * a_scale[token].
 // The host guarantees cols % 16 == 0; partial tiles (tokens, rows, the last K step) read
 // zeros.
+// Left out of programs for devices that run only the CPU-shaped kernels (a smaller build).
+#ifndef STRATA_NO_GPU_KERNELS
 #define GEMM_TILE 128
 #define GEMM_LD (GEMM_TILE + 4)  // padded: the transposing stores of a warp hit 32 banks
 
@@ -82,3 +84,4 @@ void matmul_w8a8_gemm(__global const char* q, __global const float* a_scale, lon
     }
   }
 }
+#endif  // STRATA_NO_GPU_KERNELS

@@ -6,6 +6,8 @@
 // epilogue: y = sum * w_scale[row] * a_scale[token] (+ bias).
 // The host guarantees cols % 16 == 0 (16-byte aligned rows) and n <= NT (tokens past n
 // re-read token n - 1 and are not stored; rows past `rows` re-read the last row).
+// Left out of programs for devices that run only the CPU-shaped kernels (a smaller build).
+#ifndef STRATA_NO_GPU_KERNELS
 #define W8A8_GEMV_STORE(i, r, v)                                                                \
   {                                                                                             \
     const long row_ = r0 + (r);                                                                 \
@@ -51,3 +53,4 @@ W8A8_GEMV_KERNEL(4, STRATA_GEMV_ROWS)
 W8A8_GEMV_KERNEL(8, STRATA_GEMV_ROWS)
 W8A8_GEMV_KERNEL(16, STRATA_GEMV_ROWS_WIDE)
 W8A8_GEMV_KERNEL(32, STRATA_GEMV_ROWS_WIDE)
+#endif  // STRATA_NO_GPU_KERNELS
