@@ -224,6 +224,11 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows", 1, 16, false, &dev->gemv_rows));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows_wide", 1, 16, false, &dev->gemv_rows_wide));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_max_tokens", 8, 32, true, &dev->gemv_max_tokens));
+    // One token's sums of a group must fit the reduction's local memory (GEMV_RED_ELEMS).
+    if (dev->gemv_wg * std::max(dev->gemv_rows, dev->gemv_rows_wide) > 4096) {
+      return InvalidArgument("device_open: gemv_wg x gemv_rows (", dev->gemv_wg, " x ",
+                             std::max(dev->gemv_rows, dev->gemv_rows_wide), ") is over 4096");
+    }
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

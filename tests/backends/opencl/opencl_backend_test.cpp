@@ -170,6 +170,64 @@ TEST_F(OpenClBackendTest, KernelBuildFailureNamesDeviceAndFileAndOtherBackendsSt
   EXPECT_GT(registry_.loaded().back().device_count, 0);
 }
 
+// The GPU GEMV's shape options (run on any device with kernels=gpu): bad values are
+// refused; odd shapes (3 rows per group of 64, 5 for 16-32 tokens, GEMM above 16 tokens)
+// give exact W8A8 products. Integer activations with a 127 in every token quantize to
+// themselves (scale 1) and the weight scale is 0.5, so every product is exact in F32.
+TEST_F(OpenClBackendTest, GemvShapeOptionsAreCheckedAndOddShapesAreExact) {
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  strata_device dev = nullptr;
+  for (const char* bad : {"gemv_wg=100", "gemv_rows=0", "gemv_max_tokens=64", "gemv_wg=1024;gemv_rows=8"}) {
+    o.options = bad;
+    EXPECT_EQ(api_->device_open(0, &o, &dev), STRATA_ERROR_INVALID_ARGUMENT) << bad;
+  }
+  o.options = "kernels=gpu;gemv_wg=64;gemv_rows=3;gemv_rows_wide=5;gemv_max_tokens=16";
+  ASSERT_EQ(api_->device_open(0, &o, &dev), STRATA_OK) << api_->last_error();
+  const int64_t rows = 37, cols = 96;
+  std::vector<int8_t> w(rows * cols);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37) % 255) - 127);
+  const std::vector<float> scales(rows, 0.5f);
+  strata_weight_desc d{};
+  d.struct_size = sizeof(d);
+  d.format = STRATA_WEIGHT_W8A8;
+  d.dtype = STRATA_DTYPE_I8;
+  d.rows = rows;
+  d.cols = cols;
+  d.data = w.data();
+  d.scales = scales.data();
+  d.scales_dtype = STRATA_DTYPE_F32;
+  strata_weight wt = nullptr;
+  ASSERT_EQ(api_->weight_create(dev, &d, &wt), STRATA_OK) << api_->last_error();
+  for (int64_t n : {1, 5, 12, 20, 40}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    std::vector<float> x(n * cols);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t c = 0; c < cols; ++c) x[t * cols + c] = static_cast<float>(((t * 31 + c * 17) % 255) - 127);
+      x[t * cols + (t % cols)] = 127.0f;
+    }
+    strata_buffer xb = nullptr, yb = nullptr;
+    ASSERT_EQ(api_->buffer_alloc(dev, x.size() * 4, &xb), STRATA_OK);
+    ASSERT_EQ(api_->buffer_alloc(dev, n * rows * 4, &yb), STRATA_OK);
+    ASSERT_EQ(api_->upload(dev, xb, 0, x.data(), x.size() * 4), STRATA_OK);
+    strata_tensor tx{xb, 0, STRATA_DTYPE_F32, 2, {n, cols}, 0}, ty{yb, 0, STRATA_DTYPE_F32, 2, {n, rows}, 0};
+    ASSERT_EQ(api_->matmul(dev, &tx, wt, nullptr, &ty), STRATA_OK) << api_->last_error();
+    std::vector<float> y(n * rows);
+    ASSERT_EQ(api_->download(dev, y.data(), yb, 0, y.size() * 4), STRATA_OK);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t sum = 0;
+        for (int64_t c = 0; c < cols; ++c) sum += static_cast<int64_t>(x[t * cols + c]) * w[r * cols + c];
+        ASSERT_EQ(y[t * rows + r], 0.5f * static_cast<float>(sum)) << "token " << t << " row " << r;
+      }
+    }
+    api_->buffer_free(dev, xb);
+    api_->buffer_free(dev, yb);
+  }
+  api_->weight_free(dev, wt);
+  api_->device_close(dev);
+}
+
 TEST_F(OpenClBackendTest, OutOfMemoryNamesTheDevice) {
   strata_device_options o{};
   o.struct_size = sizeof(o);

@@ -44,6 +44,10 @@ std::unique_ptr<Device> OpenTestDevice(std::string* skip_reason) {
   strata_device_options o{};
   o.struct_size = sizeof(o);
   o.num_threads = 2;
+  // STRATA_TEST_DEVICE_OPTIONS: the plugin's device options (e.g. kernels=gpu: the OpenCL
+  // backend's GPU kernels on PoCL), so the reference checks can cover another kernel set.
+  const char* options = std::getenv("STRATA_TEST_DEVICE_OPTIONS");
+  if (options != nullptr && options[0] != '\0') o.options = options;
   auto dev = Device::Open((*p)->backend, (*p)->name, 0, o);
   EXPECT_TRUE(dev.ok()) << dev.status();
   return dev.ok() ? std::move(*dev) : nullptr;
