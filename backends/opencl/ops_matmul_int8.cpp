@@ -33,7 +33,8 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   STRATA_RETURN_IF_ERROR(Reserve(dev, &dev->act_scale, &dev->act_scale_bytes, static_cast<uint64_t>(n) * 4,
                                  "matmul: W8A8 activation scales"));
   size_t ls = 1;
-  while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 256, dev->max_work_group)) ls *= 2;
+  // GPUs: as many work-items per token as allowed (see ReduceGroupSize in ops_rows.cpp).
+  while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 1024, dev->max_work_group)) ls *= 2;
   const size_t qglobal = static_cast<size_t>(n) * ls;
   const bool static_mode = w->act_scale_mode == STRATA_ACT_SCALE_STATIC;
   STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
