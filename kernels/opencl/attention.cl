@@ -9,6 +9,16 @@ inline float kv_load(__global const void* cache, int dtype, ulong i, __global co
   return load_elem(cache, dtype, i);
 }
 
+// Elements i..i+3 of the cache (i a multiple of 4 within one row of head_dim % 4 == 0).
+inline float4 kv_load4(__global const void* cache, int dtype, ulong i, __global const float* scales, ulong si) {
+  if (dtype == DT_F32) return vload4(0, (__global const float*)cache + i);
+  if (dtype == DT_F16) return vload_half4(0, (__global const half*)cache + i);
+  if (dtype == DT_BF16) return as_float4(convert_uint4(vload4(0, (__global const ushort*)cache + i)) << 16);
+  if (dtype == DT_I8) return convert_float4(vload4(0, (__global const char*)cache + i)) * scales[si];
+  return (float4)(kv_load(cache, dtype, i, scales, si), kv_load(cache, dtype, i + 1, scales, si),
+                  kv_load(cache, dtype, i + 2, scales, si), kv_load(cache, dtype, i + 3, scales, si));
+}
+
 // The dot product of q (local memory, D floats) with the cached row at element e: four
 // elements per step when D is a multiple of 4, the type switch outside the loop, so that a
 // work-item has four independent loads in flight rather than one (decode steps spend most

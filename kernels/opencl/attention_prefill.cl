@@ -14,26 +14,32 @@
 #define PF_SLD (PF_BK + 1)
 
 // Stages rows [p0, p0 + PF_BK) of one K or V half into kvs (zeros past `last` or where
-// the block table is out of range; kval[k] says which keys exist).
+// the block table is out of range; kval[k] says which keys exist), four elements per load
+// (the host sends head_dim % 4 == 0 only).
 inline void pf_load_tile(__local float* kvs, __local int* kval, int p0, int last, __global const int* table,
                          __global const void* cache, int dtype, ulong base, ulong block_elems,
                          __global const float* kv_scales, ulong scale_base, int block_size, int num_kv_heads,
                          int kvh, int D, int num_blocks, __global volatile int* err, int lid) {
-  for (int e = lid; e < PF_BK * D; e += 128) {
-    const int kk = e / D, d = e - kk * D, p = p0 + kk;
-    float v = 0.0f;
+  const int D4 = D >> 2;
+  for (int e = lid; e < PF_BK * D4; e += 128) {
+    const int kk = e / D4, d = (e - kk * D4) * 4, p = p0 + kk;
+    float4 v = (float4)(0.0f);
     int ok = 0;
     if (p <= last) {
       const int b = table[p / block_size];
       if (b >= 0 && b < num_blocks) {
         const ulong i = base + (ulong)b * block_elems + ((ulong)(p % block_size) * num_kv_heads + kvh) * D + d;
-        v = kv_load(cache, dtype, i, kv_scales, scale_base + (ulong)b * num_kv_heads + kvh);
+        v = kv_load4(cache, dtype, i, kv_scales, scale_base + (ulong)b * num_kv_heads + kvh);
         ok = 1;
       } else if (d == 0) {
         flag_error(err, ERR_BLOCK_TABLE);
       }
     }
-    kvs[kk * PF_LD + d] = v;
+    __local float* row = kvs + kk * PF_LD + d;
+    row[0] = v.x;
+    row[1] = v.y;
+    row[2] = v.z;
+    row[3] = v.w;
     if (d == 0) kval[kk] = ok;
   }
 }
