@@ -15,6 +15,8 @@
 #   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
 #   logprobs   1, 32 and 128 sequences with and without --logprobs 5
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   oclfinal   the OpenCL int8 kernels on NVIDIA's OpenCL, short (150 s): conformance, model checks,
+#              the three W8A8 figures, all in ocl_final.txt
 #   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
 #              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
@@ -187,6 +189,35 @@ phase_oclsweep() {
     STRATA_OPENCL_VERBOSE=1 timeout 60 $B --options "$o" --mode prefill --batch 4096 --reps 2 \
       2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
   done
+}
+
+# The OpenCL int8 kernels on NVIDIA's OpenCL in one short call (timeouts sum to 150 s), all
+# output in ONE file, $OUT/ocl_final.txt: the integer path the probes chose (dp4a / mma.sync
+# through inline PTX, else plain int32), the matmul and attention conformance on opencl:0,
+# the model checks, then the Llama-3-8B-shape W8A8 figures (batch-1 decode, 32 sequences,
+# 4096-token prefill) and 32 sequences through the GEMM (gemv_max_tokens=16, a host-side
+# option: same program). The kernel cache goes to /tmp, not $OUT.
+phase_oclfinal() {
+  local F="$OUT/ocl_final.txt"
+  {
+    opencl_icd_setup
+    export XDG_CACHE_HOME="/tmp/strata-ocl-cache"
+    stamp "matmul / attention conformance on opencl:0"
+    STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/backend_conformance_test" \
+      --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | \
+      grep -E "strata opencl|FAILED|PASSED|Failure|Which is|evaluates|exceeds|token|element|dim " | head -40
+    stamp "model checks on opencl:0"
+    STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 | \
+      grep -E "FAILED|PASSED|Failure" | head -12
+    stamp "Llama-3-8B shape W8A8 on opencl:0"
+    local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+    STRATA_OPENCL_VERBOSE=1 timeout 20 $B --mode decode --batch 1 --context 128 --reps 10
+    timeout 20 $B --mode decode --batch 32 --context 128 --reps 5
+    timeout 30 $B --mode prefill --batch 4096 --reps 2
+    timeout 20 $B --options "gemv_max_tokens=16" --mode decode --batch 32 --context 128 --reps 5
+    stamp "oclfinal done"
+  } > "$F" 2>&1
+  tail -30 "$F"
 }
 
 phase_opencl() {
@@ -513,8 +544,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick|oclsweep) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick oclsweep)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick|oclsweep|oclfinal) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick oclsweep oclfinal)" ;;
   esac
 done
 stamp "done"
