@@ -37,6 +37,9 @@
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
+#   quantppl   stories260K quantized (8 methods) with CUDA and CPU calibration: files compared,
+#              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
+#   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -230,17 +233,19 @@ phase_http() {
 }
 
 phase_profile() {
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  # STRATA_PROFILE_DTYPE: the weights' --synthetic-dtype (bf16, int4-g128, int8, w8a8, fp8).
+  local dt="${STRATA_PROFILE_DTYPE:-bf16}"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --synthetic-dtype $dt --device cuda --json"
   for c in ${STRATA_PROFILE_SEQS:-128 32}; do
-    for mode in eager graphs; do
-      stamp "op profile: $c concurrent sequences, 128 in / 128 out, $mode"
+    for mode in ${STRATA_PROFILE_MODES:-eager graphs}; do
+      stamp "op profile: $dt, $c concurrent sequences, 128 in / 128 out, $mode"
       local flag=""
       [ "$mode" = eager ] && flag="--enforce-eager"
       STRATA_CUDA_PROFILE=1 timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 \
         --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 $flag \
-        > "$OUT/profile_${c}_${mode}.json" 2> "$OUT/profile_${c}_${mode}.txt"
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${c}_${mode}.json"
-      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${c}_${mode}.txt" | head -40
+        > "$OUT/profile_${dt}_${c}_${mode}.json" 2> "$OUT/profile_${dt}_${c}_${mode}.txt"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${dt}_${c}_${mode}.json"
+      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${dt}_${c}_${mode}.txt" | head -40
     done
   done
 }
@@ -477,11 +482,63 @@ phase_kv8quick() {
   done
 }
 
+# Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on
+# the CPU and on CUDA (the files compared), then `strata perplexity` of each file on CUDA (bf16
+# and F32 activations) beside the CPU backend (quantppl.jsonl). Needs .gpu/shared/text/
+# tinystories_sample.txt and calib_wikitext.txt (the first 40 KB of WikiText-2's test text).
+phase_quantppl() {
+  local S="$ROOT/.gpu/shared/models/stories260K" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  local calib="$ROOT/.gpu/shared/text/calib_wikitext.txt" Q=/tmp/strata-quantppl m dev
+  if [ ! -f "$text" ] || [ ! -f "$calib" ]; then
+    stamp "no $text or $calib: quantppl skipped"; return
+  fi
+  rm -rf "$Q"; mkdir -p "$Q"; : > "$OUT/quantppl.jsonl"
+  # The files stories260K can be written as (llm-int8 has no file layout; GPTQ's HF layout needs
+  # widths that are multiples of 8, so GPTQ goes to GGUF Q4_0 groups); calibration only where
+  # the method takes it, and there on both devices.
+  local -A FLAGS=([int8]="--method int8" [w8a8]="--method w8a8 CAL" [fp8]="--method fp8"
+    [q8_0]="--method rtn --bits 8" [q4_0]="--method rtn --group-size 32 --sym" [gptq-g32]="--method gptq --group-size 32 --sym CAL")
+  for m in int8 w8a8 fp8 q8_0 q4_0 gptq-g32; do
+    local ext="" f="${FLAGS[$m]}"; [[ $m == q* || $m == gptq* ]] && ext=.gguf
+    f="${f/CAL/--calib $calib --calib-tokens 4096 --calib-ctx 128}"
+    for dev in cpu cuda; do
+      timeout 120 "$BUILD/bin/strata" quantize -m "$S/stories260K.gguf" -o "$Q/$m-$dev$ext" $f \
+        --device $dev --json > "$Q/$m-$dev.log" 2>&1 || \
+        { stamp "quantize $m on $dev failed"; tail -3 "$Q/$m-$dev.log"; }
+    done
+    if diff -rq "$Q/$m-cpu$ext" "$Q/$m-cuda$ext" >/dev/null 2>&1; then stamp "$m: CPU- and CUDA-calibrated files identical"
+    else stamp "$m: CPU- and CUDA-calibrated files differ"; python3 scripts/gpu/compare_quantized.py "$Q/$m-cpu$ext" "$Q/$m-cuda$ext" 2>&1 | tail -4; fi
+    for dev in cuda cuda-f32 cpu; do
+      local env=""; [ $dev = cuda-f32 ] && env="STRATA_CUDA_ACTIVATIONS=f32"
+      env $env timeout 60 "$BUILD/bin/strata" perplexity -m "$Q/$m-cpu$ext" --tokenizer "$S/tok512.bin" -f "$text" --ctx 128 --json --device ${dev%-f32} \
+        2>"$Q/$m-ppl-$dev.err" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["method"]=sys.argv[1]; r["device"]=sys.argv[2]; print(json.dumps(r))' "$m" "$dev" \
+        >> "$OUT/quantppl.jsonl" || { stamp "perplexity $m on $dev failed"; tail -3 "$Q/$m-ppl-$dev.err"; }
+    done
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ppl = {(r["method"], r["device"]): r["ppl"] for r in rows}
+for m in dict.fromkeys(r["method"] for r in rows):
+  c, f, p = ppl.get((m, "cuda")), ppl.get((m, "cuda-f32")), ppl.get((m, "cpu"))
+  d = lambda a: "%+.3f%%" % (100 * (a / p - 1)) if a and p else "-"
+  print("%-9s ppl cpu %s  cuda(bf16 act) %s %s  cuda(f32 act) %s %s" % (m, p, c, d(c), f, d(f)))' "$OUT/quantppl.jsonl"
+}
+
+# Issue 28's serving figure: 256 concurrent requests through `strata serve`, bf16 and FP8
+# weights with an FP8 KV cache, in the same run (http_load_bf16.json, http_load_fp8.json).
+phase_serve256() {
+  for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
+    stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
+    STRATA_HTTP_LEVELS=256 STRATA_HTTP_MAX_NUM_SEQS=auto STRATA_HTTP_REQUESTS=768 STRATA_HTTP_TAG="${flags%%:*}" \
+      STRATA_HTTP_MODEL_FLAGS="${flags#*:}" BUILD="$BUILD" OUT="$OUT" timeout 280 bash bench/gpu/serving.sh http
+  done
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick|quantppl|serve256) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick quantppl serve256)" ;;
   esac
 done
 stamp "done"
