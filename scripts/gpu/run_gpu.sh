@@ -501,13 +501,20 @@ phase_quantppl() {
   for m in int8 w8a8 fp8 q8_0 q4_0 gptq-g32; do
     local ext="" f="${FLAGS[$m]}"; [[ $m == q* || $m == gptq* ]] && ext=.gguf
     f="${f/CAL/--calib $calib --calib-tokens 4096 --calib-ctx 128}"
-    for dev in cpu cuda; do
-      timeout 120 "$BUILD/bin/strata" quantize -m "$S/stories260K.gguf" -o "$Q/$m-$dev$ext" $f \
-        --device $dev --json > "$Q/$m-$dev.log" 2>&1 || \
+    # cuda-f32: the calibration forward passes with F32 activations (CUDA's default is BF16,
+    # which moves the recorded activation maxima / Hessians and so the calibrated files).
+    for dev in cpu cuda cuda-f32; do
+      [ $dev = cuda-f32 ] && [[ $f != *--calib* ]] && continue
+      local cenv=""; [ $dev = cuda-f32 ] && cenv="STRATA_CUDA_ACTIVATIONS=f32"
+      env $cenv timeout 120 "$BUILD/bin/strata" quantize -m "$S/stories260K.gguf" -o "$Q/$m-$dev$ext" $f \
+        --device ${dev%-f32} --json > "$Q/$m-$dev.log" 2>&1 || \
         { stamp "quantize $m on $dev failed"; tail -3 "$Q/$m-$dev.log"; }
     done
-    if diff -rq "$Q/$m-cpu$ext" "$Q/$m-cuda$ext" >/dev/null 2>&1; then stamp "$m: CPU- and CUDA-calibrated files identical"
-    else stamp "$m: CPU- and CUDA-calibrated files differ"; python3 scripts/gpu/compare_quantized.py "$Q/$m-cpu$ext" "$Q/$m-cuda$ext" 2>&1 | tail -4; fi
+    for dev in cuda cuda-f32; do
+      [ -e "$Q/$m-$dev$ext" ] || continue
+      if diff -rq "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" >/dev/null 2>&1; then stamp "$m: CPU- and $dev-made files identical"
+      else stamp "$m: CPU- and $dev-made files differ"; python3 scripts/gpu/compare_quantized.py "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" 2>&1 | tail -4; fi
+    done
     for dev in cuda cuda-f32 cpu; do
       local env=""; [ $dev = cuda-f32 ] && env="STRATA_CUDA_ACTIVATIONS=f32"
       env $env timeout 60 "$BUILD/bin/strata" perplexity -m "$Q/$m-cpu$ext" --tokenizer "$S/tok512.bin" -f "$text" --ctx 128 --json --device ${dev%-f32} \
