@@ -108,11 +108,29 @@ struct QuantGemvArgs {
 };
 
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
-// INT4 weights, dequantized in registers while the packed rows stream once.
+// INT4 weights, dequantized in registers while the packed rows stream once. A kQuantTiled
+// weight takes the streaming GEMV where it supports the weight (LaunchQuantGemvStream), else
+// (or with STRATA_CUDA_QGEMV_KERNEL=mma, for A/Bs) the tensor-core GEMV of
+// quant_gemv_mma.cu (LaunchQuantGemvTiled); a row-major one the SIMT GEMV.
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
 
 // The same for a kQuantTiled weight and BF16 x (4-byte aligned rows): the tensor-core GEMV.
 cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
+
+// The streaming tensor-core GEMV (quant_gemv_stream.cu): the same product for a kQuantTiled
+// weight whose group_size is 0 or a multiple of the chunk's columns, with `depth` chunk loads
+// in flight per lane (4 or 8), blocks of `block_warps` warps (8 or 16) and `kw` warps per
+// 16-row tile (split-K; divides block_warps).
+struct QuantGemvStreamConfig {
+  int depth = 8;
+  int block_warps = 8;
+  int kw = 8;
+};
+bool QuantGemvStreamSupports(const QuantGemvArgs& a);
+// The configuration LaunchQuantGemv uses for this weight and token count
+// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
+QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);
+cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream);
 
 // dst[r, c] = W[r, c] (integer_only: q - z, or the FP8 value, without the scale) in
 // dst_dtype (F32 or BF16), row-major [rows, cols] with row stride ld_dst.
