@@ -26,6 +26,9 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
+#              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 beside the
+#              previous GEMV (about 4 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -370,6 +373,31 @@ phase_quant8b_quick() {
   done
 }
 
+# The streaming W4A16 / W8A16 GEMV (kernels/cuda/quant_gemv_stream.cu, issue 28 items 1-2;
+# about 4 minutes): its tests at every launch configuration, the variant sweep per
+# Llama-3-8B product shape (bench/cuda/qgemv_sweep.cu: picks the defaults), then batch-1
+# decode 128/128 end to end, bf16 / W4A16 / W8A16 with the streaming GEMV, and W4A16 / W8A16
+# with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma) for the A/B.
+phase_qgemv() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "streaming GEMV tests (every configuration) and the tiled-GEMV tests"
+  timeout 120 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*' \
+    2>&1 | tee "$OUT/qgemv_test.log" | grep -vE "^\[ RUN|^\[       OK|worst error" | tail -15
+  stamp "GEMV variant sweep (qgemv_sweep.jsonl)"
+  timeout 180 "$BUILD/bin/qgemv_sweep" --reps 20 > "$OUT/qgemv_sweep.jsonl" 2>&1
+  grep -E "qgemv_sweep_best|error" "$OUT/qgemv_sweep.jsonl"
+  grep -E '"variant":"(mma|default|read)"' "$OUT/qgemv_sweep.jsonl"
+  stamp "batch-1 decode 128/128: bf16, W4A16 g128, W8A16 (streaming GEMV)"
+  for d in bf16 int4-g128 int8; do
+    timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/qgemv_decode_$d.json"
+  done
+  stamp "the same with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_KERNEL=mma timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_mma.json"
+  done
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -480,8 +508,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|qgemv|kv8|kv8quick|oclquick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick qgemv kv8 kv8quick oclquick)" ;;
   esac
 done
 stamp "done"
