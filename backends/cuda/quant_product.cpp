@@ -60,12 +60,15 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   // Scratch layout: [permuted x][the rest], each part 256-byte aligned.
   const uint64_t perm_bytes = q.perm != nullptr ? Align256(static_cast<uint64_t>(n * cols) * xs) : 0;
   uint64_t rest = 0;
-  // A tiled weight's GEMV reads x in 4-byte BF16 pairs; anything else (never the model's own
-  // activations) takes the dequantize + GEMM path.
-  const bool tiled_x_ok = wv.layout != kQuantTiled ||
-                          (xv.dtype == STRATA_DTYPE_BF16 && (q.perm != nullptr ||
-                                                             ((reinterpret_cast<uintptr_t>(xv.base) & 3u) == 0 &&
-                                                              xv.stride % 2 == 0)));
+  // A tiled weight's GEMV reads x in 4-byte BF16 pairs (kQuantTiled) or 16-byte vectors
+  // (kQuantTiledStream); anything else (never the model's own activations) takes the
+  // dequantize + GEMM path. Act-order x is gathered into aligned scratch first.
+  const uintptr_t x_align = wv.layout == kQuantTiledStream ? 15u : 3u;
+  const int64_t stride_unit = wv.layout == kQuantTiledStream ? 8 : 2;
+  const bool tiled_x_ok = wv.layout == kQuantRowMajor ||
+                          (xv.dtype == STRATA_DTYPE_BF16 &&
+                           (q.perm != nullptr ||
+                            ((reinterpret_cast<uintptr_t>(xv.base) & x_align) == 0 && xv.stride % stride_unit == 0)));
   const bool gemv = weight_only && n <= kQuantGemvMaxTokens && tiled_x_ok;
   const int64_t ldq = (cols + 15) / 16 * 16;
   uint64_t off_scale = 0, off_rt = 0, off_acc = 0;

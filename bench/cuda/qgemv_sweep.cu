@@ -1,7 +1,8 @@
 // Launch-configuration sweep of the W4A16 / W8A16 decode GEMVs (issue 28), one call on the
 // GPU: for each Llama-3-8B product shape (qkv 6144x4096, o 4096x4096, gate_up 28672x4096,
 // down 4096x14336), INT4 g128 and INT8 per-channel weights, 1 and 8 tokens, it times
-//   mma          quant_gemv_mma.cu as LaunchQuantGemv ran it before the streaming GEMV;
+//   mma          quant_gemv_mma.cu as LaunchQuantGemv ran it before the streaming GEMV (on
+//                the kQuantTiled layout; the others read kQuantTiledStream);
 //   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for;
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
@@ -196,12 +197,19 @@ int main(int argc, char** argv) {
         zs.resize(scales.size());
         for (auto& z : zs) z = static_cast<uint8_t>(Next() & 15);
       }
-      const strata::cuda::TiledQuantWeight t = strata::cuda::TileQuantWeight(
+      // Both layouts: kQuantTiled for the mma kernel, kQuantTiledStream for the others.
+      const strata::cuda::TiledQuantWeight tm = strata::cuda::TileQuantWeight(
           values, packed.data(), ld, s.rows, s.cols, scales.data(), zs.empty() ? nullptr : zs.data(), ngroups, 16);
-      const uint64_t bytes = t.data.size() + t.scales.size() * 4 + t.zeros.size();
+      const strata::cuda::TiledQuantWeight ts =
+          strata::cuda::TileQuantWeight(values, packed.data(), ld, s.rows, s.cols, scales.data(),
+                                        zs.empty() ? nullptr : zs.data(), ngroups, 16, /*stream_order=*/true);
+      const uint64_t bytes = ts.data.size() + ts.scales.size() * 4 + ts.zeros.size();
       const int copies = static_cast<int>(std::max<uint64_t>(2, (kColdBytes + bytes - 1) / bytes));
-      std::vector<DeviceWeight> ws(copies);
-      for (DeviceWeight& dw : ws) {
+      std::vector<DeviceWeight> ws_mma(copies), ws_stream(copies);
+      for (int wi = 0; wi < 2 * copies; ++wi) {
+        const bool stream_layout = wi >= copies;
+        const strata::cuda::TiledQuantWeight& t = stream_layout ? ts : tm;
+        DeviceWeight& dw = stream_layout ? ws_stream[wi - copies] : ws_mma[wi];
         void *d = nullptr, *sc = nullptr, *z = nullptr;
         CK(cudaMalloc(&d, t.data.size()));
         CK(cudaMemcpy(d, t.data.data(), t.data.size(), cudaMemcpyHostToDevice));
@@ -222,7 +230,7 @@ int main(int argc, char** argv) {
         v.ngroups = ngroups;
         v.group_size = gs;
         v.zeros = static_cast<const uint8_t*>(z);
-        v.layout = strata::cuda::kQuantTiled;
+        v.layout = stream_layout ? strata::cuda::kQuantTiledStream : strata::cuda::kQuantTiled;
         v.chunks = t.chunks;
         dw.bytes = bytes;
       }
@@ -242,6 +250,10 @@ int main(int argc, char** argv) {
           a.overlap_previous = overlap;
           return a;
         };
+        // The weight copy `c` in the layout variant v reads.
+        auto weight = [&](const Variant& v, int c) -> const DeviceWeight& {
+          return v.kind == 0 ? ws_mma[c] : ws_stream[c];
+        };
         auto launch = [&](const Variant& v, const QuantGemvArgs& a) -> cudaError_t {
           switch (v.kind) {
             case 0: return strata::cuda::LaunchQuantGemvTiled(a, stream);
@@ -256,7 +268,7 @@ int main(int argc, char** argv) {
           }
         };
         // Reference: the mma kernel, F32 out.
-        CK(launch(variants[0], args(ws[0], ref, STRATA_DTYPE_F32, false, false)));
+        CK(launch(variants[0], args(ws_mma[0], ref, STRATA_DTYPE_F32, false, false)));
         std::vector<float> href(static_cast<size_t>(n * s.rows)), hchk(href.size());
         CK(cudaMemcpy(href.data(), ref, href.size() * 4, cudaMemcpyDeviceToHost));
         double ref_max = 0;
@@ -266,7 +278,7 @@ int main(int argc, char** argv) {
           double rel = 0;
           if (v.kind != 3) {
             CK(cudaMemset(chk, 0xff, href.size() * 4));
-            const cudaError_t e = launch(v, args(ws[0], chk, STRATA_DTYPE_F32, false, false));
+            const cudaError_t e = launch(v, args(weight(v, 0), chk, STRATA_DTYPE_F32, false, false));
             if (e != cudaSuccess) {
               cudaGetLastError();
               std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\",\"variant\":"
@@ -285,7 +297,7 @@ int main(int argc, char** argv) {
           cudaGraph_t g;
           CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
           for (int p = 0; p < passes; ++p) {
-            for (int c = 0; c < copies; ++c) CK(launch(v, args(ws[c], out, STRATA_DTYPE_BF16, s.accumulate, true)));
+            for (int c = 0; c < copies; ++c) CK(launch(v, args(weight(v, c), out, STRATA_DTYPE_BF16, s.accumulate, true)));
           }
           CK(cudaStreamEndCapture(stream, &g));
           cudaGraphExec_t ge;
@@ -311,14 +323,14 @@ int main(int argc, char** argv) {
           const double med = us[us.size() / 2];
           std::string cfg;
           if (v.kind == 2) {
-            const QuantGemvStreamConfig c = strata::cuda::DefaultQuantGemvStreamConfig(ws[0].view, n);
+            const QuantGemvStreamConfig c = strata::cuda::DefaultQuantGemvStreamConfig(ws_stream[0].view, n);
             cfg = ",\"config\":\"d" + std::to_string(c.depth) + "_b" + std::to_string(c.block_warps) + "_kw" +
                   std::to_string(c.kw) + "\"";
           }
           std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\",\"variant\":\"%s\"%s,"
                       "\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
                       format.c_str(), static_cast<long long>(n), s.name, v.name.c_str(), cfg.c_str(), med, us.front(),
-                      ws[0].bytes / med * 1e-3, rel, copies);
+                      weight(v, 0).bytes / med * 1e-3, rel, copies);
           std::fflush(stdout);
           layer_us[ti][vi] += med;
           if (v.kind == 1 && med < best_us[ti][si]) {
@@ -327,8 +339,10 @@ int main(int argc, char** argv) {
           }
         }
       }
-      for (DeviceWeight& dw : ws) {
-        for (void* p : dw.allocs) CK(cudaFree(p));
+      for (auto* set : {&ws_mma, &ws_stream}) {
+        for (DeviceWeight& dw : *set) {
+          for (void* p : dw.allocs) CK(cudaFree(p));
+        }
       }
     }
     for (size_t ti = 0; ti < tokens.size(); ++ti) {

@@ -12,7 +12,6 @@
 // Anything the vector path does not take (columns not a multiple of 32, odd group sizes,
 // unaligned x) takes the scalar loop: one column per lane, still one pass over W.
 #include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -383,15 +382,8 @@ cudaError_t LaunchVectorN(const QuantGemvArgs& a, cudaStream_t stream) {
 
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return cudaSuccess;
-  if (a.w.layout == kQuantTiled) {
-    // Read at every launch (not cached) so that tests and A/B runs can switch within a process.
-    const char* k = std::getenv("STRATA_CUDA_QGEMV_KERNEL");
-    const bool mma = k != nullptr && std::strcmp(k, "mma") == 0;
-    if (!mma && QuantGemvStreamSupports(a)) {
-      return LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), stream);
-    }
-    return LaunchQuantGemvTiled(a, stream);
-  }
+  if (a.w.layout == kQuantTiledStream) return LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), stream);
+  if (a.w.layout == kQuantTiled) return LaunchQuantGemvTiled(a, stream);
   if (a.n > kQuantGemvMaxTokens || (a.w.values != kQuantInt4 && a.w.values != kQuantInt8)) {
     return cudaErrorInvalidValue;
   }

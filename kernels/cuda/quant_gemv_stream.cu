@@ -12,6 +12,12 @@
 // c + kDepth the moment chunk c is taken from it. Nothing else on the warp's path goes to
 // HBM (x is 8-112 KB, read through L1/L2).
 //
+// Instructions per byte: the weight is stored kQuantTiledStream (quant.h), the mma fragments
+// of kQuantTiled with each chunk's columns permuted so that a lane's B fragments for the
+// whole chunk are 16 (INT4) or 8 (INT8) consecutive columns of x: one or two 16-byte loads per
+// chunk instead of two 4-byte loads (and their addresses) per 16-column step. Its padding
+// dequantizes to exactly 0, so the row's last chunk needs no per-step test either.
+//
 // Groups: each chunk's products are scaled and added to the accumulator when the chunk ends,
 // so the kernel needs group_size to be 0 (per-row scales) or a multiple of the chunk's columns
 // (64 INT4, 32 INT8); other group sizes take quant_gemv_mma.cu, which tracks groups per step.
@@ -109,30 +115,44 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
 
   const int n = static_cast<int>(a.n);
   const int cols = static_cast<int>(w.cols);
-  // Lanes past the last token read the last token's row: no condition on the loads, and their
-  // B columns' products are never stored (quant_tiled.cuh's LoadX).
-  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx + 2 * t;
+  // This lane's B fragments of a chunk: x columns [kRun * t, kRun * (t + 1)) of the chunk
+  // (kQuantTiledStream's order), one or two 16-byte loads. Lanes past the last token read the
+  // last token's row: no condition on the loads, and their B columns' products are never
+  // stored (an mma's output columns are independent).
+  constexpr int kRun = 4 * kSteps;  // 16 INT4, 8 INT8
+  const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) +
+                                                     (group < n ? group : n - 1) * a.ldx + kRun * t);
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
-  // One chunk: kSteps mma into d, then d scaled into acc. Steps at or past `lim` columns are
-  // the zero-byte padding of the row's last chunk, which dequantizes to -z, not 0: their x is
-  // not read (past the row) and their B fragment is zero. (A predicate per step, not a second
-  // copy of the loop: the ring's registers leave no room for two.)
-  auto consume = [&](const uint4 v, float lo, float hi, uint32_t z, int c, int lim) {
+  // One chunk: kSteps mma into d, then d scaled into acc. `run_ok`: this lane's x run is
+  // inside the row. In the row's last chunk the runs past cols are padding, whose weights
+  // dequantize to exactly 0 (kQuantTiledStream): the lane reads the chunk's first run instead
+  // (finite activations; 0 times them adds nothing) rather than past the row.
+  auto consume = [&](const uint4 v, float lo, float hi, uint32_t z, int c, bool run_ok) {
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
     if constexpr (kZeros) {
       neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
       neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
     }
-    const __nv_bfloat16* xr = xrow + c * kChunkCols;
+    const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
+    uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
+#pragma unroll
+    for (int i = 0; i < kRun / 8; ++i) {
+      const uint4 q = __ldg(xr + i);
+      xw[4 * i] = q.x;
+      xw[4 * i + 1] = q.y;
+      xw[4 * i + 2] = q.z;
+      xw[4 * i + 3] = q.w;
+    }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      const bool valid = s == 0 || s * 16 < lim;  // a chunk holds >= 16 real columns
-      uint32_t b0, b1;
-      LoadX<kValues, false>(xr + (valid ? s * 16 : 0), b0, b1);
-      if (!valid) b0 = b1 = 0u;
+      uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
+      if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
+        b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
+        b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
+      }
       uint32_t af[4];
       if constexpr (kValues == kQuantInt4) {
         DequantInt4Step(words[s], neg_z, af);
@@ -158,7 +178,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
       const float lo = kGroups ? s_lo[u] : row_lo, hi = kGroups ? s_hi[u] : row_hi;
       const uint32_t z = kZeros ? zz[u] : 0u;
       if (c + kDepth < c_end) issue(u, c + kDepth);
-      consume(v, lo, hi, z, c, c < full_end ? kChunkCols : cols - c * kChunkCols);
+      consume(v, lo, hi, z, c, c < full_end || kRun * (t + 1) <= cols - c * kChunkCols);
     }
   }
 
@@ -207,12 +227,10 @@ QuantGemvStreamConfig ForcedConfig() {
 
 bool QuantGemvStreamSupports(const QuantGemvArgs& a) {
   const QuantWeightView& w = a.w;
-  const int kc = kQuantTiledChunkCols(w.values);
-  return a.n > 0 && a.n <= kQuantGemvMaxTokens && w.layout == kQuantTiled &&
-         (w.values == kQuantInt4 || w.values == kQuantInt8) && a.x_dtype == STRATA_DTYPE_BF16 && w.cols % 16 == 0 &&
-         w.group_size % kc == 0 && (w.values == kQuantInt8 || w.group_size > 0) &&
-         (reinterpret_cast<uintptr_t>(a.x) & 3u) == 0 && a.ldx % 2 == 0 &&
-         (a.out_dtype == STRATA_DTYPE_F32 || a.out_dtype == STRATA_DTYPE_BF16);
+  return a.n > 0 && a.n <= kQuantGemvMaxTokens && w.layout == kQuantTiledStream &&
+         (w.values == kQuantInt4 || w.values == kQuantInt8) && QuantStreamLayoutFits(w.values, w.group_size) &&
+         a.x_dtype == STRATA_DTYPE_BF16 && w.cols % 16 == 0 && (reinterpret_cast<uintptr_t>(a.x) & 15u) == 0 &&
+         a.ldx % 8 == 0 && (a.out_dtype == STRATA_DTYPE_F32 || a.out_dtype == STRATA_DTYPE_BF16);
 }
 
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n) {
