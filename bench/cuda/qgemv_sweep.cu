@@ -297,7 +297,9 @@ int main(int argc, char** argv) {
           cudaGraph_t g;
           CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
           for (int p = 0; p < passes; ++p) {
-            for (int c = 0; c < copies; ++c) CK(launch(v, args(weight(v, c), out, STRATA_DTYPE_BF16, s.accumulate, true)));
+            for (int c = 0; c < copies; ++c) {
+              CK(launch(v, args(weight(v, c), out, STRATA_DTYPE_BF16, s.accumulate, true)));
+            }
           }
           CK(cudaStreamEndCapture(stream, &g));
           cudaGraphExec_t ge;
@@ -327,8 +329,8 @@ int main(int argc, char** argv) {
             cfg = ",\"config\":\"d" + std::to_string(c.depth) + "_b" + std::to_string(c.block_warps) + "_kw" +
                   std::to_string(c.kw) + "\"";
           }
-          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\",\"variant\":\"%s\"%s,"
-                      "\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
+          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\","
+                      "\"variant\":\"%s\"%s,\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
                       format.c_str(), static_cast<long long>(n), s.name, v.name.c_str(), cfg.c_str(), med, us.front(),
                       weight(v, 0).bytes / med * 1e-3, rel, copies);
           std::fflush(stdout);

@@ -85,9 +85,10 @@ __global__ void DequantVectorKernel(QuantWeightView w, bool integer_only, T* dst
   }
 }
 
-// A kQuantTiled or kQuantTiledStream weight (INT4 or INT8), 8 consecutive columns of one row per thread (cols %
-// 16 == 0 for a tiled weight): the reads gather from the tile's fragment order (L1 / L2 hits:
-// a warp's columns are 1-2 chunks), the writes are row-major 16-byte (BF16) or 32-byte stores.
+// A kQuantTiled or kQuantTiledStream weight (INT4 or INT8), 8 consecutive columns of one row
+// per thread (cols % 16 == 0 for a tiled weight): the reads gather from the tile's fragment
+// order (L1 / L2 hits: a warp's columns are 1-2 chunks), the writes are row-major 16-byte
+// (BF16) or 32-byte stores.
 template <typename T, int kValues>
 __global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
   const int64_t per_row = w.cols / 8;

@@ -1,5 +1,5 @@
-// The streaming tensor-core GEMV (W4A16 / W8A16 decode, 1-8 tokens) over a kQuantTiled weight
-// (kernels/cuda/quant.h): out[t, :] (+)= x[t, :] * W^T, the same arithmetic as
+// The streaming tensor-core GEMV (W4A16 / W8A16 decode, 1-8 tokens) over a kQuantTiledStream
+// weight (kernels/cuda/quant.h): out[t, :] (+)= x[t, :] * W^T, the same arithmetic as
 // quant_gemv_mma.cu (quant_tiled.cuh's dequantization and mma.m16n8k16, F32 accumulation)
 // with the memory side rebuilt for memory-level parallelism.
 //
