@@ -11,6 +11,7 @@
 // Act-order weights read x through their column permutation (a gather into scratch first).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/quant_lt_gemm.h"
@@ -47,6 +48,39 @@ Status QuantScratch(Device* dev, uint64_t bytes, char** out) {
 Status Launched(cudaError_t e, const char* what) { return CudaStatus(e, what); }
 
 }  // namespace
+
+Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov,
+                                bool accumulate, int32_t prologue, const float* norm_weight, float eps, const void* up,
+                                bool* taken) {
+  *taken = false;
+  static const bool fuse = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_FUSE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  if (!fuse || w->quant == nullptr || w->quant->perm != nullptr || w->quant->view.layout != kQuantTiledStream) {
+    return Ok();
+  }
+  QuantGemvArgs a;
+  a.w = w->quant->view;
+  a.x = xv.base;
+  a.ldx = xv.stride;
+  a.x_dtype = xv.dtype;
+  a.bias = bias;
+  a.out = ov.base;
+  a.ldo = ov.stride;
+  a.out_dtype = ov.dtype;
+  a.n = xv.rows;
+  a.accumulate = accumulate;
+  a.overlap_previous = dev->use_pdl;
+  a.prologue = prologue;
+  a.norm_weight = norm_weight;
+  a.eps = eps;
+  a.up = up;
+  if (!QuantGemvStreamSupports(a) || !QuantGemvStreamTakesPrologue(a)) return Ok();
+  *taken = true;
+  return Launched(LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), dev->stream),
+                  "matmul_ex: quantized gemv with its prologue");
+}
 
 Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate) {
   const int64_t n = xv.rows;

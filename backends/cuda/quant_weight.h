@@ -62,6 +62,14 @@ Status CreateQuantWeight(Device* dev, const strata_weight_desc* desc, const char
 // out (+)= x * W^T + bias for a quantized W (x and out validated by the caller, x in the
 // device's activation type).
 Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate);
+// matmul_ex's prologue (strata_matmul_prologue: rms_norm with norm_weight / eps, or silu_mul
+// with up) computed by the streaming GEMV itself (one token, a kQuantTiledStream weight
+// without act-order; STRATA_CUDA_QGEMV_FUSE=0 at start-up turns it off): out (+)=
+// prologue(x) * W^T + bias in one kernel. *taken = false (and nothing run) when it does not
+// apply: the caller then runs the prologue and RunQuantProduct.
+Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov,
+                                bool accumulate, int32_t prologue, const float* norm_weight, float eps, const void* up,
+                                bool* taken);
 
 }  // namespace strata::cuda
 

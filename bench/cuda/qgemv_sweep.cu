@@ -5,21 +5,24 @@
 //                the kQuantTiled layout; the others read kQuantTiledStream);
 //   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for;
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
+//   unfused      the same after a separate prologue kernel (what the decode step ran before);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
 // served from L2 (>= 256 MB), launched with programmatic dependent launch as the decode
 // graph does, the o and down products accumulating into their output as the model's fused
-// residual does. Median over --reps replays (after 2 warm-up replays) of CUDA-event time per
-// product. Every variant's output is checked against the mma kernel's (max |diff| relative
-// to max |ref|, printed).
+// residual does. At one token each product also computes what matmul_ex puts before it in a
+// decode layer (rms_norm before qkv and gate_up, silu_mul before down): fused into the
+// streaming GEMV, a separate kernel before mma and unfused (included in their time).
+// Median over --reps replays (after 2 warm-up replays) of CUDA-event time per product. Every
+// variant's output is checked against the mma kernel's (max |diff| relative to max |ref|).
 //
 // Output: one JSON line per (format, tokens, shape, variant): us (median per product),
 // gbps (tiled weight + scale bytes / us), rel_err; then per (format, tokens) a "best" line
 // with the fastest stream config per shape and the 32-layer sum for mma, default and best.
 //
 // Usage: qgemv_sweep [--reps 20] [--tokens 1,8] [--formats w4a16,w8a16] [--zeros 0|1]
-//                    [--quick 1]  (quick: only mma, default and read)
+//                    [--quick 1]  (quick: only mma, default, read and unfused)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -35,6 +38,7 @@
 
 #include "backends/cuda/quant_weight.h"
 #include "bench/cuda/exit_on_cuda_error.h"
+#include "kernels/cuda/kernels.h"
 #include "kernels/cuda/quant.h"
 
 namespace {
@@ -47,11 +51,13 @@ struct Shape {
   const char* name;
   int64_t rows, cols;
   bool accumulate;
+  int32_t prologue;  // what matmul_ex puts before the product in a decode layer (1 token)
 };
-const Shape kShapes[] = {{"qkv", 6144, 4096, false},
-                         {"o", 4096, 4096, true},
-                         {"gate_up", 28672, 4096, false},
-                         {"down", 4096, 14336, true}};
+constexpr int32_t kRms = 1, kSilu = 2;
+const Shape kShapes[] = {{"qkv", 6144, 4096, false, kRms},
+                         {"o", 4096, 4096, true, 0},
+                         {"gate_up", 28672, 4096, false, kRms},
+                         {"down", 4096, 14336, true, kSilu}};
 constexpr int kLayers = 32;
 constexpr size_t kColdBytes = size_t{256} << 20;  // weight copies per shape: > 5x the H200's L2
 
@@ -96,7 +102,7 @@ struct DeviceWeight {
 
 struct Variant {
   std::string name;
-  int kind;  // 0 mma, 1 stream, 2 default, 3 read
+  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused
   QuantGemvStreamConfig cfg;
 };
 
@@ -140,7 +146,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
 
-  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}};
+  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}}};
   if (!quick) {
     for (int depth : {4, 8}) {
       for (int bw : {8, 16}) {
@@ -157,16 +163,25 @@ int main(int argc, char** argv) {
   void* x = nullptr;
   void *out = nullptr, *ref = nullptr, *chk = nullptr;
   uint32_t* sink = nullptr;
+  float* gamma = nullptr;  // the rms_norm prologue's weight
+  void *up = nullptr, *staged = nullptr;  // the silu_mul prologue's up; a prologue's output (unfused)
   CK(cudaMalloc(&x, max_n * max_cols * 2));
   CK(cudaMalloc(&out, max_n * max_rows * 2));
   CK(cudaMalloc(&ref, max_n * max_rows * 4));
   CK(cudaMalloc(&chk, max_n * max_rows * 4));
   CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&gamma, max_cols * 4));
+  CK(cudaMalloc(&up, max_cols * 2));
+  CK(cudaMalloc(&staged, max_n * max_cols * 2));
   {
     std::vector<uint16_t> hx(max_n * max_cols);
     for (auto& v : hx) v = static_cast<uint16_t>(0x3f00 | (Next() & 0x807f));  // |x| in [0.5, 1)
     CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(up, hx.data() + 7, max_cols * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(out, 0, max_n * max_rows * 2));
+    std::vector<float> g(max_cols);
+    for (float& v : g) v = 0.5f + (Next() % 1000) / 1000.0f;
+    CK(cudaMemcpy(gamma, g.data(), g.size() * 4, cudaMemcpyHostToDevice));
   }
 
   for (const std::string& format : formats) {
@@ -236,10 +251,17 @@ int main(int argc, char** argv) {
       }
       for (size_t ti = 0; ti < tokens.size(); ++ti) {
         const int64_t n = tokens[ti];
+        // One token: each product behind the prologue a decode layer puts before it (fused
+        // by the streaming GEMV; a separate rms_norm / silu_mul kernel for mma and unfused).
+        const int32_t prologue = n == 1 ? s.prologue : 0;
         auto args = [&](const DeviceWeight& dw, void* o, int32_t odt, bool acc, bool overlap) {
           QuantGemvArgs a;
           a.w = dw.view;
           a.x = x;
+          a.prologue = prologue;
+          a.norm_weight = gamma;
+          a.eps = 1e-5f;
+          a.up = up;
           a.ldx = s.cols;
           a.x_dtype = STRATA_DTYPE_BF16;
           a.out = o;
@@ -254,11 +276,25 @@ int main(int argc, char** argv) {
         auto weight = [&](const Variant& v, int c) -> const DeviceWeight& {
           return v.kind == 0 ? ws_mma[c] : ws_stream[c];
         };
+        // The separate prologue kernel of the unfused paths, then the product reading its output.
+        auto unfused = [&](QuantGemvArgs a) -> QuantGemvArgs {
+          if (a.prologue == kRms) {
+            CK(strata::cuda::LaunchRmsNorm(a.x, a.ldx, nullptr, 0, gamma, a.eps, staged, a.ldx, a.n, s.cols,
+                                           STRATA_DTYPE_BF16, stream));
+          } else if (a.prologue == kSilu) {
+            CK(strata::cuda::LaunchSiluMul(a.x, a.ldx, up, a.ldx, staged, a.ldx, a.n, s.cols, STRATA_DTYPE_BF16,
+                                           stream));
+          }
+          if (a.prologue != 0) a.x = staged;
+          a.prologue = 0;
+          return a;
+        };
         auto launch = [&](const Variant& v, const QuantGemvArgs& a) -> cudaError_t {
           switch (v.kind) {
-            case 0: return strata::cuda::LaunchQuantGemvTiled(a, stream);
+            case 0: return strata::cuda::LaunchQuantGemvTiled(unfused(a), stream);
             case 1: return strata::cuda::LaunchQuantGemvStream(a, v.cfg, stream);
             case 2: return strata::cuda::LaunchQuantGemv(a, stream);
+            case 4: return strata::cuda::LaunchQuantGemv(unfused(a), stream);
             default: {
               const int64_t n16 = static_cast<int64_t>(a.w.chunks) * ((a.w.rows + 15) / 16) * 32;
               ReadKernel<<<prop.multiProcessorCount * 4, 512, 0, stream>>>(
@@ -330,8 +366,9 @@ int main(int argc, char** argv) {
                   std::to_string(c.kw) + "\"";
           }
           std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\","
-                      "\"variant\":\"%s\"%s,\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
-                      format.c_str(), static_cast<long long>(n), s.name, v.name.c_str(), cfg.c_str(), med, us.front(),
+                      "\"prologue\":%d,\"variant\":\"%s\"%s,\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
+                      format.c_str(), static_cast<long long>(n), s.name, prologue, v.name.c_str(), cfg.c_str(), med,
+                      us.front(),
                       weight(v, 0).bytes / med * 1e-3, rel, copies);
           std::fflush(stdout);
           layer_us[ti][vi] += med;
@@ -356,9 +393,11 @@ int main(int argc, char** argv) {
         picks += std::string(picks.empty() ? "" : ",") + "\"" + kShapes[si].name + "\":\"" + best_name[ti][si] + "\"";
       }
       std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"tokens\":%lld,\"mma_step_ms\":%.4f,"
-                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"best_step_ms\":%.4f,\"best\":{%s}}\n",
+                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"best_step_ms\":%.4f,"
+                  "\"best\":{%s}}\n",
                   format.c_str(), static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
-                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, best_layer * kLayers * 1e-3,
+                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3,
+                  best_layer * kLayers * 1e-3,
                   picks.c_str());
       std::fflush(stdout);
     }
@@ -368,5 +407,8 @@ int main(int argc, char** argv) {
   CK(cudaFree(ref));
   CK(cudaFree(chk));
   CK(cudaFree(sink));
+  CK(cudaFree(gamma));
+  CK(cudaFree(up));
+  CK(cudaFree(staged));
   return 0;
 }

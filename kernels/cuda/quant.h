@@ -122,6 +122,14 @@ struct QuantGemvArgs {
   int64_t n = 0;
   bool accumulate = false;  // out += product (+ bias)
   bool overlap_previous = false;  // programmatic dependent launch (launch.cuh)
+  // matmul_ex's prologue, one token, streaming GEMV only (QuantGemvStreamTakesPrologue): the
+  // product reads prologue(x) (strata_matmul_prologue: 1 rms_norm(x) * norm_weight, 2
+  // silu(x) * up), which every block computes into shared memory, rounded to BF16 as the
+  // separate rms_norm / silu_mul kernels round it, instead of a kernel before the product.
+  int32_t prologue = 0;
+  const float* norm_weight = nullptr;  // rms_norm: F32 [cols], 16-byte aligned
+  float eps = 0.0f;
+  const void* up = nullptr;  // silu_mul: BF16 [1, cols], 16-byte aligned
 };
 
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
@@ -144,6 +152,9 @@ struct QuantGemvStreamConfig {
   int kw = 8;
 };
 bool QuantGemvStreamSupports(const QuantGemvArgs& a);
+// True when the streaming GEMV takes a.prologue itself: one token, BF16 out, the staged row
+// within 48 KB of shared memory (24,576 columns), aligned prologue operands.
+bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a);
 // The configuration LaunchQuantGemv uses for this weight and token count
 // (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);

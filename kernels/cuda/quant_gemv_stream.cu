@@ -52,8 +52,78 @@ constexpr int MinBlocks(int depth, int block_warps) {
   return warps / block_warps > 0 ? warps / block_warps : 1;
 }
 
-// kGroups: per-chunk group scales (else one per row); kZeros: INT4 zero points.
-template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, typename O>
+constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
+constexpr int64_t kMaxStagedCols = 24576;                 // 48 KB of BF16: no opt-in needed
+
+// The block's copy of prologue(x) for one token (x, up: BF16 [cols], 16-byte aligned) in xs,
+// rounded to BF16 as the rms_norm / silu_mul kernels round their outputs (rms_norm.cu,
+// silu_mul.cu: x * inv * w, silu(g) * u in F32), so fused and unfused products read the same
+// values up to the order of the sum of squares.
+template <int P, int kBlockWarps>
+__device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs) {
+  const int nvec = static_cast<int>(a.w.cols / 8);
+  const uint4* x4 = static_cast<const uint4*>(a.x);
+  auto unpack = [](const uint4& v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  };
+  auto pack = [](const float (&f)[8]) {
+    uint4 v;
+    v.x = PackPair<__nv_bfloat16>(f[0], f[1]);
+    v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
+    v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
+    v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
+    return v;
+  };
+  if constexpr (P == kRmsNorm) {
+    __shared__ float partial[kBlockWarps];
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      const uint4 v = __ldg(x4 + i);
+      xs[i] = v;
+      float f[8];
+      unpack(v, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss = fmaf(f[e], f[e], ss);
+    }
+    ss = WarpSum(ss);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBlockWarps; ++i) total += partial[i];
+    const float inv = rsqrtf(total / static_cast<float>(a.w.cols) + a.eps);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {  // the same i as above: own slots
+      float f[8];
+      unpack(xs[i], f);
+      const float4 g0 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i);
+      const float4 g1 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i + 1);
+      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
+      xs[i] = pack(f);
+    }
+  } else {
+    const uint4* u4 = static_cast<const uint4*>(a.up);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float g[8], u[8];
+      unpack(__ldg(x4 + i), g);
+      unpack(__ldg(u4 + i), u);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+      xs[i] = pack(g);
+    }
+  }
+  __syncthreads();
+}
+
+// kGroups: per-chunk group scales (else one per row); kZeros: INT4 zero points; P: the
+// prologue staged in shared memory (one token), or kPlain (x read through L1).
+template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
     QuantGemvStreamKernel(QuantGemvArgs a, int kw) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
@@ -120,8 +190,15 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   // last token's row: no condition on the loads, and their B columns' products are never
   // stored (an mma's output columns are independent).
   constexpr int kRun = 4 * kSteps;  // 16 INT4, 8 INT8
-  const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) +
-                                                     (group < n ? group : n - 1) * a.ldx + kRun * t);
+  const uint4* xrow;
+  if constexpr (P != kPlain) {
+    extern __shared__ uint4 staged[];  // prologue(x), [cols / 8]
+    StagePrologue<P, kBlockWarps>(a, staged);
+    xrow = staged + kRun * t / 8;
+  } else {
+    xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
+                                          kRun * t);
+  }
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   // One chunk: kSteps mma into d, then d scaled into acc. `run_ok`: this lane's x run is
@@ -139,7 +216,12 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
     uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
 #pragma unroll
     for (int i = 0; i < kRun / 8; ++i) {
-      const uint4 q = __ldg(xr + i);
+      uint4 q;
+      if constexpr (P != kPlain) {
+        q = xr[i];  // shared memory
+      } else {
+        q = __ldg(xr + i);  // global, through L1
+      }
       xw[4 * i] = q.x;
       xw[4 * i + 1] = q.y;
       xw[4 * i + 2] = q.z;
@@ -225,6 +307,14 @@ QuantGemvStreamConfig ForcedConfig() {
 
 }  // namespace
 
+bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  if (a.n != 1 || a.out_dtype != STRATA_DTYPE_BF16 || a.w.cols > kMaxStagedCols) return false;
+  if (a.prologue == kRmsNorm) return a.norm_weight != nullptr && aligned(a.norm_weight);
+  if (a.prologue == kSiluMul) return a.up != nullptr && aligned(a.up);
+  return false;
+}
+
 bool QuantGemvStreamSupports(const QuantGemvArgs& a) {
   const QuantWeightView& w = a.w;
   return a.n > 0 && a.n <= kQuantGemvMaxTokens && w.layout == kQuantTiledStream &&
@@ -255,7 +345,9 @@ QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int
 
 cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream) {
   if (a.n <= 0) return cudaSuccess;
-  if (!QuantGemvStreamSupports(a)) return cudaErrorInvalidValue;
+  if (!QuantGemvStreamSupports(a) || (a.prologue != kPlain && !QuantGemvStreamTakesPrologue(a))) {
+    return cudaErrorInvalidValue;
+  }
   if ((c.depth != 4 && c.depth != 8) || (c.block_warps != 8 && c.block_warps != 16) || c.kw < 1 ||
       c.kw > c.block_warps || c.block_warps % c.kw != 0) {
     return cudaErrorInvalidValue;
@@ -267,35 +359,42 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const bool groups = w.group_size > 0;
   const bool zeros = w.values == kQuantInt4 && w.zeros != nullptr;
   cudaError_t e = cudaErrorInvalidValue;
+  const size_t smem = a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0;
   auto go = [&](auto kernel, int warps) {
-    e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, 0, a.overlap_previous, stream, a, c.kw);
+    e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw);
   };
-  auto by_values = [&](auto depth_tag, auto warps_tag, auto o_tag) {
+  auto by_values = [&](auto depth_tag, auto warps_tag, auto p_tag, auto o_tag) {
     constexpr int D = decltype(depth_tag)::value;
     constexpr int B = decltype(warps_tag)::value;
+    constexpr int P = decltype(p_tag)::value;
     using O = decltype(o_tag);
     if (w.values == kQuantInt4) {
-      zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, O>, B)
-            : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, O>, B);
+      zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O>, B)
+            : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O>, B);
     } else {
-      groups ? go(QuantGemvStreamKernel<kQuantInt8, true, false, D, B, O>, B)
-             : go(QuantGemvStreamKernel<kQuantInt8, false, false, D, B, O>, B);
+      groups ? go(QuantGemvStreamKernel<kQuantInt8, true, false, D, B, P, O>, B)
+             : go(QuantGemvStreamKernel<kQuantInt8, false, false, D, B, P, O>, B);
     }
   };
-  auto by_shape = [&](auto o_tag) {
+  auto by_shape = [&](auto p_tag, auto o_tag) {
     using I4 = std::integral_constant<int, 4>;
     using I8 = std::integral_constant<int, 8>;
     using I16 = std::integral_constant<int, 16>;
     if (c.depth == 4) {
-      c.block_warps == 8 ? by_values(I4{}, I8{}, o_tag) : by_values(I4{}, I16{}, o_tag);
+      c.block_warps == 8 ? by_values(I4{}, I8{}, p_tag, o_tag) : by_values(I4{}, I16{}, p_tag, o_tag);
     } else {
-      c.block_warps == 8 ? by_values(I8{}, I8{}, o_tag) : by_values(I8{}, I16{}, o_tag);
+      c.block_warps == 8 ? by_values(I8{}, I8{}, p_tag, o_tag) : by_values(I8{}, I16{}, p_tag, o_tag);
     }
   };
-  if (a.out_dtype == STRATA_DTYPE_F32) {
-    by_shape(float{});
+  using Plain = std::integral_constant<int, kPlain>;
+  if (a.prologue == kRmsNorm) {  // BF16 out (QuantGemvStreamTakesPrologue)
+    by_shape(std::integral_constant<int, kRmsNorm>{}, __nv_bfloat16{});
+  } else if (a.prologue == kSiluMul) {
+    by_shape(std::integral_constant<int, kSiluMul>{}, __nv_bfloat16{});
+  } else if (a.out_dtype == STRATA_DTYPE_F32) {
+    by_shape(Plain{}, float{});
   } else {
-    by_shape(__nv_bfloat16{});
+    by_shape(Plain{}, __nv_bfloat16{});
   }
   return e;
 }

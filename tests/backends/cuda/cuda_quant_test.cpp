@@ -786,6 +786,100 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
   }
 }
 
+// matmul_ex's rms_norm and silu_mul prologues on weight-only INT4 / INT8 weights of a BF16
+// device: at one token the streaming GEMV computes the prologue itself (prologue_scratch,
+// poisoned, stays untouched), at 3 tokens the prologue kernel runs first; both against the
+// float64 product of the prologue's output rounded to BF16 as the device's rms_norm /
+// silu_mul round it, with and without the residual add, at the default configuration and
+// at a small-depth, whole-row one (the ring wraps).
+TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(37);
+  const int64_t rows = 200, cols = 1536;
+  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1"}) {
+    ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+    for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
+      QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
+      if (format == STRATA_WEIGHT_INT4_GROUP) {
+        std::uniform_int_distribution<int> z(0, 15);
+        w.zeros.resize(rows * w.ngroups());
+        for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+      }
+      strata_weight W = nullptr;
+      ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+      std::vector<float> gamma(cols);
+      std::uniform_real_distribution<float> gd(0.5f, 1.5f);
+      for (float& g : gamma) g = gd(rng);
+      strata_buffer gb = dev.Bytes(EncodeAct(gamma, F32));
+      strata_tensor gt = T(gb, F32, 1, cols);
+      gt.ndim = 1;
+      gt.shape[0] = cols;
+      for (int32_t prologue : {STRATA_PROLOGUE_RMS_NORM, STRATA_PROLOGUE_SILU_MUL}) {
+        for (int64_t n : {1, 3}) {
+          for (bool accumulate : {false, true}) {
+            const std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16),
+                                     res = RandomX(rng, n, rows, BF16);
+            std::vector<float> pro(n * cols);
+            for (int64_t t = 0; t < n; ++t) {
+              double ss = 0;
+              for (int64_t c = 0; c < cols; ++c) ss += double(x[t * cols + c]) * x[t * cols + c];
+              const double inv = 1.0 / std::sqrt(ss / cols + 1e-5);
+              for (int64_t c = 0; c < cols; ++c) {
+                const double v = x[t * cols + c];
+                const double p = prologue == STRATA_PROLOGUE_RMS_NORM ? v * inv * gamma[c]
+                                                                       : v / (1.0 + std::exp(-v)) * up[t * cols + c];
+                pro[t * cols + c] = FromBf16(ToBf16(static_cast<float>(p)));
+              }
+            }
+            std::vector<double> ref = Reference(w, pro, n, {});
+            if (accumulate) {
+              for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+            }
+            const std::vector<uint8_t> poison(n * cols * 2, 0xff);
+            strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
+                          ob = dev.Bytes(accumulate ? EncodeAct(res, BF16) : std::vector<uint8_t>(n * rows * 2, 0xff)),
+                          ps = dev.Bytes(poison), qs = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff));
+            strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
+                          pt = T(ps, BF16, n, cols), qt = T(qs, BF16, n, rows);
+            strata_matmul_params p{};
+            p.struct_size = sizeof(p);
+            p.prologue = prologue;
+            p.norm_weight = &gt;
+            p.eps = 1e-5f;
+            p.up = &ut;
+            p.accumulate = accumulate ? 1 : 0;
+            p.prologue_scratch = &pt;
+            p.product_scratch = &qt;
+            ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+            const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+            double ss = 0;
+            for (double v : ref) ss += v * v;
+            const double rms = std::sqrt(ss / ref.size());
+            int bad = 0;
+            double worst = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+              const double lim = 2e-2 * (std::fabs(ref[i]) + rms);
+              bad += !(std::fabs(out[i] - ref[i]) <= lim);
+              worst = std::max(worst, std::fabs(out[i] - ref[i]) / lim);
+            }
+            const std::string what = std::string(format == STRATA_WEIGHT_INT4_GROUP ? "int4" : "int8") +
+                                     (prologue == STRATA_PROLOGUE_RMS_NORM ? " rms_norm" : " silu_mul") +
+                                     " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " cfg " +
+                                     (cfg != nullptr ? cfg : "default");
+            EXPECT_EQ(bad, 0) << what;
+            std::printf("%-40s worst error / tolerance %.3f\n", what.c_str(), worst);
+            if (n == 1) {
+              EXPECT_TRUE(dev.Read(ps, poison.size()) == poison) << what << ": the prologue ran as its own kernel";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The tiled GEMV's accumulate (the fused residual add of o and down products) into BF16
 // outputs, at 1 and 5 tokens, INT4 and INT8 (poisoned product scratch; out holds the residual).
 TEST(CudaQuant, TiledGemvAccumulatesIntoBf16) {
