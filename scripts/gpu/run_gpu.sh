@@ -27,8 +27,9 @@
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
-#              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 beside the
-#              previous GEMV (about 4 minutes)
+#              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
+#              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
+#              prologues (about 3 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -376,8 +377,7 @@ phase_quant8b_quick() {
 # The streaming W4A16 / W8A16 GEMV (kernels/cuda/quant_gemv_stream.cu, issue 28 items 1-2;
 # about 4 minutes): its tests at every launch configuration, the variant sweep per
 # Llama-3-8B product shape (bench/cuda/qgemv_sweep.cu: picks the defaults), then batch-1
-# decode 128/128 end to end, bf16 / W4A16 / W8A16 with the streaming GEMV, and W4A16 / W8A16
-# with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma) for the A/B.
+# decode 128/128 end to end, bf16 / W4A16 / W8A16 (qgemv_ab: the A/Bs).
 phase_qgemv() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
   stamp "streaming GEMV tests (every configuration) and the tiled-GEMV tests"
@@ -391,10 +391,22 @@ phase_qgemv() {
   for d in bf16 int4-g128 int8; do
     timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/qgemv_decode_$d.json"
   done
-  stamp "the same with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
+}
+
+# The A/Bs of qgemv's decode figures (about 3 minutes): W4A16 / W8A16 with the previous
+# tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma) and with the prologues not fused
+# (STRATA_CUDA_QGEMV_FUSE=0).
+phase_qgemv_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "batch-1 decode 128/128 with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
   for d in int4-g128 int8; do
     STRATA_CUDA_QGEMV_KERNEL=mma timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
       tee "$OUT/qgemv_decode_${d}_mma.json"
+  done
+  stamp "batch-1 decode 128/128, streaming GEMV without the fused prologues (STRATA_CUDA_QGEMV_FUSE=0)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_unfused.json"
   done
 }
 
@@ -508,8 +520,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|qgemv|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick qgemv kv8 kv8quick oclquick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|qgemv|qgemv_ab|kv8|kv8quick|oclquick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick qgemv qgemv_ab kv8 kv8quick oclquick)" ;;
   esac
 done
 stamp "done"
