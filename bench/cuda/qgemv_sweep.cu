@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}}};
   if (!quick) {
     for (int depth : {4, 8}) {
-      for (int bw : {8, 16}) {
+      for (int bw : {4, 8, 16}) {
         for (int kw = 1; kw <= bw; kw *= 2) {
           variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
                                   std::to_string(kw),

@@ -145,7 +145,8 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
 // The streaming tensor-core GEMV (quant_gemv_stream.cu): the same product for a
 // kQuantTiledStream weight (group_size 0 or a multiple of the chunk's columns) and BF16 x
 // with 16-byte aligned rows, with `depth` chunk loads in flight per lane (4 or 8), blocks of
-// `block_warps` warps (8 or 16) and `kw` warps per 16-row tile (split-K; divides block_warps).
+// `block_warps` warps (4, 8 or 16) and `kw` warps per 16-row tile (split-K; divides
+// block_warps).
 struct QuantGemvStreamConfig {
   int depth = 8;
   int block_warps = 8;

@@ -348,7 +348,7 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   if (!QuantGemvStreamSupports(a) || (a.prologue != kPlain && !QuantGemvStreamTakesPrologue(a))) {
     return cudaErrorInvalidValue;
   }
-  if ((c.depth != 4 && c.depth != 8) || (c.block_warps != 8 && c.block_warps != 16) || c.kw < 1 ||
+  if ((c.depth != 4 && c.depth != 8) || (c.block_warps != 4 && c.block_warps != 8 && c.block_warps != 16) || c.kw < 1 ||
       c.kw > c.block_warps || c.block_warps % c.kw != 0) {
     return cudaErrorInvalidValue;
   }
@@ -380,11 +380,16 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     using I4 = std::integral_constant<int, 4>;
     using I8 = std::integral_constant<int, 8>;
     using I16 = std::integral_constant<int, 16>;
-    if (c.depth == 4) {
-      c.block_warps == 8 ? by_values(I4{}, I8{}, p_tag, o_tag) : by_values(I4{}, I16{}, p_tag, o_tag);
-    } else {
-      c.block_warps == 8 ? by_values(I8{}, I8{}, p_tag, o_tag) : by_values(I8{}, I16{}, p_tag, o_tag);
-    }
+    auto by_warps = [&](auto depth_tag) {
+      if (c.block_warps == 4) {
+        by_values(depth_tag, I4{}, p_tag, o_tag);
+      } else if (c.block_warps == 8) {
+        by_values(depth_tag, I8{}, p_tag, o_tag);
+      } else {
+        by_values(depth_tag, I16{}, p_tag, o_tag);
+      }
+    };
+    c.depth == 4 ? by_warps(I4{}) : by_warps(I8{});
   };
   using Plain = std::integral_constant<int, kPlain>;
   if (a.prologue == kRmsNorm) {  // BF16 out (QuantGemvStreamTakesPrologue)

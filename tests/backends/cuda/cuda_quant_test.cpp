@@ -572,7 +572,7 @@ TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 64, false, false, false}};
   // (depth, block_warps, kw); null: the default the dispatch picks.
-  const char* configs[] = {nullptr, "4,8,1", "4,8,8", "4,16,16", "8,8,2", "8,16,4", "8,8,8"};
+  const char* configs[] = {nullptr, "4,8,1", "4,8,8", "4,16,16", "8,8,2", "8,16,4", "8,8,8", "8,4,4", "4,4,2"};
   for (const Case& c : cases) {
     QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
     if (c.asym) {
