@@ -26,6 +26,10 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
+#              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
+#              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
+#              prologues (about 3 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -375,6 +379,42 @@ phase_quant8b_quick() {
   done
 }
 
+# The streaming W4A16 / W8A16 GEMV (kernels/cuda/quant_gemv_stream.cu, issue 28 items 1-2;
+# about 4 minutes): its tests at every launch configuration, the variant sweep per
+# Llama-3-8B product shape (bench/cuda/qgemv_sweep.cu: picks the defaults), then batch-1
+# decode 128/128 end to end, bf16 / W4A16 / W8A16 (qgemv_ab: the A/Bs).
+phase_qgemv() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "streaming GEMV tests (every configuration) and the tiled-GEMV tests"
+  timeout 120 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*' \
+    2>&1 | tee "$OUT/qgemv_test.log" | grep -vE "^\[ RUN|^\[       OK|worst error" | tail -15
+  stamp "GEMV variant sweep (qgemv_sweep.jsonl)"
+  timeout 180 "$BUILD/bin/qgemv_sweep" --reps 20 > "$OUT/qgemv_sweep.jsonl" 2>&1
+  grep -E "qgemv_sweep_best|error" "$OUT/qgemv_sweep.jsonl"
+  grep -E '"variant":"(mma|default|read)"' "$OUT/qgemv_sweep.jsonl"
+  stamp "batch-1 decode 128/128: bf16, W4A16 g128, W8A16 (streaming GEMV)"
+  for d in bf16 int4-g128 int8; do
+    timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/qgemv_decode_$d.json"
+  done
+}
+
+# The A/Bs of qgemv's decode figures (about 3 minutes): W4A16 / W8A16 with the previous
+# tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma) and with the prologues not fused
+# (STRATA_CUDA_QGEMV_FUSE=0).
+phase_qgemv_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "batch-1 decode 128/128 with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_KERNEL=mma timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_mma.json"
+  done
+  stamp "batch-1 decode 128/128, streaming GEMV without the fused prologues (STRATA_CUDA_QGEMV_FUSE=0)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_unfused.json"
+  done
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -544,8 +584,9 @@ phase_serve256() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick|quantppl|serve256) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick quantppl serve256)" ;;
+    # Any phase_NAME function defined above is a phase (no list to keep in step).
+    *) if declare -F "phase_$phase" >/dev/null; then "phase_$phase"
+       else stamp "unknown phase '$phase' ($(declare -F | sed -n 's/^declare -f phase_//p' | tr '\n' ' '))"; fi ;;
   esac
 done
 stamp "done"
