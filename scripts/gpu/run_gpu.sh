@@ -26,6 +26,13 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   w8a8       W8A8 / FP8 with the fused prologue quantization and the wgmma GEMM (issue 28 items
+#              3, 5, 7; under 3 minutes): the 8-bit cuda_quant_test cases, the step's products as
+#              the model issues them (quant_matmul_bench --ops layer) at 128 and 4096 tokens beside
+#              bf16, 128 sequences 128/128 W8A8 and FP8, 4096-token prefill W8A8 (w8a8_*)
+#   w8a8_ab    the same products and runs with the previous path (quant_gemm=cublas,
+#              quant_fuse=off) and with the wgmma GEMM at every size (quant_gemm=wgmma), for the
+#              A/B (under 4 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -370,6 +377,53 @@ phase_quant8b_quick() {
   done
 }
 
+# run_budget OUTFILE LIMIT ARGS...: one run, skipped (said so) when it could take the phase
+# past $budget seconds from $t_start.
+run_budget() {
+  local out=$1 limit=$2
+  shift 2
+  if (( SECONDS - t_start + limit > budget )); then stamp "skipped $out: the phase's ${budget}s"; return; fi
+  timeout "$limit" "$@" | tee "$OUT/$out"
+}
+
+phase_w8a8() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  local t_start=$SECONDS budget=175
+  stamp "8-bit product tests (wgmma / cuBLASLt GEMMs, fused prologue, counters; float64 reference)"
+  timeout 70 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*:CudaQuant.OutlierSplit*' \
+    2>&1 | tee "$OUT/w8a8_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -30
+  stamp "a Llama-3-8B step's products as the model issues them (matmul_ex), 128 and 4096 tokens"
+  run_budget w8a8_layer.jsonl 60 "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128,4096 \
+    --formats bf16,w8a8,fp8 --reps 10
+  stamp "128 concurrent sequences 128/128 and 4096-token prefill, W8A8 / FP8 (bf16 last, if time is left)"
+  for d in w8a8 fp8; do
+    run_budget "w8a8_serving128_$d.json" 45 $S --synthetic-dtype $d --num-requests 128 --prompt-len-min 128 \
+      --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  done
+  run_budget w8a8_prefill_w8a8.json 40 $S --synthetic-dtype w8a8 --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  run_budget w8a8_serving128_bf16.json 40 $S --synthetic-dtype bf16 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "w8a8: $(( SECONDS - t_start ))s"
+}
+
+phase_w8a8_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
+  local t_start=$SECONDS budget=235
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
+  stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
+  run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
+  run_budget w8a8_layer_cublas_fused.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
+  run_budget w8a8_layer_wgmma.jsonl 40 "${M[@]}" --tokens 4096 --device-options "quant_gemm=wgmma"
+  stamp "end to end: W8A8 128 sequences on the previous path, W8A8 prefill with wgmma at 4096 tokens"
+  STRATA_CUDA_QUANT_GEMM=cublas STRATA_CUDA_QUANT_FUSE=off run_budget w8a8_serving128_w8a8_prev.json 45 $S \
+    --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_prefill_w8a8_wgmma.json 40 $S --synthetic-dtype w8a8 \
+    --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  stamp "w8a8_ab: $(( SECONDS - t_start ))s"
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -480,8 +534,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick kv8 kv8quick oclquick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|w8a8|w8a8_ab|kv8|kv8quick|oclquick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick w8a8 w8a8_ab kv8 kv8quick oclquick)" ;;
   esac
 done
 stamp "done"
