@@ -205,6 +205,9 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
     qa.ldup = prologue->ldup;
     STRATA_CUDA_RETURN_IF_ERROR(
         Launched(LaunchQuantPrologue(qa, dev->stream), "matmul_ex: prologue with activation quantization"));
+  } else if (QuantTakesPrologue(dev, w, cols)) {
+    // No prologue (the o projection): the same kernel, for its 16-byte loads.
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantPrologue(qa, dev->stream), "matmul: quantize activations"));
   } else {
     STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantActivations(qa, dev->stream), "matmul: quantize activations"));
   }
