@@ -171,12 +171,23 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 }
 #endif
 
+// The order of the tiles over the grid when there are many token tiles (8-bit prefill):
+// blocks run in groups of group_n token tiles, weight tiles slowest within a group, so the
+// blocks resident at once share a few weight tiles and group_n activation tiles in L2
+// instead of each wave streaming a different slice of W (the plain grid, x = weight tile,
+// reads every weight tile once per token tile from HBM).
+struct Raster {
+  int32_t group_n = 0;  // 0: the plain grid (x = weight tile * splits + split, y = token tile)
+  int32_t tiles_m = 0, tiles_n = 0;
+};
+
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
-// y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
+// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above.
+// `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
 template <int BN, int kIn>
 __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
-                    int32_t num_kb, Epilogue ep) {
+                    int32_t num_kb, Epilogue ep, Raster raster) {
 #if defined(STRATA_SM90A)
   using T = Tile<BN>;
   using I = In<kIn>;
@@ -195,8 +206,17 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   cg::cluster_group cluster = cg::this_cluster();
   const int splits = static_cast<int>(cluster.num_blocks());
   const int split = static_cast<int>(cluster.block_rank());
-  const int tile_m = blockIdx.x / splits;
-  const int tile_n = blockIdx.y;
+  int tile_m = blockIdx.x / splits;
+  int tile_n = blockIdx.y;
+  if (raster.group_n > 0) {
+    const int per_group = raster.group_n * raster.tiles_m;
+    const int group = static_cast<int>(blockIdx.x) / per_group;
+    const int first_n = group * raster.group_n;
+    const int gn = min(raster.group_n, raster.tiles_n - first_n);
+    const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
+    tile_n = first_n + in_group % gn;
+    tile_m = in_group / gn;
+  }
   const int kb0 = static_cast<int>(static_cast<int64_t>(split) * num_kb / splits);
   const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * num_kb / splits);
   const int iters = kb1 - kb0;
@@ -493,10 +513,20 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
   if (ResidentBlocks(in, bn, splits) <= 0) return cudaErrorInvalidConfiguration;
+  Raster raster;
+  dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
+  if (tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL) {
+    // Groups of token tiles whose activations (BN x k bytes each for 8-bit, twice for bf16)
+    // take ~16 MB of L2 together: all of them at k = 4096, 4 at k = 14336.
+    const int64_t tile_bytes = static_cast<int64_t>(bn) * a.k * (in == kInBf16 ? 2 : 1);
+    raster.group_n = static_cast<int32_t>(std::clamp<int64_t>((int64_t{16} << 20) / tile_bytes, 1, tiles_n));
+    raster.tiles_m = static_cast<int32_t>(tiles_m);
+    raster.tiles_n = static_cast<int32_t>(tiles_n);
+    grid = dim3(static_cast<unsigned>(tiles_m * tiles_n), 1, 1);
+  }
   return WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
-    const ClusterLaunch l(dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1), smem,
-                          splits, a.overlap_previous, stream);
-    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep);
+    const ClusterLaunch l(grid, smem, splits, a.overlap_previous, stream);
+    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
   });
 }
 
