@@ -30,9 +30,9 @@
 #              3, 5, 7; under 3 minutes): the 8-bit cuda_quant_test cases, the step's products as
 #              the model issues them (quant_matmul_bench --ops layer) at 128 and 4096 tokens beside
 #              bf16, 128 sequences 128/128 W8A8 and FP8, 4096-token prefill W8A8 (w8a8_*)
-#   w8a8_ab    the same products and runs with the previous path (quant_gemm=cublas,
-#              quant_fuse=off) and with the wgmma GEMM at every size (quant_gemm=wgmma), for the
-#              A/B (under 4 minutes)
+#   w8a8_ab    GPU time per op of one eager step (w8a8_profile.txt), then the same products and
+#              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
+#              GEMM at every size (quant_gemm=wgmma), for the A/B (under 4 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -411,6 +411,10 @@ phase_w8a8_ab() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
   local t_start=$SECONDS budget=235
   local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
+  stamp "GPU time per op of one eager step (STRATA_CUDA_PROFILE=1), 128 and 4096 tokens"
+  STRATA_CUDA_PROFILE=1 timeout 50 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,w8a8,fp8 --reps 3 \
+    --tokens 128,4096 > "$OUT/w8a8_profile.txt" 2>&1
+  grep -E "matmul|quant|graph" "$OUT/w8a8_profile.txt" | head -40
   stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
   run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
   run_budget w8a8_layer_cublas_fused.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
