@@ -32,7 +32,7 @@
 #              bf16, 128 sequences 128/128 W8A8 and FP8, 4096-token prefill W8A8 (w8a8_*)
 #   w8a8_ab    GPU time per op of one eager step (w8a8_profile.txt), then the same products and
 #              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
-#              GEMM at every size (quant_gemm=wgmma), for the A/B (under 4 minutes)
+#              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -409,7 +409,7 @@ phase_w8a8() {
 
 phase_w8a8_ab() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
-  local t_start=$SECONDS budget=235
+  local t_start=$SECONDS budget=285
   local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
   stamp "GPU time per op of one eager step (STRATA_CUDA_PROFILE=1), 128 and 4096 tokens"
   STRATA_CUDA_PROFILE=1 timeout 50 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,w8a8,fp8 --reps 3 \
@@ -417,7 +417,6 @@ phase_w8a8_ab() {
   grep -E "matmul|quant|graph" "$OUT/w8a8_profile.txt" | head -40
   stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
   run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
-  run_budget w8a8_layer_cublas_fused.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
   run_budget w8a8_layer_wgmma.jsonl 40 "${M[@]}" --tokens 4096 --device-options "quant_gemm=wgmma"
   stamp "end to end: W8A8 128 sequences on the previous path, W8A8 prefill with wgmma at 4096 tokens"
   STRATA_CUDA_QUANT_GEMM=cublas STRATA_CUDA_QUANT_FUSE=off run_budget w8a8_serving128_w8a8_prev.json 45 $S \
@@ -425,6 +424,11 @@ phase_w8a8_ab() {
     --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
   STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_prefill_w8a8_wgmma.json 40 $S --synthetic-dtype w8a8 \
     --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_serving128_w8a8_wgmma.json 45 $S --synthetic-dtype w8a8 \
+    --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
+    --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "products with the fused prologue but cuBLASLt (the two changes apart), if time is left"
+  run_budget w8a8_layer_cublas_fused.jsonl 45 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
   stamp "w8a8_ab: $(( SECONDS - t_start ))s"
 }
 
