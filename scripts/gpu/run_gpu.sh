@@ -33,6 +33,7 @@
 #   w8a8_ab    GPU time per op of one eager step (w8a8_profile.txt), then the same products and
 #              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
 #              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
+#   w8a8_ncu   Nsight Compute sections of the s8 wgmma GEMM at 128 tokens (w8a8_ncu.txt)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -432,6 +433,19 @@ phase_w8a8_ab() {
   stamp "w8a8_ab: $(( SECONDS - t_start ))s"
 }
 
+# One Nsight Compute profile of the 8-bit wgmma GEMM at 128 tokens (the gate_up and down
+# products of layer 0 in quant_matmul_bench's first, eager, step): speed of light, memory
+# and warp-state sections (w8a8_ncu.txt; about a minute).
+phase_w8a8_ncu() {
+  local NCU=/usr/local/cuda/bin/ncu
+  [ -x "$NCU" ] || { stamp "no ncu at $NCU"; return; }
+  stamp "ncu: WgmmaGemmKernel (s8), gate_up and down of layer 0 at 128 tokens"
+  timeout 150 "$NCU" --kernel-name regex:WgmmaGemmKernel --launch-skip 2 --launch-count 2 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128 --formats w8a8 --reps 3 > "$OUT/w8a8_ncu.txt" 2>&1
+  grep -E "Duration|Throughput|DRAM|L2 Hit|Stall|Occupancy|Registers" "$OUT/w8a8_ncu.txt" | head -40
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -542,8 +556,8 @@ phase_kv8quick() {
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|w8a8|w8a8_ab|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick w8a8 w8a8_ab kv8 kv8quick oclquick)" ;;
+    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|w8a8|w8a8_ab|w8a8_ncu|kv8|kv8quick|oclquick) "phase_$phase" ;;
+    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick w8a8 w8a8_ab w8a8_ncu kv8 kv8quick oclquick)" ;;
   esac
 done
 stamp "done"
