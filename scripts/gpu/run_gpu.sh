@@ -410,12 +410,17 @@ phase_w8a8() {
 
 phase_w8a8_ab() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
-  local t_start=$SECONDS budget=285
+  local t_start=$SECONDS budget=300
   local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
   stamp "GPU time per op of one eager step (STRATA_CUDA_PROFILE=1), 128 and 4096 tokens"
   STRATA_CUDA_PROFILE=1 timeout 50 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,w8a8,fp8 --reps 3 \
     --tokens 128,4096 > "$OUT/w8a8_profile.txt" 2>&1
   grep -E "matmul|quant|graph" "$OUT/w8a8_profile.txt" | head -40
+  stamp "op profile of the 128-sequence W8A8 run, eager (compare with profile_w8a8_128_eager of main 11ad1eb)"
+  STRATA_CUDA_PROFILE=1 timeout 60 $S --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 \
+    --enforce-eager > "$OUT/w8a8_profile_128_eager.json" 2> "$OUT/w8a8_profile_128_eager.txt"
+  sed -n '/strata cuda op profile/,$p' "$OUT/w8a8_profile_128_eager.txt" | head -24
   stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
   run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
   run_budget w8a8_layer_wgmma.jsonl 40 "${M[@]}" --tokens 4096 --device-options "quant_gemm=wgmma"
