@@ -30,6 +30,14 @@
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
 #              prologues (about 3 minutes)
+#   w8a8       W8A8 / FP8 with the fused prologue quantization and the wgmma GEMM (issue 28 items
+#              3, 5, 7; under 3 minutes): the 8-bit cuda_quant_test cases, the step's products as
+#              the model issues them (quant_matmul_bench --ops layer) at 128 and 4096 tokens beside
+#              bf16, 128 sequences 128/128 W8A8 and FP8, 4096-token prefill W8A8 (w8a8_*)
+#   w8a8_ab    GPU time per op of one eager step (w8a8_profile.txt), then the same products and
+#              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
+#              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
+#   w8a8_ncu   Nsight Compute sections of the s8 wgmma GEMM at 128 tokens (w8a8_ncu.txt)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -413,6 +421,79 @@ phase_qgemv_ab() {
     STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
       tee "$OUT/qgemv_decode_${d}_unfused.json"
   done
+}
+
+# run_budget OUTFILE LIMIT ARGS...: one run, skipped (said so) when it could take the phase
+# past $budget seconds from $t_start.
+run_budget() {
+  local out=$1 limit=$2
+  shift 2
+  if (( SECONDS - t_start + limit > budget )); then stamp "skipped $out: the phase's ${budget}s"; return; fi
+  timeout "$limit" "$@" | tee "$OUT/$out"
+}
+
+phase_w8a8() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  local t_start=$SECONDS budget=190
+  stamp "8-bit product tests (wgmma / cuBLASLt GEMMs, fused prologue, counters; float64 reference)"
+  timeout 100 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*:CudaQuant.OutlierSplit*' \
+    2>&1 | tee "$OUT/w8a8_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -30
+  stamp "a Llama-3-8B step's products as the model issues them (matmul_ex), 128 and 4096 tokens"
+  run_budget w8a8_layer.jsonl 60 "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128,4096 \
+    --formats bf16,w8a8,fp8 --reps 10
+  stamp "128 concurrent sequences 128/128 and 4096-token prefill, W8A8 / FP8 (bf16 last, if time is left)"
+  for d in w8a8 fp8; do
+    run_budget "w8a8_serving128_$d.json" 45 $S --synthetic-dtype $d --num-requests 128 --prompt-len-min 128 \
+      --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  done
+  run_budget w8a8_prefill_w8a8.json 40 $S --synthetic-dtype w8a8 --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  run_budget w8a8_serving128_bf16.json 40 $S --synthetic-dtype bf16 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "w8a8: $(( SECONDS - t_start ))s"
+}
+
+phase_w8a8_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
+  local t_start=$SECONDS budget=300
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
+  stamp "GPU time per op of one eager step (STRATA_CUDA_PROFILE=1), 128 and 4096 tokens"
+  STRATA_CUDA_PROFILE=1 timeout 50 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,w8a8,fp8 --reps 3 \
+    --tokens 128,4096 > "$OUT/w8a8_profile.txt" 2>&1
+  grep -E "matmul|quant|graph" "$OUT/w8a8_profile.txt" | head -40
+  stamp "op profile of the 128-sequence W8A8 run, eager (compare with profile_w8a8_128_eager of main 11ad1eb)"
+  STRATA_CUDA_PROFILE=1 timeout 60 $S --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 \
+    --enforce-eager > "$OUT/w8a8_profile_128_eager.json" 2> "$OUT/w8a8_profile_128_eager.txt"
+  sed -n '/strata cuda op profile/,$p' "$OUT/w8a8_profile_128_eager.txt" | head -24
+  stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
+  run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
+  run_budget w8a8_layer_wgmma.jsonl 40 "${M[@]}" --tokens 4096 --device-options "quant_gemm=wgmma"
+  stamp "end to end: W8A8 128 sequences on the previous path, W8A8 prefill with wgmma at 4096 tokens"
+  STRATA_CUDA_QUANT_GEMM=cublas STRATA_CUDA_QUANT_FUSE=off run_budget w8a8_serving128_w8a8_prev.json 45 $S \
+    --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_prefill_w8a8_wgmma.json 40 $S --synthetic-dtype w8a8 \
+    --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_serving128_w8a8_wgmma.json 45 $S --synthetic-dtype w8a8 \
+    --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
+    --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "products with the fused prologue but cuBLASLt (the two changes apart), if time is left"
+  run_budget w8a8_layer_cublas_fused.jsonl 45 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
+  stamp "w8a8_ab: $(( SECONDS - t_start ))s"
+}
+
+# One Nsight Compute profile of the 8-bit wgmma GEMM at 128 tokens (the gate_up and down
+# products of layer 0 in quant_matmul_bench's first, eager, step): speed of light, memory
+# and warp-state sections (w8a8_ncu.txt; about a minute).
+phase_w8a8_ncu() {
+  local NCU=/usr/local/cuda/bin/ncu
+  [ -x "$NCU" ] || { stamp "no ncu at $NCU"; return; }
+  stamp "ncu: WgmmaGemmKernel (s8), gate_up and down of layer 0 at 128 tokens"
+  timeout 150 "$NCU" --kernel-name regex:WgmmaGemmKernel --launch-skip 2 --launch-count 2 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128 --formats w8a8 --reps 3 > "$OUT/w8a8_ncu.txt" 2>&1
+  grep -E "Duration|Throughput|DRAM|L2 Hit|Stall|Occupancy|Registers" "$OUT/w8a8_ncu.txt" | head -40
 }
 
 phase_kv8() {
