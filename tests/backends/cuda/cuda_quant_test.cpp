@@ -885,6 +885,12 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
               EXPECT_TRUE(dev.Read(ps, poison.size()) == poison) << what << ": the prologue ran as its own kernel";
             }
           }
+        }
+      }
+    }
+  }
+}
+
 // ---- The 8-bit products' GEMMs (kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel with its
 // dequantizing epilogue, and cuBLASLt + the epilogue kernel) and the prologue fused into the
 // activation quantization (kernels/cuda/quant_prologue.cu), by device option. ----
