@@ -15,6 +15,8 @@
 #   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
 #   logprobs   1, 32 and 128 sequences with and without --logprobs 5
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
+#              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 #   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
@@ -168,6 +170,37 @@ phase_oclquick() {
   for run in "--mode decode --batch 1 --context 128 --reps 10" "--mode decode --batch 32 --context 128 --reps 5" \
              "--mode prefill --batch 4096 --reps 2"; do
     timeout 60 $B $run | tee -a "$OUT/opencl_figures.jsonl"
+  done
+}
+
+# The GPU-shaped int8 kernels of the OpenCL backend (issue 29 follow-up) through NVIDIA's
+# OpenCL: the matmul conformance cases on opencl:0 (the dp4a / mma.sync paths, which PoCL in
+# CI cannot run; STRATA_OPENCL_VERBOSE=1 prints the integer path the probes chose), then
+# Llama-3-8B-shape W8A8 steps per kernel variant (device options, backend_table.cpp):
+# batch-1 decode over GEMV shapes and without dp4a, 32 sequences over the GEMV / GEMM
+# crossover, 4096-token prefill with and without the tensor-core GEMM (ocl_sweep.jsonl).
+phase_oclsweep() {
+  opencl_icd_setup
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  stamp "OpenCL matmul and attention conformance on opencl:0 (NVIDIA)"
+  STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 120 "$BUILD/bin/backend_conformance_test" \
+    --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | tee "$OUT/ocl_sweep_conformance.log" | \
+    grep -E "strata opencl|FAILED|PASSED|Failure" | head -30
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+  stamp "batch-1 decode per GEMV variant"
+  for o in "" "gemv_rows=8" "gemv_wg=256" "int_dot=plain"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "32 sequences: GEMV rows per group for 16-32 tokens, GEMV / GEMM crossover"
+  for o in "" "gemv_rows_wide=1" "gemv_max_tokens=16" "gemv_max_tokens=8"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "4096-token prefill: int8 mma.sync GEMM, dp4a GEMM"
+  for o in "" "int_mma=off"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 60 $B --options "$o" --mode prefill --batch 4096 --reps 2 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
   done
 }
 
