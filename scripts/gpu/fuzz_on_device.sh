@@ -3,7 +3,7 @@
 # runs: the build machine has 2 shared cores, the GPU machine 16 that the GPU phases leave idle.
 # The binaries are the clang 15 ASan+UBSan builds of scripts/fuzz.sh, stripped, packed with the
 # shared libraries they need (ldd) into .gpu/fuzz.tar.xz on the build machine:
-#   (cd build-fuzz && ...) see docs/fuzzing.md "On the GPU machine".
+#   scripts/gpu/pack_fuzzers.sh
 # Usage (repo root, GPU machine):
 #   scripts/gpu/fuzz_on_device.sh start SECONDS [WORKERS_PER_TARGET] [TARGETS...]   (returns at once)
 #   scripts/gpu/fuzz_on_device.sh finish     (waits for the fuzzers; figures and new corpus to $OUT)
