@@ -58,6 +58,7 @@ struct strata_device_s {
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;
+  std::vector<cl_int> att_blocks_host;  // what att_blocks holds
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   ~strata_device_s();
 };

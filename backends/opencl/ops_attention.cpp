@@ -192,18 +192,23 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
         }
       }
       const uint64_t bytes = blocks.size() * sizeof(cl_int);
-      if (dev->att_blocks == nullptr || dev->att_blocks_bytes < bytes) {
-        if (dev->att_blocks != nullptr) clReleaseMemObject(dev->att_blocks);
-        dev->att_blocks = nullptr;
-        dev->att_blocks_bytes = 0;
-        STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, "attention: query block list", &dev->att_blocks));
-        dev->att_blocks_bytes = bytes;
+      // Every layer of a step has the same list: uploaded once, when it changes.
+      if (blocks != dev->att_blocks_host) {
+        dev->att_blocks_host.clear();
+        if (dev->att_blocks == nullptr || dev->att_blocks_bytes < bytes) {
+          if (dev->att_blocks != nullptr) clReleaseMemObject(dev->att_blocks);
+          dev->att_blocks = nullptr;
+          dev->att_blocks_bytes = 0;
+          STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, "attention: query block list", &dev->att_blocks));
+          dev->att_blocks_bytes = bytes;
+        }
+        // Blocking: `blocks` is gone when this returns.
+        const cl_int e = clEnqueueWriteBuffer(dev->queue, dev->att_blocks, CL_TRUE, 0, bytes, blocks.data(), 0,
+                                              nullptr, nullptr);
+        if (e != CL_SUCCESS) return ClFailure(dev, e, "attention: uploading the query block list");
+        dev->att_blocks_host = std::move(blocks);
       }
-      // Blocking: `blocks` is gone when this returns.
-      const cl_int e = clEnqueueWriteBuffer(dev->queue, dev->att_blocks, CL_TRUE, 0, bytes, blocks.data(), 0,
-                                            nullptr, nullptr);
-      if (e != CL_SUCCESS) return ClFailure(dev, e, "attention: uploading the query block list");
-      const size_t global[2] = {blocks.size() / 2 * 128, static_cast<size_t>(H)};
+      const size_t global[2] = {dev->att_blocks_host.size() / 2 * 128, static_cast<size_t>(H)};
       const size_t local[2] = {128, 1};
       return Launch(dev, "paged_attention_prefill")
           .Mem(qv.mem).U64(qv.off).I64(qv.stride)
