@@ -221,15 +221,17 @@ phase_oclfinal() {
     STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/backend_conformance_test" \
       --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | \
       grep -E "strata opencl|FAILED|PASSED|Failure|Which is|evaluates|exceeds|token|element|dim " | head -40
+    echo "conformance rc=${PIPESTATUS[0]} (124: timed out)"
     stamp "model checks on opencl:0"
     STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 | \
       grep -E "FAILED|PASSED|Failure" | head -12
+    echo "model checks rc=${PIPESTATUS[0]} (124: timed out)"
     stamp "Llama-3-8B shape W8A8 on opencl:0"
     local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
-    STRATA_OPENCL_VERBOSE=1 timeout 20 $B --mode decode --batch 1 --context 128 --reps 10
-    timeout 20 $B --mode decode --batch 32 --context 128 --reps 5
-    timeout 30 $B --mode prefill --batch 4096 --reps 2
-    timeout 20 $B --options "gemv_max_tokens=16" --mode decode --batch 32 --context 128 --reps 5
+    STRATA_OPENCL_VERBOSE=1 timeout 20 $B --mode decode --batch 1 --context 128 --reps 10 || echo "rc=$? (124: timed out)"
+    timeout 20 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
+    timeout 30 $B --mode prefill --batch 4096 --reps 2 || echo "rc=$? (124: timed out)"
+    timeout 20 $B --options "gemv_max_tokens=16" --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
     stamp "oclfinal done"
   } > "$F" 2>&1
   tail -30 "$F"
