@@ -36,6 +36,14 @@ struct strata_device_s {
   // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
   std::unique_ptr<strata::cpu::OpProfiler> profiler;
   strata::cpu::QuantCounters quant_counters;
+  // INT4_GROUP decode multiplies int8 activation blocks (quant_simd_kernels.h, ActInt8) rather
+  // than int16 ones. Default on: the INT4 GEMV is bound by its arithmetic, which int8 halves
+  // (64 products per vpdpbusd against 32 per vpdpwssd, no widening of the nibbles), and the
+  // activation rounding it adds (<= max|block| / 254 per value) is small beside 4-bit weights'
+  // own (half a weight step per value): stories260K's perplexity moves by less than 0.1%
+  // (docs/benchmarks.md), as llama.cpp's Q4_0 x Q8_0 does. Off (int16 blocks, within the float
+  // path's 2e-5) with the device option int4_activations=int16 or STRATA_CPU_INT4_ACTIVATIONS=int16.
+  bool int4_int8_activations = true;
   ~strata_device_s();
 };
 

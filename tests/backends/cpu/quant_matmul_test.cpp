@@ -153,7 +153,7 @@ class QuantMatmulTest : public ::testing::Test {
  protected:
   void SetUp() override {
     be_ = strata_cpu_plugin_info()->backend;
-    strata_device_options opts{sizeof(strata_device_options), 2, nullptr};
+    strata_device_options opts{sizeof(strata_device_options), 2, DeviceOptions()};
     ASSERT_EQ(be_->device_open(0, &opts, &dev_), STRATA_OK) << be_->last_error();
   }
   void TearDown() override {
@@ -210,10 +210,20 @@ class QuantMatmulTest : public ::testing::Test {
     return which == 0 ? a : which == 1 ? b : c;
   }
 
+  // The CPU backend's options for this fixture's device.
+  virtual const char* DeviceOptions() const { return nullptr; }
+
   const strata_backend_v1* be_ = nullptr;
   strata_device dev_ = nullptr;
   std::vector<strata_buffer> bufs_;
   std::vector<strata_weight> weights_;
+};
+
+// INT4 with int16 activation blocks (the device option int4_activations=int16): the float
+// path's tolerance holds. (INT8 weights always use int16 blocks.)
+class QuantMatmulInt16ActsTest : public QuantMatmulTest {
+ protected:
+  const char* DeviceOptions() const override { return "int4_activations=int16"; }
 };
 
 std::vector<float> RandomX(int64_t n, int64_t cols, uint32_t seed, float scale = 1.0f) {
@@ -272,7 +282,7 @@ TEST_F(QuantMatmulTest, Int8WeightOnlyPerRowAndGroupsGemvAndGemm) {
   }
 }
 
-TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
+TEST_F(QuantMatmulInt16ActsTest, Int4GroupsSymAsymRaggedAndActOrder) {
   const int64_t rows = 29, cols = 172;  // stories260K's FFN width: ragged last group
   struct Case {
     int32_t group;
@@ -315,7 +325,7 @@ TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
 // A token with one value 50x the others makes its block's 16-bit step coarse: there the
 // tolerance adds the worst case of that rounding, sum over blocks of
 // (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
-TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
+TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
   for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
     const int64_t rows = 39, nb = cols / 32;
     std::vector<QWeight> qs;
@@ -358,6 +368,115 @@ TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
       }
     }
   }
+}
+
+// INT4 groups multiply int8 activation blocks by default (the device opened without
+// options): per token, blocks of 32 columns (of the weight's column order: act-order
+// permutes first), each scaled by max|block| / 127 and rounded to nearest. Each activation
+// then moves by at most half a step, max|block| / 254, so |y - y_float| is at most
+// sum over blocks of max|block| / 254 * sum_block |w| (plus the float path's 2e-5 of
+// sum |x w|): that bound is the tolerance. With act-order the blocks are of permuted
+// columns, so the bound uses the token's max|x| for every block (a block's max is no larger).
+// Model widths, a float tail (333), a ragged last group (172), 1..4 tokens, a prefill chunk
+// of 9, and a token with one value 50x the others; INT4 with group 16 (not whole blocks)
+// keeps the float path.
+TEST_F(QuantMatmulTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound) {
+  struct Case {
+    int64_t cols;
+    int32_t group;
+    bool asym, act_order;
+  };
+  const Case cases[] = {{768, 32, false, false}, {320, 32, false, false}, {333, 32, true, false},
+                        {320, 64, true, false},  {333, 128, false, false}, {172, 32, false, false},
+                        {320, 32, true, true},   {172, 16, true, false}};
+  for (const Case& k : cases) {
+    const int64_t rows = 41, cols = k.cols, nb = cols / 32;
+    std::vector<int32_t> g_idx;
+    if (k.act_order) {
+      std::vector<int32_t> perm(cols);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+      g_idx.resize(cols);
+      for (int64_t j = 0; j < cols; ++j) g_idx[perm[j]] = static_cast<int32_t>(j / k.group);
+    }
+    QWeight q = MakeInt4(rows, cols, k.group, k.asym, g_idx, 90 + k.group + k.asym);
+    strata_weight w = Create(q);
+    ASSERT_NE(w, nullptr);
+    const auto bias = RandomX(1, rows, 9);
+    for (bool outlier : {false, true}) {
+      for (int64_t n : {1, 2, 3, 4, 9}) {
+        auto x = RandomX(n, cols, 500 + n);
+        if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+        std::vector<double> ref, mag;
+        WeightOnlyRef(q, x, n, bias, &ref, &mag);
+        if (k.group % 32 == 0) {
+          for (int64_t t = 0; t < n; ++t) {
+            double token_max = 0;
+            for (int64_t c = 0; c < cols; ++c) token_max = std::max(token_max, std::fabs(double{x[t * cols + c]}));
+            for (int64_t r = 0; r < rows; ++r) {
+              double bound = 0;
+              for (int64_t b = 0; b < nb; ++b) {
+                double amax = 0, wsum = 0;
+                for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                  amax = std::max(amax, std::fabs(double{x[t * cols + c]}));
+                  wsum += std::fabs(q.w[r * cols + c]);
+                }
+                bound += (k.act_order ? token_max : amax) / 254 * wsum;
+              }
+              mag[t * rows + r] += bound / kRel;
+            }
+          }
+        }
+        Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+               "int4 int8-acts cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
+                   (k.asym ? " asym" : " sym") + (k.act_order ? " act-order" : "") + " n " + std::to_string(n) +
+                   (outlier ? " outlier" : ""));
+      }
+    }
+  }
+}
+
+// The int8 blocks do round: on the same weight and activations the default device's result
+// differs from the int16 one by more than the int16 path's tolerance somewhere (so the test
+// above checks the int8 path, not the int16 one), and the option is validated.
+TEST_F(QuantMatmulTest, Int4ActivationOptionSelectsThePathAndIsValidated) {
+  const int64_t rows = 64, cols = 768;
+  QWeight q = MakeInt4(rows, cols, 32, false, {}, 77);
+  const auto x = RandomX(1, cols, 78);
+  const auto bias = RandomX(1, rows, 79);
+  const auto y8 = Run(Create(q), x, 1, rows, cols, bias);
+  strata_device dev16 = nullptr;
+  strata_device_options o{sizeof(strata_device_options), 2, "int4_activations=int16"};
+  ASSERT_EQ(be_->device_open(0, &o, &dev16), STRATA_OK) << be_->last_error();
+  std::swap(dev16, dev_);
+  const size_t first_buffer = bufs_.size();
+  QWeight q16 = MakeInt4(rows, cols, 32, false, {}, 77);
+  strata_weight w16 = nullptr;
+  q16.Finish();
+  ASSERT_EQ(be_->weight_create(dev_, &q16.desc, &w16), STRATA_OK) << be_->last_error();
+  std::vector<float> y16 = Run(w16, x, 1, rows, cols, bias);
+  be_->weight_free(dev_, w16);
+  for (size_t i = first_buffer; i < bufs_.size(); ++i) be_->buffer_free(dev_, bufs_[i]);
+  bufs_.resize(first_buffer);
+  std::swap(dev16, dev_);
+  std::vector<double> ref, mag;
+  WeightOnlyRef(q, x, 1, bias, &ref, &mag);
+  double worst8 = 0, worst16 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    worst8 = std::max(worst8, std::fabs(y8[r] - ref[r]) / mag[r]);
+    worst16 = std::max(worst16, std::fabs(y16[r] - ref[r]) / mag[r]);
+  }
+  EXPECT_LE(worst16, kRel);
+  EXPECT_GT(worst8, kRel) << "int8 activation blocks should round more than the int16 path's tolerance";
+  for (const char* bad : {"int4_activations=int4", "no_such_option=1"}) {
+    strata_device d = nullptr;
+    strata_device_options ob{sizeof(strata_device_options), 1, bad};
+    EXPECT_EQ(be_->device_open(0, &ob, &d), STRATA_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(be_->last_error()).find(bad[0] == 'i' ? "int4_activations" : "no_such_option"),
+              std::string::npos)
+        << be_->last_error();
+  }
+  be_->device_close(dev16);
 }
 
 // Per-token int8 activations by the contract: scale = max|x| / 127 (or static), RNE, clamp.
