@@ -171,21 +171,21 @@ HWY_INLINE V32 DotPairs(V16 a, V16 b, V32 sum) {
 // c[t][j] = weight scale of block b0 + j's group x activation scale of that block for token
 // t, so that the inner loop broadcasts one float per (row, token, block) from memory.
 constexpr int64_t kChunk = 8;
-// Scales [i0, i0 + count) (count <= 16) as floats: F16 ones converted in vector registers.
+// Scales [i0, i0 + count) (count <= 16) as floats: F16 ones converted in vector registers
+// loaded straight from the array (no scalar copy first: that would stall on store
+// forwarding), the last count % lanes one by one.
 HWY_INLINE void ScalesToF32(ScaleArray s, int64_t i0, int64_t count, float* out) {
   if (s.f32 != nullptr) {
     for (int64_t i = 0; i < count; ++i) out[i] = s.f32[i0 + i];
     return;
   }
-  const hn::CappedTag<float, 16> df;
+  const hn::CappedTag<float, 8> df;  // 8: the int16 kernels' chunks (kChunk) are 8 blocks
   const hn::Rebind<hwy::float16_t, decltype(df)> dh;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  alignas(64) uint16_t h[16] = {0};
-  alignas(64) float f[16];
-  for (int64_t i = 0; i < count; ++i) h[i] = s.f16[i0 + i];
-  for (int64_t i = 0; i < count; i += L)
-    hn::Store(hn::PromoteTo(df, hn::Load(dh, reinterpret_cast<const hwy::float16_t*>(h + i))), df, f + i);
-  for (int64_t i = 0; i < count; ++i) out[i] = f[i];
+  const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(s.f16 + i0);
+  int64_t i = 0;
+  for (; i + L <= count; i += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, out + i);
+  for (; i < count; ++i) out[i] = F16ToF32(s.f16[i0 + i]);
 }
 
 template <int N>
@@ -508,28 +508,55 @@ HWY_INLINE float Int4TailColumns(const uint8_t* wr, int64_t row, int64_t c0, int
 // int32 lanes 0-7 then hold block b's products, 8-15 block b+1's, and one permute spreads
 // their two scales to match. Highway 1.0's AVX3_DL target string names AVX-VNNI (256-bit)
 // but not AVX512_VNNI, which its AVX3_DL CPU check does require: the attribute adds it.
+// Scales [i0, i0 + 16) of a row (lanes past `m` zero) straight into a register: a scalar
+// copy first would stall on store forwarding once per chunk.
+HWY_INLINE __m512 LoadScales16(ScaleArray s, int64_t i0, __mmask16 m) {
+  if (s.f32 != nullptr) return _mm512_maskz_loadu_ps(m, s.f32 + i0);
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s.f16 + i0));
+}
+
 template <int N>
-__attribute__((target("avx512vnni"))) void GemvInt4A8RowsN(const ActInt8& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales,
-                     const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
-                     int64_t r0, int64_t r1) {
+__attribute__((target("avx512vnni"))) void GemvInt4A8RowsN(
+    const ActInt8& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales, const float* zeros,
+    int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
   const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
   const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i pair_idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512 inv_bpg = _mm512_set1_ps(1.0f / static_cast<float>(bpg));
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* wr = w + r * row_bytes;
     const ScaleArray rs = scales + r * ngroups;
+    const float* rz = zeros ? zeros + r * ngroups : nullptr;
     __m512 acc[N];
     for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+    // Zero points: minus scale * zero * the group's activation sum, per group with blocks.
+    for (int64_t g0 = 0; g0 < groups_with_blocks; g0 += 16) {
+      const int64_t cnt = groups_with_blocks - g0 < 16 ? groups_with_blocks - g0 : 16;
+      const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
+      const __m512 sz = _mm512_mul_ps(LoadScales16(rs, g0, m),
+                                      rz ? _mm512_maskz_loadu_ps(m, rz + g0) : _mm512_set1_ps(8.0f));
+      for (int t = 0; t < N; ++t)
+        acc[t] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, a.group_sum + t * ngroups + g0), acc[t]);
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += 16) {
       const int64_t cnt = nb - b0 < 16 ? nb - b0 : 16;
       const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
-      alignas(64) float sw[16];
-      BlockScales(rs, bpg, b0, cnt, sw);
+      __m512 sw;  // the weight scale of each block b0 + lane (its group's)
+      if (bpg == 1) {
+        sw = LoadScales16(rs, b0, m);
+      } else {
+        const int64_t g0 = b0 / bpg, g1 = (b0 + cnt - 1) / bpg + 1;
+        // group of block b0 + i, relative to g0: floor((b0 + i + 0.5) / bpg), exact for these sizes
+        const __m512i gi = _mm512_sub_epi32(
+            _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(lane, _mm512_set1_ps(static_cast<float>(b0) + 0.5f)), inv_bpg)),
+            _mm512_set1_epi32(static_cast<int>(g0)));
+        sw = _mm512_maskz_permutexvar_ps(m, gi, LoadScales16(rs, g0, static_cast<__mmask16>((1u << (g1 - g0)) - 1u)));
+      }
       __m512 c[N];
-      for (int t = 0; t < N; ++t)
-        c[t] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sw), _mm512_maskz_loadu_ps(m, a.scale + t * nb + b0));
+      for (int t = 0; t < N; ++t) c[t] = _mm512_mul_ps(sw, _mm512_maskz_loadu_ps(m, a.scale + t * nb + b0));
       for (int64_t p = 0; p < cnt; p += 2) {
         const uint8_t* wp = wr + (b0 + p) * (kActBlock / 2);
         const bool two = p + 1 < cnt;
@@ -549,9 +576,7 @@ __attribute__((target("avx512vnni"))) void GemvInt4A8RowsN(const ActInt8& a, con
       }
     }
     for (int t = 0; t < N; ++t) {
-      float v = _mm512_reduce_add_ps(acc[t]) -
-                ZeroPointCorrection(rs, zeros ? zeros + r * ngroups : nullptr, a.group_sum + t * ngroups,
-                                    groups_with_blocks);
+      float v = _mm512_reduce_add_ps(acc[t]);
       v += Int4TailColumns(wr, r, qs, cols, scales, zeros, ngroups, gs, a.x + t * a.xs);
       y[t * ys + r] = bias ? v + bias[r] : v;
     }

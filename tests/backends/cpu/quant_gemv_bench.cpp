@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
       QuantizeActivationsInt16(x.data(), cols, n, cols, false, gs, ng, &buf, &act);
       GemvInt8A16Rows(act, n, w8.data(), cols, scales.data(), ng, gs, nullptr, y.data(), rows, 0, rows);
     });
+    const double i8h = MedianNs([&] {
+      QuantizeActivationsInt16(x.data(), cols, n, cols, false, gs, ng, &buf, &act);
+      GemvInt8A16Rows(act, n, w8.data(), cols, scales16.data(), ng, gs, nullptr, y.data(), rows, 0, rows);
+    });
     const double f4 = MedianNs([&] {
       GemvInt4Rows(xe.data(), xo.data(), rb, n, w4.data(), rb, scales.data(), nullptr, ng, gs, nullptr, y.data(),
                    rows, 0, rows);
@@ -88,9 +92,9 @@ int main(int argc, char** argv) {
     const double nw = static_cast<double>(rows * cols);
     std::printf(
         "{\"bench\": \"quant_gemv_in_cache\", \"rows\": %lld, \"cols\": %lld, \"group\": %lld, \"tokens\": %d, "
-        "\"weights_per_ns\": {\"int8_f32act\": %.2f, \"int8_i16act\": %.2f, \"int4_f32act\": %.2f, "
+        "\"weights_per_ns\": {\"int8_f32act\": %.2f, \"int8_i16act\": %.2f, \"int8_i16act_f16scales\": %.2f, \"int4_f32act\": %.2f, "
         "\"int4_i16act\": %.2f, \"int4_i8act\": %.2f, \"int4_i8act_f16scales\": %.2f}}\n",
-        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(gs), n, nw / f8, nw / i8,
+        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(gs), n, nw / f8, nw / i8, nw / i8h,
         nw / f4, nw / i4, nw / a4, nw / a4h);
   }
   return 0;
