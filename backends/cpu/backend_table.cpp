@@ -168,11 +168,14 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
         }
       }
     }
-    if (!int4_acts.empty() && int4_acts != "int8" && int4_acts != "int16") {
-      return absl::InvalidArgumentError(absl::StrCat("device_open: int4_activations=", int4_acts, " (int8 or int16)"));
+    if (!int4_acts.empty() && int4_acts != "auto" && int4_acts != "int8" && int4_acts != "int16") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_open: int4_activations=", int4_acts, " (auto, int8 or int16)"));
     }
     auto dev = std::make_unique<strata_device_s>();
-    dev->int4_int8_activations = int4_acts != "int16";
+    dev->int4_activations = int4_acts == "int8"    ? strata_device_s::Int4Activations::kInt8
+                            : int4_acts == "int16" ? strata_device_s::Int4Activations::kInt16
+                                                   : strata_device_s::Int4Activations::kAuto;
     dev->num_threads = threads > 0 ? threads : GetHostCpu().logical_cpus;
     dev->dnnl = std::make_unique<DnnlMatmul>();
     dev->pool = std::make_unique<ThreadPool>(dev->num_threads);

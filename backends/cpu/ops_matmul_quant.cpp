@@ -244,16 +244,20 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
     // prefill chunks up to kInt16MaxTokens tokens, run kGemvMaxTokens tokens at a time inside
     // each row task (its weight rows stay in L1 across the token chunks).
     const bool int16_acts = n <= kInt16MaxTokens && !generic && cols >= kActBlock && w.group_size % kActBlock == 0;
-    // INT4 groups multiply int8 activation blocks by default (dev->int4_int8_activations,
-    // cpu_objects.h says why); the int16 blocks serve INT8 weights (memory-bound: int8
-    // activations would not make them faster) and INT4 when the device is opened with
-    // int4_activations=int16.
+    // INT4 groups multiply int8 activation blocks where dev->int4_activations says so
+    // (cpu_objects.h says why: by default symmetric groups of 32, GGUF Q4_0), else int16
+    // blocks, as INT8 weights always do (they are memory-bound: int8 blocks would not make
+    // them faster).
     thread_local ActInt8Buffer act8_buf;
     ActInt8 act8;
     const bool int4 = w.format == STRATA_WEIGHT_INT4_GROUP;
     thread_local ActInt16Buffer act_buf;
     ActInt16 act;
-    if (int16_acts && int4 && dev->int4_int8_activations &&
+    using Int4Acts = strata_device_s::Int4Activations;
+    const bool int8_acts = int4 && (dev->int4_activations == Int4Acts::kInt8 ||
+                                    (dev->int4_activations == Int4Acts::kAuto && w.group_size == kActBlock &&
+                                     w.zeros.empty() && w.perm.empty()));
+    if (int16_acts && int8_acts &&
         QuantizeActivationsInt8(x, xs, n, cols, w.group_size, w.ngroups, &act8_buf, &act8)) {
       const int64_t qs = act8.nblocks * kActBlock;
       ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {

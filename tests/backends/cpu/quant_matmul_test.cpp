@@ -226,6 +226,12 @@ class QuantMatmulInt16ActsTest : public QuantMatmulTest {
   const char* DeviceOptions() const override { return "int4_activations=int16"; }
 };
 
+// INT4 with int8 activation blocks for every group layout (int4_activations=int8).
+class QuantMatmulInt8ActsTest : public QuantMatmulTest {
+ protected:
+  const char* DeviceOptions() const override { return "int4_activations=int8"; }
+};
+
 std::vector<float> RandomX(int64_t n, int64_t cols, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);
@@ -370,8 +376,8 @@ TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
   }
 }
 
-// INT4 groups multiply int8 activation blocks by default (the device opened without
-// options): per token, blocks of 32 columns (of the weight's column order: act-order
+// INT4 groups with int8 activation blocks (int4_activations=int8; by default only symmetric
+// groups of 32, GGUF Q4_0, take them): per token, blocks of 32 columns (of the weight's column order: act-order
 // permutes first), each scaled by max|block| / 127 and rounded to nearest. Each activation
 // then moves by at most half a step, max|block| / 254, so |y - y_float| is at most
 // sum over blocks of max|block| / 254 * sum_block |w| (plus the float path's 2e-5 of
@@ -380,7 +386,7 @@ TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
 // Model widths, a float tail (333), a ragged last group (172), 1..4 tokens, a prefill chunk
 // of 9, and a token with one value 50x the others; INT4 with group 16 (not whole blocks)
 // keeps the float path.
-TEST_F(QuantMatmulTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound) {
+TEST_F(QuantMatmulInt8ActsTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound) {
   struct Case {
     int64_t cols;
     int32_t group;
@@ -436,38 +442,42 @@ TEST_F(QuantMatmulTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound
   }
 }
 
-// The int8 blocks do round: on the same weight and activations the default device's result
-// differs from the int16 one by more than the int16 path's tolerance somewhere (so the test
-// above checks the int8 path, not the int16 one), and the option is validated.
+// Which path runs: the int8 blocks do round, so on the same weight and activations their
+// result is off the float reference by more than the int16 path's 2e-5 somewhere, and the
+// int16 one is not. By default (auto) symmetric groups of 32 (GGUF Q4_0) take int8 blocks and
+// asymmetric ones int16; int4_activations=int16 / int8 force one. Bad values are refused.
 TEST_F(QuantMatmulTest, Int4ActivationOptionSelectsThePathAndIsValidated) {
   const int64_t rows = 64, cols = 768;
-  QWeight q = MakeInt4(rows, cols, 32, false, {}, 77);
   const auto x = RandomX(1, cols, 78);
   const auto bias = RandomX(1, rows, 79);
-  const auto y8 = Run(Create(q), x, 1, rows, cols, bias);
-  strata_device dev16 = nullptr;
-  strata_device_options o{sizeof(strata_device_options), 2, "int4_activations=int16"};
-  ASSERT_EQ(be_->device_open(0, &o, &dev16), STRATA_OK) << be_->last_error();
-  std::swap(dev16, dev_);
-  const size_t first_buffer = bufs_.size();
-  QWeight q16 = MakeInt4(rows, cols, 32, false, {}, 77);
-  strata_weight w16 = nullptr;
-  q16.Finish();
-  ASSERT_EQ(be_->weight_create(dev_, &q16.desc, &w16), STRATA_OK) << be_->last_error();
-  std::vector<float> y16 = Run(w16, x, 1, rows, cols, bias);
-  be_->weight_free(dev_, w16);
-  for (size_t i = first_buffer; i < bufs_.size(); ++i) be_->buffer_free(dev_, bufs_[i]);
-  bufs_.resize(first_buffer);
-  std::swap(dev16, dev_);
-  std::vector<double> ref, mag;
-  WeightOnlyRef(q, x, 1, bias, &ref, &mag);
-  double worst8 = 0, worst16 = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    worst8 = std::max(worst8, std::fabs(y8[r] - ref[r]) / mag[r]);
-    worst16 = std::max(worst16, std::fabs(y16[r] - ref[r]) / mag[r]);
-  }
-  EXPECT_LE(worst16, kRel);
-  EXPECT_GT(worst8, kRel) << "int8 activation blocks should round more than the int16 path's tolerance";
+  // Worst |y - ref| / (sum |x w| + |b|) over the rows, on a device opened with `options`.
+  auto worst = [&](const char* options, bool asym) {
+    strata_device dev = nullptr;
+    strata_device_options o{sizeof(strata_device_options), 2, options};
+    EXPECT_EQ(be_->device_open(0, &o, &dev), STRATA_OK) << be_->last_error();
+    std::swap(dev, dev_);
+    const size_t first_buffer = bufs_.size();
+    QWeight q = MakeInt4(rows, cols, 32, asym, {}, 77);
+    q.Finish();
+    strata_weight w = nullptr;
+    EXPECT_EQ(be_->weight_create(dev_, &q.desc, &w), STRATA_OK) << be_->last_error();
+    const std::vector<float> y = Run(w, x, 1, rows, cols, bias);
+    be_->weight_free(dev_, w);
+    for (size_t i = first_buffer; i < bufs_.size(); ++i) be_->buffer_free(dev_, bufs_[i]);
+    bufs_.resize(first_buffer);
+    std::swap(dev, dev_);
+    be_->device_close(dev);
+    std::vector<double> ref, mag;
+    WeightOnlyRef(q, x, 1, bias, &ref, &mag);
+    double err = 0;
+    for (int64_t r = 0; r < rows; ++r) err = std::max(err, std::fabs(y[r] - ref[r]) / mag[r]);
+    return err;
+  };
+  EXPECT_GT(worst(nullptr, false), kRel) << "auto, symmetric g32 (Q4_0): int8 blocks";
+  EXPECT_LE(worst(nullptr, true), kRel) << "auto, asymmetric g32: int16 blocks";
+  EXPECT_LE(worst("int4_activations=int16", false), kRel);
+  EXPECT_GT(worst("int4_activations=int8", true), kRel);
+  EXPECT_GT(worst(" int4_activations = auto ; ", false), kRel);
   for (const char* bad : {"int4_activations=int4", "no_such_option=1"}) {
     strata_device d = nullptr;
     strata_device_options ob{sizeof(strata_device_options), 1, bad};
@@ -476,7 +486,6 @@ TEST_F(QuantMatmulTest, Int4ActivationOptionSelectsThePathAndIsValidated) {
               std::string::npos)
         << be_->last_error();
   }
-  be_->device_close(dev16);
 }
 
 // Per-token int8 activations by the contract: scale = max|x| / 127 (or static), RNE, clamp.
