@@ -46,9 +46,10 @@ void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, cons
 // Decode activations as 16-bit integers (ActInt16, filled by QuantizeActivationsInt16 in
 // ops_matmul_quant.h): per token, blocks of kActBlock columns, each with its own scale
 // (max|x| / 32767), so that the weight-only formats multiply integers (int16 x int16 -> int32
-// with vpmaddwd / vpdpwssd) instead of widening every weight to float. 16 bits rather than
-// int8 (llama.cpp's q8_0 activations) because W8A16 / INT4 promise float activations: an int16
-// block keeps the product within 2e-5 of the float one (the op tests' tolerance), int8 not.
+// with vpmaddwd / vpdpwssd) instead of widening every weight to float. 16 bits because W8A16 /
+// W4A16 promise float activations: an int16 block keeps the product within 2e-5 of the float
+// one (the op tests' tolerance). INT4 groups can take int8 blocks instead (ActInt8 below, by
+// default for GGUF Q4_0's layout, where llama.cpp's reference does the same).
 inline constexpr int64_t kActBlock = 32;
 struct ActInt16 {
   const int16_t* q = nullptr;  // [n][nblocks * kActBlock]; INT4: each block as even, odd columns
