@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "hwy/targets.h"
 
 namespace {
 
@@ -232,6 +233,25 @@ class QuantMatmulInt8ActsTest : public QuantMatmulTest {
   const char* DeviceOptions() const override { return "int4_activations=int8"; }
 };
 
+// Runs f once per x86 instruction set the kernels are compiled for and this CPU has (Highway's
+// test mock of the supported targets), so that the portable fallbacks of the AVX-512 VNNI
+// kernels are checked too; elsewhere once, on the best target.
+template <typename F>
+void ForEachKernelTarget(F&& f) {
+#if HWY_ARCH_X86
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t t : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    if ((supported & t) == 0) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+#else
+  f();
+#endif
+}
+
 std::vector<float> RandomX(int64_t n, int64_t cols, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);
@@ -332,48 +352,50 @@ TEST_F(QuantMatmulInt16ActsTest, Int4GroupsSymAsymRaggedAndActOrder) {
 // tolerance adds the worst case of that rounding, sum over blocks of
 // (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
 TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
-  for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
-    const int64_t rows = 39, nb = cols / 32;
-    std::vector<QWeight> qs;
-    std::vector<std::string> names;
-    for (int32_t group : {0, 32, 64}) {
-      qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
-      names.push_back("int8 group " + std::to_string(group));
-    }
-    for (int32_t group : {32, 64, 128}) {
-      for (bool asym : {false, true}) {
-        qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
-        names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+  ForEachKernelTarget([&] {
+    for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
+      const int64_t rows = 39, nb = cols / 32;
+      std::vector<QWeight> qs;
+      std::vector<std::string> names;
+      for (int32_t group : {0, 32, 64}) {
+        qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
+        names.push_back("int8 group " + std::to_string(group));
       }
-    }
-    for (size_t k = 0; k < qs.size(); ++k) {
-      strata_weight w = Create(qs[k]);
-      ASSERT_NE(w, nullptr);
-      const auto bias = RandomX(1, rows, 8);
-      for (bool outlier : {false, true}) {
-        for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
-          auto x = RandomX(n, cols, 400 + n);
-          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
-          std::vector<double> ref, mag;
-          WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
-          if (outlier) {
-            for (int64_t t = 0; t < n; ++t)
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t b = 0; b < nb; ++b) {
-                  double amax = 0, wsum = 0;
-                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
-                    amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
-                    wsum += std::fabs(qs[k].w[r * cols + c]);
+      for (int32_t group : {32, 64, 128}) {
+        for (bool asym : {false, true}) {
+          qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
+          names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+        }
+      }
+      for (size_t k = 0; k < qs.size(); ++k) {
+        strata_weight w = Create(qs[k]);
+        ASSERT_NE(w, nullptr);
+        const auto bias = RandomX(1, rows, 8);
+        for (bool outlier : {false, true}) {
+          for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
+            auto x = RandomX(n, cols, 400 + n);
+            if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+            std::vector<double> ref, mag;
+            WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
+            if (outlier) {
+              for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < rows; ++r)
+                  for (int64_t b = 0; b < nb; ++b) {
+                    double amax = 0, wsum = 0;
+                    for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                      amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
+                      wsum += std::fabs(qs[k].w[r * cols + c]);
+                    }
+                    mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
                   }
-                  mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
-                }
+            }
+            Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                   names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
           }
-          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
-                 names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
         }
       }
     }
-  }
+  });
 }
 
 // INT4 groups with int8 activation blocks (int4_activations=int8; by default only symmetric
@@ -385,61 +407,63 @@ TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
 // columns, so the bound uses the token's max|x| for every block (a block's max is no larger).
 // Model widths, a float tail (333), a ragged last group (172), 1..4 tokens, a prefill chunk
 // of 9, and a token with one value 50x the others; INT4 with group 16 (not whole blocks)
-// keeps the float path.
+// keeps the float path. On every kernel target (ForEachKernelTarget).
 TEST_F(QuantMatmulInt8ActsTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound) {
-  struct Case {
-    int64_t cols;
-    int32_t group;
-    bool asym, act_order;
-  };
-  const Case cases[] = {{768, 32, false, false}, {320, 32, false, false}, {333, 32, true, false},
-                        {320, 64, true, false},  {333, 128, false, false}, {172, 32, false, false},
-                        {320, 32, true, true},   {172, 16, true, false}};
-  for (const Case& k : cases) {
-    const int64_t rows = 41, cols = k.cols, nb = cols / 32;
-    std::vector<int32_t> g_idx;
-    if (k.act_order) {
-      std::vector<int32_t> perm(cols);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
-      g_idx.resize(cols);
-      for (int64_t j = 0; j < cols; ++j) g_idx[perm[j]] = static_cast<int32_t>(j / k.group);
-    }
-    QWeight q = MakeInt4(rows, cols, k.group, k.asym, g_idx, 90 + k.group + k.asym);
-    strata_weight w = Create(q);
-    ASSERT_NE(w, nullptr);
-    const auto bias = RandomX(1, rows, 9);
-    for (bool outlier : {false, true}) {
-      for (int64_t n : {1, 2, 3, 4, 9}) {
-        auto x = RandomX(n, cols, 500 + n);
-        if (outlier) x[(n - 1) * cols + 37] = 50.0f;
-        std::vector<double> ref, mag;
-        WeightOnlyRef(q, x, n, bias, &ref, &mag);
-        if (k.group % 32 == 0) {
-          for (int64_t t = 0; t < n; ++t) {
-            double token_max = 0;
-            for (int64_t c = 0; c < cols; ++c) token_max = std::max(token_max, std::fabs(double{x[t * cols + c]}));
-            for (int64_t r = 0; r < rows; ++r) {
-              double bound = 0;
-              for (int64_t b = 0; b < nb; ++b) {
-                double amax = 0, wsum = 0;
-                for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
-                  amax = std::max(amax, std::fabs(double{x[t * cols + c]}));
-                  wsum += std::fabs(q.w[r * cols + c]);
+  ForEachKernelTarget([&] {
+    struct Case {
+      int64_t cols;
+      int32_t group;
+      bool asym, act_order;
+    };
+    const Case cases[] = {{768, 32, false, false}, {320, 32, false, false}, {333, 32, true, false},
+                          {320, 64, true, false},  {333, 128, false, false}, {172, 32, false, false},
+                          {320, 32, true, true},   {172, 16, true, false}};
+    for (const Case& k : cases) {
+      const int64_t rows = 41, cols = k.cols, nb = cols / 32;
+      std::vector<int32_t> g_idx;
+      if (k.act_order) {
+        std::vector<int32_t> perm(cols);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+        g_idx.resize(cols);
+        for (int64_t j = 0; j < cols; ++j) g_idx[perm[j]] = static_cast<int32_t>(j / k.group);
+      }
+      QWeight q = MakeInt4(rows, cols, k.group, k.asym, g_idx, 90 + k.group + k.asym);
+      strata_weight w = Create(q);
+      ASSERT_NE(w, nullptr);
+      const auto bias = RandomX(1, rows, 9);
+      for (bool outlier : {false, true}) {
+        for (int64_t n : {1, 2, 3, 4, 9}) {
+          auto x = RandomX(n, cols, 500 + n);
+          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+          std::vector<double> ref, mag;
+          WeightOnlyRef(q, x, n, bias, &ref, &mag);
+          if (k.group % 32 == 0) {
+            for (int64_t t = 0; t < n; ++t) {
+              double token_max = 0;
+              for (int64_t c = 0; c < cols; ++c) token_max = std::max(token_max, std::fabs(double{x[t * cols + c]}));
+              for (int64_t r = 0; r < rows; ++r) {
+                double bound = 0;
+                for (int64_t b = 0; b < nb; ++b) {
+                  double amax = 0, wsum = 0;
+                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                    amax = std::max(amax, std::fabs(double{x[t * cols + c]}));
+                    wsum += std::fabs(q.w[r * cols + c]);
+                  }
+                  bound += (k.act_order ? token_max : amax) / 254 * wsum;
                 }
-                bound += (k.act_order ? token_max : amax) / 254 * wsum;
+                mag[t * rows + r] += bound / kRel;
               }
-              mag[t * rows + r] += bound / kRel;
             }
           }
+          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                 "int4 int8-acts cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
+                     (k.asym ? " asym" : " sym") + (k.act_order ? " act-order" : "") + " n " + std::to_string(n) +
+                     (outlier ? " outlier" : ""));
         }
-        Expect(Run(w, x, n, rows, cols, bias), ref, mag,
-               "int4 int8-acts cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
-                   (k.asym ? " asym" : " sym") + (k.act_order ? " act-order" : "") + " n " + std::to_string(n) +
-                   (outlier ? " outlier" : ""));
       }
     }
-  }
+  });
 }
 
 // Which path runs: the int8 blocks do round, so on the same weight and activations their
