@@ -33,17 +33,21 @@ void QuantWeight::DequantizeRow(int64_t r, float* out) const {
   const uint8_t* row = data.data() + r * row_bytes;
   const ScaleArray s = Scales() + r * ngroups;
   if (!col_group.empty() || group_size == 0 || format == STRATA_WEIGHT_FP8) {
-    // Irregular groups, per-row scales or FP8: one column at a time.
+    // Irregular groups, per-row scales or FP8: one column at a time (an F16 scale converted
+    // once per run of columns of one group).
+    int64_t last_g = -1;
+    float sg = 0.0f;
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t g = !col_group.empty() ? col_group[c] : (group_size > 0 ? c / group_size : 0);
+      if (g != last_g) sg = s[g], last_g = g;
       switch (format) {
         case STRATA_WEIGHT_INT4_GROUP: {
           const int q = (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 15;
-          out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * s[g];
+          out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * sg;
           break;
         }
-        case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * s[g]; break;
-        default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * s[g]; break;
+        case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * sg; break;
+        default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * sg; break;
       }
     }
     return;
