@@ -69,7 +69,8 @@ struct strata_weight_s {
   int32_t dtype = STRATA_DTYPE_F32;
   int64_t rows = 0;
   int64_t cols = 0;
-  void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
+  void* data = nullptr;  // row-major [rows, cols] in `dtype`, from AllocPages (huge pages)
+  uint64_t data_bytes = 0;
   // Quantized formats (format != DENSE): the prepared arrays (quant_weight.h); data is unused.
   std::unique_ptr<strata::cpu::QuantWeight> quant;
   ~strata_weight_s();
@@ -83,7 +84,8 @@ struct strata_kv_cache_s {
   // then for I8 the F32 scales [kv_heads] at scales_offset (ABI 1.9: scales live in the block).
   uint64_t part_bytes = 0;
   uint64_t scales_offset = 0;
-  void* data = nullptr;
+  void* data = nullptr;  // from AllocPages (lazily zeroed: resident only where written)
+  uint64_t data_bytes = 0;
   ~strata_kv_cache_s();
 
   // K (which = 0) or V (which = 1) of `layer`, block `block`.
