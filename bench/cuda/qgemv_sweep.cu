@@ -3,7 +3,8 @@
 // down 4096x14336), INT4 g128 and INT8 per-channel weights, 1 and 8 tokens, it times
 //   mma          quant_gemv_mma.cu as LaunchQuantGemv ran it before the streaming GEMV (on
 //                the kQuantTiled layout; the others read kQuantTiledStream);
-//   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for;
+//   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for, one
+//                block per tile group and persistent (_p: blocks per SM);
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   unfused      the same after a separate prologue kernel (what the decode step ran before);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
@@ -150,10 +151,15 @@ int main(int argc, char** argv) {
   if (!quick) {
     for (int depth : {4, 8}) {
       for (int bw : {4, 8, 16}) {
+        // Blocks per SM the kernel's register budget allows (quant_gemv_stream.cu's MinBlocks):
+        // the persistent form's grid.
+        const int resident = std::max(1, (depth <= 4 ? 24 : 16) / bw);
         for (int kw = 1; kw <= bw; kw *= 2) {
-          variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
-                                  std::to_string(kw),
-                              1, QuantGemvStreamConfig{depth, bw, kw}});
+          for (int bps : {0, resident}) {
+            variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
+                                    std::to_string(kw) + (bps > 0 ? "_p" + std::to_string(bps) : ""),
+                                1, QuantGemvStreamConfig{depth, bw, kw, bps}});
+          }
         }
       }
     }

@@ -151,13 +151,18 @@ struct QuantGemvStreamConfig {
   int depth = 8;
   int block_warps = 8;
   int kw = 8;
+  // > 0: the persistent form, at most this many blocks per SM, each walking tile groups in
+  // turn with its loads running on across them; 0: one block per group of tiles.
+  int blocks_per_sm = 0;
+  int max_blocks = 0;  // persistent: a cap on the grid (> 0; tests use it to force many rounds)
 };
 bool QuantGemvStreamSupports(const QuantGemvArgs& a);
 // True when the streaming GEMV takes a.prologue itself: one token, BF16 out, the staged row
 // within 48 KB of shared memory (24,576 columns), aligned prologue operands.
 bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a);
 // The configuration LaunchQuantGemv uses for this weight and token count
-// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
+// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw[,blocks_per_sm[,max_blocks]]" overrides any
+// of them; 0 keeps one, blocks_per_sm -1 turns the persistent form off).
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);
 cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream);
 

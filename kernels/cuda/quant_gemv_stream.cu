@@ -29,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -121,6 +122,90 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs)
   __syncthreads();
 }
 
+// One chunk of a lane: kSteps mma into d, then d scaled by the chunk's group scales (rows
+// group: lo, group + 8: hi) into acc. xrow: the lane's x run of chunk 0 (shared memory when P
+// stages a prologue). `run_ok`: this lane's x run is inside the row. In the row's last chunk
+// the runs past cols are padding, whose weights dequantize to exactly 0 (kQuantTiledStream):
+// the lane reads the chunk's first run instead (finite activations; 0 times them adds
+// nothing) rather than past the row.
+template <int kValues, bool kZeros, int P>
+__device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, uint32_t z, const uint4* xrow, int c,
+                                             int t, bool run_ok, float (&acc)[4]) {
+  using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
+  constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
+  constexpr int kSteps = kChunkCols / 16;
+  constexpr int kRun = 4 * kSteps;
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
+  if constexpr (kZeros) {
+    neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
+    neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
+  }
+  const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
+  uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
+#pragma unroll
+  for (int i = 0; i < kRun / 8; ++i) {
+    uint4 q;
+    if constexpr (P != kPlain) {
+      q = xr[i];  // shared memory
+    } else {
+      q = __ldg(xr + i);  // global, through L1
+    }
+    xw[4 * i] = q.x;
+    xw[4 * i + 1] = q.y;
+    xw[4 * i + 2] = q.z;
+    xw[4 * i + 3] = q.w;
+  }
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
+    if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
+      b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
+      b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
+    }
+    uint32_t af[4];
+    if constexpr (kValues == kQuantInt4) {
+      DequantInt4Step(words[s], neg_z, af);
+    } else {
+      DequantInt8Step(words[2 * s], words[2 * s + 1], af);
+    }
+    Mma<K>(d, af, b0, b1);
+  }
+  acc[0] = fmaf(d[0], lo, acc[0]);
+  acc[1] = fmaf(d[1], lo, acc[1]);
+  acc[2] = fmaf(d[2], hi, acc[2]);
+  acc[3] = fmaf(d[3], hi, acc[3]);
+}
+
+// The tile's kw warps (warp - ks .. warp - ks + kw - 1) add their partial sums in shared
+// memory; its first warp (ks == 0) adds bias, rounds and writes (or adds into) out.
+template <int kBlockWarps, typename O>
+__device__ __forceinline__ void ReduceAndWrite(const QuantGemvArgs& a, float (&partial)[kBlockWarps][4][32],
+                                               float (&acc)[4], int warp, int lane, int ks, int kw, int64_t tile,
+                                               bool active) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+  __syncthreads();
+  if (active && ks == 0) {
+    for (int j = 1; j < kw; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += partial[warp + j][i][lane];
+    }
+    const int group = lane >> 2, t = lane & 3;
+    O* out = static_cast<O*>(a.out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = tile * 16 + group + (i >> 1) * 8;
+      const int tok = 2 * t + (i & 1);
+      if (row >= a.w.rows || tok >= a.n) continue;
+      const float v = acc[i] + (a.bias != nullptr ? a.bias[row] : 0.0f);
+      O* o = out + tok * a.ldo + row;
+      *o = FromF32<O>(a.accumulate ? ToF32(*o) + v : v);
+    }
+  }
+}
+
 // kGroups: per-chunk group scales (else one per row); kZeros: INT4 zero points; P: the
 // prologue staged in shared memory (one token), or kPlain (x read through L1).
 template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
@@ -201,52 +286,8 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   }
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
-  // One chunk: kSteps mma into d, then d scaled into acc. `run_ok`: this lane's x run is
-  // inside the row. In the row's last chunk the runs past cols are padding, whose weights
-  // dequantize to exactly 0 (kQuantTiledStream): the lane reads the chunk's first run instead
-  // (finite activations; 0 times them adds nothing) rather than past the row.
   auto consume = [&](const uint4 v, float lo, float hi, uint32_t z, int c, bool run_ok) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
-    if constexpr (kZeros) {
-      neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
-      neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
-    }
-    const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
-    uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
-#pragma unroll
-    for (int i = 0; i < kRun / 8; ++i) {
-      uint4 q;
-      if constexpr (P != kPlain) {
-        q = xr[i];  // shared memory
-      } else {
-        q = __ldg(xr + i);  // global, through L1
-      }
-      xw[4 * i] = q.x;
-      xw[4 * i + 1] = q.y;
-      xw[4 * i + 2] = q.z;
-      xw[4 * i + 3] = q.w;
-    }
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
-      if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
-        b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
-        b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
-      }
-      uint32_t af[4];
-      if constexpr (kValues == kQuantInt4) {
-        DequantInt4Step(words[s], neg_z, af);
-      } else {
-        DequantInt8Step(words[2 * s], words[2 * s + 1], af);
-      }
-      Mma<K>(d, af, b0, b1);
-    }
-    acc[0] = fmaf(d[0], lo, acc[0]);
-    acc[1] = fmaf(d[1], lo, acc[1]);
-    acc[2] = fmaf(d[2], hi, acc[2]);
-    acc[3] = fmaf(d[3], hi, acc[3]);
+    ConsumeChunk<kValues, kZeros, P>(v, lo, hi, z, xrow, c, t, run_ok, acc);
   };
   const int full_end = cols / kChunkCols;  // chunks before full_end have no padding
   for (int c0 = c_begin; c0 < c_end; c0 += kDepth) {
@@ -265,35 +306,133 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   }
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
+  ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, tile, active);
+}
+
+// The persistent form (QuantGemvStreamConfig::blocks_per_sm > 0): a grid of at most
+// blocks_per_sm blocks per SM, each taking groups of kBlockWarps / kw tiles in turn (block b:
+// groups b, b + gridDim.x, ...), with the ring running on across the groups: while a group's
+// partial sums are reduced, the next group's first chunks are already in flight, and a
+// staged prologue is computed once per block rather than once per tile group. Every warp of
+// a block walks the same number of positions (rounds x per chunk slots; slots past the row
+// or past the last tile load and add nothing), so the per-round __syncthreads are uniform.
+// Scales are loaded per chunk also for per-row scales (the tile changes between rounds).
+template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
+__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
+    QuantGemvPersistentKernel(QuantGemvArgs a, int kw) {
+  constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
+  constexpr int kSteps = kChunkCols / 16;
+  constexpr int kRun = 4 * kSteps;
+  __shared__ float partial[kBlockWarps][4][32];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int group = lane >> 2, t = lane & 3;
+  const QuantWeightView& w = a.w;
+  const int64_t tiles = (w.rows + 15) / 16;
+  const int tpb = kBlockWarps / kw;
+  const int64_t tile_groups = (tiles + tpb - 1) / tpb;
+  const int ks = warp % kw;
+  const int chunks = static_cast<int>(w.chunks);
+  const int per = (chunks + kw - 1) / kw;
+  const int c_first = ks * per;  // this warp's chunks of every tile: [c_first, c_first + per) within chunks
+  const int rounds = static_cast<int>((tile_groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
+  const int total = rounds * per;  // positions, the same for every warp of the block
+  const int64_t tile_step = static_cast<int64_t>(gridDim.x) * tpb;
+  const int cpg = kGroups ? static_cast<int>(w.group_size / kChunkCols) : (1 << 30);
+  const int g_first = c_first / cpg, left_first = cpg - c_first % cpg;
+
+  uint4 data[kDepth];
+  float s_lo[kDepth], s_hi[kDepth];
+  uint32_t zz[kDepth];
+  // The load side: the tile, chunk and group of the next position to load.
+  int64_t itile = static_cast<int64_t>(blockIdx.x) * tpb + warp / kw;
+  int ij = 0, lg = g_first, ll = left_first;
+  auto tile_data = [&](int64_t tl) {
+    return reinterpret_cast<const uint4*>(w.data) + (tl < tiles ? tl : 0) * w.chunks * 32 + lane;
+  };
+  auto tile_scales = [&](int64_t tl) { return (tl < tiles ? tl : 0) * w.ngroups * 16 + group; };
+  const uint4* iwp = tile_data(itile);
+  int64_t isb = tile_scales(itile);
+  auto issue = [&](int u) {
+    const int c = c_first + ij;
+    if (itile < tiles && c < chunks) {
+      data[u] = LoadStreaming(iwp + c * 32);
+      s_lo[u] = __ldg(w.scales + isb + lg * 16);
+      s_hi[u] = __ldg(w.scales + isb + lg * 16 + 8);
+      if constexpr (kZeros) {
+        zz[u] = __ldg(w.zeros + isb + lg * 16) | static_cast<uint32_t>(__ldg(w.zeros + isb + lg * 16 + 8)) << 16;
+      }
+    }
+    if (--ll == 0) {
+      ++lg;
+      ll = cpg;
+    }
+    if (++ij == per) {  // the next round's tile
+      ij = 0;
+      lg = g_first;
+      ll = left_first;
+      itile += tile_step;
+      iwp = tile_data(itile);
+      isb = tile_scales(itile);
+    }
+  };
 #pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
-  __syncthreads();
-  if (!active || ks != 0) return;
-  for (int j = 1; j < kw; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[i] += partial[warp + j][i][lane];
+  for (int u = 0; u < kDepth; ++u) {
+    if (u < total) issue(u);
   }
-  O* out = static_cast<O*>(a.out);
+  AllowDependentLaunch();
+  WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
+
+  const int n = static_cast<int>(a.n);
+  const int cols = static_cast<int>(w.cols);
+  const uint4* xrow;
+  if constexpr (P != kPlain) {
+    extern __shared__ uint4 staged[];  // prologue(x), [cols / 8]
+    StagePrologue<P, kBlockWarps>(a, staged);
+    xrow = staged + kRun * t / 8;
+  } else {
+    xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
+                                          kRun * t);
+  }
+  const int full_end = cols / kChunkCols;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // The consume side: the tile and chunk of the position being added.
+  int64_t ctile = static_cast<int64_t>(blockIdx.x) * tpb + warp / kw;
+  int cj = 0;
+  for (int p0 = 0; p0 < total; p0 += kDepth) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t row = tile * 16 + group + (i >> 1) * 8;
-    const int tok = 2 * t + (i & 1);
-    if (row >= w.rows || tok >= n) continue;
-    const float v = acc[i] + (a.bias != nullptr ? a.bias[row] : 0.0f);
-    O* o = out + tok * a.ldo + row;
-    *o = FromF32<O>(a.accumulate ? ToF32(*o) + v : v);
+    for (int u = 0; u < kDepth; ++u) {
+      if (p0 + u >= total) break;  // uniform: total is the block's
+      const uint4 v = data[u];
+      const float lo = s_lo[u], hi = s_hi[u];
+      const uint32_t z = kZeros ? zz[u] : 0u;
+      if (p0 + u + kDepth < total) issue(u);
+      const int c = c_first + cj;
+      if (ctile < tiles && c < chunks) {
+        ConsumeChunk<kValues, kZeros, P>(v, lo, hi, z, xrow, c, t,
+                                         c < full_end || kRun * (t + 1) <= cols - c * kChunkCols, acc);
+      }
+      if (++cj == per) {  // the round's tile is done: reduce, write, start the next tile
+        ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, ctile, ctile < tiles);
+        __syncthreads();  // partial is reused by the next round
+        acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+        cj = 0;
+        ctile += tile_step;
+      }
+    }
   }
 }
 
-// STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" (each 0 = the default's), read at every
-// launch so that tests and A/B runs can switch it within one process.
+// STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw[,blocks_per_sm[,max_blocks]]" (each 0 = the
+// default's; blocks_per_sm -1 = not persistent), read at every launch so that tests and A/B
+// runs can switch it within one process.
 QuantGemvStreamConfig ForcedConfig() {
-  QuantGemvStreamConfig c{0, 0, 0};
+  QuantGemvStreamConfig c{0, 0, 0, 0, 0};
   const char* e = std::getenv("STRATA_CUDA_QGEMV_STREAM");
   if (e == nullptr || *e == '\0') return c;
-  int v[3] = {0, 0, 0};
+  int v[5] = {0, 0, 0, 0, 0};
   int i = 0;
-  for (const char* p = e; *p != '\0' && i < 3; ++i) {
+  for (const char* p = e; *p != '\0' && i < 5; ++i) {
     v[i] = std::atoi(p);
     const char* comma = std::strchr(p, ',');
     if (comma == nullptr) break;
@@ -302,7 +441,21 @@ QuantGemvStreamConfig ForcedConfig() {
   c.depth = v[0];
   c.block_warps = v[1];
   c.kw = v[2];
+  c.blocks_per_sm = v[3];
+  c.max_blocks = v[4];
   return c;
+}
+
+int SmCount() {
+  static int count[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (count[dev] == 0) {
+    int v = 0;
+    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+    count[dev] = v > 0 ? v : 132;
+  }
+  return count[dev];
 }
 
 }  // namespace
@@ -340,6 +493,8 @@ QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int
   if (forced.depth > 0) c.depth = forced.depth;
   if (forced.block_warps > 0) c.block_warps = forced.block_warps;
   if (forced.kw > 0) c.kw = forced.kw;
+  if (forced.blocks_per_sm != 0) c.blocks_per_sm = forced.blocks_per_sm < 0 ? 0 : forced.blocks_per_sm;
+  if (forced.max_blocks > 0) c.max_blocks = forced.max_blocks;
   return c;
 }
 
@@ -355,7 +510,11 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const QuantWeightView& w = a.w;
   const int64_t tiles = (w.rows + 15) / 16;
   const int tiles_per_block = c.block_warps / c.kw;
-  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
+  const int64_t tile_groups = (tiles + tiles_per_block - 1) / tiles_per_block;
+  const bool persistent = c.blocks_per_sm > 0;
+  int64_t blocks = persistent ? std::min<int64_t>(tile_groups, static_cast<int64_t>(SmCount()) * c.blocks_per_sm)
+                              : tile_groups;
+  if (persistent && c.max_blocks > 0) blocks = std::min<int64_t>(blocks, c.max_blocks);
   const bool groups = w.group_size > 0;
   const bool zeros = w.values == kQuantInt4 && w.zeros != nullptr;
   cudaError_t e = cudaErrorInvalidValue;
@@ -368,7 +527,15 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     constexpr int B = decltype(warps_tag)::value;
     constexpr int P = decltype(p_tag)::value;
     using O = decltype(o_tag);
-    if (w.values == kQuantInt4) {
+    if (persistent) {
+      if (w.values == kQuantInt4) {
+        zeros ? go(QuantGemvPersistentKernel<kQuantInt4, true, true, D, B, P, O>, B)
+              : go(QuantGemvPersistentKernel<kQuantInt4, true, false, D, B, P, O>, B);
+      } else {
+        groups ? go(QuantGemvPersistentKernel<kQuantInt8, true, false, D, B, P, O>, B)
+               : go(QuantGemvPersistentKernel<kQuantInt8, false, false, D, B, P, O>, B);
+      }
+    } else if (w.values == kQuantInt4) {
       zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O>, B)
             : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O>, B);
     } else {

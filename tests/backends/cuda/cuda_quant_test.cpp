@@ -571,8 +571,12 @@ TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 256, 4096, 0, false, false, false},
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 64, false, false, false}};
-  // (depth, block_warps, kw); null: the default the dispatch picks.
-  const char* configs[] = {nullptr, "4,8,1", "4,8,8", "4,16,16", "8,8,2", "8,16,4", "8,8,8", "8,4,4", "4,4,2"};
+  // null: the default the dispatch picks.
+  // (depth, block_warps, kw[, blocks_per_sm, max_blocks]): the last ones persistent, with the
+  // grid capped at 3 or 2 blocks so that each block walks several tile groups.
+  const char* configs[] = {nullptr,  "4,8,1",  "4,8,8",      "4,16,16",   "8,8,2",    "8,16,4",
+                           "8,8,8",  "8,4,4",  "4,4,2",      "8,8,4,2,3", "4,8,2,3,2", "8,4,1,4,3",
+                           "4,16,8,1,2"};
   for (const Case& c : cases) {
     QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
     if (c.asym) {
@@ -790,15 +794,15 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
 // device: at one token the streaming GEMV computes the prologue itself (prologue_scratch,
 // poisoned, stays untouched), at 3 tokens the prologue kernel runs first; both against the
 // float64 product of the prologue's output rounded to BF16 as the device's rms_norm /
-// silu_mul round it, with and without the residual add, at the default configuration and
-// at a small-depth, whole-row one (the ring wraps).
+// silu_mul round it, with and without the residual add, at the default configuration, a
+// small-depth whole-row one (the ring wraps) and a persistent one (2 blocks, many rounds).
 TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16");
   ASSERT_TRUE(dev.ok()) << dev.err();
   std::mt19937 rng(37);
   const int64_t rows = 200, cols = 1536;
-  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1"}) {
+  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,8,2,2,2"}) {
     ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
       QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
