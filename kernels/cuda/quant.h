@@ -15,9 +15,9 @@
 // W = (q - z) * s per element for INT4, q * s for INT8 and FP8.
 //
 // The weight-only formats (INT4_GROUP, INT8_PER_CHANNEL) on a BF16-activation device are
-// instead stored tiled (layout kQuantTiledStream where the streaming GEMV takes the group
-// size, else kQuantTiled; kQuantTiled always with STRATA_CUDA_QGEMV_KERNEL=mma, row-major
-// with STRATA_CUDA_QGEMV=v1, both read at weight_create), in
+// instead stored tiled (layout kQuantTiled; kQuantTiledStream with
+// STRATA_CUDA_QGEMV_KERNEL=stream where the streaming GEMV takes the group size; row-major
+// with STRATA_CUDA_QGEMV=v1; both read at weight_create), in
 // the order the tensor-core GEMV (quant_gemv_mma.cu) reads them: 16-row tiles, each cut into
 // chunks of kQuantTiledChunkCols(values) columns (64 INT4 or 32 INT8), each chunk 512 bytes:
 // 16 per lane, holding exactly that lane's A fragments of mma.m16n8k16 for the chunk's
@@ -151,18 +151,13 @@ struct QuantGemvStreamConfig {
   int depth = 8;
   int block_warps = 8;
   int kw = 8;
-  // > 0: the persistent form, at most this many blocks per SM, each walking tile groups in
-  // turn with its loads running on across them; 0: one block per group of tiles.
-  int blocks_per_sm = 0;
-  int max_blocks = 0;  // persistent: a cap on the grid (> 0; tests use it to force many rounds)
 };
 bool QuantGemvStreamSupports(const QuantGemvArgs& a);
 // True when the streaming GEMV takes a.prologue itself: one token, BF16 out, the staged row
 // within 48 KB of shared memory (24,576 columns), aligned prologue operands.
 bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a);
 // The configuration LaunchQuantGemv uses for this weight and token count
-// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw[,blocks_per_sm[,max_blocks]]" overrides any
-// of them; 0 keeps one, blocks_per_sm -1 turns the persistent form off).
+// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);
 cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream);
 

@@ -32,7 +32,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -44,13 +46,17 @@ namespace strata::cuda {
 namespace {
 using namespace quant_tiled;  // NOLINT: the shared fragment helpers (quant_tiled.cuh)
 
-// Blocks per SM the register budget is set for: 32 resident warps (64 registers) with 4 loads
-// in flight per lane, 16 (128) with 8: a slot is 4 data registers + 2 scales + 1 packed zero
-// pair, and 16 warps x 8 loads x 512 bytes = 64 KB in flight per SM is already well past
-// what HBM's latency-bandwidth product asks of an SM (~25 KB at 4 TB/s and ~1 us).
-constexpr int MinBlocks(int depth, int block_warps) {
-  const int warps = depth <= 4 ? 24 : 16;
-  return warps / block_warps > 0 ? warps / block_warps : 1;
+// Blocks per SM the register budget is set for: 32 resident warps (64 registers; the ring is
+// in shared memory, which bounds residency first at depth 8: 16 warps x 8 slots x 0.75-1 KB).
+// 16 warps x 8 chunks x 512 bytes = 64 KB in flight per SM is well past what HBM's
+// latency-bandwidth product asks of an SM (~25 KB at 4 TB/s and ~1 us).
+constexpr int MinBlocks(int depth, int block_warps) { return 32 / block_warps > 0 ? 32 / block_warps : 1; }
+
+// A ring slot per warp: 32 lanes x (16 data bytes + s_lo + s_hi [+ two zero-point words]).
+constexpr int QuantStreamSlotBytes(bool zeros) { return 512 + 2 * 128 + (zeros ? 2 * 128 : 0); }
+
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src) : "memory");
 }
 
 constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
@@ -214,6 +220,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSteps = kChunkCols / 16;  // 16-column steps per chunk
+  constexpr int kSlotBytes = QuantStreamSlotBytes(kZeros);
   __shared__ float partial[kBlockWarps][4][32];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -233,32 +240,49 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   const uint4* wp = reinterpret_cast<const uint4*>(w.data) + (active ? tile : 0) * w.chunks * 32 + lane;
   const int64_t sbase = (active ? tile : 0) * w.ngroups * 16 + group;
   const float* sp = w.scales + sbase;
+  // Zero points go through 4-byte copies: the aligned words holding this lane's two bytes.
   const uint8_t* zp = kZeros ? w.zeros + sbase : nullptr;
+  const int zshift = kZeros ? static_cast<int>(reinterpret_cast<uintptr_t>(zp) & 3u) * 8 : 0;
   // Chunks per group (kGroups): group_size is a multiple of the chunk's columns.
   const int cpg = kGroups ? static_cast<int>(w.group_size / kChunkCols) : 1;
 
-  // The ring: slot u holds chunk c_begin + u + kDepth * i.
-  uint4 data[kDepth];
-  float s_lo[kDepth], s_hi[kDepth];
-  uint32_t zz[kDepth];  // kZeros: z_lo | z_hi << 16
+  // The ring, in shared memory after the staged prologue: per warp kDepth slots of
+  // [data: 32 x 16 B][s_lo: 32 x 4 B][s_hi][z_lo word][z_hi word], each lane's own entries (a
+  // lane reads back only what its own cp.async wrote: no barrier). cp.async (not loads into
+  // registers): a warp has 6 scoreboards for its loads in flight, so with a ring of register
+  // loads the wait for the oldest chunk also waited for the ones issued after it, one
+  // memory latency per chunk (the first version's result); cp.async groups complete in
+  // order and wait_group N waits for exactly the oldest.
+  extern __shared__ uint4 dyn_smem[];
+  const int staged_vec = P != kPlain ? static_cast<int>(w.cols / 8) : 0;
+  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec) + warp * kDepth * kSlotBytes;
+  auto slot_data = [&](int u) { return reinterpret_cast<uint4*>(ring + u * kSlotBytes) + lane; };
+  auto slot_word = [&](int u, int i) { return reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512 + i * 128) + lane; };
   // Loads are issued in chunk order, so the group of the next one is tracked, not divided.
   int load_group = kGroups ? c_begin / cpg : 0, load_left = kGroups ? cpg - c_begin % cpg : 0;
   auto issue = [&](int u, int c) {
-    data[u] = LoadStreaming(wp + c * 32);
+    CpAsync16(slot_data(u), wp + c * 32, true);
     if constexpr (kGroups) {
       const int gi = load_group;
       if (--load_left == 0) {
         ++load_group;
         load_left = cpg;
       }
-      s_lo[u] = __ldg(sp + gi * 16);
-      s_hi[u] = __ldg(sp + gi * 16 + 8);
-      if constexpr (kZeros) zz[u] = __ldg(zp + gi * 16) | static_cast<uint32_t>(__ldg(zp + gi * 16 + 8)) << 16;
+      CpAsync4(slot_word(u, 0), sp + gi * 16);
+      CpAsync4(slot_word(u, 1), sp + gi * 16 + 8);
+      if constexpr (kZeros) {
+        CpAsync4(slot_word(u, 2), reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16) & ~uintptr_t{3}));
+        CpAsync4(slot_word(u, 3),
+                 reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16 + 8) & ~uintptr_t{3}));
+      }
     }
   };
+  // One commit group per position (empty past the range), so that wait_group<kDepth - 1>
+  // before position p always means "position p has landed".
 #pragma unroll
   for (int u = 0; u < kDepth; ++u) {
     if (c_begin + u < c_end) issue(u, c_begin + u);
+    CpAsyncCommit();
   }
   float row_lo = 0.0f, row_hi = 0.0f;  // per-row scales
   if (!kGroups && c_begin < c_end) {
@@ -277,9 +301,8 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   constexpr int kRun = 4 * kSteps;  // 16 INT4, 8 INT8
   const uint4* xrow;
   if constexpr (P != kPlain) {
-    extern __shared__ uint4 staged[];  // prologue(x), [cols / 8]
-    StagePrologue<P, kBlockWarps>(a, staged);
-    xrow = staged + kRun * t / 8;
+    StagePrologue<P, kBlockWarps>(a, dyn_smem);  // prologue(x), [cols / 8], before the ring
+    xrow = dyn_smem + kRun * t / 8;
   } else {
     xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
                                           kRun * t);
@@ -295,144 +318,37 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
     for (int u = 0; u < kDepth; ++u) {
       const int c = c0 + u;
       if (c >= c_end) break;
-      // Take the chunk out of its slot and put the slot's next chunk in flight before any
-      // arithmetic: kDepth loads stay outstanding while this one is consumed.
-      const uint4 v = data[u];
-      const float lo = kGroups ? s_lo[u] : row_lo, hi = kGroups ? s_hi[u] : row_hi;
-      const uint32_t z = kZeros ? zz[u] : 0u;
-      if (c + kDepth < c_end) issue(u, c + kDepth);
+      CpAsyncWait<kDepth - 1>();  // chunk c (the oldest group) has landed
+      const uint4 v = *slot_data(u);
+      float lo = row_lo, hi = row_hi;
+      if constexpr (kGroups) {
+        lo = __uint_as_float(*slot_word(u, 0));
+        hi = __uint_as_float(*slot_word(u, 1));
+      }
+      uint32_t z = 0u;
+      if constexpr (kZeros) z = ((*slot_word(u, 2) >> zshift) & 0xffu) | ((*slot_word(u, 3) >> zshift) & 0xffu) << 16;
       consume(v, lo, hi, z, c, c < full_end || kRun * (t + 1) <= cols - c * kChunkCols);
+      // The slot is free once its values are used: its next chunk goes in flight (kDepth - 1
+      // others stay outstanding meanwhile).
+      if (c + kDepth < c_end) issue(u, c + kDepth);
+      CpAsyncCommit();
     }
   }
+  CpAsyncWait<0>();  // nothing in flight into shared memory at exit
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
   ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, tile, active);
 }
 
-// The persistent form (QuantGemvStreamConfig::blocks_per_sm > 0): a grid of at most
-// blocks_per_sm blocks per SM, each taking groups of kBlockWarps / kw tiles in turn (block b:
-// groups b, b + gridDim.x, ...), with the ring running on across the groups: while a group's
-// partial sums are reduced, the next group's first chunks are already in flight, and a
-// staged prologue is computed once per block rather than once per tile group. Every warp of
-// a block walks the same number of positions (rounds x per chunk slots; slots past the row
-// or past the last tile load and add nothing), so the per-round __syncthreads are uniform.
-// Scales are loaded per chunk also for per-row scales (the tile changes between rounds).
-template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
-__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
-    QuantGemvPersistentKernel(QuantGemvArgs a, int kw) {
-  constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
-  constexpr int kSteps = kChunkCols / 16;
-  constexpr int kRun = 4 * kSteps;
-  __shared__ float partial[kBlockWarps][4][32];
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int group = lane >> 2, t = lane & 3;
-  const QuantWeightView& w = a.w;
-  const int64_t tiles = (w.rows + 15) / 16;
-  const int tpb = kBlockWarps / kw;
-  const int64_t tile_groups = (tiles + tpb - 1) / tpb;
-  const int ks = warp % kw;
-  const int chunks = static_cast<int>(w.chunks);
-  const int per = (chunks + kw - 1) / kw;
-  const int c_first = ks * per;  // this warp's chunks of every tile: [c_first, c_first + per) within chunks
-  const int rounds = static_cast<int>((tile_groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
-  const int total = rounds * per;  // positions, the same for every warp of the block
-  const int64_t tile_step = static_cast<int64_t>(gridDim.x) * tpb;
-  const int cpg = kGroups ? static_cast<int>(w.group_size / kChunkCols) : (1 << 30);
-  const int g_first = c_first / cpg, left_first = cpg - c_first % cpg;
-
-  uint4 data[kDepth];
-  float s_lo[kDepth], s_hi[kDepth];
-  uint32_t zz[kDepth];
-  // The load side: the tile, chunk and group of the next position to load.
-  int64_t itile = static_cast<int64_t>(blockIdx.x) * tpb + warp / kw;
-  int ij = 0, lg = g_first, ll = left_first;
-  auto tile_data = [&](int64_t tl) {
-    return reinterpret_cast<const uint4*>(w.data) + (tl < tiles ? tl : 0) * w.chunks * 32 + lane;
-  };
-  auto tile_scales = [&](int64_t tl) { return (tl < tiles ? tl : 0) * w.ngroups * 16 + group; };
-  const uint4* iwp = tile_data(itile);
-  int64_t isb = tile_scales(itile);
-  auto issue = [&](int u) {
-    const int c = c_first + ij;
-    if (itile < tiles && c < chunks) {
-      data[u] = LoadStreaming(iwp + c * 32);
-      s_lo[u] = __ldg(w.scales + isb + lg * 16);
-      s_hi[u] = __ldg(w.scales + isb + lg * 16 + 8);
-      if constexpr (kZeros) {
-        zz[u] = __ldg(w.zeros + isb + lg * 16) | static_cast<uint32_t>(__ldg(w.zeros + isb + lg * 16 + 8)) << 16;
-      }
-    }
-    if (--ll == 0) {
-      ++lg;
-      ll = cpg;
-    }
-    if (++ij == per) {  // the next round's tile
-      ij = 0;
-      lg = g_first;
-      ll = left_first;
-      itile += tile_step;
-      iwp = tile_data(itile);
-      isb = tile_scales(itile);
-    }
-  };
-#pragma unroll
-  for (int u = 0; u < kDepth; ++u) {
-    if (u < total) issue(u);
-  }
-  AllowDependentLaunch();
-  WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
-
-  const int n = static_cast<int>(a.n);
-  const int cols = static_cast<int>(w.cols);
-  const uint4* xrow;
-  if constexpr (P != kPlain) {
-    extern __shared__ uint4 staged[];  // prologue(x), [cols / 8]
-    StagePrologue<P, kBlockWarps>(a, staged);
-    xrow = staged + kRun * t / 8;
-  } else {
-    xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
-                                          kRun * t);
-  }
-  const int full_end = cols / kChunkCols;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  // The consume side: the tile and chunk of the position being added.
-  int64_t ctile = static_cast<int64_t>(blockIdx.x) * tpb + warp / kw;
-  int cj = 0;
-  for (int p0 = 0; p0 < total; p0 += kDepth) {
-#pragma unroll
-    for (int u = 0; u < kDepth; ++u) {
-      if (p0 + u >= total) break;  // uniform: total is the block's
-      const uint4 v = data[u];
-      const float lo = s_lo[u], hi = s_hi[u];
-      const uint32_t z = kZeros ? zz[u] : 0u;
-      if (p0 + u + kDepth < total) issue(u);
-      const int c = c_first + cj;
-      if (ctile < tiles && c < chunks) {
-        ConsumeChunk<kValues, kZeros, P>(v, lo, hi, z, xrow, c, t,
-                                         c < full_end || kRun * (t + 1) <= cols - c * kChunkCols, acc);
-      }
-      if (++cj == per) {  // the round's tile is done: reduce, write, start the next tile
-        ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, ctile, ctile < tiles);
-        __syncthreads();  // partial is reused by the next round
-        acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-        cj = 0;
-        ctile += tile_step;
-      }
-    }
-  }
-}
-
-// STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw[,blocks_per_sm[,max_blocks]]" (each 0 = the
-// default's; blocks_per_sm -1 = not persistent), read at every launch so that tests and A/B
-// runs can switch it within one process.
+// STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" (each 0 = the default's), read at every
+// launch so that tests and A/B runs can switch it within one process.
 QuantGemvStreamConfig ForcedConfig() {
-  QuantGemvStreamConfig c{0, 0, 0, 0, 0};
+  QuantGemvStreamConfig c{0, 0, 0};
   const char* e = std::getenv("STRATA_CUDA_QGEMV_STREAM");
   if (e == nullptr || *e == '\0') return c;
-  int v[5] = {0, 0, 0, 0, 0};
+  int v[3] = {0, 0, 0};
   int i = 0;
-  for (const char* p = e; *p != '\0' && i < 5; ++i) {
+  for (const char* p = e; *p != '\0' && i < 3; ++i) {
     v[i] = std::atoi(p);
     const char* comma = std::strchr(p, ',');
     if (comma == nullptr) break;
@@ -441,21 +357,7 @@ QuantGemvStreamConfig ForcedConfig() {
   c.depth = v[0];
   c.block_warps = v[1];
   c.kw = v[2];
-  c.blocks_per_sm = v[3];
-  c.max_blocks = v[4];
   return c;
-}
-
-int SmCount() {
-  static int count[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (count[dev] == 0) {
-    int v = 0;
-    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
-    count[dev] = v > 0 ? v : 132;
-  }
-  return count[dev];
 }
 
 }  // namespace
@@ -493,8 +395,6 @@ QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int
   if (forced.depth > 0) c.depth = forced.depth;
   if (forced.block_warps > 0) c.block_warps = forced.block_warps;
   if (forced.kw > 0) c.kw = forced.kw;
-  if (forced.blocks_per_sm != 0) c.blocks_per_sm = forced.blocks_per_sm < 0 ? 0 : forced.blocks_per_sm;
-  if (forced.max_blocks > 0) c.max_blocks = forced.max_blocks;
   return c;
 }
 
@@ -510,16 +410,24 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const QuantWeightView& w = a.w;
   const int64_t tiles = (w.rows + 15) / 16;
   const int tiles_per_block = c.block_warps / c.kw;
-  const int64_t tile_groups = (tiles + tiles_per_block - 1) / tiles_per_block;
-  const bool persistent = c.blocks_per_sm > 0;
-  int64_t blocks = persistent ? std::min<int64_t>(tile_groups, static_cast<int64_t>(SmCount()) * c.blocks_per_sm)
-                              : tile_groups;
-  if (persistent && c.max_blocks > 0) blocks = std::min<int64_t>(blocks, c.max_blocks);
+  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   const bool groups = w.group_size > 0;
   const bool zeros = w.values == kQuantInt4 && w.zeros != nullptr;
   cudaError_t e = cudaErrorInvalidValue;
-  const size_t smem = a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0;
+  const size_t smem = (a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0) +
+                      static_cast<size_t>(c.block_warps) * c.depth * QuantStreamSlotBytes(zeros);
   auto go = [&](auto kernel, int warps) {
+    if (smem > 48 * 1024) {  // opt in above 48 KB, once per kernel instance
+      static std::mutex mu;
+      static std::vector<const void*> opted;
+      std::lock_guard<std::mutex> lock(mu);
+      const void* k = reinterpret_cast<const void*>(kernel);
+      if (std::find(opted.begin(), opted.end(), k) == opted.end()) {
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+        if (e != cudaSuccess) return;
+        opted.push_back(k);
+      }
+    }
     e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw);
   };
   auto by_values = [&](auto depth_tag, auto warps_tag, auto p_tag, auto o_tag) {
@@ -527,15 +435,7 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     constexpr int B = decltype(warps_tag)::value;
     constexpr int P = decltype(p_tag)::value;
     using O = decltype(o_tag);
-    if (persistent) {
-      if (w.values == kQuantInt4) {
-        zeros ? go(QuantGemvPersistentKernel<kQuantInt4, true, true, D, B, P, O>, B)
-              : go(QuantGemvPersistentKernel<kQuantInt4, true, false, D, B, P, O>, B);
-      } else {
-        groups ? go(QuantGemvPersistentKernel<kQuantInt8, true, false, D, B, P, O>, B)
-               : go(QuantGemvPersistentKernel<kQuantInt8, false, false, D, B, P, O>, B);
-      }
-    } else if (w.values == kQuantInt4) {
+    if (w.values == kQuantInt4) {
       zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O>, B)
             : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O>, B);
     } else {
