@@ -7,10 +7,14 @@
 // 16-column step for both, however x was read: its lanes had at most two rounds of 3 loads
 // in flight, and each group's scales were loaded one group (2 chunks of INT4 g128) before
 // their use, i.e. every warp waited a full memory latency every other chunk on a scale load.
-// Here every lane keeps kDepth chunk loads in flight at all times, each with the scales (and
-// zeros) of its chunk loaded beside it: a ring of kDepth slots, a slot refilled with chunk
-// c + kDepth the moment chunk c is taken from it. Nothing else on the warp's path goes to
-// HBM (x is 8-112 KB, read through L1/L2).
+// Here every lane keeps kDepth chunk copies in flight at all times, each with the scales (and
+// zeros) of its chunk copied beside it: a ring of kDepth slots in shared memory filled by
+// cp.async (one commit group per chunk; wait_group<kDepth - 1> waits for exactly the oldest),
+// a slot refilled with chunk c + kDepth as soon as chunk c has been used. (A first version kept
+// the ring in registers and measured slower than quant_gemv_mma.cu: docs/benchmarks.md, run
+// 6.) Nothing else on the warp's path goes to HBM (x is 8-112 KB, read through L1/L2), and at
+// one token matmul_ex's rms_norm / silu_mul prologue is computed here (StagePrologue) instead
+// of by a kernel of its own.
 //
 // Instructions per byte: the weight is stored kQuantTiledStream (quant.h), the mma fragments
 // of kQuantTiled with each chunk's columns permuted so that a lane's B fragments for the
@@ -34,6 +38,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/element_access.cuh"
@@ -417,15 +422,25 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const size_t smem = (a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0) +
                       static_cast<size_t>(c.block_warps) * c.depth * QuantStreamSlotBytes(zeros);
   auto go = [&](auto kernel, int warps) {
-    if (smem > 48 * 1024) {  // opt in above 48 KB, once per kernel instance
+    if (smem > 48 * 1024) {  // opt in above 48 KB, once per kernel instance and device
       static std::mutex mu;
-      static std::vector<const void*> opted;
+      static std::vector<std::pair<int, const void*>> opted;
+      int dev = 0;
+      e = cudaGetDevice(&dev);
+      if (e != cudaSuccess) return;
       std::lock_guard<std::mutex> lock(mu);
-      const void* k = reinterpret_cast<const void*>(kernel);
-      if (std::find(opted.begin(), opted.end(), k) == opted.end()) {
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+      const std::pair<int, const void*> key{dev, reinterpret_cast<const void*>(kernel)};
+      if (std::find(opted.begin(), opted.end(), key) == opted.end()) {
+        int most = 0;
+        e = cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
         if (e != cudaSuccess) return;
-        opted.push_back(k);
+        if (smem > static_cast<size_t>(most)) {
+          e = cudaErrorInvalidValue;
+          return;
+        }
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        if (e != cudaSuccess) return;
+        opted.push_back(key);
       }
     }
     e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw);
