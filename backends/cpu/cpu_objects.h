@@ -36,6 +36,19 @@ struct strata_device_s {
   // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
   std::unique_ptr<strata::cpu::OpProfiler> profiler;
   strata::cpu::QuantCounters quant_counters;
+  // Which activation blocks the INT4_GROUP GEMVs multiply (quant_simd_kernels.h): int8
+  // (ActInt8: 64 products per vpdpbusd, no widening of the nibbles, about 2x the int16 kernel's
+  // weights/ns; each activation rounded to max|block| / 254) or int16 (ActInt16: within the
+  // float path's 2e-5). kAuto, the default, follows each format's reference implementation:
+  // symmetric groups of 32 are GGUF Q4_0, whose reference matmul (llama.cpp's Q4_0 x Q8_0)
+  // quantizes the activations to int8 blocks of 32 exactly so, so int8; other INT4 groups
+  // (GPTQ / AWQ checkpoints, asymmetric or groups of 64 / 128) are W4A16 formats whose
+  // references keep 16-bit activations, so int16. The int8 rounding measurably costs quality
+  // on a small model (stories260K: +0.2-0.5% perplexity, docs/benchmarks.md), which is why it
+  // is not applied where the format's own reference does not do it. Set with the device option
+  // int4_activations=auto|int8|int16 or STRATA_CPU_INT4_ACTIVATIONS.
+  enum class Int4Activations { kAuto, kInt8, kInt16 };
+  Int4Activations int4_activations = Int4Activations::kAuto;
   ~strata_device_s();
 };
 

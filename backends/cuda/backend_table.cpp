@@ -118,6 +118,9 @@ struct OpenOptions {
   int32_t gemm_candidate = -1;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
+  int quant_gemm = Device::kQuantGemmAuto;  // quant_gemm=auto|wgmma|cublas
+  bool require_quant_wgmma = false;         // quant_gemm=wgmma: an error where it cannot run
+  bool quant_fuse = true;
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -162,6 +165,9 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
+  if (EnvIs("STRATA_CUDA_QUANT_GEMM", "cublas")) o->quant_gemm = Device::kQuantGemmCublas;
+  if (EnvIs("STRATA_CUDA_QUANT_GEMM", "wgmma")) o->quant_gemm = Device::kQuantGemmWgmma;
+  o->quant_fuse = !EnvIs("STRATA_CUDA_QUANT_FUSE", "off");
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -246,6 +252,19 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option gemm_splitk=", value, " (expected 0..16)");
       }
       o->gemm_splitk = static_cast<int32_t>(v);
+    } else if (key == "quant_gemm") {
+      if (value != "auto" && value != "wgmma" && value != "cublas") {
+        return InvalidArgument("device_open: option quant_gemm=", value, " (expected auto, wgmma or cublas)");
+      }
+      o->quant_gemm = value == "auto"    ? Device::kQuantGemmAuto
+                      : value == "wgmma" ? Device::kQuantGemmWgmma
+                                         : Device::kQuantGemmCublas;
+      o->require_quant_wgmma = value == "wgmma";
+    } else if (key == "quant_fuse") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument("device_open: option quant_fuse=", value, " (expected on or off)");
+      }
+      o->quant_fuse = value == "on";
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
@@ -258,7 +277,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off)");
+                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off)");
     }
   }
   return Ok();
@@ -379,6 +399,14 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     int cluster_launch = 0;
     dev->cluster_launch = cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, index) ==
                               cudaSuccess && cluster_launch != 0;
+    // The 8-bit wgmma GEMM is sm_90a code with clusters and TMA; elsewhere cuBLASLt.
+    const bool quant_wgmma_ok = sm90a && dev->cluster_launch && TensorMapEncoder() != nullptr;
+    if (parsed.require_quant_wgmma && !quant_wgmma_ok) {
+      return Unsupported("device_open: quant_gemm=wgmma needs an sm_90 GPU (H100/H200) with clusters and TMA; this one is sm_",
+                         prop.major, prop.minor);
+    }
+    dev->quant_gemm_mode = quant_wgmma_ok ? parsed.quant_gemm : Device::kQuantGemmCublas;
+    dev->quant_fuse = parsed.quant_fuse;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

@@ -113,6 +113,15 @@ struct Device {
   unsigned long long* quant_counters = nullptr;
   // The int8 / FP8 tensor-core products (cuBLASLt), created at the first quantized product.
   std::unique_ptr<QuantLtGemm> quant_gemm;
+  // Which GEMM multiplies W8A8 / FP8 weights by the 8-bit activations (device option
+  // quant_gemm=, cuda_backend.h): kernels/cuda/gemm_wgmma.cu (scales, bias and residual add
+  // in its epilogue; sm_90a only) for up to kWgmmaMaxTokens tokens (auto) or for every size
+  // (wgmma), else cuBLASLt + the epilogue kernel (cublas, and any device but sm_90).
+  enum QuantGemm { kQuantGemmCublas = 0, kQuantGemmAuto = 1, kQuantGemmWgmma = 2 };
+  int quant_gemm_mode = kQuantGemmAuto;
+  // quant_fuse=on: matmul_ex's RMSNorm / SiLU*mul prologue of a W8A8 / FP8 product writes
+  // the 8-bit activations itself (kernels/cuda/quant_prologue.cu).
+  bool quant_fuse = true;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

@@ -600,6 +600,21 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
         p->prologue == STRATA_PROLOGUE_SILU_MUL ? uv.base : nullptr, &taken);
     if (taken || !st.ok()) return st;
   }
+  // W8A8 / FP8 weights: the prologue's kernel writes the 8-bit activations directly
+  // (its BF16 output is never stored, prologue_scratch stays unused).
+  if (p->prologue != STRATA_PROLOGUE_NONE && QuantTakesPrologue(dev, w, xv.cols)) {
+    QuantProductPrologue qp;
+    if (p->prologue == STRATA_PROLOGUE_RMS_NORM) {
+      qp.kind = kQuantPrologueRmsNorm;
+      qp.norm_weight = reinterpret_cast<const float*>(nv.base);
+      qp.eps = p->eps;
+    } else {
+      qp.kind = kQuantPrologueSiluMul;
+      qp.up = uv.base;
+      qp.ldup = uv.stride;
+    }
+    return RunQuantProduct(dev, xv, w, b, ov, accumulate, &qp);
+  }
   // Otherwise the parts: the prologue into its scratch, then the product (cuBLASLt adds
   // into out itself: beta = 1).
   View in = xv;

@@ -4,10 +4,17 @@
 //     expand the weight into scratch once per product and multiply it with cuBLASLt, where the
 //     product is compute bound and the expansion a small extra pass;
 //   W8A8, INT8_OUTLIER_SPLIT, FP8: the activations are quantized per token (a kernel that also
-//     counts saturation, non-finite values and run-time outliers), multiplied on the 8-bit
-//     tensor cores (cuBLASLt IMMA / FP8; kernels/cuda/quant_dot.cu where cuBLASLt has no
-//     algorithm) and dequantized by the epilogue kernel with the outlier columns, bias and
-//     residual add.
+//     counts saturation, non-finite values and run-time outliers; for W8A8 / FP8 behind
+//     matmul_ex's RMSNorm / SiLU*mul prologue, that prologue's own kernel:
+//     kernels/cuda/quant_prologue.cu), then multiplied on the 8-bit tensor cores:
+//     - W8A8 / FP8 on sm_90 (quant_gemm=auto: up to kWgmmaMaxTokens tokens): the wgmma GEMM
+//       of kernels/cuda/gemm_wgmma.cu, which applies the weight-row x token scales, bias and
+//       residual add in its epilogue, so the product is one kernel after the quantizer;
+//     - otherwise cuBLASLt (IMMA into an I32 product / FP8 with its outer-vector scales
+//       straight into out; kernels/cuda/quant_dot.cu where cuBLASLt has no algorithm),
+//       dequantized by the epilogue kernel with the outlier columns, bias and residual add.
+//   Why our kernel for decode sizes: cuBLASLt's IMMA at 128 tokens reads the weights at
+//   ~1.25 TB/s and needs the I32 round trip and a second kernel (docs/benchmarks.md, issue 28).
 // Act-order weights read x through their column permutation (a gather into scratch first).
 #include <algorithm>
 #include <cstdint>
@@ -16,6 +23,7 @@
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/quant_lt_gemm.h"
 #include "backends/cuda/quant_weight.h"
+#include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/quant.h"
 
@@ -46,6 +54,12 @@ Status QuantScratch(Device* dev, uint64_t bytes, char** out) {
 }
 
 Status Launched(cudaError_t e, const char* what) { return CudaStatus(e, what); }
+
+// W8A8 / FP8 without LLM.int8's outlier columns: what the fused prologue and the wgmma GEMM take.
+bool PlainAct8(const QuantWeight& q) {
+  return (q.format == STRATA_WEIGHT_W8A8 || q.format == STRATA_WEIGHT_FP8) && q.num_outliers == 0 &&
+         q.perm == nullptr && q.view.layout == kQuantRowMajor;
+}
 
 }  // namespace
 
@@ -82,7 +96,12 @@ Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const fl
                   "matmul_ex: quantized gemv with its prologue");
 }
 
-Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate) {
+bool QuantTakesPrologue(const Device* dev, const Weight* w, int64_t cols) {
+  return dev->quant_fuse && w->quant != nullptr && PlainAct8(*w->quant) && QuantPrologueSupports(cols);
+}
+
+Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate,
+                       const QuantProductPrologue* prologue) {
   const int64_t n = xv.rows;
   if (n == 0) return Ok();
   const QuantWeight& q = *w->quant;
@@ -107,13 +126,40 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   const int64_t ldq = (cols + 15) / 16 * 16;
   uint64_t off_scale = 0, off_rt = 0, off_acc = 0;
   const bool runtime_outliers = q.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT && q.outlier_threshold > 0.0f;
+  if (prologue != nullptr && !QuantTakesPrologue(dev, w, cols)) {
+    return Error(STRATA_ERROR_INTERNAL, "matmul_ex: a prologue passed to a quantized product that does not take it");
+  }
+  // The 8-bit wgmma GEMM (its epilogue dequantizes: no I32 / F32 product in scratch). x is
+  // the quantized activations in scratch (256-byte aligned), filled in below.
+  WgmmaGemmArgs wa;
+  wa.w = wv.data;
+  wa.w_dtype = wv.values == kQuantFp8 ? STRATA_DTYPE_FP8_E4M3 : STRATA_DTYPE_I8;
+  wa.ldw = wv.ld;
+  wa.x_dtype = wa.w_dtype;
+  wa.ldx = ldq;
+  wa.w_scale = wv.scales;
+  wa.a_scale = wv.scales;  // placeholder for the check; the token scales below
+  wa.bias = bias;
+  wa.out = ov.base;
+  wa.ldo = ov.stride;
+  wa.out_dtype = ov.dtype;
+  wa.m = rows;
+  wa.n = n;
+  wa.k = cols;
+  wa.accumulate = accumulate;
+  wa.overlap_previous = dev->use_pdl;
+  wa.splits = dev->wgmma_splits;
+  const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
+                     (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
+                      (dev->quant_gemm_mode == Device::kQuantGemmAuto && n <= kWgmmaMaxTokens)) &&
+                     WgmmaGemmSupports(wa);
   if (weight_only && !gemv) {
     rest = Align256(static_cast<uint64_t>(rows * cols) * xs);  // the expanded weight
   } else if (!weight_only) {
     off_scale = Align256(static_cast<uint64_t>(n * ldq));
     off_rt = off_scale + Align256(static_cast<uint64_t>(n) * 4);
     off_acc = off_rt + (runtime_outliers ? Align256(static_cast<uint64_t>(n) * 4 * (1 + 2 * kMaxRuntimeOutliers)) : 0);
-    rest = off_acc + Align256(static_cast<uint64_t>(n * rows) * 4);
+    rest = off_acc + (wgmma ? 0 : Align256(static_cast<uint64_t>(n * rows) * 4));
   }
   char* ws = nullptr;
   if (perm_bytes + rest > 0) STRATA_CUDA_RETURN_IF_ERROR(QuantScratch(dev, perm_bytes + rest, &ws));
@@ -188,7 +234,26 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   qa.scale = reinterpret_cast<float*>(part + off_scale);
   qa.counters = dev->quant_counters;
   qa.slot = q.counter_slot;
-  STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantActivations(qa, dev->stream), "matmul: quantize activations"));
+  if (prologue != nullptr) {
+    qa.prologue = prologue->kind;
+    qa.norm_weight = prologue->norm_weight;
+    qa.eps = prologue->eps;
+    qa.up = prologue->up;
+    qa.ldup = prologue->ldup;
+    STRATA_CUDA_RETURN_IF_ERROR(
+        Launched(LaunchQuantPrologue(qa, dev->stream), "matmul_ex: prologue with activation quantization"));
+  } else if (QuantTakesPrologue(dev, w, cols)) {
+    // No prologue (the o projection): the same kernel, for its 16-byte loads.
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantPrologue(qa, dev->stream), "matmul: quantize activations"));
+  } else {
+    STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantActivations(qa, dev->stream), "matmul: quantize activations"));
+  }
+
+  if (wgmma) {
+    wa.x = part;
+    wa.a_scale = qa.scale;
+    return Launched(LaunchWgmmaGemm(wa, dev->stream), "matmul: 8-bit wgmma gemm");
+  }
 
   void* acc = part + off_acc;
   if (dev->quant_gemm == nullptr) {

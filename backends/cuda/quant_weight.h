@@ -59,9 +59,21 @@ bool UseTiledQuantLayout(int32_t format, int32_t act_dtype, int64_t cols, int64_
 bool IsQuantFormat(int32_t format);
 // Validates desc (a quantized format), repacks and uploads it. `name` is for messages.
 Status CreateQuantWeight(Device* dev, const strata_weight_desc* desc, const char* name, Weight* w);
+// matmul_ex's prologue, for a product that computes it itself (QuantTakesPrologue).
+struct QuantProductPrologue {
+  int32_t kind = 0;  // kQuantPrologueRmsNorm or kQuantPrologueSiluMul (kernels/cuda/quant.h)
+  const float* norm_weight = nullptr;
+  float eps = 0.0f;
+  const void* up = nullptr;  // like x
+  int64_t ldup = 0;
+};
+// True when RunQuantProduct computes a prologue of `cols`-wide rows itself, fused into its
+// activation quantization (W8A8 / FP8 without outlier columns, quant_fuse=on).
+bool QuantTakesPrologue(const Device* dev, const Weight* w, int64_t cols);
 // out (+)= x * W^T + bias for a quantized W (x and out validated by the caller, x in the
-// device's activation type).
-Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate);
+// device's activation type); with `prologue` (QuantTakesPrologue), of prologue(x) instead.
+Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate,
+                       const QuantProductPrologue* prologue = nullptr);
 // matmul_ex's prologue (strata_matmul_prologue: rms_norm with norm_weight / eps, or silu_mul
 // with up) computed by the streaming GEMV itself (one token, a kQuantTiledStream weight
 // without act-order; STRATA_CUDA_QGEMV_FUSE=0 at start-up turns it off): out (+)=

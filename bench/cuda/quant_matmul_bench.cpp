@@ -13,6 +13,12 @@
 //
 // Usage: quant_matmul_bench [--tokens 1,128,4096] [--formats bf16,w4a16,w8a16,w8a8,fp8] [--reps 20]
 //                           [--quant-head 1]  (the LM head in the format too, not BF16)
+//                           [--ops matmul|layer]  (layer: each product as the model issues it,
+//                              matmul_ex with the RMSNorm prologue for qkv and gate_up, the
+//                              residual add for o, SiLU*mul + residual add for down; so W8A8 /
+//                              FP8 time their fused prologue quantization and epilogue)
+//                           [--device-options "quant_gemm=cublas;quant_fuse=off"]  (appended
+//                              to activations=bf16; printed as "options")
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -154,6 +160,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> formats = {"bf16", "w4a16", "w8a16", "w8a8", "fp8"};
   int reps = 20;
   bool quant_head = false;
+  bool layer_ops = false;
+  std::string extra_options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") {
@@ -163,6 +171,12 @@ int main(int argc, char** argv) {
       std::stringstream ss(argv[i + 1]);
       std::string f;
       while (std::getline(ss, f, ',')) formats.push_back(f);
+    } else if (a == "--ops") {
+      const std::string v = argv[i + 1];
+      if (v != "matmul" && v != "layer") Die("--ops " + v + " (expected matmul or layer)");
+      layer_ops = v == "layer";
+    } else if (a == "--device-options") {
+      extra_options = argv[i + 1];
     } else if (a == "--quant-head") {
       quant_head = std::atoi(argv[i + 1]) != 0;
     } else if (a == "--reps") {
@@ -178,7 +192,8 @@ int main(int argc, char** argv) {
   g_api = init()->backend;
   strata_device_options o{};
   o.struct_size = sizeof(o);
-  o.options = "activations=bf16";
+  const std::string options = "activations=bf16" + (extra_options.empty() ? "" : ";" + extra_options);
+  o.options = options.c_str();
   Check(g_api->device_open(0, &o, &g_dev), "device_open");
 
   const int64_t max_n = *std::max_element(tokens.begin(), tokens.end());
@@ -187,13 +202,22 @@ int main(int argc, char** argv) {
   const int64_t max_in = 14336;
   int64_t out_elems = 0;
   for (int64_t n : tokens) out_elems = std::max(out_elems, n * (n <= 256 ? kVocab : 28672));
-  strata_buffer xb = nullptr, ob = nullptr;
+  strata_buffer xb = nullptr, ob = nullptr, ub = nullptr, psb = nullptr, qsb = nullptr, nwb = nullptr;
   Check(g_api->buffer_alloc(g_dev, max_n * max_in * 2, &xb), "alloc x");
   Check(g_api->buffer_alloc(g_dev, out_elems * 2, &ob), "alloc out");
   {
     std::vector<uint16_t> x(max_n * max_in);
     for (auto& v : x) v = static_cast<uint16_t>(0x3f00 | (Next() & 0x807f));  // |x| in [0.5, 1)
     Check(g_api->upload(g_dev, xb, 0, x.data(), x.size() * 2), "upload x");
+    if (layer_ops) {  // up (SiLU*mul's second input), the matmul_ex scratch, the norm weight
+      Check(g_api->buffer_alloc(g_dev, max_n * max_in * 2, &ub), "alloc up");
+      Check(g_api->upload(g_dev, ub, 0, x.data(), x.size() * 2), "upload up");
+      Check(g_api->buffer_alloc(g_dev, max_n * max_in * 2, &psb), "alloc prologue scratch");
+      Check(g_api->buffer_alloc(g_dev, max_n * 28672 * 2, &qsb), "alloc product scratch");
+      const std::vector<float> nw(14336, 1.0f);
+      Check(g_api->buffer_alloc(g_dev, nw.size() * 4, &nwb), "alloc norm weight");
+      Check(g_api->upload(g_dev, nwb, 0, nw.data(), nw.size() * 4), "upload norm weight");
+    }
   }
   strata_weight head = nullptr;
   uint64_t head_bytes = 0;
@@ -218,7 +242,28 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < ws.size(); ++i) {
           const Shape& s = kLayer[i % 4];
           const strata_tensor x = T(xb, n, s.cols, STRATA_DTYPE_BF16), out = T(ob, n, s.rows, STRATA_DTYPE_BF16);
-          Check(g_api->matmul(g_dev, &x, ws[i], nullptr, &out), std::string("matmul ") + format + " " + s.name);
+          if (!layer_ops) {
+            Check(g_api->matmul(g_dev, &x, ws[i], nullptr, &out), std::string("matmul ") + format + " " + s.name);
+            continue;
+          }
+          // As core/model issues them: qkv, gate_up = matmul_ex(rms_norm); o += matmul_ex;
+          // down += matmul_ex(silu_mul).
+          const int si = static_cast<int>(i % 4);
+          const strata_tensor up = T(ub, n, s.cols, STRATA_DTYPE_BF16), ps = T(psb, n, s.cols, STRATA_DTYPE_BF16),
+                              qs = T(qsb, n, s.rows, STRATA_DTYPE_BF16);
+          strata_tensor nw = T(nwb, 1, s.cols, STRATA_DTYPE_F32);
+          nw.ndim = 1;
+          nw.shape[0] = s.cols;
+          strata_matmul_params p{};
+          p.struct_size = sizeof(p);
+          p.prologue = si == 0 || si == 2 ? STRATA_PROLOGUE_RMS_NORM : si == 3 ? STRATA_PROLOGUE_SILU_MUL : STRATA_PROLOGUE_NONE;
+          p.norm_weight = &nw;
+          p.eps = 1e-5f;
+          p.up = &up;
+          p.accumulate = si == 1 || si == 3 ? 1 : 0;
+          p.prologue_scratch = p.prologue != STRATA_PROLOGUE_NONE ? &ps : nullptr;
+          p.product_scratch = p.accumulate ? &qs : nullptr;
+          Check(g_api->matmul_ex(g_dev, &x, ws[i], &p, &out), std::string("matmul_ex ") + format + " " + s.name);
         }
         if (decode) {
           const strata_tensor x = T(xb, n, kHidden, STRATA_DTYPE_BF16), out = T(ob, n, kVocab, STRATA_DTYPE_BF16);
@@ -244,10 +289,10 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       const double gb = (layer_bytes + (decode ? fhead_bytes : 0)) / 1e9;
-      std::printf("{\"bench\":\"quant_matmul\",\"format\":\"%s\",\"tokens\":%lld,\"lm_head\":\"%s\",\"step_ms\":%.4f,"
-                  "\"min_ms\":%.4f,\"weight_gb\":%.3f,\"gbps\":%.1f,\"gemm_tok_s\":%.1f}\n",
-                  format.c_str(), static_cast<long long>(n), !decode ? "none" : fhead != head ? format.c_str() : "bf16", med, ms.front(), gb, gb / med * 1e3,
-                  n / med * 1e3);
+      std::printf("{\"bench\":\"quant_matmul\",\"format\":\"%s\",\"tokens\":%lld,\"lm_head\":\"%s\",\"ops\":\"%s\","
+                  "\"options\":\"%s\",\"step_ms\":%.4f,\"min_ms\":%.4f,\"weight_gb\":%.3f,\"gbps\":%.1f,\"gemm_tok_s\":%.1f}\n",
+                  format.c_str(), static_cast<long long>(n), !decode ? "none" : fhead != head ? format.c_str() : "bf16",
+                  layer_ops ? "layer" : "matmul", options.c_str(), med, ms.front(), gb, gb / med * 1e3, n / med * 1e3);
       std::fflush(stdout);
     }
     for (strata_weight w : ws) g_api->weight_free(g_dev, w);
@@ -256,6 +301,9 @@ int main(int argc, char** argv) {
   g_api->weight_free(g_dev, head);
   g_api->buffer_free(g_dev, xb);
   g_api->buffer_free(g_dev, ob);
+  for (strata_buffer b : {ub, psb, qsb, nwb}) {
+    if (b != nullptr) g_api->buffer_free(g_dev, b);
+  }
   g_api->device_close(g_dev);
   return 0;
 }

@@ -29,6 +29,7 @@
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/sm90_async.cuh"
 #include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/wgmma_8bit.cuh"
 #include "kernels/cuda/wgmma_bf16.cuh"
 #include "strata/device.h"
 
@@ -38,7 +39,47 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kBM = 128;  // weight rows per block: two consumer warpgroups of 64
-constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of bf16
+constexpr int kRowBytes = 128;  // K bytes per stage: one 128-byte swizzle row
+
+// The input kinds: bf16 (k16 per instruction, f32 sums), s8 (W8A8 INT8: k32, exact s32
+// sums) and FP8 E4M3 (k32, f32 sums). A stage holds 128 bytes of K in every case, so the
+// tiles, the swizzle and the descriptors' byte steps are the same; only the element count
+// per stage (the TMA coordinates) and the instruction differ.
+enum InKind : int { kInBf16 = 0, kInS8 = 1, kInE4m3 = 2 };
+constexpr int kInKinds = 3;
+constexpr int BkOf(int in) { return in == kInBf16 ? 64 : 128; }  // K elements per stage
+
+#if defined(STRATA_SM90A)
+constexpr int kKSteps = kRowBytes / 32;  // wgmma instructions per stage (32 bytes of K each)
+template <int kIn>
+struct In {
+  using Acc = float;
+  static constexpr int kBK = BkOf(kIn);
+  template <int BN>
+  static __device__ __forceinline__ void Mma(Acc* acc, uint64_t a, uint64_t b) {
+    WgmmaBf16<BN>(acc, a, b);
+  }
+};
+template <>
+struct In<kInS8> {
+  using Acc = int32_t;
+  static constexpr int kBK = BkOf(kInS8);
+  template <int BN>
+  static __device__ __forceinline__ void Mma(Acc* acc, uint64_t a, uint64_t b) {
+    WgmmaS8<BN>(acc, a, b);
+  }
+};
+template <>
+struct In<kInE4m3> {
+  using Acc = float;
+  static constexpr int kBK = BkOf(kInE4m3);
+  template <int BN>
+  static __device__ __forceinline__ void Mma(Acc* acc, uint64_t a, uint64_t b) {
+    WgmmaE4m3<BN>(acc, a, b);
+  }
+};
+#endif  // STRATA_SM90A
+
 constexpr int kConsumerWarps = 8;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + one producer warp
 constexpr int kPartStride = kBM + 4;  // floats per token row of a partial tile: conflict-free writes
@@ -50,8 +91,8 @@ struct Tile {
   // with a deeper pipeline.
   static constexpr int kMinBlocks = BN <= 128 ? 2 : 1;
   static constexpr uint32_t kStageBudget = kMinBlocks == 2 ? 96 * 1024 : 200 * 1024;
-  static constexpr uint32_t kWBytes = kBM * kBK * 2;
-  static constexpr uint32_t kXBytes = BN * kBK * 2;
+  static constexpr uint32_t kWBytes = kBM * kRowBytes;
+  static constexpr uint32_t kXBytes = BN * kRowBytes;
   static constexpr uint32_t kStageBytes = kWBytes + kXBytes;
   static constexpr int kStages = kStageBudget / kStageBytes < 6 ? kStageBudget / kStageBytes : 6;
   static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
@@ -63,6 +104,10 @@ struct Tile {
 };
 
 struct Epilogue {
+  // 8-bit inputs: the product times w_scale[row] (per weight row) and a_scale[t] (per
+  // token) before bias and residual; null for bf16.
+  const float* w_scale;
+  const float* a_scale;
   const float* bias;
   void* out;
   int64_t ldo;
@@ -76,6 +121,10 @@ struct Epilogue {
 __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v) {
   const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
   float r[4] = {v.x, v.y, v.z, v.w};
+  if (ep.w_scale != nullptr) {
+    const float as = ep.a_scale[t];
+    for (int e = 0; e < 4; ++e) r[e] *= (row + e < ep.m ? ep.w_scale[row + e] : 0.0f) * as;
+  }
   if (ep.bias != nullptr) {
     for (int e = 0; e < 4; ++e) r[e] += row + e < ep.m ? ep.bias[row + e] : 0.0f;
   }
@@ -122,14 +171,28 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 }
 #endif
 
+// The order of the tiles over the grid when there are many token tiles (8-bit prefill):
+// blocks run in groups of group_n token tiles, weight tiles slowest within a group, so the
+// blocks resident at once share a few weight tiles and group_n activation tiles in L2
+// instead of each wave streaming a different slice of W (the plain grid, x = weight tile,
+// reads every weight tile once per token tile from HBM).
+struct Raster {
+  int32_t group_n = 0;  // 0: the plain grid (x = weight tile * splits + split, y = token tile)
+  int32_t tiles_m = 0, tiles_n = 0;
+};
+
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
-// y = token tile. `num_kb` = ceil(k / 64) K blocks, divided evenly among the splits.
-template <int BN>
+// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above.
+// `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
+template <int BN, int kIn>
 __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
-                    int32_t num_kb, Epilogue ep) {
+                    int32_t num_kb, Epilogue ep, Raster raster) {
 #if defined(STRATA_SM90A)
   using T = Tile<BN>;
+  using I = In<kIn>;
+  using Acc = typename I::Acc;
+  constexpr int kBK = I::kBK;
   extern __shared__ uint8_t smem_raw[];
   // Tiles start 1024-byte aligned in the shared window (same offset in every block, so a
   // peer's partial tile is at the same place in its window).
@@ -143,8 +206,17 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   cg::cluster_group cluster = cg::this_cluster();
   const int splits = static_cast<int>(cluster.num_blocks());
   const int split = static_cast<int>(cluster.block_rank());
-  const int tile_m = blockIdx.x / splits;
-  const int tile_n = blockIdx.y;
+  int tile_m = blockIdx.x / splits;
+  int tile_n = blockIdx.y;
+  if (raster.group_n > 0) {
+    const int per_group = raster.group_n * raster.tiles_m;
+    const int group = static_cast<int>(blockIdx.x) / per_group;
+    const int first_n = group * raster.group_n;
+    const int gn = min(raster.group_n, raster.tiles_n - first_n);
+    const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
+    tile_n = first_n + in_group % gn;
+    tile_m = in_group / gn;
+  }
   const int kb0 = static_cast<int>(static_cast<int64_t>(split) * num_kb / splits);
   const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * num_kb / splits);
   const int iters = kb1 - kb0;
@@ -159,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   }
   __syncthreads();
 
-  float acc[BN / 2];
+  Acc acc[BN / 2];
   if (warp == kConsumerWarps) {
     // Producer: one thread issues every TMA load (the others only join the epilogue, which
     // writes out: they too wait for the previous kernel).
@@ -187,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     WaitForPreviousKernel();  // the epilogue reads and writes out
     const int wg = warp / 4;
 #pragma unroll
-    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+    for (int r = 0; r < BN / 2; ++r) acc[r] = Acc(0);
     for (int i = 0; i < iters; ++i) {
       const int s = i % T::kStages;
       sm90::MbarWait(&full[s], (i / T::kStages) & 1);
@@ -197,8 +269,8 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
       for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
       sm90::WgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        WgmmaBf16<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        I::template Mma<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
       }
       sm90::WgmmaCommit();
       // Keep this stage's MMAs in flight while the previous stage's are retired and its
@@ -221,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     for (int r = 0; r < BN / 2; ++r) {
       const int row = row0 + 8 * ((r % 4) / 2);
       const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-      part[col * kPartStride + row] = acc[r];
+      part[col * kPartStride + row] = static_cast<float>(acc[r]);
     }
   }
   cluster.sync();  // every block's partial tile is written
@@ -248,16 +320,19 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
 #endif
 }
 
-// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in tiles of
-// box_rows x 64, swizzled 128 bytes; out-of-bounds elements read as zero.
-bool EncodeBf16Map(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_rows) {
+// A row-major [rows, cols] matrix of bf16 (in = kInBf16) or 8-bit values (row stride `ld`
+// elements) read in tiles of box_rows x 128 bytes, swizzled 128 bytes; out-of-bounds
+// elements read as zero (also the 8-bit rows' padding beyond cols, whatever it holds).
+bool EncodeMap(CUtensorMap* map, int in, const void* base, int64_t rows, int64_t cols, int64_t ld,
+               uint32_t box_rows) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return false;
+  const bool bf16 = in == kInBf16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_rows};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * (bf16 ? 2 : 1)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(BkOf(in)), box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+  return encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -271,22 +346,24 @@ int TokenTile(int64_t n) {
   return 256;
 }
 
-template <int BN>
-auto KernelFor() {
-  return &WgmmaGemmKernel<BN>;
+template <int kIn, typename F>
+cudaError_t WithKernelOf(int bn, F&& f) {
+  switch (bn) {
+    case 16: return f(&WgmmaGemmKernel<16, kIn>, Tile<16>::kSmemBytes);
+    case 32: return f(&WgmmaGemmKernel<32, kIn>, Tile<32>::kSmemBytes);
+    case 64: return f(&WgmmaGemmKernel<64, kIn>, Tile<64>::kSmemBytes);
+    case 96: return f(&WgmmaGemmKernel<96, kIn>, Tile<96>::kSmemBytes);
+    case 128: return f(&WgmmaGemmKernel<128, kIn>, Tile<128>::kSmemBytes);
+    case 192: return f(&WgmmaGemmKernel<192, kIn>, Tile<192>::kSmemBytes);
+    default: return f(&WgmmaGemmKernel<256, kIn>, Tile<256>::kSmemBytes);
+  }
 }
 
 template <typename F>
-cudaError_t WithKernel(int bn, F&& f) {
-  switch (bn) {
-    case 16: return f(KernelFor<16>(), Tile<16>::kSmemBytes);
-    case 32: return f(KernelFor<32>(), Tile<32>::kSmemBytes);
-    case 64: return f(KernelFor<64>(), Tile<64>::kSmemBytes);
-    case 96: return f(KernelFor<96>(), Tile<96>::kSmemBytes);
-    case 128: return f(KernelFor<128>(), Tile<128>::kSmemBytes);
-    case 192: return f(KernelFor<192>(), Tile<192>::kSmemBytes);
-    default: return f(KernelFor<256>(), Tile<256>::kSmemBytes);
-  }
+cudaError_t WithKernel(int in, int bn, F&& f) {
+  if (in == kInS8) return WithKernelOf<kInS8>(bn, f);
+  if (in == kInE4m3) return WithKernelOf<kInE4m3>(bn, f);
+  return WithKernelOf<kInBf16>(bn, f);
 }
 
 constexpr int kTileKinds = 7;
@@ -320,12 +397,12 @@ struct ClusterLaunch {
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int bn, int splits) {
-  static std::atomic<int> cache[kTileKinds][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[TileIndex(bn)][splits];
+int ResidentBlocks(int in, int bn, int splits) {
+  static std::atomic<int> cache[kInKinds][kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[in][TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
-  WithKernel(bn, [&](auto kernel, uint32_t smem) {
+  WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     const ClusterLaunch l(dim3(static_cast<unsigned>(splits) * 64, 1, 1), smem, splits, false, nullptr);
     int clusters = 0;
@@ -346,14 +423,14 @@ int ResidentBlocks(int bn, int splits) {
 // blocks per split (the device option wgmma_splits=N forces N instead, for measurements).
 constexpr int kFixedCostKb = 4;
 
-int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
-  const int64_t num_kb = (k + kBK - 1) / kBK;
+int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn) {
+  const int64_t num_kb = (k + BkOf(in) - 1) / BkOf(in);
   const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
   int best = 1;
   int64_t best_cost = -1;
   for (int s = 1; s <= kMaxSplits; ++s) {
     if (s > 1 && num_kb < 2 * s) break;
-    const int resident = ResidentBlocks(bn, s);
+    const int resident = ResidentBlocks(in, bn, s);
     if (resident <= 0) continue;
     const int64_t units = tiles * s;
     const int64_t waves = (units + resident - 1) / resident;
@@ -368,31 +445,62 @@ int ChooseSplits(int64_t m, int64_t n, int64_t k, int bn) {
 
 }  // namespace
 
+namespace {
+
+// The input kind of a product, or -1.
+int InKindOf(const WgmmaGemmArgs& a) {
+  if (a.w_dtype != a.x_dtype) return -1;
+  if (a.w_dtype == STRATA_DTYPE_BF16) return kInBf16;
+  if (a.w_dtype == STRATA_DTYPE_I8) return kInS8;
+  if (a.w_dtype == STRATA_DTYPE_FP8_E4M3) return kInE4m3;
+  return -1;
+}
+
+}  // namespace
+
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
-  if (a.w_dtype != STRATA_DTYPE_BF16 || a.x_dtype != STRATA_DTYPE_BF16) return false;
+  const int in = InKindOf(a);
+  if (in < 0) return false;
   if (a.out_dtype != STRATA_DTYPE_BF16 && a.out_dtype != STRATA_DTYPE_F32) return false;
-  if (a.n < 1 || a.n > kWgmmaMaxTokens || a.m < 1 || a.k < 1) return false;
-  if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
+  if (a.m < 1 || a.k < 1 || a.n < 1) return false;
   if (!Aligned16(a.w) || !Aligned16(a.x)) return false;
   if (a.m > 0x7fffffffLL || a.k > 0x7fffffffLL) return false;
+  if (in == kInBf16) {
+    if (a.n > kWgmmaMaxTokens) return false;
+    if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
+  } else {
+    // Token tiles of 256 beyond 256 tokens (grid y); TMA wants 16-byte row strides.
+    if (a.n > 65535LL * 256) return false;
+    const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
+    if (a.ldx % 16 != 0 || a.ldx < a.k || ldw % 16 != 0 || ldw < a.k) return false;
+    if (a.w_scale == nullptr || a.a_scale == nullptr) return false;
+  }
   return TensorMapEncoder() != nullptr;
 }
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
+  const int in = std::max(InKindOf(a), 0);
   const int bn = TokenTile(a.n);
-  if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, (a.k + kBK - 1) / kBK));
-  return ChooseSplits(a.m, a.n, a.k, bn);
+  const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
+  if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
+  return ChooseSplits(in, a.m, a.n, a.k, bn);
 }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
+  const int in = InKindOf(a);
   const int bn = TokenTile(a.n);
+  const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
   CUtensorMap tw, tx;
-  if (!EncodeBf16Map(&tw, a.w, a.m, a.k, a.k, kBM) || !EncodeBf16Map(&tx, a.x, a.n, a.k, a.ldx, bn)) {
+  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) || !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, bn)) {
     return cudaErrorInvalidValue;
   }
   const int splits = WgmmaGemmSplits(a);
   Epilogue ep{};
+  if (in != kInBf16) {
+    ep.w_scale = a.w_scale;
+    ep.a_scale = a.a_scale;
+  }
   ep.bias = a.bias;
   ep.out = a.out;
   ep.ldo = a.ldo;
@@ -402,13 +510,23 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   ep.accumulate = a.accumulate ? 1 : 0;
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
-  const int32_t num_kb = static_cast<int32_t>((a.k + kBK - 1) / kBK);
+  const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
-  if (ResidentBlocks(bn, splits) <= 0) return cudaErrorInvalidConfiguration;
-  return WithKernel(bn, [&](auto kernel, uint32_t smem) {
-    const ClusterLaunch l(dim3(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1), smem,
-                          splits, a.overlap_previous, stream);
-    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep);
+  if (ResidentBlocks(in, bn, splits) <= 0) return cudaErrorInvalidConfiguration;
+  Raster raster;
+  dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
+  if (tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL) {
+    // Groups of token tiles whose activations (BN x k bytes each for 8-bit, twice for bf16)
+    // take ~16 MB of L2 together: all of them at k = 4096, 4 at k = 14336.
+    const int64_t tile_bytes = static_cast<int64_t>(bn) * a.k * (in == kInBf16 ? 2 : 1);
+    raster.group_n = static_cast<int32_t>(std::clamp<int64_t>((int64_t{16} << 20) / tile_bytes, 1, tiles_n));
+    raster.tiles_m = static_cast<int32_t>(tiles_m);
+    raster.tiles_n = static_cast<int32_t>(tiles_n);
+    grid = dim3(static_cast<unsigned>(tiles_m * tiles_n), 1, 1);
+  }
+  return WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
+    const ClusterLaunch l(grid, smem, splits, a.overlap_previous, stream);
+    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
   });
 }
 

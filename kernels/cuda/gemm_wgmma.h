@@ -6,6 +6,11 @@
 // blocks of a thread-block cluster that add their partial sums through distributed shared
 // memory, so no workspace and no second kernel. Only for sm_90 (wgmma); the caller checks.
 //
+// The same kernel multiplies 8-bit weights by 8-bit activations (W8A8 INT8 with s32 sums,
+// FP8 E4M3 with f32 sums; kernels/cuda/quant.h's layouts) and dequantizes in its epilogue
+// (per weight row x per token scale), with the bias and residual add, so a quantized product
+// has no I32 / F32 intermediate and no separate epilogue kernel.
+//
 // Status (H200, 2026-11-30, `STRATA_OP_BENCH=gemm cuda_op_bench`): correct (cuda_backend_test
 // CudaWgmmaGemm), but opt-in (device option gemm=wgmma): it streams W at up to 0.99 of copy
 // bandwidth where the grid is large (logits, 8-64 tokens) and matches cuBLASLt on gate_up,
@@ -29,8 +34,9 @@ namespace strata::cuda {
 constexpr int64_t kWgmmaMaxTokens = 256;
 
 struct WgmmaGemmArgs {
-  const void* w = nullptr;  // [m, k] row-major (leading dim k), w_dtype
+  const void* w = nullptr;  // [m, k] row-major (row stride ldw, 0 = k), w_dtype
   int32_t w_dtype = 0;
+  int64_t ldw = 0;
   const void* x = nullptr;  // [n, k], row stride ldx (elements), x_dtype
   int32_t x_dtype = 0;
   int64_t ldx = 0;
@@ -39,13 +45,20 @@ struct WgmmaGemmArgs {
   int64_t ldo = 0;
   int32_t out_dtype = 0;
   int64_t m = 0, n = 0, k = 0;
+  // 8-bit inputs (w_dtype = x_dtype = I8 or FP8_E4M3: W8A8 / FP8 weights and activations
+  // quantized per token): the product is dequantized in the epilogue, out (+)= (x * W^T) *
+  // w_scale[row] * a_scale[t] (+ bias). Both required for 8-bit inputs, ignored for bf16.
+  const float* w_scale = nullptr;  // [m]
+  const float* a_scale = nullptr;  // [n]
   bool accumulate = false;        // out += product (+ bias): the residual add
   bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
   int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
-// k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules).
+// k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules); or
+// I8 x I8 / FP8 x FP8 -> BF16/F32 with both scales, any n (token tiles of 256 beyond 256),
+// 16-byte aligned rows (ldx, ldw multiples of 16).
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);

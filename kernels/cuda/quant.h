@@ -203,8 +203,30 @@ struct QuantActArgs {
   // STRATA_MAX_QUANT_COUNTER_SLOTS entries; null or slot < 0: not counted).
   unsigned long long* counters = nullptr;
   int32_t slot = -1;
+  // LaunchQuantPrologue only: the activations are the output of the op before the product
+  // (matmul_ex's prologue), computed here and never stored: rms_norm(x) * norm_weight
+  // (kQuantPrologueRmsNorm) or silu(x) * up (kQuantPrologueSiluMul), each rounded to x_dtype
+  // as the unfused op's output would be.
+  int32_t prologue = 0;
+  const float* norm_weight = nullptr;  // [cols]
+  float eps = 0.0f;
+  const void* up = nullptr;  // [n, cols], row stride ldup, x_dtype
+  int64_t ldup = 0;
 };
 cudaError_t LaunchQuantActivations(const QuantActArgs& a, cudaStream_t stream);
+
+// matmul_ex's prologue fused into the per-token quantization (kernels/cuda/quant_prologue.cu):
+// one kernel reads x (and up), and writes only the 8-bit activations and their scales. No
+// stored or run-time outlier columns (skip, outlier_threshold): LLM.int8 keeps the unfused path.
+enum QuantPrologue : int32_t {
+  kQuantPrologueNone = 0,
+  kQuantPrologueRmsNorm = 1,
+  kQuantPrologueSiluMul = 2,
+};
+// True when LaunchQuantPrologue takes rows of `cols` activations (the row is held in shared
+// memory as F32).
+bool QuantPrologueSupports(int64_t cols);
+cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream);
 
 // out[t, r] (+)= acc[t, r] * w_scale[r] * a_scale[t] + outliers + bias[r]: the dequantizing
 // epilogue of the 8-bit products.

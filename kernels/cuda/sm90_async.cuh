@@ -92,6 +92,8 @@ __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(
 // The same for a register operand (A from registers): it stays live, unchanged, up to here,
 // so the compiler cannot reuse it while an MMA still reads it.
 __device__ __forceinline__ void FenceOperand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+// The same for an s32 accumulator of the 8-bit wgmma.
+__device__ __forceinline__ void FenceOperand(int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Shared-memory matrix descriptor of a K-major bf16 tile stored as TMA writes it with
 // 128-byte swizzling: rows of 64 elements (128 bytes), 8-row groups 1024 bytes apart, the

@@ -15,6 +15,8 @@
 #   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
 #   logprobs   1, 32 and 128 sequences with and without --logprobs 5
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
+#              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 #   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
@@ -31,6 +33,14 @@
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
 #              prologues (about 3 minutes)
+#   w8a8       W8A8 / FP8 with the fused prologue quantization and the wgmma GEMM (issue 28 items
+#              3, 5, 7; under 3 minutes): the 8-bit cuda_quant_test cases, the step's products as
+#              the model issues them (quant_matmul_bench --ops layer) at 128 and 4096 tokens beside
+#              bf16, 128 sequences 128/128 W8A8 and FP8, 4096-token prefill W8A8 (w8a8_*)
+#   w8a8_ab    GPU time per op of one eager step (w8a8_profile.txt), then the same products and
+#              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
+#              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
+#   w8a8_ncu   Nsight Compute sections of the s8 wgmma GEMM at 128 tokens (w8a8_ncu.txt)
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -42,6 +52,9 @@
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
+#   quantppl   stories260K quantized (8 methods) with CUDA and CPU calibration: files compared,
+#              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
+#   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -161,6 +174,37 @@ phase_oclquick() {
   done
 }
 
+# The GPU-shaped int8 kernels of the OpenCL backend (issue 29 follow-up) through NVIDIA's
+# OpenCL: the matmul conformance cases on opencl:0 (the dp4a / mma.sync paths, which PoCL in
+# CI cannot run; STRATA_OPENCL_VERBOSE=1 prints the integer path the probes chose), then
+# Llama-3-8B-shape W8A8 steps per kernel variant (device options, backend_table.cpp):
+# batch-1 decode over GEMV shapes and without dp4a, 32 sequences over the GEMV / GEMM
+# crossover, 4096-token prefill with and without the tensor-core GEMM (ocl_sweep.jsonl).
+phase_oclsweep() {
+  opencl_icd_setup
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  stamp "OpenCL matmul and attention conformance on opencl:0 (NVIDIA)"
+  STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 120 "$BUILD/bin/backend_conformance_test" \
+    --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | tee "$OUT/ocl_sweep_conformance.log" | \
+    grep -E "strata opencl|FAILED|PASSED|Failure" | head -30
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+  stamp "batch-1 decode per GEMV variant"
+  for o in "" "gemv_rows=8" "gemv_wg=256" "int_dot=plain"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "32 sequences: GEMV rows per group for 16-32 tokens, GEMV / GEMM crossover"
+  for o in "" "gemv_rows_wide=1" "gemv_max_tokens=16" "gemv_max_tokens=8"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "4096-token prefill: int8 mma.sync GEMM, dp4a GEMM"
+  for o in "" "int_mma=off"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 60 $B --options "$o" --mode prefill --batch 4096 --reps 2 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+}
+
 phase_opencl() {
   opencl_icd_setup
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
@@ -235,17 +279,19 @@ phase_http() {
 }
 
 phase_profile() {
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  # STRATA_PROFILE_DTYPE: the weights' --synthetic-dtype (bf16, int4-g128, int8, w8a8, fp8).
+  local dt="${STRATA_PROFILE_DTYPE:-bf16}"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --synthetic-dtype $dt --device cuda --json"
   for c in ${STRATA_PROFILE_SEQS:-128 32}; do
-    for mode in eager graphs; do
-      stamp "op profile: $c concurrent sequences, 128 in / 128 out, $mode"
+    for mode in ${STRATA_PROFILE_MODES:-eager graphs}; do
+      stamp "op profile: $dt, $c concurrent sequences, 128 in / 128 out, $mode"
       local flag=""
       [ "$mode" = eager ] && flag="--enforce-eager"
       STRATA_CUDA_PROFILE=1 timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 \
         --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 $flag \
-        > "$OUT/profile_${c}_${mode}.json" 2> "$OUT/profile_${c}_${mode}.txt"
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${c}_${mode}.json"
-      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${c}_${mode}.txt" | head -40
+        > "$OUT/profile_${dt}_${c}_${mode}.json" 2> "$OUT/profile_${dt}_${c}_${mode}.txt"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${dt}_${c}_${mode}.json"
+      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${dt}_${c}_${mode}.txt" | head -40
     done
   done
 }
@@ -429,6 +475,79 @@ phase_qgemv_ab() {
   done
 }
 
+# run_budget OUTFILE LIMIT ARGS...: one run, skipped (said so) when it could take the phase
+# past $budget seconds from $t_start.
+run_budget() {
+  local out=$1 limit=$2
+  shift 2
+  if (( SECONDS - t_start + limit > budget )); then stamp "skipped $out: the phase's ${budget}s"; return; fi
+  timeout "$limit" "$@" | tee "$OUT/$out"
+}
+
+phase_w8a8() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  local t_start=$SECONDS budget=190
+  stamp "8-bit product tests (wgmma / cuBLASLt GEMMs, fused prologue, counters; float64 reference)"
+  timeout 100 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*:CudaQuant.OutlierSplit*' \
+    2>&1 | tee "$OUT/w8a8_test.log" | grep -vE "^\[ RUN|^\[       OK" | tail -30
+  stamp "a Llama-3-8B step's products as the model issues them (matmul_ex), 128 and 4096 tokens"
+  run_budget w8a8_layer.jsonl 60 "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128,4096 \
+    --formats bf16,w8a8,fp8 --reps 10
+  stamp "128 concurrent sequences 128/128 and 4096-token prefill, W8A8 / FP8 (bf16 last, if time is left)"
+  for d in w8a8 fp8; do
+    run_budget "w8a8_serving128_$d.json" 45 $S --synthetic-dtype $d --num-requests 128 --prompt-len-min 128 \
+      --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  done
+  run_budget w8a8_prefill_w8a8.json 40 $S --synthetic-dtype w8a8 --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  run_budget w8a8_serving128_bf16.json 40 $S --synthetic-dtype bf16 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "w8a8: $(( SECONDS - t_start ))s"
+}
+
+phase_w8a8_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" v
+  local t_start=$SECONDS budget=300
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --reps 10)
+  stamp "GPU time per op of one eager step (STRATA_CUDA_PROFILE=1), 128 and 4096 tokens"
+  STRATA_CUDA_PROFILE=1 timeout 50 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,w8a8,fp8 --reps 3 \
+    --tokens 128,4096 > "$OUT/w8a8_profile.txt" 2>&1
+  grep -E "matmul|quant|graph" "$OUT/w8a8_profile.txt" | head -40
+  stamp "op profile of the 128-sequence W8A8 run, eager (compare with profile_w8a8_128_eager of main 11ad1eb)"
+  STRATA_CUDA_PROFILE=1 timeout 60 $S --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 \
+    --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192 \
+    --enforce-eager > "$OUT/w8a8_profile_128_eager.json" 2> "$OUT/w8a8_profile_128_eager.txt"
+  sed -n '/strata cuda op profile/,$p' "$OUT/w8a8_profile_128_eager.txt" | head -24
+  stamp "products: previous path (cuBLASLt + epilogue kernel, separate quantize) and wgmma at every size"
+  run_budget w8a8_layer_cublas.jsonl 50 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas;quant_fuse=off"
+  run_budget w8a8_layer_wgmma.jsonl 40 "${M[@]}" --tokens 4096 --device-options "quant_gemm=wgmma"
+  stamp "end to end: W8A8 128 sequences on the previous path, W8A8 prefill with wgmma at 4096 tokens"
+  STRATA_CUDA_QUANT_GEMM=cublas STRATA_CUDA_QUANT_FUSE=off run_budget w8a8_serving128_w8a8_prev.json 45 $S \
+    --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 \
+    --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_prefill_w8a8_wgmma.json 40 $S --synthetic-dtype w8a8 \
+    --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3
+  STRATA_CUDA_QUANT_GEMM=wgmma run_budget w8a8_serving128_w8a8_wgmma.json 45 $S --synthetic-dtype w8a8 \
+    --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 \
+    --max-num-seqs 128 --max-batched-tokens 8192
+  stamp "products with the fused prologue but cuBLASLt (the two changes apart), if time is left"
+  run_budget w8a8_layer_cublas_fused.jsonl 45 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
+  stamp "w8a8_ab: $(( SECONDS - t_start ))s"
+}
+
+# One Nsight Compute profile of the 8-bit wgmma GEMM at 128 tokens (the gate_up and down
+# products of layer 0 in quant_matmul_bench's first, eager, step): speed of light, memory
+# and warp-state sections (w8a8_ncu.txt; about a minute).
+phase_w8a8_ncu() {
+  local NCU=/usr/local/cuda/bin/ncu
+  [ -x "$NCU" ] || { stamp "no ncu at $NCU"; return; }
+  stamp "ncu: WgmmaGemmKernel (s8), gate_up and down of layer 0 at 128 tokens"
+  timeout 150 "$NCU" --kernel-name regex:WgmmaGemmKernel --launch-skip 2 --launch-count 2 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128 --formats w8a8 --reps 3 > "$OUT/w8a8_ncu.txt" 2>&1
+  grep -E "Duration|Throughput|DRAM|L2 Hit|Stall|Occupancy|Registers" "$OUT/w8a8_ncu.txt" | head -40
+}
+
 phase_kv8() {
   stamp "8-bit KV caches: every attention kernel path vs float64, engine greedy vs F32 cache"
   timeout 200 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | tee "$OUT/cuda_kv8_test.log" | \
@@ -536,11 +655,71 @@ phase_kv8quick() {
   done
 }
 
+# Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on
+# the CPU and on CUDA (the files compared), then `strata perplexity` of each file on CUDA (bf16
+# and F32 activations) beside the CPU backend (quantppl.jsonl). Needs .gpu/shared/text/
+# tinystories_sample.txt and calib_wikitext.txt (the first 40 KB of WikiText-2's test text).
+phase_quantppl() {
+  local S="$ROOT/.gpu/shared/models/stories260K" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  local calib="$ROOT/.gpu/shared/text/calib_wikitext.txt" Q=/tmp/strata-quantppl m dev
+  if [ ! -f "$text" ] || [ ! -f "$calib" ]; then
+    stamp "no $text or $calib: quantppl skipped"; return
+  fi
+  rm -rf "$Q"; mkdir -p "$Q"; : > "$OUT/quantppl.jsonl"
+  # The files stories260K can be written as (llm-int8 has no file layout; GPTQ's HF layout needs
+  # widths that are multiples of 8, so GPTQ goes to GGUF Q4_0 groups); calibration only where
+  # the method takes it, and there on both devices.
+  local -A FLAGS=([int8]="--method int8" [w8a8]="--method w8a8 CAL" [fp8]="--method fp8"
+    [q8_0]="--method rtn --bits 8" [q4_0]="--method rtn --group-size 32 --sym" [gptq-g32]="--method gptq --group-size 32 --sym CAL")
+  for m in int8 w8a8 fp8 q8_0 q4_0 gptq-g32; do
+    local ext="" f="${FLAGS[$m]}"; [[ $m == q* || $m == gptq* ]] && ext=.gguf
+    f="${f/CAL/--calib $calib --calib-tokens 4096 --calib-ctx 128}"
+    # cuda-f32: the calibration forward passes with F32 activations (CUDA's default is BF16,
+    # which moves the recorded activation maxima / Hessians and so the calibrated files).
+    for dev in cpu cuda cuda-f32; do
+      [ $dev = cuda-f32 ] && [[ $f != *--calib* ]] && continue
+      local cenv=""; [ $dev = cuda-f32 ] && cenv="STRATA_CUDA_ACTIVATIONS=f32"
+      env $cenv timeout 120 "$BUILD/bin/strata" quantize -m "$S/stories260K.gguf" -o "$Q/$m-$dev$ext" $f \
+        --device ${dev%-f32} --json > "$Q/$m-$dev.log" 2>&1 || \
+        { stamp "quantize $m on $dev failed"; tail -3 "$Q/$m-$dev.log"; }
+    done
+    for dev in cuda cuda-f32; do
+      [ -e "$Q/$m-$dev$ext" ] || continue
+      if diff -rq "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" >/dev/null 2>&1; then stamp "$m: CPU- and $dev-made files identical"
+      else stamp "$m: CPU- and $dev-made files differ"; python3 scripts/gpu/compare_quantized.py "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" 2>&1 | tail -4; fi
+    done
+    for dev in cuda cuda-f32 cpu; do
+      local env=""; [ $dev = cuda-f32 ] && env="STRATA_CUDA_ACTIVATIONS=f32"
+      env $env timeout 60 "$BUILD/bin/strata" perplexity -m "$Q/$m-cpu$ext" --tokenizer "$S/tok512.bin" -f "$text" --ctx 128 --json --device ${dev%-f32} \
+        2>"$Q/$m-ppl-$dev.err" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["method"]=sys.argv[1]; r["device"]=sys.argv[2]; print(json.dumps(r))' "$m" "$dev" \
+        >> "$OUT/quantppl.jsonl" || { stamp "perplexity $m on $dev failed"; tail -3 "$Q/$m-ppl-$dev.err"; }
+    done
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ppl = {(r["method"], r["device"]): r["ppl"] for r in rows}
+for m in dict.fromkeys(r["method"] for r in rows):
+  c, f, p = ppl.get((m, "cuda")), ppl.get((m, "cuda-f32")), ppl.get((m, "cpu"))
+  d = lambda a: "%+.3f%%" % (100 * (a / p - 1)) if a and p else "-"
+  print("%-9s ppl cpu %s  cuda(bf16 act) %s %s  cuda(f32 act) %s %s" % (m, p, c, d(c), f, d(f)))' "$OUT/quantppl.jsonl"
+}
+
+# Issue 28's serving figure: 256 concurrent requests through `strata serve`, bf16 and FP8
+# weights with an FP8 KV cache, in the same run (http_load_bf16.json, http_load_fp8.json).
+phase_serve256() {
+  for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
+    stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
+    STRATA_HTTP_LEVELS=256 STRATA_HTTP_MAX_NUM_SEQS=auto STRATA_HTTP_REQUESTS=768 STRATA_HTTP_TAG="${flags%%:*}" \
+      STRATA_HTTP_MODEL_FLAGS="${flags#*:}" BUILD="$BUILD" OUT="$OUT" timeout 280 bash bench/gpu/serving.sh http
+  done
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|qgemv|qgemv_ab|qgemv_final|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick qgemv qgemv_ab qgemv_final kv8 kv8quick oclquick)" ;;
+    # Any phase_NAME function defined above is a phase (no list to keep in step).
+    *) if declare -F "phase_$phase" >/dev/null; then "phase_$phase"
+       else stamp "unknown phase '$phase' ($(declare -F | sed -n 's/^declare -f phase_//p' | tr '\n' ' '))"; fi ;;
   esac
 done
 stamp "done"

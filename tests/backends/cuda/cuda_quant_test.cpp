@@ -272,12 +272,19 @@ std::vector<double> Reference(const QWeight& w, const std::vector<float>& x, int
   std::vector<double> ref(n * R, 0.0);
   const bool act8 = w.format == STRATA_WEIGHT_W8A8 || w.format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT ||
                     w.format == STRATA_WEIGHT_FP8;
+  // The stored values (act8) or the dequantized weight, decoded once: the token loops below
+  // are then plain dot products (the 8-bit GEMM tests multiply up to 300 x 4096 x 384).
+  std::vector<double> wq(R * C);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) wq[r * C + c] = act8 ? w.Q(r, c) : w.Q(r, c) * w.Scale(r, c);
+  }
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = &x[t * C];
     if (!act8) {
       for (int64_t r = 0; r < R; ++r) {
+        const double* wr = &wq[r * C];
         double s = 0;
-        for (int64_t c = 0; c < C; ++c) s += w.Q(r, c) * w.Scale(r, c) * xr[c];
+        for (int64_t c = 0; c < C; ++c) s += wr[c] * xr[c];
         ref[t * R + r] = s;
       }
     } else {
@@ -304,12 +311,16 @@ std::vector<double> Reference(const QWeight& w, const std::vector<float>& x, int
           qx[c] = std::clamp(RoundEven(xs[c] / as), -127.0, 127.0);
         }
       }
+      std::vector<int64_t> exact_cols;
+      for (int64_t c = 0; c < C; ++c) {
+        if (exact[c]) exact_cols.push_back(c);
+      }
       for (int64_t r = 0; r < R; ++r) {
+        const double* wr = &wq[r * C];
         double s = 0;
-        for (int64_t c = 0; c < C; ++c) s += qx[c] * w.Q(r, c);
+        for (int64_t c = 0; c < C; ++c) s += qx[c] * wr[c];
         double v = s * w.Scale(r, 0) * as;
-        for (int64_t c = 0; c < C; ++c) {
-          if (!exact[c]) continue;
+        for (int64_t c : exact_cols) {
           if (w.IsOutlierCol(c)) {
             const int64_t j = std::find(w.outlier_cols.begin(), w.outlier_cols.end(), c) - w.outlier_cols.begin();
             v += static_cast<double>(xr[c]) * FromBf16(w.outlier_w[r * w.outlier_cols.size() + j]);
@@ -882,6 +893,192 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
       }
     }
   }
+}
+
+// ---- The 8-bit products' GEMMs (kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel with its
+// dequantizing epilogue, and cuBLASLt + the epilogue kernel) and the prologue fused into the
+// activation quantization (kernels/cuda/quant_prologue.cu), by device option. ----
+
+// A device with `options`, or the reason it cannot open (quant_gemm=wgmma needs sm_90).
+#define OPEN_OR_SKIP(dev, options)                                                      \
+  Dev dev(api, options);                                                                \
+  if (!dev.ok() && dev.err().find("needs an sm_90") != std::string::npos) {             \
+    GTEST_SKIP() << dev.err();                                                          \
+  }                                                                                     \
+  ASSERT_TRUE(dev.ok()) << dev.err();
+
+// Every GEMM choice against the float64 reference: 1, 8, 64, 256 tokens (and 300: token
+// tiles beyond 256 where the wgmma kernel takes every size), shapes with whole 128-row tiles
+// and 128-column K blocks and shapes without (TMA reads zeros past cols), a K long enough to
+// be split across a cluster, with and without bias.
+TEST(CudaQuant, EightBitGemmsMatchReference) {
+  REQUIRE_GPU();
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    bool bias;
+  };
+  const Case cases[] = {{STRATA_WEIGHT_W8A8, 256, 1024, false}, {STRATA_WEIGHT_W8A8, 200, 1000, true},
+                        {STRATA_WEIGHT_W8A8, 384, 4096, false}, {STRATA_WEIGHT_FP8, 256, 1024, true},
+                        {STRATA_WEIGHT_FP8, 200, 1000, false},  {STRATA_WEIGHT_FP8, 384, 4096, false}};
+  for (const char* gemm : {"quant_gemm=wgmma", "quant_gemm=auto", "quant_gemm=cublas"}) {
+    for (const Mode& m : kModes) {
+      const std::string options = std::string(m.options) + ";" + gemm;
+      OPEN_OR_SKIP(dev, options.c_str());
+      std::mt19937 rng(31);
+      for (const Case& c : cases) {
+        QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, 0);
+        const bool fp8 = c.format == STRATA_WEIGHT_FP8;
+        const std::string what = std::string(fp8 ? "fp8 " : "w8a8 ") + std::to_string(c.rows) + "x" +
+                                 std::to_string(c.cols) + (c.bias ? " bias " : " ") + options;
+        const double tol = m.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
+        const std::vector<int64_t> tokens =
+            c.cols > 1024 ? std::vector<int64_t>{1, 64, 300} : std::vector<int64_t>{1, 8, 64, 256, 300};
+        ExpectProductsMatch(dev, m.act, w, rng, tol, what.c_str(), c.bias, tokens);
+      }
+    }
+  }
+}
+
+// matmul_ex with the RMSNorm or SiLU*mul prologue on W8A8 / FP8 weights (the prologue and the
+// activation quantization in one kernel where quant_fuse=on, the separate ops where off),
+// with the residual add, against the float64 reference of the composed ops: the prologue in
+// double, rounded to the activation type as the unfused op stores it, then the product.
+// Outputs and scratch poisoned; 1, 8, 64, 256 tokens; hidden sizes 4096 (qkv / gate_up) and
+// 14336 (down: the row held in shared memory is 56 KB).
+void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_t prologue, bool accumulate,
+                                 std::mt19937& rng, double tol, const std::string& what) {
+  strata_weight W = nullptr;
+  ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+  const int64_t rows = w.rows, cols = w.cols;
+  const size_t es = act == F32 ? 4 : 2;
+  std::uniform_real_distribution<float> wd(0.5f, 1.5f);
+  std::vector<float> norm_w(cols);
+  for (float& v : norm_w) v = wd(rng);
+  const float eps = 1e-5f;
+  for (int64_t n : {1, 8, 64, 256}) {
+    const std::vector<float> x = RandomX(rng, n, cols, act), up = RandomX(rng, n, cols, act),
+                             res = RandomX(rng, n, rows, act);
+    std::vector<float> pro(n * cols);
+    for (int64_t t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int64_t c = 0; c < cols; ++c) ss += double(x[t * cols + c]) * x[t * cols + c];
+      const double inv = 1.0 / std::sqrt(ss / cols + eps);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xv = x[t * cols + c];
+        const double v = prologue == STRATA_PROLOGUE_RMS_NORM ? xv * inv * norm_w[c]
+                                                              : xv / (1.0 + std::exp(-xv)) * up[t * cols + c];
+        pro[t * cols + c] = static_cast<float>(v);
+      }
+    }
+    pro = DecodeAct(EncodeAct(pro, act), act);  // as the unfused op's output is stored
+    std::vector<double> ref = Reference(w, pro, n, {});
+    if (accumulate) {
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+    }
+    strata_buffer xb = dev.Bytes(EncodeAct(x, act)), ub = dev.Bytes(EncodeAct(up, act)),
+                  nb = dev.Bytes(EncodeAct(norm_w, F32)),
+                  ob = accumulate ? dev.Bytes(EncodeAct(res, act)) : dev.Bytes(std::vector<uint8_t>(n * rows * es, 0xff)),
+                  ps = dev.Bytes(std::vector<uint8_t>(n * cols * es, 0xff)),
+                  qs = dev.Bytes(std::vector<uint8_t>(n * rows * es, 0xff));
+    strata_tensor xt = T(xb, act, n, cols), ut = T(ub, act, n, cols), ot = T(ob, act, n, rows),
+                  pt = T(ps, act, n, cols), qt = T(qs, act, n, rows), nt = T(nb, F32, 1, cols);
+    nt.ndim = 1;
+    nt.shape[0] = cols;
+    strata_matmul_params p{};
+    p.struct_size = sizeof(p);
+    p.prologue = prologue;
+    p.norm_weight = &nt;
+    p.eps = eps;
+    p.up = &ut;
+    p.accumulate = accumulate ? 1 : 0;
+    p.prologue_scratch = &pt;
+    p.product_scratch = &qt;
+    ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << what << ": " << dev.err();
+    const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * es), act);
+    double ss = 0;
+    for (double v : ref) ss += v * v;
+    const double rms = std::sqrt(ss / ref.size());
+    int bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double err = std::fabs(out[i] - ref[i]), lim = tol * (std::fabs(ref[i]) + rms);
+      if (!(err <= lim) && bad++ < 3) {
+        ADD_FAILURE() << what << " n=" << n << " [" << i / rows << ", " << i % rows << "]: " << out[i]
+                      << " vs reference " << ref[i] << " (rms " << rms << ")";
+      }
+      worst = std::max(worst, err / lim);
+    }
+    EXPECT_EQ(bad, 0) << what << " n=" << n;
+    std::printf("%-60s n=%-4lld worst error / tolerance %.3f\n", what.c_str(), static_cast<long long>(n), worst);
+  }
+}
+
+TEST(CudaQuant, FusedPrologueQuantizationMatchesComposedReference) {
+  REQUIRE_GPU();
+  for (const char* fuse : {"quant_fuse=on", "quant_fuse=off"}) {
+    for (const Mode& m : kModes) {
+      const std::string options = std::string(m.options) + ";" + fuse;
+      OPEN_OR_SKIP(dev, options.c_str());
+      std::mt19937 rng(41);
+      for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+        const bool fp8 = format == STRATA_WEIGHT_FP8;
+        const double tol = m.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
+        // qkv-like: RMSNorm over 4096 columns; down-like: SiLU*mul over 14336, + residual.
+        QWeight qkv = RandomWeight(rng, format, 256, 4096, 0);
+        ExpectPrologueProductsMatch(dev, m.act, qkv, STRATA_PROLOGUE_RMS_NORM, false, rng, tol,
+                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm 256x4096 " + options);
+        QWeight down = RandomWeight(rng, format, 128, 14336, 0);
+        ExpectPrologueProductsMatch(dev, m.act, down, STRATA_PROLOGUE_SILU_MUL, true, rng, tol,
+                                    std::string(fp8 ? "fp8" : "w8a8") + " silu_mul+= 128x14336 " + options);
+        if (!fp8) {  // SmoothQuant factors divide the prologue's output
+          QWeight sm = RandomWeight(rng, format, 128, 1000, 0);
+          std::uniform_real_distribution<float> d(0.5f, 2.0f);
+          for (int64_t c = 0; c < 1000; ++c) sm.smooth.push_back(d(rng));
+          ExpectPrologueProductsMatch(dev, m.act, sm, STRATA_PROLOGUE_RMS_NORM, true, rng, tol,
+                                      "w8a8 smoothed rms_norm+= 128x1000 " + options);
+        }
+      }
+    }
+  }
+}
+
+// The fused prologue counts like the quantization kernel: an Inf in up (silu(x) * Inf) is
+// non-finite and clamped (saturated), a NaN in x non-finite and quantized as 0, and a static
+// scale's clamps are saturations; the other tokens' products stay finite.
+TEST(CudaQuant, FusedPrologueCountsSaturationAndNonFinite) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16;quant_fuse=on");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(42);
+  const int64_t rows = 64, cols = 512, n = 3;
+  QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
+  w.slot = 9;
+  strata_weight W = nullptr;
+  ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+  std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16);
+  x[0] = 1.0f;
+  up[0] = INFINITY;          // token 0: silu(1) * Inf
+  x[cols + 7] = std::nanf("");  // token 1: NaN
+  strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
+                ob = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff)),
+                ps = dev.Bytes(std::vector<uint8_t>(n * cols * 2, 0xff));
+  strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
+                pt = T(ps, BF16, n, cols);
+  strata_matmul_params p{};
+  p.struct_size = sizeof(p);
+  p.prologue = STRATA_PROLOGUE_SILU_MUL;
+  p.up = &ut;
+  p.prologue_scratch = &pt;
+  ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+  std::vector<uint64_t> sat(16), nonfinite(16), outliers(16);
+  ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 16, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
+      << dev.err();
+  EXPECT_EQ(nonfinite[9], 2u);
+  EXPECT_EQ(sat[9], 1u);
+  EXPECT_EQ(outliers[9], 0u);
+  const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_TRUE(std::isfinite(out[2 * rows + r])) << "token 2 row " << r;
 }
 
 // The tiled GEMV's accumulate (the fused residual add of o and down products) into BF16

@@ -1,0 +1,191 @@
+// The per-token activation quantization of W8A8 / FP8 products fused with the op that
+// produces the activations (matmul_ex's prologue: RMSNorm before qkv and gate_up, SiLU*mul
+// before down), so the BF16 activations are never written and read back and the step has
+// one kernel fewer per product. One block per token row:
+//   1. (RMSNorm) the sum of squares of x, as kernels/cuda/rms_norm.cu takes it;
+//   2. the prologue's output, rounded to the activation type as the unfused op stores it,
+//      divided by the SmoothQuant factors, kept in shared memory (F32), and its max |v|;
+//   3. q = v / scale as kernels/cuda/quant_activations.cu does it (round to nearest even,
+//      clamped to +-127 / +-448; NaN -> 0, +-Inf -> +-qmax), with the same saturation and
+//      non-finite counters (one atomic per block and counter).
+#include <cuda_fp8.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/quant.h"
+#include "strata/device.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxRowBytes = 200 * 1024;  // the row in shared memory, under the 227 KB limit
+
+// N elements of T loaded or stored as one access (N * sizeof(T) = 1, 2, 4, 8 or 16 bytes).
+template <int N, typename T>
+struct alignas(N * sizeof(T)) Vec {
+  T v[N];
+};
+
+// Sum (max_not_sum = false) or max of each thread's v over the block; every thread gets it.
+__device__ __forceinline__ float BlockReduce(float v, bool max_not_sum, float* red) {
+  v = max_not_sum ? WarpMax(v) : WarpSum(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;  // |v| >= 0, so 0 is also the max's identity
+  for (int i = 0; i < kThreads / 32; ++i) total = max_not_sum ? fmaxf(total, red[i]) : total + red[i];
+  __syncthreads();  // red may be reused right after
+  return total;
+}
+
+// One activation of the prologue's output, rounded to X as the unfused op stores it.
+template <typename X>
+__device__ __forceinline__ float PrologueValue(const QuantActArgs& a, X x, X u, float inv, int64_t c) {
+  if (a.prologue == kQuantPrologueRmsNorm) return ToF32(FromF32<X>(ToF32(x) * inv * a.norm_weight[c]));
+  if (a.prologue == kQuantPrologueSiluMul) {
+    const float g = ToF32(x);
+    return ToF32(FromF32<X>(g / (1.0f + __expf(-g)) * ToF32(u)));
+  }
+  return ToF32(x);
+}
+
+// q = v / scale with quant_activations.cu's rules; counts clamps in *sat.
+__device__ __forceinline__ float QuantValue(float v, float scale, float qmax, bool int8, unsigned* sat) {
+  if (isnan(v)) return 0.0f;
+  if (isinf(v)) {
+    ++*sat;
+    return v > 0.0f ? qmax : -qmax;
+  }
+  float r = scale > 0.0f ? v / scale : 0.0f;
+  if (int8) r = rintf(r);
+  if (fabsf(r) > qmax) {
+    r = r > 0.0f ? qmax : -qmax;
+    ++*sat;
+  }
+  return r;
+}
+
+__device__ __forceinline__ uint8_t QuantByte(float r, bool int8) {
+  if (int8) return static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(r)));
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(r, __NV_SATFINITE, __NV_E4M3));
+}
+
+// kVec: rows of whole 16-byte vectors (x, up, norm_weight, smooth 16-byte aligned, strides and
+// cols multiples of 8): V = 16 / sizeof(X) elements per load, so a 14,336-wide row takes 7
+// loads per thread, not 56 dependent ones.
+template <typename X, bool kVec>
+__global__ void __launch_bounds__(kThreads) QuantPrologueKernel(QuantActArgs a) {
+  AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  constexpr int V = kVec ? 16 / static_cast<int>(sizeof(X)) : 1;
+  extern __shared__ float s_row[];
+  __shared__ float s_red[kThreads / 32];
+  __shared__ unsigned s_sat, s_nonfinite;
+  const int64_t t = blockIdx.x;
+  const X* xr = static_cast<const X*>(a.x) + t * a.ldx;
+  const X* ur = a.prologue == kQuantPrologueSiluMul ? static_cast<const X*>(a.up) + t * a.ldup : nullptr;
+  const float qmax = a.values == kQuantFp8 ? 448.0f : 127.0f;
+  const bool int8 = a.values == kQuantInt8;
+  const int64_t nv = a.cols / V;  // whole vectors (kVec: cols % V == 0)
+  if (threadIdx.x == 0) {
+    s_sat = 0;
+    s_nonfinite = 0;
+  }
+  __syncthreads();
+
+  float inv = 1.0f;
+  if (a.prologue == kQuantPrologueRmsNorm) {
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < nv; j += kThreads) {
+      const Vec<V, X> xe = reinterpret_cast<const Vec<V, X>*>(xr)[j];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const float v = ToF32(xe.v[e]);
+        ss += v * v;
+      }
+    }
+    inv = rsqrtf(BlockReduce(ss, false, s_red) / static_cast<float>(a.cols) + a.eps);
+  }
+
+  float amax = 0.0f;
+  unsigned nonfinite = 0;
+  for (int64_t j = threadIdx.x; j < nv; j += kThreads) {
+    const Vec<V, X> xe = reinterpret_cast<const Vec<V, X>*>(xr)[j];
+    const Vec<V, X> ue = ur != nullptr ? reinterpret_cast<const Vec<V, X>*>(ur)[j] : xe;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const int64_t c = j * V + e;
+      float v = PrologueValue<X>(a, xe.v[e], ue.v[e], inv, c);
+      if (a.smooth != nullptr) v = v / a.smooth[c];
+      s_row[c] = v;
+      if (!isfinite(v)) {
+        ++nonfinite;
+      } else {
+        amax = fmaxf(amax, fabsf(v));
+      }
+    }
+  }
+  if (nonfinite != 0) atomicAdd(&s_nonfinite, nonfinite);
+  amax = BlockReduce(amax, true, s_red);
+  const float scale = a.static_scale ? a.act_scale : amax / qmax;
+
+  unsigned sat = 0;
+  uint8_t* qr = static_cast<uint8_t*>(a.q) + t * a.ldq;
+  for (int64_t j = threadIdx.x; j < nv; j += kThreads) {
+    // Each thread reads back only the entries it wrote itself.
+    Vec<V, uint8_t> b;
+#pragma unroll
+    for (int e = 0; e < V; ++e) b.v[e] = QuantByte(QuantValue(s_row[j * V + e], scale, qmax, int8, &sat), int8);
+    *reinterpret_cast<Vec<V, uint8_t>*>(qr + j * V) = b;
+  }
+  if (sat != 0) atomicAdd(&s_sat, sat);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.scale[t] = scale;
+    if (a.counters != nullptr && a.slot >= 0 && a.slot < STRATA_MAX_QUANT_COUNTER_SLOTS) {
+      if (s_sat != 0) atomicAdd(a.counters + a.slot, static_cast<unsigned long long>(s_sat));
+      if (s_nonfinite != 0) {
+        atomicAdd(a.counters + STRATA_MAX_QUANT_COUNTER_SLOTS + a.slot, static_cast<unsigned long long>(s_nonfinite));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool QuantPrologueSupports(int64_t cols) { return cols > 0 && cols * 4 <= kMaxRowBytes; }
+
+cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
+  if (a.n <= 0) return cudaSuccess;
+  if (a.n > 0x7fffffffLL || !QuantPrologueSupports(a.cols) || a.skip != nullptr || a.outlier_threshold > 0.0f) {
+    return cudaErrorInvalidValue;
+  }
+  const int smem = static_cast<int>(a.cols * 4);
+  cudaError_t err = cudaSuccess;
+  const auto aligned = [](const void* p, int64_t ld) { return p == nullptr || (Aligned16(p) && ld % 8 == 0); };
+  const bool vec = a.cols % 8 == 0 && aligned(a.x, a.ldx) && aligned(a.up, a.ldup) && aligned(a.norm_weight, 0) &&
+                   aligned(a.smooth, 0) && Aligned16(a.q) && a.ldq % 16 == 0;
+  if (!DispatchAct(a.x_dtype, [&](auto tag) {
+        using X = decltype(tag);
+        auto kernel = vec ? &QuantPrologueKernel<X, true> : &QuantPrologueKernel<X, false>;
+        // Beyond the default 48 KB a kernel must ask for its shared memory: once per device
+        // and instantiation, for the most this launcher ever uses (so never while a graph is
+        // being recorded after the unrecorded first step).
+        static std::atomic<uint64_t> raised_masks[2] = {};  // per kernel (vec or not): devices done
+        std::atomic<uint64_t>& raised = raised_masks[vec ? 1 : 0];
+        int device = 0;
+        if (smem > 48 * 1024 && cudaGetDevice(&device) == cudaSuccess &&
+            (device >= 64 || (raised.load(std::memory_order_relaxed) & (uint64_t{1} << device)) == 0)) {
+          err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxRowBytes));
+          if (err == cudaSuccess && device < 64) raised.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
+        }
+        if (err == cudaSuccess) kernel<<<static_cast<unsigned>(a.n), kThreads, smem, stream>>>(a);
+      })) {
+    return cudaErrorInvalidValue;
+  }
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
+}
+
+}  // namespace strata::cuda
