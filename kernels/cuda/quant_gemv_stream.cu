@@ -422,7 +422,10 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const size_t smem = (a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0) +
                       static_cast<size_t>(c.block_warps) * c.depth * QuantStreamSlotBytes(zeros);
   auto go = [&](auto kernel, int warps) {
-    if (smem > 48 * 1024) {  // opt in above 48 KB, once per kernel instance and device
+    // Once per kernel instance and device: allow the device's most shared memory per block
+    // (the ring of 16-warp blocks at depth 8 passes 48 KB), and prefer shared memory over L1
+    // in the carveout (the ring bypasses L1; x needs a few KB of it), so that 3-4 blocks fit.
+    {
       static std::mutex mu;
       static std::vector<std::pair<int, const void*>> opted;
       int dev = 0;
@@ -434,11 +437,18 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
         int most = 0;
         e = cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
         if (e != cudaSuccess) return;
+        cudaFuncAttributes fa{};
+        e = cudaFuncGetAttributes(&fa, kernel);
+        if (e != cudaSuccess) return;
+        most -= static_cast<int>(fa.sharedSizeBytes);  // the limit covers static + dynamic
         if (smem > static_cast<size_t>(most)) {
           e = cudaErrorInvalidValue;
           return;
         }
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        if (e != cudaSuccess) return;
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 static_cast<int>(cudaSharedmemCarveoutMaxShared));
         if (e != cudaSuccess) return;
         opted.push_back(key);
       }
