@@ -22,7 +22,7 @@
 // with the fastest stream config per shape and the 32-layer sum for mma, default and best.
 //
 // Usage: qgemv_sweep [--reps 20] [--tokens 1,8] [--formats w4a16,w8a16] [--zeros 0|1]
-//                    [--quick 1]  (quick: only mma, default, read and unfused)
+//                    [--quick 1]  (quick: mma, default, read, unfused and a shortlist of configs)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -147,14 +147,14 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
 
   std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}}};
-  if (!quick) {
-    for (int depth : {4, 8}) {
-      for (int bw : {4, 8, 16}) {
-        for (int kw = 1; kw <= bw; kw *= 2) {
-          variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
-                                  std::to_string(kw),
-                              1, QuantGemvStreamConfig{depth, bw, kw}});
-        }
+  for (int depth : {4, 8}) {
+    for (int bw : {4, 8, 16}) {
+      for (int kw = 1; kw <= bw; kw *= 2) {
+        // quick: a shortlist (split-K of 2-16 warps, 8-16-warp blocks) for a short device call.
+        if (quick && !(bw >= 8 && kw >= 2 && (depth == 8 || kw == bw))) continue;
+        variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
+                                std::to_string(kw),
+                            1, QuantGemvStreamConfig{depth, bw, kw}});
       }
     }
   }
@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
     std::vector<float> g(max_cols);
     for (float& v : g) v = 0.5f + (Next() % 1000) / 1000.0f;
     CK(cudaMemcpy(gamma, g.data(), g.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
   }
 
   for (const std::string& format : formats) {
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
         v.chunks = t.chunks;
         dw.bytes = bytes;
       }
+      CK(cudaDeviceSynchronize());  // the uploads (legacy stream) before the benchmark's stream uses them
       for (size_t ti = 0; ti < tokens.size(); ++ti) {
         const int64_t n = tokens[ti];
         // One token: each product behind the prologue a decode layer puts before it (fused
@@ -303,18 +305,28 @@ int main(int argc, char** argv) {
             }
           }
         };
-        // Reference: the mma kernel, F32 out.
-        CK(launch(variants[0], args(ws_mma[0], ref, STRATA_DTYPE_F32, false, false)));
+        // Reference: the mma kernel, BF16 out (what the fused prologues write), copied on the
+        // benchmark's stream (a non-blocking one: the legacy-stream copies would not wait).
+        auto read_bf16 = [&](void* dev_buf, std::vector<float>& host) {
+          std::vector<uint16_t> h(host.size());
+          CK(cudaMemcpyAsync(h.data(), dev_buf, h.size() * 2, cudaMemcpyDeviceToHost, stream));
+          CK(cudaStreamSynchronize(stream));
+          for (size_t i = 0; i < h.size(); ++i) {
+            const uint32_t b = static_cast<uint32_t>(h[i]) << 16;
+            std::memcpy(&host[i], &b, 4);
+          }
+        };
         std::vector<float> href(static_cast<size_t>(n * s.rows)), hchk(href.size());
-        CK(cudaMemcpy(href.data(), ref, href.size() * 4, cudaMemcpyDeviceToHost));
+        CK(launch(variants[0], args(ws_mma[0], ref, STRATA_DTYPE_BF16, false, false)));
+        read_bf16(ref, href);
         double ref_max = 0;
         for (float v : href) ref_max = std::max(ref_max, static_cast<double>(std::fabs(v)));
         for (size_t vi = 0; vi < variants.size(); ++vi) {
           const Variant& v = variants[vi];
           double rel = 0;
           if (v.kind != 3) {
-            CK(cudaMemset(chk, 0xff, href.size() * 4));
-            const cudaError_t e = launch(v, args(weight(v, 0), chk, STRATA_DTYPE_F32, false, false));
+            CK(cudaMemsetAsync(chk, 0xff, href.size() * 2, stream));
+            const cudaError_t e = launch(v, args(weight(v, 0), chk, STRATA_DTYPE_BF16, false, false));
             if (e != cudaSuccess) {
               cudaGetLastError();
               std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\",\"variant\":"
@@ -322,7 +334,7 @@ int main(int argc, char** argv) {
                           format.c_str(), static_cast<long long>(n), s.name, v.name.c_str(), cudaGetErrorString(e));
               continue;
             }
-            CK(cudaMemcpy(hchk.data(), chk, hchk.size() * 4, cudaMemcpyDeviceToHost));
+            read_bf16(chk, hchk);
             for (size_t i = 0; i < href.size(); ++i) {
               const double d = std::fabs(static_cast<double>(hchk[i]) - href[i]);
               rel = std::max(rel, std::isfinite(d) ? d / (ref_max > 0 ? ref_max : 1) : 1e30);

@@ -7,10 +7,14 @@
 // 16-column step for both, however x was read: its lanes had at most two rounds of 3 loads
 // in flight, and each group's scales were loaded one group (2 chunks of INT4 g128) before
 // their use, i.e. every warp waited a full memory latency every other chunk on a scale load.
-// Here every lane keeps kDepth chunk loads in flight at all times, each with the scales (and
-// zeros) of its chunk loaded beside it: a ring of kDepth slots, a slot refilled with chunk
-// c + kDepth the moment chunk c is taken from it. Nothing else on the warp's path goes to
-// HBM (x is 8-112 KB, read through L1/L2).
+// Here every lane keeps kDepth chunk copies in flight at all times, each with the scales (and
+// zeros) of its chunk copied beside it: a ring of kDepth slots in shared memory filled by
+// cp.async (one commit group per chunk; wait_group<kDepth - 1> waits for exactly the oldest),
+// a slot refilled with chunk c + kDepth as soon as chunk c has been used. (A first version kept
+// the ring in registers and measured slower than quant_gemv_mma.cu: docs/benchmarks.md, run
+// 6.) Nothing else on the warp's path goes to HBM (x is 8-112 KB, read through L1/L2), and at
+// one token matmul_ex's rms_norm / silu_mul prologue is computed here (StagePrologue) instead
+// of by a kernel of its own.
 //
 // Instructions per byte: the weight is stored kQuantTiledStream (quant.h), the mma fragments
 // of kQuantTiled with each chunk's columns permuted so that a lane's B fragments for the
@@ -29,9 +33,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -43,13 +51,17 @@ namespace strata::cuda {
 namespace {
 using namespace quant_tiled;  // NOLINT: the shared fragment helpers (quant_tiled.cuh)
 
-// Blocks per SM the register budget is set for: 32 resident warps (64 registers) with 4 loads
-// in flight per lane, 16 (128) with 8: a slot is 4 data registers + 2 scales + 1 packed zero
-// pair, and 16 warps x 8 loads x 512 bytes = 64 KB in flight per SM is already well past
-// what HBM's latency-bandwidth product asks of an SM (~25 KB at 4 TB/s and ~1 us).
-constexpr int MinBlocks(int depth, int block_warps) {
-  const int warps = depth <= 4 ? 24 : 16;
-  return warps / block_warps > 0 ? warps / block_warps : 1;
+// Blocks per SM the register budget is set for: 32 resident warps (64 registers; the ring is
+// in shared memory, which bounds residency first at depth 8: 16 warps x 8 slots x 0.75-1 KB).
+// 16 warps x 8 chunks x 512 bytes = 64 KB in flight per SM is well past what HBM's
+// latency-bandwidth product asks of an SM (~25 KB at 4 TB/s and ~1 us).
+constexpr int MinBlocks(int depth, int block_warps) { return 32 / block_warps > 0 ? 32 / block_warps : 1; }
+
+// A ring slot per warp: 32 lanes x (16 data bytes + s_lo + s_hi [+ two zero-point words]).
+constexpr int QuantStreamSlotBytes(bool zeros) { return 512 + 2 * 128 + (zeros ? 2 * 128 : 0); }
+
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src) : "memory");
 }
 
 constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
@@ -121,6 +133,90 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs)
   __syncthreads();
 }
 
+// One chunk of a lane: kSteps mma into d, then d scaled by the chunk's group scales (rows
+// group: lo, group + 8: hi) into acc. xrow: the lane's x run of chunk 0 (shared memory when P
+// stages a prologue). `run_ok`: this lane's x run is inside the row. In the row's last chunk
+// the runs past cols are padding, whose weights dequantize to exactly 0 (kQuantTiledStream):
+// the lane reads the chunk's first run instead (finite activations; 0 times them adds
+// nothing) rather than past the row.
+template <int kValues, bool kZeros, int P>
+__device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, uint32_t z, const uint4* xrow, int c,
+                                             int t, bool run_ok, float (&acc)[4]) {
+  using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
+  constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
+  constexpr int kSteps = kChunkCols / 16;
+  constexpr int kRun = 4 * kSteps;
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
+  if constexpr (kZeros) {
+    neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
+    neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
+  }
+  const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
+  uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
+#pragma unroll
+  for (int i = 0; i < kRun / 8; ++i) {
+    uint4 q;
+    if constexpr (P != kPlain) {
+      q = xr[i];  // shared memory
+    } else {
+      q = __ldg(xr + i);  // global, through L1
+    }
+    xw[4 * i] = q.x;
+    xw[4 * i + 1] = q.y;
+    xw[4 * i + 2] = q.z;
+    xw[4 * i + 3] = q.w;
+  }
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
+    if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
+      b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
+      b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
+    }
+    uint32_t af[4];
+    if constexpr (kValues == kQuantInt4) {
+      DequantInt4Step(words[s], neg_z, af);
+    } else {
+      DequantInt8Step(words[2 * s], words[2 * s + 1], af);
+    }
+    Mma<K>(d, af, b0, b1);
+  }
+  acc[0] = fmaf(d[0], lo, acc[0]);
+  acc[1] = fmaf(d[1], lo, acc[1]);
+  acc[2] = fmaf(d[2], hi, acc[2]);
+  acc[3] = fmaf(d[3], hi, acc[3]);
+}
+
+// The tile's kw warps (warp - ks .. warp - ks + kw - 1) add their partial sums in shared
+// memory; its first warp (ks == 0) adds bias, rounds and writes (or adds into) out.
+template <int kBlockWarps, typename O>
+__device__ __forceinline__ void ReduceAndWrite(const QuantGemvArgs& a, float (&partial)[kBlockWarps][4][32],
+                                               float (&acc)[4], int warp, int lane, int ks, int kw, int64_t tile,
+                                               bool active) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+  __syncthreads();
+  if (active && ks == 0) {
+    for (int j = 1; j < kw; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += partial[warp + j][i][lane];
+    }
+    const int group = lane >> 2, t = lane & 3;
+    O* out = static_cast<O*>(a.out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = tile * 16 + group + (i >> 1) * 8;
+      const int tok = 2 * t + (i & 1);
+      if (row >= a.w.rows || tok >= a.n) continue;
+      const float v = acc[i] + (a.bias != nullptr ? a.bias[row] : 0.0f);
+      O* o = out + tok * a.ldo + row;
+      *o = FromF32<O>(a.accumulate ? ToF32(*o) + v : v);
+    }
+  }
+}
+
 // kGroups: per-chunk group scales (else one per row); kZeros: INT4 zero points; P: the
 // prologue staged in shared memory (one token), or kPlain (x read through L1).
 template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
@@ -129,6 +225,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSteps = kChunkCols / 16;  // 16-column steps per chunk
+  constexpr int kSlotBytes = QuantStreamSlotBytes(kZeros);
   __shared__ float partial[kBlockWarps][4][32];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -148,32 +245,49 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   const uint4* wp = reinterpret_cast<const uint4*>(w.data) + (active ? tile : 0) * w.chunks * 32 + lane;
   const int64_t sbase = (active ? tile : 0) * w.ngroups * 16 + group;
   const float* sp = w.scales + sbase;
+  // Zero points go through 4-byte copies: the aligned words holding this lane's two bytes.
   const uint8_t* zp = kZeros ? w.zeros + sbase : nullptr;
+  const int zshift = kZeros ? static_cast<int>(reinterpret_cast<uintptr_t>(zp) & 3u) * 8 : 0;
   // Chunks per group (kGroups): group_size is a multiple of the chunk's columns.
   const int cpg = kGroups ? static_cast<int>(w.group_size / kChunkCols) : 1;
 
-  // The ring: slot u holds chunk c_begin + u + kDepth * i.
-  uint4 data[kDepth];
-  float s_lo[kDepth], s_hi[kDepth];
-  uint32_t zz[kDepth];  // kZeros: z_lo | z_hi << 16
+  // The ring, in shared memory after the staged prologue: per warp kDepth slots of
+  // [data: 32 x 16 B][s_lo: 32 x 4 B][s_hi][z_lo word][z_hi word], each lane's own entries (a
+  // lane reads back only what its own cp.async wrote: no barrier). cp.async (not loads into
+  // registers): a warp has 6 scoreboards for its loads in flight, so with a ring of register
+  // loads the wait for the oldest chunk also waited for the ones issued after it, one
+  // memory latency per chunk (the first version's result); cp.async groups complete in
+  // order and wait_group N waits for exactly the oldest.
+  extern __shared__ uint4 dyn_smem[];
+  const int staged_vec = P != kPlain ? static_cast<int>(w.cols / 8) : 0;
+  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec) + warp * kDepth * kSlotBytes;
+  auto slot_data = [&](int u) { return reinterpret_cast<uint4*>(ring + u * kSlotBytes) + lane; };
+  auto slot_word = [&](int u, int i) { return reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512 + i * 128) + lane; };
   // Loads are issued in chunk order, so the group of the next one is tracked, not divided.
   int load_group = kGroups ? c_begin / cpg : 0, load_left = kGroups ? cpg - c_begin % cpg : 0;
   auto issue = [&](int u, int c) {
-    data[u] = LoadStreaming(wp + c * 32);
+    CpAsync16(slot_data(u), wp + c * 32, true);
     if constexpr (kGroups) {
       const int gi = load_group;
       if (--load_left == 0) {
         ++load_group;
         load_left = cpg;
       }
-      s_lo[u] = __ldg(sp + gi * 16);
-      s_hi[u] = __ldg(sp + gi * 16 + 8);
-      if constexpr (kZeros) zz[u] = __ldg(zp + gi * 16) | static_cast<uint32_t>(__ldg(zp + gi * 16 + 8)) << 16;
+      CpAsync4(slot_word(u, 0), sp + gi * 16);
+      CpAsync4(slot_word(u, 1), sp + gi * 16 + 8);
+      if constexpr (kZeros) {
+        CpAsync4(slot_word(u, 2), reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16) & ~uintptr_t{3}));
+        CpAsync4(slot_word(u, 3),
+                 reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16 + 8) & ~uintptr_t{3}));
+      }
     }
   };
+  // One commit group per position (empty past the range), so that wait_group<kDepth - 1>
+  // before position p always means "position p has landed".
 #pragma unroll
   for (int u = 0; u < kDepth; ++u) {
     if (c_begin + u < c_end) issue(u, c_begin + u);
+    CpAsyncCommit();
   }
   float row_lo = 0.0f, row_hi = 0.0f;  // per-row scales
   if (!kGroups && c_begin < c_end) {
@@ -192,61 +306,16 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   constexpr int kRun = 4 * kSteps;  // 16 INT4, 8 INT8
   const uint4* xrow;
   if constexpr (P != kPlain) {
-    extern __shared__ uint4 staged[];  // prologue(x), [cols / 8]
-    StagePrologue<P, kBlockWarps>(a, staged);
-    xrow = staged + kRun * t / 8;
+    StagePrologue<P, kBlockWarps>(a, dyn_smem);  // prologue(x), [cols / 8], before the ring
+    xrow = dyn_smem + kRun * t / 8;
   } else {
     xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
                                           kRun * t);
   }
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
-  // One chunk: kSteps mma into d, then d scaled into acc. `run_ok`: this lane's x run is
-  // inside the row. In the row's last chunk the runs past cols are padding, whose weights
-  // dequantize to exactly 0 (kQuantTiledStream): the lane reads the chunk's first run instead
-  // (finite activations; 0 times them adds nothing) rather than past the row.
   auto consume = [&](const uint4 v, float lo, float hi, uint32_t z, int c, bool run_ok) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
-    if constexpr (kZeros) {
-      neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
-      neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
-    }
-    const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
-    uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
-#pragma unroll
-    for (int i = 0; i < kRun / 8; ++i) {
-      uint4 q;
-      if constexpr (P != kPlain) {
-        q = xr[i];  // shared memory
-      } else {
-        q = __ldg(xr + i);  // global, through L1
-      }
-      xw[4 * i] = q.x;
-      xw[4 * i + 1] = q.y;
-      xw[4 * i + 2] = q.z;
-      xw[4 * i + 3] = q.w;
-    }
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
-      if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
-        b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
-        b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
-      }
-      uint32_t af[4];
-      if constexpr (kValues == kQuantInt4) {
-        DequantInt4Step(words[s], neg_z, af);
-      } else {
-        DequantInt8Step(words[2 * s], words[2 * s + 1], af);
-      }
-      Mma<K>(d, af, b0, b1);
-    }
-    acc[0] = fmaf(d[0], lo, acc[0]);
-    acc[1] = fmaf(d[1], lo, acc[1]);
-    acc[2] = fmaf(d[2], hi, acc[2]);
-    acc[3] = fmaf(d[3], hi, acc[3]);
+    ConsumeChunk<kValues, kZeros, P>(v, lo, hi, z, xrow, c, t, run_ok, acc);
   };
   const int full_end = cols / kChunkCols;  // chunks before full_end have no padding
   for (int c0 = c_begin; c0 < c_end; c0 += kDepth) {
@@ -254,35 +323,26 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
     for (int u = 0; u < kDepth; ++u) {
       const int c = c0 + u;
       if (c >= c_end) break;
-      // Take the chunk out of its slot and put the slot's next chunk in flight before any
-      // arithmetic: kDepth loads stay outstanding while this one is consumed.
-      const uint4 v = data[u];
-      const float lo = kGroups ? s_lo[u] : row_lo, hi = kGroups ? s_hi[u] : row_hi;
-      const uint32_t z = kZeros ? zz[u] : 0u;
-      if (c + kDepth < c_end) issue(u, c + kDepth);
+      CpAsyncWait<kDepth - 1>();  // chunk c (the oldest group) has landed
+      const uint4 v = *slot_data(u);
+      float lo = row_lo, hi = row_hi;
+      if constexpr (kGroups) {
+        lo = __uint_as_float(*slot_word(u, 0));
+        hi = __uint_as_float(*slot_word(u, 1));
+      }
+      uint32_t z = 0u;
+      if constexpr (kZeros) z = ((*slot_word(u, 2) >> zshift) & 0xffu) | ((*slot_word(u, 3) >> zshift) & 0xffu) << 16;
       consume(v, lo, hi, z, c, c < full_end || kRun * (t + 1) <= cols - c * kChunkCols);
+      // The slot is free once its values are used: its next chunk goes in flight (kDepth - 1
+      // others stay outstanding meanwhile).
+      if (c + kDepth < c_end) issue(u, c + kDepth);
+      CpAsyncCommit();
     }
   }
+  CpAsyncWait<0>();  // nothing in flight into shared memory at exit
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
-#pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
-  __syncthreads();
-  if (!active || ks != 0) return;
-  for (int j = 1; j < kw; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[i] += partial[warp + j][i][lane];
-  }
-  O* out = static_cast<O*>(a.out);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t row = tile * 16 + group + (i >> 1) * 8;
-    const int tok = 2 * t + (i & 1);
-    if (row >= w.rows || tok >= n) continue;
-    const float v = acc[i] + (a.bias != nullptr ? a.bias[row] : 0.0f);
-    O* o = out + tok * a.ldo + row;
-    *o = FromF32<O>(a.accumulate ? ToF32(*o) + v : v);
-  }
+  ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, tile, active);
 }
 
 // STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" (each 0 = the default's), read at every
@@ -359,8 +419,40 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const bool groups = w.group_size > 0;
   const bool zeros = w.values == kQuantInt4 && w.zeros != nullptr;
   cudaError_t e = cudaErrorInvalidValue;
-  const size_t smem = a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0;
+  const size_t smem = (a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0) +
+                      static_cast<size_t>(c.block_warps) * c.depth * QuantStreamSlotBytes(zeros);
   auto go = [&](auto kernel, int warps) {
+    // Once per kernel instance and device: allow the device's most shared memory per block
+    // (the ring of 16-warp blocks at depth 8 passes 48 KB), and prefer shared memory over L1
+    // in the carveout (the ring bypasses L1; x needs a few KB of it), so that 3-4 blocks fit.
+    {
+      static std::mutex mu;
+      static std::vector<std::pair<int, const void*>> opted;
+      int dev = 0;
+      e = cudaGetDevice(&dev);
+      if (e != cudaSuccess) return;
+      std::lock_guard<std::mutex> lock(mu);
+      const std::pair<int, const void*> key{dev, reinterpret_cast<const void*>(kernel)};
+      if (std::find(opted.begin(), opted.end(), key) == opted.end()) {
+        int most = 0;
+        e = cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (e != cudaSuccess) return;
+        cudaFuncAttributes fa{};
+        e = cudaFuncGetAttributes(&fa, kernel);
+        if (e != cudaSuccess) return;
+        most -= static_cast<int>(fa.sharedSizeBytes);  // the limit covers static + dynamic
+        if (smem > static_cast<size_t>(most)) {
+          e = cudaErrorInvalidValue;
+          return;
+        }
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        if (e != cudaSuccess) return;
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 static_cast<int>(cudaSharedmemCarveoutMaxShared));
+        if (e != cudaSuccess) return;
+        opted.push_back(key);
+      }
+    }
     e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw);
   };
   auto by_values = [&](auto depth_tag, auto warps_tag, auto p_tag, auto o_tag) {

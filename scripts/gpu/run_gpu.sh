@@ -30,6 +30,7 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   qgemv_final  qgemv's 90-second form, one output file (cuda-gemv_final.txt)
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
@@ -466,10 +467,28 @@ phase_qgemv() {
   timeout 180 "$BUILD/bin/qgemv_sweep" --reps 20 > "$OUT/qgemv_sweep.jsonl" 2>&1
   grep -E "qgemv_sweep_best|error" "$OUT/qgemv_sweep.jsonl"
   grep -E '"variant":"(mma|default|read)"' "$OUT/qgemv_sweep.jsonl"
-  stamp "batch-1 decode 128/128: bf16, W4A16 g128, W8A16 (streaming GEMV)"
+  stamp "batch-1 decode 128/128: bf16, W4A16 g128, W8A16 (streaming GEMV: STRATA_CUDA_QGEMV_KERNEL=stream)"
   for d in bf16 int4-g128 int8; do
-    timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/qgemv_decode_$d.json"
+    STRATA_CUDA_QGEMV_KERNEL=stream timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_$d.json"
   done
+}
+
+# qgemv's short form for a call of about 90 seconds, everything in one file
+# ($OUT/cuda-gemv_final.txt): the streaming GEMV's tests (pass/fail lines), the quick sweep
+# at 1 and 8 tokens, then W4A16 batch-1 decode with the streaming GEMV
+# (STRATA_CUDA_QGEMV_KERNEL=stream; the default stays the tensor-core GEMV until measured).
+phase_qgemv_final() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" F="$OUT/cuda-gemv_final.txt"
+  stamp "streaming GEMV tests" | tee -a "$F"
+  timeout 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*' 2>&1 | \
+    grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|Expected|Which is|vs reference|elements off" | head -40 | tee -a "$F"
+  stamp "quick GEMV sweep, 1 and 8 tokens" | tee -a "$F"
+  timeout 45 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --quick 1 >> "$F" 2>&1
+  grep qgemv_sweep_best "$F"
+  stamp "W4A16 batch-1 decode 128/128 with the streaming GEMV" | tee -a "$F"
+  STRATA_CUDA_QGEMV_KERNEL=stream timeout 60 $S --synthetic-dtype int4-g128 --prompt-tokens 128 --gen-tokens 128 \
+    -r 1 2>&1 | tail -3 | tee -a "$F"
 }
 
 # The A/Bs of qgemv's decode figures (about 3 minutes): W4A16 / W8A16 with the previous
@@ -477,14 +496,14 @@ phase_qgemv() {
 # (STRATA_CUDA_QGEMV_FUSE=0).
 phase_qgemv_ab() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
-  stamp "batch-1 decode 128/128 with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
+  stamp "batch-1 decode 128/128 with the tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma, the default)"
   for d in int4-g128 int8; do
     STRATA_CUDA_QGEMV_KERNEL=mma timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
       tee "$OUT/qgemv_decode_${d}_mma.json"
   done
   stamp "batch-1 decode 128/128, streaming GEMV without the fused prologues (STRATA_CUDA_QGEMV_FUSE=0)"
   for d in int4-g128 int8; do
-    STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+    STRATA_CUDA_QGEMV_KERNEL=stream STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
       tee "$OUT/qgemv_decode_${d}_unfused.json"
   done
 }

@@ -532,7 +532,8 @@ TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
 }
 
 // The streaming GEMV (kernels/cuda/quant_gemv_stream.cu), which LaunchQuantGemv runs for a
-// tiled weight whose group_size is 0 or a multiple of the chunk's columns, at every launch
+// tiled weight whose group_size is 0 or a multiple of the chunk's columns created with
+// STRATA_CUDA_QGEMV_KERNEL=stream, at every launch
 // configuration shape it is built for (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw", read
 // at each launch) and beside the older tensor-core kernel (STRATA_CUDA_QGEMV_KERNEL=mma):
 // 1, 3 and 8 tokens, INT4 symmetric / asymmetric with ragged last groups and a ragged last
@@ -582,7 +583,7 @@ TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 256, 4096, 0, false, false, false},
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
                         {STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 64, false, false, false}};
-  // (depth, block_warps, kw); null: the default the dispatch picks.
+  // null: the default the dispatch picks.
   const char* configs[] = {nullptr, "4,8,1", "4,8,8", "4,16,16", "8,8,2", "8,16,4", "8,8,8", "8,4,4", "4,4,2"};
   for (const Case& c : cases) {
     QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
@@ -599,6 +600,7 @@ TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
       for (int64_t i = 0; i < c.cols; ++i) w.g_idx[order[i]] = static_cast<int32_t>(i / c.gs);
     }
     for (const char* cfg : configs) {
+      ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
       ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
       const std::string what = std::string(c.format == STRATA_WEIGHT_INT4_GROUP ? "stream int4 " : "stream int8 ") +
                                std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" + std::to_string(c.gs) +
@@ -620,6 +622,7 @@ TEST(CudaQuant, StreamGemvIsWhatRuns) {
   Dev dev(api, "activations=bf16");
   ASSERT_TRUE(dev.ok()) << dev.err();
   std::mt19937 rng(31);
+  ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
   ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", "5,8,8");
   const int64_t rows = 64, cols = 512;
   for (int32_t gs : {128, 32}) {
@@ -801,15 +804,16 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
 // device: at one token the streaming GEMV computes the prologue itself (prologue_scratch,
 // poisoned, stays untouched), at 3 tokens the prologue kernel runs first; both against the
 // float64 product of the prologue's output rounded to BF16 as the device's rms_norm /
-// silu_mul round it, with and without the residual add, at the default configuration and
-// at a small-depth, whole-row one (the ring wraps).
+// silu_mul round it, with and without the residual add, at the default configuration, a
+// small-depth whole-row one (the ring wraps) and a 16-warp one.
 TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16");
   ASSERT_TRUE(dev.ok()) << dev.err();
   std::mt19937 rng(37);
   const int64_t rows = 200, cols = 1536;
-  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1"}) {
+  ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
+  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,16,2"}) {
     ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
       QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
