@@ -243,6 +243,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
     dev->dp4a = asm_keyword != nullptr;
     dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl, asm_keyword);
+    // With the mma.sync GEMM, 17-32 tokens are faster through it than through the GEMV (H200,
+    // Llama-3-8B W8A8, 32 sequences: 26.0 ms per step at 16 against 33.6 at 32; docs/benchmarks.md).
+    if (dev->mma && opts.find("gemv_max_tokens=") == std::string::npos) dev->gemv_max_tokens = 16;
     if (const char* v = std::getenv("STRATA_OPENCL_VERBOSE"); v != nullptr && v[0] == '1') {
       std::fprintf(stderr, "strata opencl: device %s: int8 dot product %s%s; GEMV %d work-items x %d rows (%d for "
                    "16-32 tokens), GEMV up to %d tokens\n", dev->name.c_str(),

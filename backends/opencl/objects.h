@@ -39,7 +39,7 @@ struct strata_device_s {
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
   // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
   // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
-  // 8, 16 or 32).
+  // 8, 16 or 32; default 32, 16 on devices with the mma.sync GEMM).
   int32_t gemv_wg = 128;
   int32_t gemv_rows = 4;
   int32_t gemv_rows_wide = 2;
