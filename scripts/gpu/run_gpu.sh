@@ -453,11 +453,11 @@ phase_w8a8_final() {
     stamp "A: defaults (wgmma at 128, cuBLASLt at 4096), profiled"
     STRATA_CUDA_PROFILE=1 timeout 25 "${M[@]}" --tokens 128,4096 2>&1 | grep -E "$keep"
     stamp "B: quant_gemm=cublas at 128, profiled"
-    STRATA_CUDA_PROFILE=1 timeout 20 "${M[@]}" --tokens 128 --device-options quant_gemm=cublas 2>&1 | grep -E "$keep"
+    STRATA_CUDA_PROFILE=1 timeout 18 "${M[@]}" --tokens 128 --device-options quant_gemm=cublas 2>&1 | grep -E "$keep"
     stamp "C: quant_gemm=wgmma at 4096, profiled"
     STRATA_CUDA_PROFILE=1 timeout 20 "${M[@]}" --tokens 4096 --device-options quant_gemm=wgmma 2>&1 | grep -E "$keep"
     stamp "D: ncu speed of light, layer 0 at 128 tokens (prologue + GEMM per product)"
-    [ -x /usr/local/cuda/bin/ncu ] && timeout 22 /usr/local/cuda/bin/ncu --kernel-name regex:'WgmmaGemm|QuantPrologue' \
+    [ -x /usr/local/cuda/bin/ncu ] && timeout 25 /usr/local/cuda/bin/ncu --kernel-name regex:'WgmmaGemm|QuantPrologue' \
       --launch-count 8 --section SpeedOfLight "${M[@]}" --tokens 128 2>&1 | \
       grep -E "WgmmaGemm|QuantPrologue|Duration|Throughput|==PROF==|==ERROR==" | head -60
     stamp "w8a8_final done"
