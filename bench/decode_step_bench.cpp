@@ -309,9 +309,9 @@ int main(int argc, char** argv) {
   const double med = ms[ms.size() / 2];
   std::printf("{\"bench\":\"decode_step\",\"plugin\":\"%s\",\"device\":\"%s\",\"shape\":\"%s\",\"format\":\"%s\","
               "\"mode\":\"%s\",\"act\":\"%s\",\"kv_dtype\":\"%s\",\"batch\":%d,\"context\":%d,\"reps\":%d,"
-              "\"median_ms\":%.3f,\"min_ms\":%.3f,\"tokens_per_s\":%.2f}\n",
+              "\"options\":\"%s\",\"median_ms\":%.3f,\"min_ms\":%.3f,\"tokens_per_s\":%.2f}\n",
               init()->name, info.name, shape->name, format.c_str(), mode.c_str(), act_name.c_str(), kv_name.c_str(),
-              batch, ctx, reps, med, ms.front(), n * 1000.0 / med);
+              batch, ctx, reps, options.c_str(), med, ms.front(), n * 1000.0 / med);
   api->device_close(dev);
   return 0;
 }

@@ -8,14 +8,15 @@
 //       [--calib-tokens 4096] [--threads 2] [--configs f32,int8,w8a8,...]
 //
 // Configurations: f32, int8, w8a8 (alpha 0.5), w8a8-naive (alpha 0: no smoothing),
-// w8a8-static, llm-int8, rtn-g32/g64/g128, gptq-g32/g64/g128 (4-bit, asymmetric; -act suffix:
-// act-order), fp8.
+// w8a8-static, llm-int8, rtn-g32/g64/g128, gptq-g32/g64/g128 (4-bit, asymmetric; suffixes -act:
+// act-order, -sym: symmetric), fp8.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/eval/perplexity.h"
@@ -51,10 +52,11 @@ absl::StatusOr<QuantizeOptions> ConfigOptions(const std::string& name) {
   } else if (name == "fp8") {
     o.method = QuantizeMethod::kFp8;
   } else if (name.rfind("rtn-g", 0) == 0 || name.rfind("gptq-g", 0) == 0) {
-    // rtn-g32, gptq-g128, gptq-g32-act (act-order)
+    // rtn-g32, gptq-g128, gptq-g32-act (act-order), rtn-g32-sym (symmetric, GGUF Q4_0's grid)
     o.method = name[0] == 'r' ? QuantizeMethod::kRtn : QuantizeMethod::kGptq;
     o.group_size = std::stoll(name.substr(name.find('g', 1) + 1));
-    o.act_order = name.size() > 4 && name.compare(name.size() - 4, 4, "-act") == 0;
+    o.act_order = absl::StrContains(name, "-act");
+    o.symmetric = absl::StrContains(name, "-sym");
   } else {
     return absl::InvalidArgumentError("unknown configuration " + name);
   }

@@ -591,6 +591,15 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
   if (w->quant == nullptr && dev->use_gemv && GemvByRule(dev, xv.rows) && GemvSupports(gv)) {
     return Launched(LaunchGemv(gv, dev->stream), "matmul_ex: gemv");
   }
+  // Weight-only INT4 / INT8 at one token: the streaming GEMV computes the prologue itself.
+  if (p->prologue != STRATA_PROLOGUE_NONE && w->quant != nullptr) {
+    bool taken = false;
+    const Status st = RunQuantGemvWithPrologue(
+        dev, xv, w, b, ov, accumulate, p->prologue,
+        p->prologue == STRATA_PROLOGUE_RMS_NORM ? reinterpret_cast<const float*>(nv.base) : nullptr, p->eps,
+        p->prologue == STRATA_PROLOGUE_SILU_MUL ? uv.base : nullptr, &taken);
+    if (taken || !st.ok()) return st;
+  }
   // W8A8 / FP8 weights: the prologue's kernel writes the 8-bit activations directly
   // (its BF16 output is never stored, prologue_scratch stays unused).
   if (p->prologue != STRATA_PROLOGUE_NONE && QuantTakesPrologue(dev, w, xv.cols)) {

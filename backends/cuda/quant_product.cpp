@@ -18,6 +18,7 @@
 // Act-order weights read x through their column permutation (a gather into scratch first).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/op_profiler.h"
@@ -63,6 +64,39 @@ bool PlainAct8(const QuantWeight& q) {
 
 }  // namespace
 
+Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov,
+                                bool accumulate, int32_t prologue, const float* norm_weight, float eps, const void* up,
+                                bool* taken) {
+  *taken = false;
+  static const bool fuse = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_FUSE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  if (!fuse || w->quant == nullptr || w->quant->perm != nullptr || w->quant->view.layout != kQuantTiledStream) {
+    return Ok();
+  }
+  QuantGemvArgs a;
+  a.w = w->quant->view;
+  a.x = xv.base;
+  a.ldx = xv.stride;
+  a.x_dtype = xv.dtype;
+  a.bias = bias;
+  a.out = ov.base;
+  a.ldo = ov.stride;
+  a.out_dtype = ov.dtype;
+  a.n = xv.rows;
+  a.accumulate = accumulate;
+  a.overlap_previous = dev->use_pdl;
+  a.prologue = prologue;
+  a.norm_weight = norm_weight;
+  a.eps = eps;
+  a.up = up;
+  if (!QuantGemvStreamSupports(a) || !QuantGemvStreamTakesPrologue(a)) return Ok();
+  *taken = true;
+  return Launched(LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), dev->stream),
+                  "matmul_ex: quantized gemv with its prologue");
+}
+
 bool QuantTakesPrologue(const Device* dev, const Weight* w, int64_t cols) {
   return dev->quant_fuse && w->quant != nullptr && PlainAct8(*w->quant) && QuantPrologueSupports(cols);
 }
@@ -80,12 +114,15 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   // Scratch layout: [permuted x][the rest], each part 256-byte aligned.
   const uint64_t perm_bytes = q.perm != nullptr ? Align256(static_cast<uint64_t>(n * cols) * xs) : 0;
   uint64_t rest = 0;
-  // A tiled weight's GEMV reads x in 4-byte BF16 pairs; anything else (never the model's own
-  // activations) takes the dequantize + GEMM path.
-  const bool tiled_x_ok = wv.layout != kQuantTiled ||
-                          (xv.dtype == STRATA_DTYPE_BF16 && (q.perm != nullptr ||
-                                                             ((reinterpret_cast<uintptr_t>(xv.base) & 3u) == 0 &&
-                                                              xv.stride % 2 == 0)));
+  // A tiled weight's GEMV reads x in 4-byte BF16 pairs (kQuantTiled) or 16-byte vectors
+  // (kQuantTiledStream); anything else (never the model's own activations) takes the
+  // dequantize + GEMM path. Act-order x is gathered into aligned scratch first.
+  const uintptr_t x_align = wv.layout == kQuantTiledStream ? 15u : 3u;
+  const int64_t stride_unit = wv.layout == kQuantTiledStream ? 8 : 2;
+  const bool tiled_x_ok = wv.layout == kQuantRowMajor ||
+                          (xv.dtype == STRATA_DTYPE_BF16 &&
+                           (q.perm != nullptr ||
+                            ((reinterpret_cast<uintptr_t>(xv.base) & x_align) == 0 && xv.stride % stride_unit == 0)));
   const bool gemv = weight_only && n <= kQuantGemvMaxTokens && tiled_x_ok;
   const int64_t ldq = (cols + 15) / 16 * 16;
   uint64_t off_scale = 0, off_rt = 0, off_acc = 0;

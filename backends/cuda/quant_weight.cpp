@@ -76,7 +76,8 @@ const char* FormatName(int32_t f) {
 }  // namespace
 
 TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
-                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads) {
+                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads,
+                                 bool stream_order) {
   TiledQuantWeight t;
   const int kc = kQuantTiledChunkCols(values);
   const int64_t tiles = (rows + 15) / 16;
@@ -86,7 +87,10 @@ TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t 
   if (zeros != nullptr) t.zeros.assign(t.scales.size(), 8);
   const bool int4 = values == kQuantInt4;
   // Tile by tile: lane (group, t) of step s holds pairs j = 0..3 at row group + 8 (j & 1),
-  // columns 2t + 8 (j >> 1) and the next (QuantTiledPosition), built a word at a time.
+  // k slots 2t + 8 (j >> 1) and the next (QuantTiledPosition), built a word at a time. A k
+  // slot is column 2t + 8 (j >> 1) of the step, or (stream_order) column
+  // 4 * steps * t + 4 s + 2 (j >> 1) of the chunk.
+  const int steps = kc / 16;
   auto tile_range = [&](int64_t tile_begin, int64_t tile_end) {
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
       for (int64_t chunk = 0; chunk < t.chunks; ++chunk) {
@@ -98,8 +102,19 @@ TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t 
             uint32_t word = 0;
             for (int j = 0; j < 4; ++j) {
               const int64_t r = tile * 16 + group + 8 * (j & 1);
-              const int64_t c = chunk * kc + s * 16 + 2 * tq + 8 * (j >> 1);
-              if (r >= rows || c >= cols) continue;  // padding: zero bytes
+              const int64_t c = stream_order ? chunk * kc + 4 * steps * tq + 4 * s + 2 * (j >> 1)
+                                             : chunk * kc + s * 16 + 2 * tq + 8 * (j >> 1);
+              if (r >= rows || c >= cols) {
+                // Padding: zero bytes, or (stream order) the value that dequantizes to 0.
+                if (!stream_order) continue;
+                if (int4) {  // columns past cols are in the last group
+                  const uint32_t z = r < rows && zeros != nullptr ? zeros[r * ngroups + ngroups - 1] : 8u;
+                  word |= z << (4 * j) | z << (4 * (j + 4));
+                } else {
+                  o[2 * j] = o[2 * j + 1] = 0x80u;  // q = 0
+                }
+                continue;
+              }
               const uint8_t* row = packed + r * ld;
               if (int4) {
                 const uint8_t b = row[c >> 1];  // c is even: columns c, c + 1
@@ -330,10 +345,14 @@ Status CreateQuantWeight(Device* dev, const strata_weight_desc* d, const char* n
   }();
   if (UseTiledQuantLayout(f, dev->act_dtype, cols, gs, v1)) {
     const int threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+    // The streaming GEMV's order where it takes the group size, unless
+    // STRATA_CUDA_QGEMV_KERNEL=mma (read per weight: A/B runs and tests switch it).
+    const char* kernel = std::getenv("STRATA_CUDA_QGEMV_KERNEL");
+    const bool stream = QuantStreamLayoutFits(v.values, gs) && (kernel == nullptr || std::string(kernel) != "mma");
     TiledQuantWeight t = TileQuantWeight(v.values, packed.data(), v.ld, rows, cols, scales.data(), zeros, ngroups,
-                                         threads);
+                                         threads, stream);
     packed = std::vector<uint8_t>();  // the row-major copy is not kept
-    v.layout = kQuantTiled;
+    v.layout = stream ? kQuantTiledStream : kQuantTiled;
     v.chunks = t.chunks;
     v.ld = 0;
     STRATA_CUDA_RETURN_IF_ERROR(Upload(dev, q.get(), t.data.data(), t.data.size(), name, &dv));

@@ -34,7 +34,8 @@ struct QuantWeight {
   ~QuantWeight();
 };
 
-// A weight-only INT4 / INT8 weight in kernels/cuda/quant.h's kQuantTiled layout.
+// A weight-only INT4 / INT8 weight in kernels/cuda/quant.h's kQuantTiled (or
+// kQuantTiledStream) layout.
 struct TiledQuantWeight {
   int64_t chunks = 0;          // per 16-row tile
   std::vector<uint8_t> data;   // tiles * chunks * 512 bytes
@@ -43,9 +44,11 @@ struct TiledQuantWeight {
 };
 // Tiles a row-major weight: `packed` [rows, ld] holds INT4 nibble pairs (low = even column) or
 // INT8 signed bytes, `scales` / `zeros` are [rows, ngroups] (zeros may be null). Needs
-// cols % 16 == 0. Runs on up to `threads` host threads.
+// cols % 16 == 0. Runs on up to `threads` host threads. stream_order: kQuantTiledStream's
+// column order and padding (needs group_size % chunk columns == 0).
 TiledQuantWeight TileQuantWeight(int32_t values, const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
-                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads);
+                                 const float* scales, const uint8_t* zeros, int64_t ngroups, int threads,
+                                 bool stream_order = false);
 // Whether weight_create stores a weight of this format and shape tiled (the tensor-core
 // GEMV's layout): INT4_GROUP / INT8_PER_CHANNEL on a BF16-activation device, cols and
 // group_size multiples of 16, unless `v1` (STRATA_CUDA_QGEMV=v1: the SIMT GEMV's row-major
@@ -71,6 +74,14 @@ bool QuantTakesPrologue(const Device* dev, const Weight* w, int64_t cols);
 // device's activation type); with `prologue` (QuantTakesPrologue), of prologue(x) instead.
 Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate,
                        const QuantProductPrologue* prologue = nullptr);
+// matmul_ex's prologue (strata_matmul_prologue: rms_norm with norm_weight / eps, or silu_mul
+// with up) computed by the streaming GEMV itself (one token, a kQuantTiledStream weight
+// without act-order; STRATA_CUDA_QGEMV_FUSE=0 at start-up turns it off): out (+)=
+// prologue(x) * W^T + bias in one kernel. *taken = false (and nothing run) when it does not
+// apply: the caller then runs the prologue and RunQuantProduct.
+Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov,
+                                bool accumulate, int32_t prologue, const float* norm_weight, float eps, const void* up,
+                                bool* taken);
 
 }  // namespace strata::cuda
 

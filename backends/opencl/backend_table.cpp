@@ -4,6 +4,7 @@
 // the kernel object) and turns a Status into a strata_status plus last_error().
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backends/opencl/int_dot_probe.h"
 #include "backends/opencl/launch.h"
 #include "backends/opencl/objects.h"
 #include "backends/opencl/ops.h"
@@ -23,7 +25,7 @@
 
 strata_device_s::~strata_device_s() {
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, att_blocks, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);
@@ -171,6 +173,25 @@ Status ZeroMem(strata_device_s* dev, cl_mem m, size_t bytes, const char* what) {
   return e == CL_SUCCESS ? Ok() : ClFailure(dev, e, what);
 }
 
+// The integer value of option `key`=N in a ';'-separated option string (kept when absent),
+// within [lo, hi] and, when asked, a power of two.
+Status IntOption(const std::string& opts, const char* key, int32_t lo, int32_t hi, bool power_of_two,
+                 int32_t* value) {
+  const std::string k = StrCat(key, "=");
+  size_t at = 0;
+  while ((at = opts.find(k, at)) != std::string::npos && at > 0 && opts[at - 1] != ';') at += k.size();
+  if (at == std::string::npos) return Ok();
+  const std::string v = opts.substr(at + k.size(), opts.find(';', at) - at - k.size());
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi || (power_of_two && (n & (n - 1)) != 0)) {
+    return InvalidArgument("device_open: option ", key, "=", v, " is not ", power_of_two ? "a power of two " : "",
+                           "in [", lo, ", ", hi, "]");
+  }
+  *value = static_cast<int32_t>(n);
+  return Ok();
+}
+
 strata_status DeviceOpen(int32_t index, const strata_device_options* options, strata_device* out) {
   return Guarded("device_open", [&]() -> Status {
     if (out == nullptr) return InvalidArgument("device_open: null out");
@@ -184,10 +205,13 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     // Options "kernels=gpu" / "kernels=cpu": which kernel shapes to use whatever the device
     // type (tests run the GPU kernels on PoCL this way).
     // "cl_build_options=...": appended to the OpenCL C compiler's options (up to the next ';').
-    std::string build_options;
+    // "gemv_wg=N", "gemv_rows=N", "gemv_rows_wide=N", "gemv_max_tokens=N": the GPU GEMV
+    // shape (objects.h); "int_dot=plain": no dp4a or mma probe, "int_mma=off": no mma probe
+    // (int_dot_probe.h).
+    std::string build_options, opts;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
         options->options != nullptr) {
-      const std::string opts = options->options;
+      opts = options->options;
       if (opts.find("kernels=gpu") != std::string::npos) dev->is_cpu = false;
       if (opts.find("kernels=cpu") != std::string::npos) dev->is_cpu = true;
       const size_t at = opts.find("cl_build_options=");
@@ -196,6 +220,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
         build_options = opts.substr(from, opts.find(';', from) - from);
       }
     }
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_wg", 32, 1024, true, &dev->gemv_wg));
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows", 1, 16, false, &dev->gemv_rows));
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows_wide", 1, 16, false, &dev->gemv_rows_wide));
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_max_tokens", 8, 32, true, &dev->gemv_max_tokens));
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -206,7 +234,39 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateContext");
     dev->queue = clCreateCommandQueue(dev->context, cl.id, 0, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateCommandQueue");
-    STRATA_RETURN_IF_ERROR(BuildProgram(dev.get(), cl, build_options));
+    while (static_cast<size_t>(dev->gemv_wg) > dev->max_work_group && dev->gemv_wg > 1) dev->gemv_wg /= 2;
+    const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
+    dev->dp4a = asm_keyword != nullptr;
+    dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl, asm_keyword);
+    if (const char* v = std::getenv("STRATA_OPENCL_VERBOSE"); v != nullptr && v[0] == '1') {
+      std::fprintf(stderr, "strata opencl: device %s: int8 dot product %s%s; GEMV %d work-items x %d rows (%d for "
+                   "16-32 tokens), GEMV up to %d tokens\n", dev->name.c_str(),
+                   dev->dp4a ? "dp4a (inline PTX)" : dev->has_int_dot ? "cl_khr_integer_dot_product" : "plain int32",
+                   dev->mma ? ", GEMM on int8 mma.sync (inline PTX)" : "",
+                   dev->gemv_wg, dev->gemv_rows, dev->gemv_rows_wide, dev->gemv_max_tokens);
+    }
+    std::string gpu_options = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
+                                     " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide);
+    // A device that runs the CPU-shaped kernels only builds a smaller program (PoCL's
+    // compile time grows with the kernel count).
+    if (dev->is_cpu) gpu_options += " -DSTRATA_NO_GPU_KERNELS=1";
+    if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
+    if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
+    const Status built =
+        BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options);
+    if (!built.ok()) {
+      // Once more without the inline PTX and the unroll pragmas: a compiler that refuses them
+      // still gets every op (slower); the first error is reported when this fails too.
+      std::string plain = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
+                                 " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide, " -DSTRATA_NO_UNROLL_PRAGMA=1",
+                                 dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : "");
+      if (!build_options.empty()) plain += " " + build_options;
+      if (!BuildProgram(dev.get(), cl, plain).ok()) return built;
+      std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "
+                   "built without them; the compiler said:\n%s\n", dev->name.c_str(),
+                   built.message.substr(0, 2000).c_str());
+      dev->dp4a = dev->mma = false;
+    }
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));
     const size_t counter_bytes = 3 * STRATA_MAX_QUANT_COUNTER_SLOTS * sizeof(cl_uint);

@@ -36,6 +36,16 @@ struct strata_device_s {
   bool is_cpu = false;
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
+  // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
+  // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
+  // 8, 16 or 32).
+  int32_t gemv_wg = 128;
+  int32_t gemv_rows = 4;
+  int32_t gemv_rows_wide = 2;
+  int32_t gemv_max_tokens = 32;
+  bool dp4a = false;  // the int8 kernels use dp4a through inline PTX (int_dot_probe.h)
+  bool mma = false;   // many-token W8A8 products use int8 mma.sync through inline PTX
   uint64_t max_alloc = 0;     // CL_DEVICE_MAX_MEM_ALLOC_SIZE
   cl_mem err_word = nullptr;  // int, bits kErr*
   std::mutex mu;              // kernels' arguments are set and enqueued under it
@@ -45,6 +55,9 @@ struct strata_device_s {
   uint64_t act_q_bytes = 0;
   cl_mem act_scale = nullptr;
   uint64_t act_scale_bytes = 0;
+  // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
+  cl_mem att_blocks = nullptr;
+  uint64_t att_blocks_bytes = 0;
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   ~strata_device_s();
 };

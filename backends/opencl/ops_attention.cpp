@@ -2,6 +2,7 @@
 // checked before anything runs (with the batch's host copies where given); indices read
 // from device memory are checked by the kernels (error word, see SyncAndCheck).
 #include <algorithm>
+#include <vector>
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
@@ -174,6 +175,51 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
     }
   }
   if (n == 0) return Ok();
+  const bool i8 = kv->desc.dtype == STRATA_DTYPE_I8;
+  // GPUs, batches with prefill chunks (known from the host copies), head_dim a multiple of
+  // 4 up to 128: blocks of 32 query tokens share each staged key / value tile
+  // (kernels/opencl/attention_prefill.cl).
+  if (!dev->is_cpu && HasHostCopies(batch) && D % 4 == 0 && D <= 128) {
+    const int32_t* qsl = batch->host_query_start_loc;
+    int32_t longest = 0;
+    for (int32_t s = 0; s < S; ++s) longest = std::max(longest, qsl[s + 1] - qsl[s]);
+    if (longest > 1) {
+      std::vector<cl_int> blocks;
+      for (int32_t s = 0; s < S; ++s) {
+        for (int32_t i = qsl[s]; i < qsl[s + 1]; i += 32) {
+          blocks.push_back(s);
+          blocks.push_back(i);
+        }
+      }
+      const uint64_t bytes = blocks.size() * sizeof(cl_int);
+      if (dev->att_blocks == nullptr || dev->att_blocks_bytes < bytes) {
+        if (dev->att_blocks != nullptr) clReleaseMemObject(dev->att_blocks);
+        dev->att_blocks = nullptr;
+        dev->att_blocks_bytes = 0;
+        STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, "attention: query block list", &dev->att_blocks));
+        dev->att_blocks_bytes = bytes;
+      }
+      // Blocking: `blocks` is gone when this returns.
+      const cl_int e = clEnqueueWriteBuffer(dev->queue, dev->att_blocks, CL_TRUE, 0, bytes, blocks.data(), 0,
+                                            nullptr, nullptr);
+      if (e != CL_SUCCESS) return ClFailure(dev, e, "attention: uploading the query block list");
+      const size_t global[2] = {blocks.size() / 2 * 128, static_cast<size_t>(H)};
+      const size_t local[2] = {128, 1};
+      return Launch(dev, "paged_attention_prefill")
+          .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+          .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+          .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+          .I32(bs).I32(KVH).I32(D).I32(H)
+          .Mem(dev->att_blocks)
+          .Mem(qslv.mem).U64(qslv.off)
+          .Mem(lensv.mem).U64(lensv.off)
+          .Mem(btv.mem).U64(btv.off).I32(mb).I32(kv->desc.num_blocks)
+          .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+          .Mem(dev->err_word)
+          .Run(2, global, local);
+    }
+  }
   // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).
   size_t ls = dev->is_cpu ? 16 : 64;
   while (ls * 8 < static_cast<size_t>(D)) ls *= 2;
@@ -181,7 +227,6 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
     return Unsupported(op, ": head_dim ", D, " needs work-groups of ", ls, " on OpenCL device ", dev->name,
                        " (at most ", dev->max_work_group, ")");
   }
-  const bool i8 = kv->desc.dtype == STRATA_DTYPE_I8;
   const size_t global[2] = {static_cast<size_t>(H) * ls, static_cast<size_t>(n)};
   const size_t local[2] = {ls, 1};
   return Launch(dev, "paged_attention")

@@ -47,6 +47,23 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
   // INT8_PER_CHANNEL (W8A16): the float kernels over int8 values, times the row's scale.
   const cl_mem rscale = w->scales != nullptr ? w->scales : w->data;
   const std::string suffix = DtypeSuffix(w->dtype);
+  // GPUs, 16-element rows and 16-float-aligned inputs, up to gemv_max_tokens tokens:
+  // kernels/opencl/matmul_gemv.cl.
+  if (n <= dev->gemv_max_tokens && !dev->is_cpu && w->cols % 16 == 0 && xv.off % 16 == 0 && xv.stride % 16 == 0) {
+    int32_t nt = 1;
+    while (nt < n) nt *= 2;
+    const int32_t per_group = nt <= 8 ? dev->gemv_rows : dev->gemv_rows_wide;
+    const size_t ls = static_cast<size_t>(dev->gemv_wg);
+    const size_t global = static_cast<size_t>((w->rows + per_group - 1) / per_group) * ls;
+    const std::string k = StrCat("matmul_gemv_", suffix, "_", nt);
+    return Launch(dev, k.c_str())
+        .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+        .Mem(w->data).I64(w->rows).I64(w->cols)
+        .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
+        .Mem(rscale).I32(w->format == STRATA_WEIGHT_INT8_PER_CHANNEL ? 1 : 0)
+        .Mem(ov.mem).U64(ov.off).I64(ov.stride).I32(static_cast<int32_t>(n))
+        .Run(1, &global, &ls);
+  }
   if (n <= kGemvMaxTokens) {
     if (dev->is_cpu) {
       const size_t global = static_cast<size_t>(w->rows);

@@ -1,6 +1,7 @@
 #include "backends/opencl/ops_matmul_int8.h"
 
 #include <algorithm>
+#include <string>
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
@@ -46,6 +47,47 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   const cl_mem bias_mem = bias ? bias->mem : w->scales;
   const uint64_t b_off = bias ? bias->off : 0;
   const int32_t gs = w->group_size;
+  // GPUs, one scale per row, 16-byte rows: the GEMV (kernels/opencl/matmul_w8a8_gemv.cl) up
+  // to gemv_max_tokens tokens, above them the tensor-core GEMM (matmul_w8a8_mma.cl) where
+  // the device passed its probe, else the register-blocked GEMM (matmul_w8a8_gemm.cl).
+  if (!dev->is_cpu && gs == 0 && cols % 16 == 0) {
+    if (n > dev->gemv_max_tokens && dev->mma) {
+      const size_t local[2] = {256, 1};
+      const size_t global[2] = {static_cast<size_t>((rows + 127) / 128) * 256, static_cast<size_t>((n + 127) / 128)};
+      return Launch(dev, "matmul_w8a8_mma")
+          .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
+          .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
+          .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+          .Mem(out.mem).U64(out.off).I64(out.stride)
+          .Run(2, global, local);
+    }
+    if (n > dev->gemv_max_tokens) {
+      const size_t local[2] = {16, 16};
+      const size_t global[2] = {static_cast<size_t>((rows + 127) / 128) * 16, static_cast<size_t>((n + 127) / 128) * 16};
+      return Launch(dev, "matmul_w8a8_gemm")
+          .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
+          .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
+          .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+          .Mem(out.mem).U64(out.off).I64(out.stride)
+          .Run(2, global, local);
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += dev->gemv_max_tokens) {
+      const int32_t cnt = static_cast<int32_t>(std::min<int64_t>(dev->gemv_max_tokens, n - t0));
+      int32_t nt = 1;
+      while (nt < cnt) nt *= 2;
+      const int32_t per_group = nt <= 8 ? dev->gemv_rows : dev->gemv_rows_wide;
+      const size_t wls = static_cast<size_t>(dev->gemv_wg);
+      const size_t global = static_cast<size_t>((rows + per_group - 1) / per_group) * wls;
+      const std::string k = StrCat("matmul_w8a8_gemv_", nt);
+      STRATA_RETURN_IF_ERROR(Launch(dev, k.c_str())
+                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
+                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
+                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+                                 .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Run(1, &global, &wls));
+    }
+    return Ok();
+  }
   const bool tiled_ok = gs == 0 || gs % 32 == 0;
   if (!dev->is_cpu && n > kTokensPerLaunch && tiled_ok) {
     const size_t local[2] = {16, 16};

@@ -110,7 +110,8 @@ std::string BuildOptions(const ClDevice& cl) {
   return o;
 }
 
-Status BuildFromSource(strata_device_s* dev, const std::string& source, const std::string& options) {
+Status BuildFromSource(strata_device_s* dev, const std::string& source, const std::string& options,
+                       cl_program* out) {
   const char* text = source.c_str();
   const size_t len = source.size();
   cl_int e = CL_SUCCESS;
@@ -126,11 +127,12 @@ Status BuildFromSource(strata_device_s* dev, const std::string& source, const st
     return Error(STRATA_ERROR_DEVICE, "OpenCL device ", dev->name, ": building the kernels failed (",
                  ClErrorName(e), ", options '", options, "'):\n", log);
   }
-  dev->program = p;
+  *out = p;
   return Ok();
 }
 
-bool BuildFromBinary(strata_device_s* dev, const std::vector<unsigned char>& binary, const std::string& options) {
+bool BuildFromBinary(strata_device_s* dev, const std::vector<unsigned char>& binary, const std::string& options,
+                     cl_program* out) {
   const unsigned char* ptr = binary.data();
   const size_t len = binary.size();
   cl_int status = CL_SUCCESS, e = CL_SUCCESS;
@@ -143,7 +145,7 @@ bool BuildFromBinary(strata_device_s* dev, const std::vector<unsigned char>& bin
     clReleaseProgram(p);
     return false;
   }
-  dev->program = p;
+  *out = p;
   return true;
 }
 
@@ -169,9 +171,8 @@ std::string ProgramCacheDir() {
   return "";
 }
 
-Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string& extra_options) {
-  const std::string source = ProgramSource();
-  const std::string options = BuildOptions(cl) + (extra_options.empty() ? "" : " " + extra_options);
+Status BuildCachedProgram(strata_device_s* dev, const ClDevice& cl, const std::string& source,
+                          const std::string& options, cl_program* out) {
   const std::string dir = ProgramCacheDir();
   std::string path;
   if (!dir.empty()) {
@@ -185,7 +186,7 @@ Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string&
     std::vector<unsigned char> binary;
     bool exists = false;
     const bool valid = ReadEntry(path, &binary, &exists);
-    if (valid && BuildFromBinary(dev, binary, options)) {
+    if (valid && BuildFromBinary(dev, binary, options, out)) {
       std::lock_guard<std::mutex> lock(g_info_mu);
       ++g_info.hits;
       g_info.last_path = path;
@@ -196,17 +197,29 @@ Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string&
       ++g_info.rejected;
     }
   }
-  STRATA_RETURN_IF_ERROR(BuildFromSource(dev, source, options));
+  STRATA_RETURN_IF_ERROR(BuildFromSource(dev, source, options, out));
   {
     std::lock_guard<std::mutex> lock(g_info_mu);
     ++g_info.misses;
     g_info.last_path = path;
   }
   if (!path.empty()) {
-    const std::vector<unsigned char> binary = ProgramBinary(dev->program);
+    const std::vector<unsigned char> binary = ProgramBinary(*out);
     if (!binary.empty()) WriteEntry(dir, path, binary);
   }
   return Ok();
+}
+
+Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string& extra_options) {
+  const std::string options = BuildOptions(cl) + (extra_options.empty() ? "" : " " + extra_options);
+  return BuildCachedProgram(dev, cl, ProgramSource(), options, &dev->program);
+}
+
+const char* KernelSourceText(const char* file) {
+  for (int i = 0; i < kKernelSourceCount; ++i) {
+    if (std::strcmp(kKernelSources[i].file, file) == 0) return kKernelSources[i].text;
+  }
+  return nullptr;
 }
 
 Status GetKernel(strata_device_s* dev, const char* name, cl_kernel* out) {

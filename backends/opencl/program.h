@@ -33,6 +33,14 @@ std::string ProgramCacheDir();
 // extra_options are appended to the compiler options (device option cl_build_options=...).
 Status BuildProgram(strata_device_s* dev, const ClDevice& cl, const std::string& extra_options);
 
+// Builds `source` with `options` for the device through the same cache (the probe programs
+// of int_dot_probe.h use it); *out is the caller's to release.
+Status BuildCachedProgram(strata_device_s* dev, const ClDevice& cl, const std::string& source,
+                          const std::string& options, cl_program* out);
+
+// The text of one embedded kernel file ("int8_dot.cl"), nullptr if there is none.
+const char* KernelSourceText(const char* file);
+
 // The kernel `name` of dev->program, created on first use.
 Status GetKernel(strata_device_s* dev, const char* name, cl_kernel* out);
 

@@ -57,18 +57,24 @@ LEVELS="${STRATA_HTTP_LEVELS:-16,64}"
 SEQS="${STRATA_HTTP_MAX_NUM_SEQS:-64}"
 OFFLINE_SEQS="$SEQS"; [ "$SEQS" = auto ] && OFFLINE_SEQS=256
 REQUESTS="${STRATA_HTTP_REQUESTS:-256}"
-echo "--- strata serve vs in-process engine, llama3-8b, concurrency $LEVELS, max-num-seqs $SEQS"
-"$BUILD/bin/strata" serve --synthetic llama3-8b --tokenizer "$TOK" --device cuda --port 8123 \
-  --max-num-seqs "$SEQS" > "$OUT/serve.log" 2>&1 &
+# STRATA_HTTP_MODEL_FLAGS: extra model flags for the server and the in-process engine alike
+# (e.g. "--synthetic-dtype fp8 --kv-dtype fp8"); STRATA_HTTP_TAG names the output files.
+MODEL_FLAGS="${STRATA_HTTP_MODEL_FLAGS:-}"
+TAG="${STRATA_HTTP_TAG:+_$STRATA_HTTP_TAG}"
+echo "--- strata serve vs in-process engine, llama3-8b $MODEL_FLAGS, concurrency $LEVELS, max-num-seqs $SEQS"
+"$BUILD/bin/strata" serve --synthetic llama3-8b $MODEL_FLAGS --tokenizer "$TOK" --device cuda --port 8123 \
+  --max-num-seqs "$SEQS" > "$OUT/serve$TAG.log" 2>&1 &
 SERVER=$!
 for i in $(seq 1 120); do
   curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break
   sleep 1
 done
 timeout 150 "$LOADGEN" --url http://127.0.0.1:8123 --concurrency $LEVELS --requests "$REQUESTS" --max-tokens 128 \
-  --prompt "$PROMPT" | tee "$OUT/http_load.json"
+  --prompt "$PROMPT" | tee "$OUT/http_load$TAG.json"
 curl -s http://127.0.0.1:8123/metrics | grep -E "^strata_(requests|kv)" | head -12
 kill -TERM $SERVER; wait $SERVER; echo "server exit: $?"
+if [ -z "$MODEL_FLAGS" ]; then  # openai_load --offline takes no model flags
 timeout 150 "$LOADGEN" --offline synthetic:llama3-8b --tokenizer "$TOK" --max-num-seqs "$OFFLINE_SEQS" \
   --concurrency $LEVELS --requests "$REQUESTS" --max-tokens 128 --prompt "$PROMPT" | tee "$OUT/offline_load.json"
+fi
 fi

@@ -15,7 +15,9 @@
 // W = (q - z) * s per element for INT4, q * s for INT8 and FP8.
 //
 // The weight-only formats (INT4_GROUP, INT8_PER_CHANNEL) on a BF16-activation device are
-// instead stored tiled (layout kQuantTiled, unless STRATA_CUDA_QGEMV=v1 at weight_create), in
+// instead stored tiled (layout kQuantTiledStream where the streaming GEMV takes the group
+// size, else kQuantTiled; kQuantTiled always with STRATA_CUDA_QGEMV_KERNEL=mma, row-major
+// with STRATA_CUDA_QGEMV=v1, both read at weight_create), in
 // the order the tensor-core GEMV (quant_gemv_mma.cu) reads them: 16-row tiles, each cut into
 // chunks of kQuantTiledChunkCols(values) columns (64 INT4 or 32 INT8), each chunk 512 bytes:
 // 16 per lane, holding exactly that lane's A fragments of mma.m16n8k16 for the chunk's
@@ -41,6 +43,14 @@ enum QuantValues : int32_t {
 enum QuantLayout : int32_t {
   kQuantRowMajor = 0,
   kQuantTiled = 1,  // mma-fragment order (above); INT4 and INT8 only
+  // The same fragments with each chunk's columns permuted so that a lane's B fragments (x)
+  // for the whole chunk are one contiguous run of 4 * steps columns (the streaming GEMV,
+  // quant_gemv_stream.cu, loads them as 16-byte vectors): the step-s k slots of lane
+  // threadID t, 2t, 2t + 1, 2t + 8, 2t + 9, hold the chunk's columns
+  // (4 * steps) * t + 4 * s + 0, 1, 2, 3. Padding columns hold the value that dequantizes to
+  // exactly 0 (INT4: the group's zero point; INT8: q = 0), so that a step past the row's end
+  // adds 0 times whatever finite x the lane reads there.
+  kQuantTiledStream = 2,
 };
 
 // Columns per 512-byte chunk of a tiled weight: 16 bytes per lane hold 32 INT4 or 16 INT8
@@ -55,12 +65,19 @@ __host__ __device__ constexpr int kQuantTiledChunkCols(int32_t values) { return 
 // INT4: the step's 32-bit word has pair j's first value in nibble j and its second in nibble
 // j + 4, so ((word >> 4j) & 0x000F000F) is pair j as two 16-bit lanes. INT8: two words per
 // step, word 0 = bytes (a0, a1), word 1 = (a2, a3), each pair two adjacent bytes.
+// stream_order: the kQuantTiledStream permutation (column cc of a chunk is lane threadID
+// cc / (4 * steps), step (cc / 4) % steps, k slot 2t + (cc & 1) + 8 ((cc >> 1) & 1)).
 __host__ __device__ inline int64_t QuantTiledPosition(int32_t values, int64_t chunks, int64_t r, int64_t c,
-                                                      int* shift) {
+                                                      int* shift, bool stream_order = false) {
   const int kc = kQuantTiledChunkCols(values);
   const int64_t tile = r >> 4, chunk = c / kc;
   const int rr = static_cast<int>(r & 15), cc = static_cast<int>(c - chunk * kc);
-  const int step = cc >> 4, kk = cc & 15;
+  int step = cc >> 4, kk = cc & 15;
+  if (stream_order) {
+    const int steps = kc / 16, lt = cc / (4 * steps), j = cc & 3;
+    step = (cc >> 2) % steps;
+    kk = 2 * lt + (j & 1) + 8 * (j >> 1);
+  }
   const int group = rr & 7, high_row = rr >> 3, t = (kk & 7) >> 1, second = kk & 1, high_col = kk >> 3;
   const int lane = 4 * group + t;
   const int pair = high_row + 2 * high_col;
@@ -87,7 +104,7 @@ struct QuantWeightView {
   int64_t group_size = 0;          // columns per scale; 0 = the whole row
   const uint8_t* zeros = nullptr;  // INT4 asymmetric: [rows, ngroups]; null = 8
   int32_t layout = kQuantRowMajor;
-  int64_t chunks = 0;  // kQuantTiled: chunks per 16-row tile
+  int64_t chunks = 0;  // kQuantTiled / kQuantTiledStream: chunks per 16-row tile
 };
 
 // The most tokens the quantized GEMV takes (more: dequantize + GEMM, or the 8-bit GEMM).
@@ -105,14 +122,50 @@ struct QuantGemvArgs {
   int64_t n = 0;
   bool accumulate = false;  // out += product (+ bias)
   bool overlap_previous = false;  // programmatic dependent launch (launch.cuh)
+  // matmul_ex's prologue, one token, streaming GEMV only (QuantGemvStreamTakesPrologue): the
+  // product reads prologue(x) (strata_matmul_prologue: 1 rms_norm(x) * norm_weight, 2
+  // silu(x) * up), which every block computes into shared memory, rounded to BF16 as the
+  // separate rms_norm / silu_mul kernels round it, instead of a kernel before the product.
+  int32_t prologue = 0;
+  const float* norm_weight = nullptr;  // rms_norm: F32 [cols], 16-byte aligned
+  float eps = 0.0f;
+  const void* up = nullptr;  // silu_mul: BF16 [1, cols], 16-byte aligned
 };
 
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
-// INT4 weights, dequantized in registers while the packed rows stream once.
+// INT4 weights, dequantized in registers while the packed rows stream once: a
+// kQuantTiledStream weight takes the streaming GEMV (LaunchQuantGemvStream), a kQuantTiled
+// one the tensor-core GEMV of quant_gemv_mma.cu (LaunchQuantGemvTiled), a row-major one the
+// SIMT GEMV.
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
 
 // The same for a kQuantTiled weight and BF16 x (4-byte aligned rows): the tensor-core GEMV.
 cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
+
+// The streaming tensor-core GEMV (quant_gemv_stream.cu): the same product for a
+// kQuantTiledStream weight (group_size 0 or a multiple of the chunk's columns) and BF16 x
+// with 16-byte aligned rows, with `depth` chunk loads in flight per lane (4 or 8), blocks of
+// `block_warps` warps (4, 8 or 16) and `kw` warps per 16-row tile (split-K; divides
+// block_warps).
+struct QuantGemvStreamConfig {
+  int depth = 8;
+  int block_warps = 8;
+  int kw = 8;
+};
+bool QuantGemvStreamSupports(const QuantGemvArgs& a);
+// True when the streaming GEMV takes a.prologue itself: one token, BF16 out, the staged row
+// within 48 KB of shared memory (24,576 columns), aligned prologue operands.
+bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a);
+// The configuration LaunchQuantGemv uses for this weight and token count
+// (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
+QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);
+cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream);
+
+// Whether a weight-only weight of this shape is stored kQuantTiledStream (the streaming
+// GEMV takes its group size) rather than kQuantTiled.
+__host__ __device__ constexpr bool QuantStreamLayoutFits(int32_t values, int64_t group_size) {
+  return group_size % kQuantTiledChunkCols(values) == 0 && (values == kQuantInt8 || group_size > 0);
+}
 
 // dst[r, c] = W[r, c] (integer_only: q - z, or the FP8 value, without the scale) in
 // dst_dtype (F32 or BF16), row-major [rows, cols] with row stride ld_dst.

@@ -85,9 +85,10 @@ __global__ void DequantVectorKernel(QuantWeightView w, bool integer_only, T* dst
   }
 }
 
-// A kQuantTiled weight (INT4 or INT8), 8 consecutive columns of one row per thread (cols %
-// 16 == 0 for a tiled weight): the reads gather from the tile's fragment order (L1 / L2 hits:
-// a warp's columns are 1-2 chunks), the writes are row-major 16-byte (BF16) or 32-byte stores.
+// A kQuantTiled or kQuantTiledStream weight (INT4 or INT8), 8 consecutive columns of one row
+// per thread (cols % 16 == 0 for a tiled weight): the reads gather from the tile's fragment
+// order (L1 / L2 hits: a warp's columns are 1-2 chunks), the writes are row-major 16-byte
+// (BF16) or 32-byte stores.
 template <typename T, int kValues>
 __global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst, int64_t ld_dst) {
   const int64_t per_row = w.cols / 8;
@@ -103,7 +104,8 @@ __global__ void DequantTiledKernel(QuantWeightView w, bool integer_only, T* dst,
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       int shift = 0;
-      const uint8_t byte = w.data[QuantTiledPosition(kValues, w.chunks, r, c0 + j, &shift)];
+      const uint8_t byte =
+          w.data[QuantTiledPosition(kValues, w.chunks, r, c0 + j, &shift, w.layout == kQuantTiledStream)];
       const float q = static_cast<float>(kValues == kQuantInt4 ? (byte >> shift) & 0xf : byte);
       out[j] = FromF32<T>((q - z) * s);
     }
@@ -202,7 +204,7 @@ cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void
   if (!DispatchAct(dst_dtype, [&](auto tag) {
         using T = decltype(tag);
         T* d = static_cast<T*>(dst);
-        if (w.layout == kQuantTiled) {
+        if (w.layout == kQuantTiled || w.layout == kQuantTiledStream) {
           // The per-lane kernel (coalesced 16-byte reads) measured slower on the H200 for INT4
           // at 128 tokens (22.7 ms vs 19.5 ms for a Llama-3-8B step's products; INT8 16.6 vs
           // 16.4), so the gather kernel stays the default; STRATA_CUDA_QDEQUANT=lane picks the other.
@@ -210,7 +212,7 @@ cudaError_t LaunchQuantDequant(const QuantWeightView& w, bool integer_only, void
             const char* e = std::getenv("STRATA_CUDA_QDEQUANT");
             return e == nullptr || std::string(e) != "lane";
           }();
-          if (gather) {
+          if (gather || w.layout == kQuantTiledStream) {  // the lane kernel reads kQuantTiled only
             const unsigned grid = GridFor(w.rows * (w.cols / 8), 256);
             if (w.values == kQuantInt4) {
               DequantTiledKernel<T, kQuantInt4><<<grid, 256, 0, stream>>>(w, integer_only, d, ld_dst);

@@ -382,6 +382,9 @@ cudaError_t LaunchVectorN(const QuantGemvArgs& a, cudaStream_t stream) {
 
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return cudaSuccess;
+  if (a.w.layout == kQuantTiledStream) {
+    return LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), stream);
+  }
   if (a.w.layout == kQuantTiled) return LaunchQuantGemvTiled(a, stream);
   if (a.n > kQuantGemvMaxTokens || (a.w.values != kQuantInt4 && a.w.values != kQuantInt8)) {
     return cudaErrorInvalidValue;

@@ -103,6 +103,7 @@ __kernel void matmul_w8a8_rows(__global const char* q, __global const float* a_s
   }
 }
 
+#ifndef STRATA_NO_GPU_KERNELS  // GPU-shaped kernels (see matmul_w8a8_gemv.cl)
 // One work-group per output row for tokens [t0, t0 + n), n <= 8 (GPUs): work-items take
 // 4-column chunks (group_size, when set, a multiple of 4) and reduce in local memory.
 __kernel void matmul_w8a8_wg(__global const char* q, __global const float* a_scale, long t0, int n,
@@ -205,3 +206,4 @@ void matmul_w8a8_tiled(__global const char* q, __global const float* a_scale, lo
     }
   }
 }
+#endif  // STRATA_NO_GPU_KERNELS

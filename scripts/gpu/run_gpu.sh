@@ -15,6 +15,8 @@
 #   profile    GPU time per op and shape (STRATA_CUDA_PROFILE=1) at 128 and 32 sequences
 #   logprobs   1, 32 and 128 sequences with and without --logprobs 5
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
+#   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
+#              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 #   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
@@ -26,6 +28,10 @@
 #              (also with STRATA_CUDA_QGEMV=v1, the SIMT GEMV) and W8A16; 128 sequences 128/128
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
+#   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
+#              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
+#              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
+#              prologues (about 3 minutes)
 #   w8a8       W8A8 / FP8 with the fused prologue quantization and the wgmma GEMM (issue 28 items
 #              3, 5, 7; under 3 minutes): the 8-bit cuda_quant_test cases, the step's products as
 #              the model issues them (quant_matmul_bench --ops layer) at 128 and 4096 tokens beside
@@ -47,6 +53,9 @@
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
+#   quantppl   stories260K quantized (8 methods) with CUDA and CPU calibration: files compared,
+#              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
+#   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -166,6 +175,37 @@ phase_oclquick() {
   done
 }
 
+# The GPU-shaped int8 kernels of the OpenCL backend (issue 29 follow-up) through NVIDIA's
+# OpenCL: the matmul conformance cases on opencl:0 (the dp4a / mma.sync paths, which PoCL in
+# CI cannot run; STRATA_OPENCL_VERBOSE=1 prints the integer path the probes chose), then
+# Llama-3-8B-shape W8A8 steps per kernel variant (device options, backend_table.cpp):
+# batch-1 decode over GEMV shapes and without dp4a, 32 sequences over the GEMV / GEMM
+# crossover, 4096-token prefill with and without the tensor-core GEMM (ocl_sweep.jsonl).
+phase_oclsweep() {
+  opencl_icd_setup
+  export XDG_CACHE_HOME="$OUT/xdg-cache"
+  stamp "OpenCL matmul and attention conformance on opencl:0 (NVIDIA)"
+  STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 120 "$BUILD/bin/backend_conformance_test" \
+    --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | tee "$OUT/ocl_sweep_conformance.log" | \
+    grep -E "strata opencl|FAILED|PASSED|Failure" | head -30
+  local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+  stamp "batch-1 decode per GEMV variant"
+  for o in "" "gemv_rows=8" "gemv_wg=256" "int_dot=plain"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "32 sequences: GEMV rows per group for 16-32 tokens, GEMV / GEMM crossover"
+  for o in "" "gemv_rows_wide=1" "gemv_max_tokens=16" "gemv_max_tokens=8"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 40 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+  stamp "4096-token prefill: int8 mma.sync GEMM, dp4a GEMM"
+  for o in "" "int_mma=off"; do
+    STRATA_OPENCL_VERBOSE=1 timeout 60 $B --options "$o" --mode prefill --batch 4096 --reps 2 \
+      2>&1 | tee -a "$OUT/ocl_sweep.jsonl"
+  done
+}
+
 phase_opencl() {
   opencl_icd_setup
   stamp "OpenCL devices (OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES): GPUs first, so opencl:0 is the H200"
@@ -240,17 +280,19 @@ phase_http() {
 }
 
 phase_profile() {
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  # STRATA_PROFILE_DTYPE: the weights' --synthetic-dtype (bf16, int4-g128, int8, w8a8, fp8).
+  local dt="${STRATA_PROFILE_DTYPE:-bf16}"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --synthetic-dtype $dt --device cuda --json"
   for c in ${STRATA_PROFILE_SEQS:-128 32}; do
-    for mode in eager graphs; do
-      stamp "op profile: $c concurrent sequences, 128 in / 128 out, $mode"
+    for mode in ${STRATA_PROFILE_MODES:-eager graphs}; do
+      stamp "op profile: $dt, $c concurrent sequences, 128 in / 128 out, $mode"
       local flag=""
       [ "$mode" = eager ] && flag="--enforce-eager"
       STRATA_CUDA_PROFILE=1 timeout 150 $S --num-requests $c --prompt-len-min 128 --prompt-len-max 128 \
         --output-len-min 128 --output-len-max 128 --max-num-seqs $c --max-batched-tokens 8192 $flag \
-        > "$OUT/profile_${c}_${mode}.json" 2> "$OUT/profile_${c}_${mode}.txt"
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${c}_${mode}.json"
-      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${c}_${mode}.txt" | head -40
+        > "$OUT/profile_${dt}_${c}_${mode}.json" 2> "$OUT/profile_${dt}_${c}_${mode}.txt"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("output tok/s %.0f  TPOT p50 %.2f ms  steps %d  forward ms/step %.2f" % (r["output_tokens_per_s"], r["tpot_ms"]["p50"], r["steps"], r["forward_ms_per_step"]))' "$OUT/profile_${dt}_${c}_${mode}.json"
+      sed -n '/strata cuda op profile/,$p' "$OUT/profile_${dt}_${c}_${mode}.txt" | head -40
     done
   done
 }
@@ -377,6 +419,42 @@ phase_quant8b_quick() {
   stamp "batch-1 decode 128/128, W4A16 and W8A16"
   for d in int4-g128 int8; do
     timeout 50 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/quant8b_decode_$d.json"
+  done
+}
+
+# The streaming W4A16 / W8A16 GEMV (kernels/cuda/quant_gemv_stream.cu, issue 28 items 1-2;
+# about 4 minutes): its tests at every launch configuration, the variant sweep per
+# Llama-3-8B product shape (bench/cuda/qgemv_sweep.cu: picks the defaults), then batch-1
+# decode 128/128 end to end, bf16 / W4A16 / W8A16 (qgemv_ab: the A/Bs).
+phase_qgemv() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "streaming GEMV tests (every configuration) and the tiled-GEMV tests"
+  timeout 120 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*' \
+    2>&1 | tee "$OUT/qgemv_test.log" | grep -vE "^\[ RUN|^\[       OK|worst error" | tail -15
+  stamp "GEMV variant sweep (qgemv_sweep.jsonl)"
+  timeout 180 "$BUILD/bin/qgemv_sweep" --reps 20 > "$OUT/qgemv_sweep.jsonl" 2>&1
+  grep -E "qgemv_sweep_best|error" "$OUT/qgemv_sweep.jsonl"
+  grep -E '"variant":"(mma|default|read)"' "$OUT/qgemv_sweep.jsonl"
+  stamp "batch-1 decode 128/128: bf16, W4A16 g128, W8A16 (streaming GEMV)"
+  for d in bf16 int4-g128 int8; do
+    timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | tee "$OUT/qgemv_decode_$d.json"
+  done
+}
+
+# The A/Bs of qgemv's decode figures (about 3 minutes): W4A16 / W8A16 with the previous
+# tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma) and with the prologues not fused
+# (STRATA_CUDA_QGEMV_FUSE=0).
+phase_qgemv_ab() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  stamp "batch-1 decode 128/128 with the previous tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_KERNEL=mma timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_mma.json"
+  done
+  stamp "batch-1 decode 128/128, streaming GEMV without the fused prologues (STRATA_CUDA_QGEMV_FUSE=0)"
+  for d in int4-g128 int8; do
+    STRATA_CUDA_QGEMV_FUSE=0 timeout 90 $S --synthetic-dtype $d --prompt-tokens 128 --gen-tokens 128 -r 3 | \
+      tee "$OUT/qgemv_decode_${d}_unfused.json"
   done
 }
 
@@ -585,11 +663,71 @@ phase_kv8quick() {
   done
 }
 
+# Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on
+# the CPU and on CUDA (the files compared), then `strata perplexity` of each file on CUDA (bf16
+# and F32 activations) beside the CPU backend (quantppl.jsonl). Needs .gpu/shared/text/
+# tinystories_sample.txt and calib_wikitext.txt (the first 40 KB of WikiText-2's test text).
+phase_quantppl() {
+  local S="$ROOT/.gpu/shared/models/stories260K" text="$ROOT/.gpu/shared/text/tinystories_sample.txt"
+  local calib="$ROOT/.gpu/shared/text/calib_wikitext.txt" Q=/tmp/strata-quantppl m dev
+  if [ ! -f "$text" ] || [ ! -f "$calib" ]; then
+    stamp "no $text or $calib: quantppl skipped"; return
+  fi
+  rm -rf "$Q"; mkdir -p "$Q"; : > "$OUT/quantppl.jsonl"
+  # The files stories260K can be written as (llm-int8 has no file layout; GPTQ's HF layout needs
+  # widths that are multiples of 8, so GPTQ goes to GGUF Q4_0 groups); calibration only where
+  # the method takes it, and there on both devices.
+  local -A FLAGS=([int8]="--method int8" [w8a8]="--method w8a8 CAL" [fp8]="--method fp8"
+    [q8_0]="--method rtn --bits 8" [q4_0]="--method rtn --group-size 32 --sym" [gptq-g32]="--method gptq --group-size 32 --sym CAL")
+  for m in int8 w8a8 fp8 q8_0 q4_0 gptq-g32; do
+    local ext="" f="${FLAGS[$m]}"; [[ $m == q* || $m == gptq* ]] && ext=.gguf
+    f="${f/CAL/--calib $calib --calib-tokens 4096 --calib-ctx 128}"
+    # cuda-f32: the calibration forward passes with F32 activations (CUDA's default is BF16,
+    # which moves the recorded activation maxima / Hessians and so the calibrated files).
+    for dev in cpu cuda cuda-f32; do
+      [ $dev = cuda-f32 ] && [[ $f != *--calib* ]] && continue
+      local cenv=""; [ $dev = cuda-f32 ] && cenv="STRATA_CUDA_ACTIVATIONS=f32"
+      env $cenv timeout 120 "$BUILD/bin/strata" quantize -m "$S/stories260K.gguf" -o "$Q/$m-$dev$ext" $f \
+        --device ${dev%-f32} --json > "$Q/$m-$dev.log" 2>&1 || \
+        { stamp "quantize $m on $dev failed"; tail -3 "$Q/$m-$dev.log"; }
+    done
+    for dev in cuda cuda-f32; do
+      [ -e "$Q/$m-$dev$ext" ] || continue
+      if diff -rq "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" >/dev/null 2>&1; then stamp "$m: CPU- and $dev-made files identical"
+      else stamp "$m: CPU- and $dev-made files differ"; python3 scripts/gpu/compare_quantized.py "$Q/$m-cpu$ext" "$Q/$m-$dev$ext" 2>&1 | tail -4; fi
+    done
+    for dev in cuda cuda-f32 cpu; do
+      local env=""; [ $dev = cuda-f32 ] && env="STRATA_CUDA_ACTIVATIONS=f32"
+      env $env timeout 60 "$BUILD/bin/strata" perplexity -m "$Q/$m-cpu$ext" --tokenizer "$S/tok512.bin" -f "$text" --ctx 128 --json --device ${dev%-f32} \
+        2>"$Q/$m-ppl-$dev.err" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["method"]=sys.argv[1]; r["device"]=sys.argv[2]; print(json.dumps(r))' "$m" "$dev" \
+        >> "$OUT/quantppl.jsonl" || { stamp "perplexity $m on $dev failed"; tail -3 "$Q/$m-ppl-$dev.err"; }
+    done
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ppl = {(r["method"], r["device"]): r["ppl"] for r in rows}
+for m in dict.fromkeys(r["method"] for r in rows):
+  c, f, p = ppl.get((m, "cuda")), ppl.get((m, "cuda-f32")), ppl.get((m, "cpu"))
+  d = lambda a: "%+.3f%%" % (100 * (a / p - 1)) if a and p else "-"
+  print("%-9s ppl cpu %s  cuda(bf16 act) %s %s  cuda(f32 act) %s %s" % (m, p, c, d(c), f, d(f)))' "$OUT/quantppl.jsonl"
+}
+
+# Issue 28's serving figure: 256 concurrent requests through `strata serve`, bf16 and FP8
+# weights with an FP8 KV cache, in the same run (http_load_bf16.json, http_load_fp8.json).
+phase_serve256() {
+  for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
+    stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
+    STRATA_HTTP_LEVELS=256 STRATA_HTTP_MAX_NUM_SEQS=auto STRATA_HTTP_REQUESTS=768 STRATA_HTTP_TAG="${flags%%:*}" \
+      STRATA_HTTP_MODEL_FLAGS="${flags#*:}" BUILD="$BUILD" OUT="$OUT" timeout 280 bash bench/gpu/serving.sh http
+  done
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
-    tests|models|bench|ops|batching|batching8b|http|profile|clocks|logprobs|opencl|parallel|quant|quant8b|quant8b_quick|w8a8|w8a8_ab|w8a8_ncu|w8a8_final|kv8|kv8quick|oclquick) "phase_$phase" ;;
-    *) stamp "unknown phase '$phase' (build tests models bench ops batching batching8b http profile clocks logprobs opencl parallel quant quant8b quant8b_quick w8a8 w8a8_ab w8a8_ncu w8a8_final kv8 kv8quick oclquick)" ;;
+    # Any phase_NAME function defined above is a phase (no list to keep in step).
+    *) if declare -F "phase_$phase" >/dev/null; then "phase_$phase"
+       else stamp "unknown phase '$phase' ($(declare -F | sed -n 's/^declare -f phase_//p' | tr '\n' ' '))"; fi ;;
   esac
 done
 stamp "done"

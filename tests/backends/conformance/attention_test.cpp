@@ -306,6 +306,125 @@ void Attention::RunCase(const Case& c) {
   api().kv_cache_free(dev(), kv);
 }
 
+// Prefill chunks longer than the GPU kernel's 32-token query blocks and 32-key tiles
+// (attention_prefill.cl, opencl_gpu_kernels): a 70-token prompt beside a 4-token chunk
+// after 37 cached tokens, with and without a sliding window. RoPE at angle 0 (inv_freq 0)
+// stores keys as given, so the float64 reference needs no rotation.
+TEST_P(Attention, LongPrefillChunksAcrossQueryBlocksAndKeyTiles) {
+  constexpr int32_t kNumBlocks = 32;
+  for (int32_t window : {0, 40}) {
+    SCOPED_TRACE(testing::Message() << "window " << window);
+    strata_kv_cache_desc kd{};
+    kd.struct_size = sizeof(kd);
+    kd.num_layers = 1;
+    kd.num_blocks = kNumBlocks;
+    kd.block_size = kBlock;
+    kd.num_kv_heads = kKvHeads;
+    kd.head_dim = kDim;
+    kd.dtype = STRATA_DTYPE_F32;
+    strata_kv_cache kv = nullptr;
+    ASSERT_EQ(api().kv_cache_create(dev(), &kd, &kv), STRATA_OK) << api().last_error();
+    const std::vector<float> zeros(kDim / 2, 0.0f);
+    strata_rope_params rope{};
+    rope.struct_size = sizeof(rope);
+    rope.style = STRATA_ROPE_NEOX;
+    rope.rotary_dim = kDim;
+    rope.attention_factor = 1.0f;
+    rope.inv_freq = F32(1, kDim / 2, zeros);
+    strata_attention_params ap{};
+    ap.struct_size = sizeof(ap);
+    ap.num_heads = kHeads;
+    ap.num_kv_heads = kKvHeads;
+    ap.head_dim = kDim;
+    ap.scale = 1.0f / std::sqrt(float(kDim));
+    ap.sliding_window = window;
+    // Sequence 0: a 70-token prompt (blocks 0..17); sequence 1: tokens 37..40 after 37
+    // cached ones (blocks 31 down to 21, out of order).
+    const int32_t before[2] = {0, 37}, after[2] = {70, 41}, mb = 18;
+    std::vector<int32_t> tables(2 * mb, 0);
+    for (int32_t b = 0; b < 18; ++b) tables[b] = b;
+    for (int32_t b = 0; b < 11; ++b) tables[mb + b] = kNumBlocks - 1 - b;
+    const int64_t row = int64_t{kKvHeads} * kDim, qrow = int64_t{kHeads} * kDim;
+    std::vector<std::vector<float>> keys(2), values(2);
+    for (int32_t s = 0; s < 2; ++s) {
+      keys[s] = RandomFloats(after[s] * row, 400 + s, 1.5f);
+      values[s] = RandomFloats(after[s] * row, 500 + s);
+    }
+    auto step = [&](const int32_t* from, const int32_t* to, bool attend, std::vector<float>* q_out,
+                    std::vector<float>* out) {
+      std::vector<int32_t> positions, slots, qsl = {0}, lens;
+      std::vector<float> k, v;
+      for (int32_t s = 0; s < 2; ++s) {
+        for (int32_t p = from[s]; p < to[s]; ++p) {
+          positions.push_back(p);
+          slots.push_back(tables[s * mb + p / kBlock] * kBlock + p % kBlock);
+          k.insert(k.end(), keys[s].begin() + p * row, keys[s].begin() + (p + 1) * row);
+          v.insert(v.end(), values[s].begin() + p * row, values[s].begin() + (p + 1) * row);
+        }
+        qsl.push_back(static_cast<int32_t>(positions.size()));
+        lens.push_back(to[s]);
+      }
+      const int64_t n = static_cast<int64_t>(positions.size());
+      const std::vector<float> q = RandomFloats(n * qrow, 600 + static_cast<uint32_t>(n), 2.0f);
+      if (q_out != nullptr) *q_out = q;
+      strata_batch_desc b{};
+      b.struct_size = sizeof(b);
+      b.num_tokens = static_cast<int32_t>(n);
+      b.num_seqs = 2;
+      b.max_query_len = 70;
+      b.max_seq_len = 70;
+      b.max_blocks_per_seq = mb;
+      b.positions = I32(positions);
+      b.slot_mapping = I32(slots);
+      b.query_start_loc = I32(qsl);
+      b.seq_lens = I32(lens);
+      b.block_tables = Tensor(STRATA_DTYPE_I32, 2, mb, tables.data());
+      b.host_query_start_loc = qsl.data();
+      b.host_seq_lens = lens.data();
+      const strata_tensor* qt = F32(n, qrow, q);
+      ExpectOk(api().rope_kv_write(dev(), &rope, &ap, &b, qt, F32(n, row, k), F32(n, row, v), kv, 0), "rope_kv_write");
+      if (!attend) return;
+      const strata_tensor* ot = Poisoned(STRATA_DTYPE_F32, n, qrow);
+      ExpectOk(api().attention(dev(), &ap, &b, qt, kv, 0, ot), "attention");
+      *out = ReadF32(ot);
+    };
+    const int32_t none[2] = {0, 0}, cached[2] = {0, 37};
+    step(none, cached, false, nullptr, nullptr);
+    std::vector<float> q, got;
+    step(before, after, true, &q, &got);
+    ASSERT_FALSE(got.empty());
+    int64_t i = 0;
+    for (int32_t s = 0; s < 2; ++s) {
+      for (int32_t p = before[s]; p < after[s]; ++p, ++i) {
+        for (int32_t h = 0; h < kHeads; ++h) {
+          const int32_t kvh = h / (kHeads / kKvHeads);
+          const int32_t start = window > 0 ? std::max(0, p - window + 1) : 0;
+          std::vector<double> score;
+          double m = -INFINITY;
+          for (int32_t j = start; j <= p; ++j) {
+            double sc = 0;
+            for (int32_t d = 0; d < kDim; ++d) sc += double(q[i * qrow + h * kDim + d]) * keys[s][j * row + kvh * kDim + d];
+            score.push_back(sc * ap.scale);
+            m = std::max(m, score.back());
+          }
+          double l = 0;
+          std::vector<double> o(kDim, 0.0);
+          for (int32_t j = start; j <= p; ++j) {
+            const double w = std::exp(score[j - start] - m);
+            l += w;
+            for (int32_t d = 0; d < kDim; ++d) o[d] += w * values[s][j * row + kvh * kDim + d];
+          }
+          for (int32_t d = 0; d < kDim; ++d) {
+            ASSERT_NEAR(got[i * qrow + h * kDim + d], o[d] / l, 2e-5)
+                << "seq " << s << " pos " << p << " head " << h << " dim " << d;
+          }
+        }
+      }
+    }
+    api().kv_cache_free(dev(), kv);
+  }
+}
+
 TEST_P(Attention, RaggedBatchF32CacheNeox) { RunCase({STRATA_DTYPE_F32, STRATA_ROPE_NEOX, kDim, 0, 0}); }
 TEST_P(Attention, RaggedBatchF32CacheInterleavedPartialRotation) {
   RunCase({STRATA_DTYPE_F32, STRATA_ROPE_INTERLEAVED, 8, 0, 0});

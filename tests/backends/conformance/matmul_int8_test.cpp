@@ -162,6 +162,60 @@ TEST_P(Int8Test, W8A8DynamicPerTokenScales) {
   }
 }
 
+// Shapes that take the GPU kernels (opencl_gpu_kernels; CPU backends run their own): rows
+// of a multiple of 16 bytes, an odd number of 16-byte chunks (the GEMM's last K step half
+// empty), row counts that leave every row block and 128-row tile partial, and token counts
+// across the GEMV's 1/2/4/8/16/32-token forms and the GEMM's partial 128-token tiles.
+TEST_P(Int8Test, W8A8AtGpuKernelShapes) {
+  if (!Supported(STRATA_WEIGHT_W8A8)) GTEST_SKIP() << name() << " has no W8A8 matmul";
+  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 80}, {131, 256}}) {
+    const Int8Weight w = MakeWeight(rows, cols, 0, 70 + rows);
+    strata_weight h = Create(w, STRATA_WEIGHT_W8A8);
+    const std::vector<float> bias = RandomFloats(w.rows, 71);
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 17, 32, 33, 130}) {
+      SCOPED_TRACE(testing::Message() << rows << "x" << cols << " n=" << n);
+      const std::vector<float> x = RandomFloats(n * w.cols, 72 + n, 2.0f);
+      const strata_tensor* out = Poisoned(STRATA_DTYPE_F32, n, w.rows, w.rows + 3);
+      ExpectOk(api().matmul(dev(), F32(n, w.cols, x), h, n % 2 ? F32(1, w.rows, bias) : nullptr, out), "matmul");
+      std::vector<double> tol;
+      const std::vector<double> want = W8A8Ref(x, n, w, false, 0, &tol);
+      const std::vector<float> got = ReadF32(out);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < w.rows; ++r) {
+          const size_t i = t * w.rows + r;
+          ASSERT_NEAR(got[i], want[i] + (n % 2 ? bias[r] : 0.0f), tol[i] + 1e-6)
+              << "token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// INT8 weight-only (one scale per row) at the GPU GEMV's shapes, from an aligned strided input.
+TEST_P(Int8Test, W8A16AtGpuKernelShapes) {
+  if (!Supported(STRATA_WEIGHT_INT8_PER_CHANNEL)) GTEST_SKIP() << name() << " has no INT8_PER_CHANNEL matmul";
+  const Int8Weight w = MakeWeight(37, 80, 0, 80);
+  strata_weight h = Create(w, STRATA_WEIGHT_INT8_PER_CHANNEL);
+  for (int64_t n : {1, 2, 3, 5, 8}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    const std::vector<float> x = RandomFloats(n * w.cols, 81 + n);
+    const strata_tensor* out = Poisoned(STRATA_DTYPE_F32, n, w.rows);
+    ExpectOk(api().matmul(dev(), F32(n, w.cols, x, w.cols + 16), h, nullptr, out), "matmul");
+    const std::vector<float> got = ReadF32(out);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < w.rows; ++r) {
+        double s = 0, mag = 0;
+        for (int64_t c = 0; c < w.cols; ++c) {
+          const double v = double(x[t * w.cols + c]) * w.q[r * w.cols + c] * w.Scale(r, c);
+          s += v;
+          mag += std::fabs(v);
+        }
+        ASSERT_NEAR(got[t * w.rows + r], s, 1e-5 * mag + 1e-6) << "token " << t << " row " << r;
+      }
+    }
+  }
+}
+
 TEST_P(Int8Test, W8A8StaticScaleCountsSaturation) {
   if (!Supported(STRATA_WEIGHT_W8A8)) GTEST_SKIP() << name() << " has no W8A8 matmul";
   const Int8Weight w = MakeWeight(16, 64, 0, 60);

@@ -54,6 +54,27 @@ TEST_P(Matmul, DenseWeightsOfEveryTypeAtDecodeAndPrefillSizes) {
   }
 }
 
+// Rows of a multiple of 16 elements and inputs aligned to 16 floats: the shapes of the GPU
+// GEMV (opencl_gpu_kernels), at each of its token counts, and with a partial row block.
+TEST_P(Matmul, DenseWeightsAtGpuGemvShapes) {
+  const int64_t rows = 37, cols = 160;
+  const std::vector<float> w = RandomFloats(rows * cols, 23);
+  const std::vector<float> bias = RandomFloats(rows, 24);
+  for (int32_t dt : {STRATA_DTYPE_F32, STRATA_DTYPE_F16, STRATA_DTYPE_BF16}) {
+    if (!api().supports(dev(), STRATA_OP_MATMUL, STRATA_DTYPE_F32, STRATA_WEIGHT_DENSE, dt)) continue;
+    const std::vector<uint8_t> bytes = Encode(w, dt);
+    const std::vector<float> stored = RoundTo(w, dt);
+    strata_weight wt = Weight(dt, rows, cols, bytes.data());
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 32}) {
+      SCOPED_TRACE(testing::Message() << strata_dtype_name(dt) << " n=" << n);
+      const std::vector<float> x = RandomFloats(n * cols, 25 + n);
+      const strata_tensor* out = Poisoned(STRATA_DTYPE_F32, n, rows, rows + 1);
+      ExpectOk(api().matmul(dev(), F32(n, cols, x), wt, F32(1, rows, bias), out), "matmul");
+      CheckProduct(ReadF32(out), x, stored, &bias, n, rows, cols, Tolerance(name()));
+    }
+  }
+}
+
 TEST_P(Matmul, RefusesMismatchedShapes) {
   const std::vector<float> w = RandomFloats(8 * 6, 30);
   strata_weight wt = Weight(STRATA_DTYPE_F32, 8, 6, w.data());

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -530,6 +531,113 @@ TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
   }
 }
 
+// The streaming GEMV (kernels/cuda/quant_gemv_stream.cu), which LaunchQuantGemv runs for a
+// tiled weight whose group_size is 0 or a multiple of the chunk's columns, at every launch
+// configuration shape it is built for (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw", read
+// at each launch) and beside the older tensor-core kernel (STRATA_CUDA_QGEMV_KERNEL=mma):
+// 1, 3 and 8 tokens, INT4 symmetric / asymmetric with ragged last groups and a ragged last
+// chunk, act-order, INT8 per-row and per-group scales, a ragged last tile, split-K ranges
+// from whole rows (kw = 1: the ring wraps 28 times on 14336 INT4 columns) to 16 warps a tile.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(29);
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    int32_t gs;
+    bool asym, act_order, bias;
+  };
+  const Case cases[] = {{STRATA_WEIGHT_INT4_GROUP, 256, 4096, 128, false, false, false},
+                        {STRATA_WEIGHT_INT4_GROUP, 200, 1040, 128, true, false, true},
+                        {STRATA_WEIGHT_INT4_GROUP, 72, 1024, 64, true, true, false},
+                        {STRATA_WEIGHT_INT4_GROUP, 40, 14336, 128, true, false, false},
+                        {STRATA_WEIGHT_INT8_PER_CHANNEL, 256, 4096, 0, false, false, false},
+                        {STRATA_WEIGHT_INT8_PER_CHANNEL, 100, 528, 0, false, false, true},
+                        {STRATA_WEIGHT_INT8_PER_CHANNEL, 96, 1056, 64, false, false, false}};
+  // (depth, block_warps, kw); null: the default the dispatch picks.
+  const char* configs[] = {nullptr, "4,8,1", "4,8,8", "4,16,16", "8,8,2", "8,16,4", "8,8,8", "8,4,4", "4,4,2"};
+  for (const Case& c : cases) {
+    QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, c.gs);
+    if (c.asym) {
+      std::uniform_int_distribution<int> z(0, 15);
+      w.zeros.resize(c.rows * w.ngroups());
+      for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+    }
+    if (c.act_order) {
+      std::vector<int32_t> order(c.cols);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      w.g_idx.resize(c.cols);
+      for (int64_t i = 0; i < c.cols; ++i) w.g_idx[order[i]] = static_cast<int32_t>(i / c.gs);
+    }
+    for (const char* cfg : configs) {
+      ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+      const std::string what = std::string(c.format == STRATA_WEIGHT_INT4_GROUP ? "stream int4 " : "stream int8 ") +
+                               std::to_string(c.rows) + "x" + std::to_string(c.cols) + " g" + std::to_string(c.gs) +
+                               (c.asym ? " asym" : "") + (c.act_order ? " act-order" : "") + " cfg " +
+                               (cfg != nullptr ? cfg : "default");
+      ExpectProductsMatch(dev, BF16, w, rng, 2e-2, what.c_str(), c.bias, {1, 3, 8});
+    }
+    ScopedEnv mma("STRATA_CUDA_QGEMV_KERNEL", "mma");
+    ExpectProductsMatch(dev, BF16, w, rng, 2e-2, "the same weight on quant_gemv_mma.cu", c.bias, {1, 8});
+  }
+}
+
+// The dispatch really runs the streaming GEMV for a weight it supports: a configuration it
+// is not built for (depth 5) makes the product fail instead of silently taking another kernel,
+// while a group size it does not take (INT4 g32: groups inside a chunk) still runs (on
+// quant_gemv_mma.cu) under the same setting.
+TEST(CudaQuant, StreamGemvIsWhatRuns) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(31);
+  ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", "5,8,8");
+  const int64_t rows = 64, cols = 512;
+  for (int32_t gs : {128, 32}) {
+    QWeight w = RandomWeight(rng, STRATA_WEIGHT_INT4_GROUP, rows, cols, gs);
+    strata_weight W = nullptr;
+    ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+    const std::vector<float> x = RandomX(rng, 1, cols, BF16);
+    strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ob = dev.Bytes(std::vector<uint8_t>(rows * 2, 0xff));
+    const strata_tensor xt = T(xb, BF16, 1, cols), ot = T(ob, BF16, 1, rows);
+    const strata_status st = dev.api()->matmul(dev.dev(), &xt, W, nullptr, &ot);
+    if (gs == 128) {
+      EXPECT_NE(st, STRATA_OK) << "g128 took another kernel than the streaming GEMV";
+    } else {
+      EXPECT_EQ(st, STRATA_OK) << dev.err();
+    }
+  }
+}
+
 TEST(CudaQuant, W8A8DynamicStaticSmoothed) {
   REQUIRE_GPU();
   for (const Mode& m : kModes) {
@@ -685,6 +793,100 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
       int bad = 0;
       for (size_t i = 0; i < ref.size(); ++i) bad += !(std::fabs(out[i] - ref[i]) <= tol * (std::fabs(ref[i]) + rms));
       EXPECT_EQ(bad, 0) << "format " << format << " n=" << n;
+    }
+  }
+}
+
+// matmul_ex's rms_norm and silu_mul prologues on weight-only INT4 / INT8 weights of a BF16
+// device: at one token the streaming GEMV computes the prologue itself (prologue_scratch,
+// poisoned, stays untouched), at 3 tokens the prologue kernel runs first; both against the
+// float64 product of the prologue's output rounded to BF16 as the device's rms_norm /
+// silu_mul round it, with and without the residual add, at the default configuration and
+// at a small-depth, whole-row one (the ring wraps).
+TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(37);
+  const int64_t rows = 200, cols = 1536;
+  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1"}) {
+    ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+    for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
+      QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
+      if (format == STRATA_WEIGHT_INT4_GROUP) {
+        std::uniform_int_distribution<int> z(0, 15);
+        w.zeros.resize(rows * w.ngroups());
+        for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
+      }
+      strata_weight W = nullptr;
+      ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+      std::vector<float> gamma(cols);
+      std::uniform_real_distribution<float> gd(0.5f, 1.5f);
+      for (float& g : gamma) g = gd(rng);
+      strata_buffer gb = dev.Bytes(EncodeAct(gamma, F32));
+      strata_tensor gt = T(gb, F32, 1, cols);
+      gt.ndim = 1;
+      gt.shape[0] = cols;
+      for (int32_t prologue : {STRATA_PROLOGUE_RMS_NORM, STRATA_PROLOGUE_SILU_MUL}) {
+        for (int64_t n : {1, 3}) {
+          for (bool accumulate : {false, true}) {
+            const std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16),
+                                     res = RandomX(rng, n, rows, BF16);
+            std::vector<float> pro(n * cols);
+            for (int64_t t = 0; t < n; ++t) {
+              double ss = 0;
+              for (int64_t c = 0; c < cols; ++c) ss += double(x[t * cols + c]) * x[t * cols + c];
+              const double inv = 1.0 / std::sqrt(ss / cols + 1e-5);
+              for (int64_t c = 0; c < cols; ++c) {
+                const double v = x[t * cols + c];
+                const double p = prologue == STRATA_PROLOGUE_RMS_NORM ? v * inv * gamma[c]
+                                                                       : v / (1.0 + std::exp(-v)) * up[t * cols + c];
+                pro[t * cols + c] = FromBf16(ToBf16(static_cast<float>(p)));
+              }
+            }
+            std::vector<double> ref = Reference(w, pro, n, {});
+            if (accumulate) {
+              for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+            }
+            const std::vector<uint8_t> poison(n * cols * 2, 0xff);
+            strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
+                          ob = dev.Bytes(accumulate ? EncodeAct(res, BF16) : std::vector<uint8_t>(n * rows * 2, 0xff)),
+                          ps = dev.Bytes(poison), qs = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff));
+            strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
+                          pt = T(ps, BF16, n, cols), qt = T(qs, BF16, n, rows);
+            strata_matmul_params p{};
+            p.struct_size = sizeof(p);
+            p.prologue = prologue;
+            p.norm_weight = &gt;
+            p.eps = 1e-5f;
+            p.up = &ut;
+            p.accumulate = accumulate ? 1 : 0;
+            p.prologue_scratch = &pt;
+            p.product_scratch = &qt;
+            ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+            const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+            double ss = 0;
+            for (double v : ref) ss += v * v;
+            const double rms = std::sqrt(ss / ref.size());
+            int bad = 0;
+            double worst = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+              const double lim = 2e-2 * (std::fabs(ref[i]) + rms);
+              bad += !(std::fabs(out[i] - ref[i]) <= lim);
+              worst = std::max(worst, std::fabs(out[i] - ref[i]) / lim);
+            }
+            const std::string what = std::string(format == STRATA_WEIGHT_INT4_GROUP ? "int4" : "int8") +
+                                     (prologue == STRATA_PROLOGUE_RMS_NORM ? " rms_norm" : " silu_mul") +
+                                     " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " cfg " +
+                                     (cfg != nullptr ? cfg : "default");
+            EXPECT_EQ(bad, 0) << what;
+            std::printf("%-40s worst error / tolerance %.3f\n", what.c_str(), worst);
+            if (n == 1) {
+              EXPECT_TRUE(dev.Read(ps, poison.size()) == poison) << what << ": the prologue ran as its own kernel";
+            }
+          }
+        }
+      }
     }
   }
 }

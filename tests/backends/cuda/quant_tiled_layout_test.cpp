@@ -57,7 +57,18 @@ struct Case {
   int32_t values;
   int64_t rows, cols, group_size;
   bool zeros;
+  bool stream = false;  // kQuantTiledStream's column order and padding
 };
+
+// The chunk column held by k slot kk (0..15) of step `step` for lane threadID t: kQuantTiled
+// keeps the step's columns in place; kQuantTiledStream gives lane t the chunk's columns
+// [4 * steps * t, 4 * steps * (t + 1)), four per step, in the order of its k slots 2t, 2t + 1,
+// 2t + 8, 2t + 9 (quant.h).
+int64_t ChunkColumn(bool stream, int steps, int step, int kk) {
+  if (!stream) return step * 16 + kk;
+  const int t = (kk & 7) >> 1;
+  return 4 * steps * t + 4 * step + (kk & 1) + 2 * (kk >> 3);
+}
 
 void CheckCase(const Case& c) {
   std::mt19937 rng(static_cast<uint32_t>(c.rows * 131 + c.cols));
@@ -79,7 +90,7 @@ void CheckCase(const Case& c) {
     zeros[i] = static_cast<uint8_t>(i % 16);
   }
   const TiledQuantWeight t = TileQuantWeight(c.values, packed.data(), ld, c.rows, c.cols, scales.data(),
-                                             c.zeros ? zeros.data() : nullptr, ngroups, /*threads=*/3);
+                                             c.zeros ? zeros.data() : nullptr, ngroups, /*threads=*/3, c.stream);
   const int kc = int4 ? 64 : 32;
   const int64_t tiles = (c.rows + 15) / 16;
   ASSERT_EQ(t.chunks, (c.cols + kc - 1) / kc);
@@ -93,16 +104,20 @@ void CheckCase(const Case& c) {
           const std::vector<int> got = KernelFragment(t, c.values, tile, chunk, lane, step);
           for (int i = 0; i < 8; ++i) {
             const Element e = FragmentElement(lane, i);
-            const int64_t r = tile * 16 + e.row, col = chunk * kc + step * 16 + e.col;
+            const int64_t r = tile * 16 + e.row, col = chunk * kc + ChunkColumn(c.stream, kc / 16, step, e.col);
             if (r >= c.rows || col >= c.cols) {
-              // Padding: zero bytes (INT4 q = 0; INT8 byte 0 reads as -128, times x = 0).
-              EXPECT_EQ(got[i], int4 ? 0 : -128) << "padding at row " << r << " col " << col;
+              // Padding: zero bytes (INT4 q = 0; INT8 byte 0 reads as -128, times x = 0), or
+              // (stream order) values that dequantize to 0: INT4 the row's last zero point (8
+              // when symmetric or past the rows), INT8 q = 0.
+              int want = int4 ? 0 : -128;
+              if (c.stream) want = int4 ? (c.zeros && r < c.rows ? zeros[r * ngroups + ngroups - 1] : 8) : 0;
+              EXPECT_EQ(got[i], want) << "padding at row " << r << " col " << col;
               continue;
             }
             ++seen;
             ASSERT_EQ(got[i], value(r, col)) << "row " << r << " col " << col << " lane " << lane << " a" << i;
             int shift = -1;
-            const int64_t pos = QuantTiledPosition(c.values, t.chunks, r, col, &shift);
+            const int64_t pos = QuantTiledPosition(c.values, t.chunks, r, col, &shift, c.stream);
             const int stored = int4 ? (t.data[pos] >> shift) & 0xf : static_cast<int>(t.data[pos]) - 128;
             ASSERT_EQ(stored, value(r, col)) << "QuantTiledPosition of row " << r << " col " << col;
           }
@@ -116,7 +131,9 @@ void CheckCase(const Case& c) {
     for (int64_t g = 0; g < ngroups; ++g) {
       const size_t at = ((r / 16) * ngroups + g) * 16 + r % 16;
       EXPECT_EQ(t.scales[at], r < c.rows ? scales[r * ngroups + g] : 0.0f);
-      if (c.zeros) EXPECT_EQ(t.zeros[at], r < c.rows ? zeros[r * ngroups + g] : 8);
+      if (c.zeros) {
+        EXPECT_EQ(t.zeros[at], r < c.rows ? zeros[r * ngroups + g] : 8);
+      }
     }
   }
   EXPECT_EQ(t.zeros.empty(), !c.zeros);
@@ -132,6 +149,27 @@ TEST(CudaQuantTiledLayout, Int8FragmentsMatchThePtxLayout) {
   CheckCase({kQuantInt8, 16, 32, 0, false});
   CheckCase({kQuantInt8, 72, 528, 0, false});  // 16.5 chunks, 4.5 tiles
   CheckCase({kQuantInt8, 24, 96, 48, false});
+}
+
+// kQuantTiledStream (the streaming GEMV's order): the same fragments, columns permuted within
+// each chunk, padding that dequantizes to 0.
+TEST(CudaQuantTiledLayout, StreamOrderFragmentsMatchThePtxLayout) {
+  CheckCase({kQuantInt4, 32, 256, 128, false, true});
+  CheckCase({kQuantInt4, 40, 1040, 128, true, true});  // a half tile; a ragged last group and chunk
+  CheckCase({kQuantInt4, 24, 1088, 64, true, true});   // 17 chunks of 64, 17 groups
+  CheckCase({kQuantInt8, 16, 32, 0, false, true});
+  CheckCase({kQuantInt8, 72, 528, 0, false, true});  // 16.5 chunks, 4.5 tiles
+  CheckCase({kQuantInt8, 24, 1056, 64, false, true});
+}
+
+TEST(CudaQuantTiledLayout, StreamOrderOnlyWhereGroupsAreWholeChunks) {
+  EXPECT_TRUE(QuantStreamLayoutFits(kQuantInt4, 128));
+  EXPECT_TRUE(QuantStreamLayoutFits(kQuantInt4, 64));
+  EXPECT_FALSE(QuantStreamLayoutFits(kQuantInt4, 32));  // two groups in a 64-column chunk
+  EXPECT_FALSE(QuantStreamLayoutFits(kQuantInt4, 0));
+  EXPECT_TRUE(QuantStreamLayoutFits(kQuantInt8, 0));  // per-row scales
+  EXPECT_TRUE(QuantStreamLayoutFits(kQuantInt8, 64));
+  EXPECT_FALSE(QuantStreamLayoutFits(kQuantInt8, 48));
 }
 
 TEST(CudaQuantTiledLayout, WhichWeightsAreTiled) {
