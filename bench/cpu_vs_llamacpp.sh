@@ -5,7 +5,8 @@
 # round to round (this VM's bandwidth moves from minute to minute). Same work on both sides:
 # one prefill of P prompt tokens, then N greedy single-token decodes, T threads, medians.
 # Prints one JSON object per measurement, then a markdown table of medians (decode as a
-# fraction of the bandwidth floor: weight bytes x tok/s / measured read GB/s).
+# fraction of the bandwidth floor: weight bytes x tok/s / measured read GB/s). strata runs with
+# --device cpu, so the GPU backends' plugins (and their runtimes' memory) are not loaded.
 # Usage: bench/cpu_vs_llamacpp.sh [BUILD_DIR] [ROUNDS] [MODEL.gguf ...]
 #   no models: the 110M shape in f32 and f16 and the TinyLlama-1.1B shape in f16, made with
 #   make_random_llama in $STRATA_BENCH_TMP (default /tmp/strata-bench).
@@ -33,7 +34,7 @@ fi
 LOG="$TMP/cpu_vs_llamacpp.jsonl"
 : > "$LOG"
 run_strata() {
-  "$BUILD/bin/strata" bench -m "$1" --prompt-tokens "$P" --gen-tokens "$N" -r "$REPS" --threads "$THREADS" --json |
+  "$BUILD/bin/strata" bench --device cpu -m "$1" --prompt-tokens "$P" --gen-tokens "$N" -r "$REPS" --threads "$THREADS" --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({"engine":"strata","model":sys.argv[1],"prefill_tok_s":d["prefill_tokens_per_s"],"decode_tok_s":d["decode_tokens_per_s"],"weight_bytes":d["weight_bytes"],"peak_rss_bytes":d["peak_rss_bytes"]}))' "$1"
 }
 run_llamacpp() {

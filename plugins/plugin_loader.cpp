@@ -80,6 +80,16 @@ std::vector<std::string> PluginRegistry::SearchDirs(const PluginSearchOptions& o
 
 void PluginRegistry::DiscoverAndLoad(const PluginSearchOptions& options) {
   for (const std::string& file : options.plugin_files) LoadFile(file);
+  const std::string& only = options.only_backend;
+  if (!only.empty() && Find(only) == nullptr) {
+    const std::string file_name = absl::StrCat("libstrata-backend-", only, ".so");
+    for (const std::string& dir : SearchDirs(options)) {
+      std::error_code ec;
+      const fs::path path = fs::path(dir) / file_name;
+      if (fs::exists(path, ec) && LoadFile(path.string()) && Find(only) != nullptr) break;
+    }
+  }
+  if (!only.empty() && Find(only) != nullptr) return;
   for (const std::string& dir : SearchDirs(options)) {
     for (const std::string& file : PluginFilesIn(dir)) LoadFile(file);
   }

@@ -43,6 +43,11 @@ absl::StatusOr<QuantizeOptions> ParseOptions(const FlagSet& f, bool gguf) {
     if (!f.Has("group-size")) o.group_size = 32;
     if (!f.Has("sym")) o.symmetric = true;
   }
+  if (o.method == QuantizeMethod::kGptq && o.bits == 8) {
+    // 8-bit GPTQ is symmetric int8 groups (no zero points); GGUF's is Q8_0, groups of 32.
+    if (!f.Has("sym")) o.symmetric = true;
+    if (gguf && !f.Has("group-size")) o.group_size = 32;
+  }
   if (f.Has("group-size") && o.method != QuantizeMethod::kRtn && o.method != QuantizeMethod::kGptq)
     return absl::InvalidArgumentError("--group-size is for --method rtn|gptq");
   if (f.Has("alpha") && o.method != QuantizeMethod::kW8A8) return absl::InvalidArgumentError("--alpha is for --method w8a8");
@@ -124,8 +129,8 @@ int QuantizeCommand(const std::vector<std::string>& args) {
   f.Value("output", "-o", "", "a directory (Hugging Face GPTQ / compressed-tensors layout) or X.gguf (Q8_0 / Q4_0)");
   f.Value("method", "", "int8",
           "int8 (weights int8 per row), w8a8 (SmoothQuant), llm-int8, rtn (round to nearest), gptq, fp8");
-  f.Value("bits", "", "4", "rtn / gptq: 4 (groups) or 8 (rtn: int8 per row)");
-  f.Value("group-size", "", "128", "rtn / gptq 4-bit: columns per group (32, 64, 128)");
+  f.Value("bits", "", "4", "rtn / gptq: 4 (groups) or 8 (rtn: int8 per row; gptq: symmetric int8 groups)");
+  f.Value("group-size", "", "128", "rtn 4-bit / gptq: columns per group (32, 64, 128)");
   f.Switch("sym", "rtn / gptq 4-bit: symmetric groups (zero point 8)");
   f.Value("alpha", "", "0.5", "w8a8: SmoothQuant migration strength in [0, 1]; 0 = no smoothing (naive W8A8)");
   f.Value("outlier-threshold", "", "6.0", "llm-int8: activation magnitude that makes an input channel an outlier");

@@ -72,10 +72,12 @@ absl::StatusOr<DeviceRuntime> OpenDevice(const FlagSet& flags, int32_t index) {
   rt.registry = std::make_unique<PluginRegistry>();
   PluginSearchOptions opts;
   opts.plugin_files = flags.All("plugin");
+  STRATA_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(flags.Get("device")));
+  // A named backend: leave the others' libraries (and their runtimes' memory) unloaded.
+  if (spec.backend != "auto") opts.only_backend = spec.backend;
   rt.registry->DiscoverAndLoad(opts);
   for (const RejectedPlugin& r : rt.registry->rejected()) std::cerr << "strata: plugin refused: " << r.reason << "\n";
   STRATA_ASSIGN_OR_RETURN(rt.plugin, SelectBackend(*rt.registry, flags.Get("device")));
-  STRATA_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(flags.Get("device")));
   STRATA_ASSIGN_OR_RETURN(int64_t threads, flags.Int("threads"));
   if (threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
   strata_device_options o{};

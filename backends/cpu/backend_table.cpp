@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_info.h"
 #include "backends/cpu/cpu_objects.h"
@@ -149,7 +152,30 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     if (threads < 0) {
       return absl::InvalidArgumentError(absl::StrCat("device_open: num_threads ", threads, " < 0"));
     }
+    // Backend options "key=value;..." (the device option wins over the environment).
+    std::string int4_acts;
+    if (const char* e = std::getenv("STRATA_CPU_INT4_ACTIVATIONS"); e != nullptr) int4_acts = e;
+    if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(options->options) &&
+        options->options != nullptr) {
+      for (absl::string_view kv : absl::StrSplit(options->options, ';', absl::SkipWhitespace())) {
+        const size_t eq = kv.find('=');
+        const absl::string_view key = absl::StripAsciiWhitespace(kv.substr(0, eq));
+        const absl::string_view value = eq == absl::string_view::npos ? "" : absl::StripAsciiWhitespace(kv.substr(eq + 1));
+        if (key == "int4_activations") {
+          int4_acts = std::string(value);
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat("device_open: unknown CPU option '", key, "' (known: int4_activations)"));
+        }
+      }
+    }
+    if (!int4_acts.empty() && int4_acts != "auto" && int4_acts != "int8" && int4_acts != "int16") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_open: int4_activations=", int4_acts, " (auto, int8 or int16)"));
+    }
     auto dev = std::make_unique<strata_device_s>();
+    dev->int4_activations = int4_acts == "int8"    ? strata_device_s::Int4Activations::kInt8
+                            : int4_acts == "int16" ? strata_device_s::Int4Activations::kInt16
+                                                   : strata_device_s::Int4Activations::kAuto;
     dev->num_threads = threads > 0 ? threads : GetHostCpu().logical_cpus;
     dev->dnnl = std::make_unique<DnnlMatmul>();
     dev->pool = std::make_unique<ThreadPool>(dev->num_threads);

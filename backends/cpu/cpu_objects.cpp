@@ -6,14 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/op_profiler.h"
+#include "backends/cpu/page_memory.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/quant_weight.h"
 
 strata_device_s::~strata_device_s() = default;
-strata_weight_s::~strata_weight_s() {
-  strata::cpu::AlignedFree(data);
-}
-strata_kv_cache_s::~strata_kv_cache_s() { strata::cpu::AlignedFree(data); }
+strata_weight_s::~strata_weight_s() { strata::cpu::FreePages(data, data_bytes); }
+strata_kv_cache_s::~strata_kv_cache_s() { strata::cpu::FreePages(data, data_bytes); }
 
 namespace strata::cpu {
 namespace {

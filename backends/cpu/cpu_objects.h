@@ -36,6 +36,19 @@ struct strata_device_s {
   // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
   std::unique_ptr<strata::cpu::OpProfiler> profiler;
   strata::cpu::QuantCounters quant_counters;
+  // Which activation blocks the INT4_GROUP GEMVs multiply (quant_simd_kernels.h): int8
+  // (ActInt8: 64 products per vpdpbusd, no widening of the nibbles, about 2x the int16 kernel's
+  // weights/ns; each activation rounded to max|block| / 254) or int16 (ActInt16: within the
+  // float path's 2e-5). kAuto, the default, follows each format's reference implementation:
+  // symmetric groups of 32 are GGUF Q4_0, whose reference matmul (llama.cpp's Q4_0 x Q8_0)
+  // quantizes the activations to int8 blocks of 32 exactly so, so int8; other INT4 groups
+  // (GPTQ / AWQ checkpoints, asymmetric or groups of 64 / 128) are W4A16 formats whose
+  // references keep 16-bit activations, so int16. The int8 rounding measurably costs quality
+  // on a small model (stories260K: +0.2-0.5% perplexity, docs/benchmarks.md), which is why it
+  // is not applied where the format's own reference does not do it. Set with the device option
+  // int4_activations=auto|int8|int16 or STRATA_CPU_INT4_ACTIVATIONS.
+  enum class Int4Activations { kAuto, kInt8, kInt16 };
+  Int4Activations int4_activations = Int4Activations::kAuto;
   ~strata_device_s();
 };
 
@@ -56,7 +69,8 @@ struct strata_weight_s {
   int32_t dtype = STRATA_DTYPE_F32;
   int64_t rows = 0;
   int64_t cols = 0;
-  void* data = nullptr;  // row-major [rows, cols] in `dtype`, 64-byte aligned
+  void* data = nullptr;  // row-major [rows, cols] in `dtype`, from AllocPages (huge pages)
+  uint64_t data_bytes = 0;
   // Quantized formats (format != DENSE): the prepared arrays (quant_weight.h); data is unused.
   std::unique_ptr<strata::cpu::QuantWeight> quant;
   ~strata_weight_s();
@@ -70,7 +84,8 @@ struct strata_kv_cache_s {
   // then for I8 the F32 scales [kv_heads] at scales_offset (ABI 1.9: scales live in the block).
   uint64_t part_bytes = 0;
   uint64_t scales_offset = 0;
-  void* data = nullptr;
+  void* data = nullptr;  // from AllocPages (lazily zeroed: resident only where written)
+  uint64_t data_bytes = 0;
   ~strata_kv_cache_s();
 
   // K (which = 0) or V (which = 1) of `layer`, block `block`.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/page_memory.h"
 #include "backends/cpu/tensor_view.h"
 
 namespace strata::cpu {
@@ -83,12 +84,13 @@ absl::Status CreateKvCache(const strata_kv_cache_desc* desc, strata_kv_cache_s**
     return absl::ResourceExhaustedError("kv_cache_create: cache larger than 64 TiB");
   }
   const uint64_t bytes = static_cast<uint64_t>(total);
-  kv->data = AlignedAlloc(bytes);
+  // Zero pages (page_memory.h), so that attention over not-yet-written slots reads finite
+  // values without the whole pool becoming resident before it is used.
+  kv->data = AllocPages(bytes, PageKind::kLazyZero);
   if (kv->data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("kv_cache_create: cannot allocate ", bytes, " bytes"));
   }
-  // Zeroed so that attention over not-yet-written slots reads finite values.
-  std::memset(kv->data, 0, bytes);
+  kv->data_bytes = bytes;
   *out = kv.release();
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/ops_matmul_quant.h"
+#include "backends/cpu/page_memory.h"
 #include "backends/cpu/quant_weight.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
@@ -226,11 +227,13 @@ absl::Status CreateWeight(const strata_weight_desc* desc, strata_weight_s** out)
   // Row-major is what both the GEMV (streams each row once) and oneDNN (reads it as the
   // transposed "ba" matrix) want, so the copy keeps the caller's layout.
   const uint64_t bytes = static_cast<uint64_t>(w->rows * w->cols) * DtypeSize(w->dtype);
-  w->data = AlignedAlloc(bytes);
+  // Huge pages (page_memory.h): decode streams every byte of it once per token.
+  w->data = AllocPages(bytes, PageKind::kHugePages);
   if (w->data == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("weight_create: weight '", name, "': cannot allocate ", bytes, " bytes"));
   }
+  w->data_bytes = bytes;
   std::memcpy(w->data, desc->data, bytes);
   *out = w.release();
   return absl::OkStatus();

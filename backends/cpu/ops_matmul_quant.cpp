@@ -116,6 +116,30 @@ bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t col
   return true;
 }
 
+bool QuantizeActivationsInt8(const float* x, int64_t xs, int64_t n, int64_t cols, int64_t group_size,
+                             int64_t ngroups, ActInt8Buffer* buf, ActInt8* out) {
+  const int64_t nb = cols / kActBlock, qs = nb * kActBlock;
+  buf->q.resize(static_cast<size_t>(n * qs));
+  buf->scale.resize(static_cast<size_t>(n * nb));
+  buf->block_sum.resize(static_cast<size_t>(nb));
+  buf->group_sum.assign(static_cast<size_t>(n * ngroups), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * xs;
+    for (int64_t c = qs; c < cols; ++c)
+      if (!std::isfinite(xr[c])) return false;
+    if (!QuantizeBlocksInt8(xr, nb, buf->q.data() + t * qs, buf->scale.data() + t * nb, buf->block_sum.data()))
+      return false;
+    for (int64_t b = 0; b < nb; ++b) buf->group_sum[t * ngroups + b * kActBlock / group_size] += buf->block_sum[b];
+  }
+  out->q = buf->q.data();
+  out->scale = buf->scale.data();
+  out->group_sum = buf->group_sum.data();
+  out->x = x;
+  out->xs = xs;
+  out->nblocks = nb;
+  return true;
+}
+
 float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float static_scale, float* out,
                                uint64_t* saturated, uint64_t* nonfinite) {
   float scale = static_scale;
@@ -220,9 +244,36 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
     // prefill chunks up to kInt16MaxTokens tokens, run kGemvMaxTokens tokens at a time inside
     // each row task (its weight rows stay in L1 across the token chunks).
     const bool int16_acts = n <= kInt16MaxTokens && !generic && cols >= kActBlock && w.group_size % kActBlock == 0;
+    // INT4 groups multiply int8 activation blocks where dev->int4_activations says so
+    // (cpu_objects.h says why: by default symmetric groups of 32, GGUF Q4_0), else int16
+    // blocks, as INT8 weights always do (they are memory-bound: int8 blocks would not make
+    // them faster).
+    thread_local ActInt8Buffer act8_buf;
+    ActInt8 act8;
+    const bool int4 = w.format == STRATA_WEIGHT_INT4_GROUP;
     thread_local ActInt16Buffer act_buf;
     ActInt16 act;
-    if (int16_acts && QuantizeActivationsInt16(x, xs, n, cols, w.format == STRATA_WEIGHT_INT4_GROUP, w.group_size,
+    using Int4Acts = strata_device_s::Int4Activations;
+    const bool int8_acts = int4 && (dev->int4_activations == Int4Acts::kInt8 ||
+                                    (dev->int4_activations == Int4Acts::kAuto && w.group_size == kActBlock &&
+                                     w.zeros.empty() && w.perm.empty()));
+    if (int16_acts && int8_acts &&
+        QuantizeActivationsInt8(x, xs, n, cols, w.group_size, w.ngroups, &act8_buf, &act8)) {
+      const int64_t qs = act8.nblocks * kActBlock;
+      ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
+        for (int64_t t0 = 0; t0 < n; t0 += kGemvMaxTokens) {
+          const int32_t nt = static_cast<int32_t>(std::min(kGemvMaxTokens, n - t0));
+          ActInt8 a = act8;
+          a.q += t0 * qs;
+          a.scale += t0 * act8.nblocks;
+          a.group_sum += t0 * w.ngroups;
+          a.x += t0 * xs;
+          GemvInt4A8Rows(a, nt, w.data.data(), cols, w.row_bytes, w.Scales(),
+                         w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y + t0 * ys, ys,
+                         r0, r1);
+        }
+      });
+    } else if (int16_acts && QuantizeActivationsInt16(x, xs, n, cols, w.format == STRATA_WEIGHT_INT4_GROUP, w.group_size,
                                                w.ngroups, &act_buf, &act)) {
       const int64_t qs = act.nblocks * kActBlock;
       ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
@@ -234,10 +285,10 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
           if (a.group_sum) a.group_sum += t0 * w.ngroups;
           a.x += t0 * xs;
           if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
-            GemvInt8A16Rows(a, nt, reinterpret_cast<const int8_t*>(w.data.data()), cols, w.scales.data(), w.ngroups,
+            GemvInt8A16Rows(a, nt, reinterpret_cast<const int8_t*>(w.data.data()), cols, w.Scales(), w.ngroups,
                             w.group_size, bias, y + t0 * ys, ys, r0, r1);
           } else {
-            GemvInt4A16Rows(a, nt, w.data.data(), cols, w.row_bytes, w.scales.data(),
+            GemvInt4A16Rows(a, nt, w.data.data(), cols, w.row_bytes, w.Scales(),
                             w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y + t0 * ys,
                             ys, r0, r1);
           }
@@ -247,7 +298,7 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
       if (w.format == STRATA_WEIGHT_INT8_PER_CHANNEL) {
         ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
           GemvInt8Rows(x, xs, static_cast<int32_t>(n), reinterpret_cast<const int8_t*>(w.data.data()), cols,
-                       w.scales.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
+                       w.Scales(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
         });
       } else {
         // Deinterleaved activations: even columns, odd columns (0 past the end).
@@ -261,7 +312,7 @@ absl::Status QuantMatmulImpl(strata_device_s* dev, const View& xv, strata_weight
         const float* xe_p = xe.data();
         const float* xo_p = xo.data();
         ForRowTasks(dev, rows, cols, [&](int64_t r0, int64_t r1) {
-          GemvInt4Rows(xe_p, xo_p, rb, static_cast<int32_t>(n), w.data.data(), rb, w.scales.data(),
+          GemvInt4Rows(xe_p, xo_p, rb, static_cast<int32_t>(n), w.data.data(), rb, w.Scales(),
                        w.zeros.empty() ? nullptr : w.zeros.data(), w.ngroups, w.group_size, bias, y, ys, r0, r1);
         });
       }

@@ -52,6 +52,15 @@ struct ActInt16Buffer {
 bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t cols, bool int4, int64_t group_size,
                               int64_t ngroups, ActInt16Buffer* buf, ActInt16* out);
 
+// The same for INT4 groups with int8 activation blocks (ActInt8): scale max|block| / 127,
+// round to nearest even, each block as its even then its odd columns, group_sum as above.
+struct ActInt8Buffer {
+  std::vector<int8_t> q;
+  std::vector<float> scale, group_sum, block_sum;
+};
+bool QuantizeActivationsInt8(const float* x, int64_t xs, int64_t n, int64_t cols, int64_t group_size,
+                             int64_t ngroups, ActInt8Buffer* buf, ActInt8* out);
+
 // FP8 activations: x / scale (scale = max|x| / 448 dynamic, or static) rounded to E4M3 and
 // returned as the floats they stand for in out; values beyond 448 saturate (counted).
 float QuantizeActivationRowFp8(const float* x, int64_t cols, int32_t mode, float static_scale, float* out,

@@ -29,7 +29,7 @@ HWY_INLINE VF LoadI8AsF32(DF df, const int8_t* p) {
 }
 
 template <int N>
-void GemvInt8RowsN(const float* x, int64_t xs, const int8_t* w, int64_t cols, const float* scales,
+void GemvInt8RowsN(const float* x, int64_t xs, const int8_t* w, int64_t cols, ScaleArray scales,
                    int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0,
                    int64_t r1) {
   const DF df;
@@ -68,7 +68,7 @@ void GemvInt8RowsN(const float* x, int64_t xs, const int8_t* w, int64_t cols, co
 }
 
 void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
-                  const float* scales, int64_t ngroups, int64_t group_size, const float* bias,
+                  ScaleArray scales, int64_t ngroups, int64_t group_size, const float* bias,
                   float* y, int64_t ys, int64_t r0, int64_t r1) {
   const int64_t gs = group_size > 0 ? group_size : cols;
   switch (n) {
@@ -81,7 +81,7 @@ void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_
 
 template <int N>
 void GemvInt4RowsN(const float* xe, const float* xo, int64_t xs2, const uint8_t* w, int64_t row_bytes,
-                   const float* scales, const float* zeros, int64_t ngroups, int64_t gs, const float* bias,
+                   ScaleArray scales, const float* zeros, int64_t ngroups, int64_t gs, const float* bias,
                    float* y, int64_t ys, int64_t r0, int64_t r1) {
   const DF df;
   const DI32 di;
@@ -133,7 +133,7 @@ void GemvInt4RowsN(const float* xe, const float* xo, int64_t xs2, const uint8_t*
 }
 
 void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, const uint8_t* w,
-                  int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
+                  int64_t row_bytes, ScaleArray scales, const float* zeros, int64_t ngroups,
                   int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   switch (n) {
     case 1: return GemvInt4RowsN<1>(xe, xo, xs2, w, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
@@ -171,20 +171,39 @@ HWY_INLINE V32 DotPairs(V16 a, V16 b, V32 sum) {
 // c[t][j] = weight scale of block b0 + j's group x activation scale of that block for token
 // t, so that the inner loop broadcasts one float per (row, token, block) from memory.
 constexpr int64_t kChunk = 8;
+// Scales [i0, i0 + count) (count <= 16) as floats: F16 ones converted in vector registers
+// loaded straight from the array (no scalar copy first: that would stall on store
+// forwarding), the last count % lanes one by one.
+HWY_INLINE void ScalesToF32(ScaleArray s, int64_t i0, int64_t count, float* out) {
+  if (s.f32 != nullptr) {
+    for (int64_t i = 0; i < count; ++i) out[i] = s.f32[i0 + i];
+    return;
+  }
+  const hn::CappedTag<float, 8> df;  // 8: the int16 kernels' chunks (kChunk) are 8 blocks
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(s.f16 + i0);
+  int64_t i = 0;
+  for (; i + L <= count; i += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, out + i);
+  for (; i < count; ++i) out[i] = F16ToF32(s.f16[i0 + i]);
+}
+
 template <int N>
-HWY_INLINE void ChunkScales(const ActInt16& a, const float* row_scales, int64_t bpg, int64_t nb, int64_t b0,
+HWY_INLINE void ChunkScales(const ActInt16& a, ScaleArray row_scales, int64_t bpg, int64_t nb, int64_t b0,
                             int64_t b1, float (*c)[kChunk]) {
+  // The weight scale of each block b0..b1-1 (its group's).
+  float rs[kChunk];
+  if (bpg == 1) {
+    ScalesToF32(row_scales, b0, b1 - b0, rs);
+  } else {
+    const int64_t g0 = b0 / bpg, g1 = (b1 - 1) / bpg + 1;
+    float gsc[kChunk];
+    ScalesToF32(row_scales, g0, g1 - g0, gsc);
+    for (int64_t b = b0; b < b1; ++b) rs[b - b0] = gsc[b / bpg - g0];
+  }
   for (int t = 0; t < N; ++t) {
     const float* sx = a.scale + t * nb;
-    if (bpg == 1) {
-      for (int64_t b = b0; b < b1; ++b) c[t][b - b0] = row_scales[b] * sx[b];
-    } else {
-      int64_t g = b0 / bpg, in_group = b0 - g * bpg;
-      for (int64_t b = b0; b < b1; ++b) {
-        c[t][b - b0] = row_scales[g] * sx[b];
-        if (++in_group == bpg) in_group = 0, ++g;
-      }
-    }
+    for (int64_t b = b0; b < b1; ++b) c[t][b - b0] = rs[b - b0] * sx[b];
   }
 }
 
@@ -227,7 +246,7 @@ bool QuantizeBlocksInt16(const float* x, int64_t nb, bool int4, int16_t* q, floa
 }
 
 template <int N, int R>
-void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const float* scales, int64_t ngroups,
+void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, ScaleArray scales, int64_t ngroups,
                        int64_t gs, const float* bias, float* y, int64_t ys, int64_t r) {
   const D16 d16;
   const D32 d32;
@@ -277,7 +296,7 @@ void GemvInt8A16RowsNR(const ActInt16& a, const int8_t* w, int64_t cols, const f
 }
 
 template <int N>
-void GemvInt8A16RowsN(const ActInt16& a, const int8_t* w, int64_t cols, const float* scales, int64_t ngroups,
+void GemvInt8A16RowsN(const ActInt16& a, const int8_t* w, int64_t cols, ScaleArray scales, int64_t ngroups,
                       int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   constexpr int R = 1;  // see above
   int64_t r = r0;
@@ -285,7 +304,7 @@ void GemvInt8A16RowsN(const ActInt16& a, const int8_t* w, int64_t cols, const fl
   for (; r < r1; ++r) GemvInt8A16RowsNR<N, 1>(a, w, cols, scales, ngroups, gs, bias, y, ys, r);
 }
 
-void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
+void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, ScaleArray scales,
                      int64_t ngroups, int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0,
                      int64_t r1) {
   switch (n) {
@@ -301,7 +320,7 @@ void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols
 // nibbles enter unsigned (0..15); the zero point is taken out per group afterwards as
 // scale * zero * group_sum, group_sum being the sum of the group's dequantized activations.
 template <int N, int R>
-void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, const float* scales,
+void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales,
                        const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
                        int64_t r) {
   const D16 d16;
@@ -372,7 +391,7 @@ void GemvInt4A16RowsNR(const ActInt16& a, const uint8_t* w, int64_t cols, int64_
 }
 
 template <int N>
-void GemvInt4A16RowsN(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, const float* scales,
+void GemvInt4A16RowsN(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales,
                       const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
                       int64_t r0, int64_t r1) {
   constexpr int R = 1;  // see above
@@ -383,13 +402,249 @@ void GemvInt4A16RowsN(const ActInt16& a, const uint8_t* w, int64_t cols, int64_t
 }
 
 void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
-                     const float* scales, const float* zeros, int64_t ngroups, int64_t group_size,
+                     ScaleArray scales, const float* zeros, int64_t ngroups, int64_t group_size,
                      const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   switch (n) {
     case 1: return GemvInt4A16RowsN<1>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
     case 2: return GemvInt4A16RowsN<2>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
     case 3: return GemvInt4A16RowsN<3>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
     default: return GemvInt4A16RowsN<4>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+  }
+}
+
+// ---- INT4 groups x int8 activations (ActInt8) ----
+
+bool QuantizeBlocksInt8(const float* x, int64_t nb, int8_t* q, float* scale, float* block_sum) {
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(di)> d8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t kHalf = kActBlock / 2;
+  auto nonfinite = hn::Zero(df);  // x * 0 is NaN exactly for Inf and NaN
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kActBlock;
+    auto vmax = hn::Zero(df);
+    for (int64_t k = 0; k < kActBlock; k += L) {
+      const auto v = hn::LoadU(df, xb + k);
+      vmax = hn::Max(vmax, hn::Abs(v));
+      nonfinite = hn::Add(nonfinite, hn::Mul(v, hn::Zero(df)));
+    }
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float s = amax / 127.0f;
+    const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+    auto sum = hn::Zero(di);
+    int8_t* qb = q + b * kActBlock;
+    for (int64_t k = 0; k < kHalf; k += L) {  // even columns to qb[0, 16), odd ones to qb[16, 32)
+      hn::Vec<decltype(df)> even, odd;
+      hn::LoadInterleaved2(df, xb + 2 * k, even, odd);
+      const auto qe = hn::NearestInt(hn::Mul(even, inv)), qo = hn::NearestInt(hn::Mul(odd, inv));
+      sum = hn::Add(sum, hn::Add(qe, qo));
+      hn::StoreU(hn::DemoteTo(d8, qe), d8, qb + k);
+      hn::StoreU(hn::DemoteTo(d8, qo), d8, qb + kHalf + k);
+    }
+    scale[b] = s;
+    block_sum[b] = s * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, sum)));
+  }
+  return hn::GetLane(hn::SumOfLanes(df, nonfinite)) == 0.0f;
+}
+
+// sum_g scale[g] * zero[g] * group_sum[g] over the groups with full blocks: the zero points,
+// taken out after the unsigned nibbles were multiplied (the same as GemvInt4A16RowsNR's).
+HWY_INLINE float ZeroPointCorrection(ScaleArray row_scales, const float* row_zeros, const float* group_sum,
+                                     int64_t groups) {
+  const hn::CappedTag<float, 16> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  auto acc = hn::Zero(df);
+  alignas(64) float sc[16];
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int64_t cnt = groups - g0 < 16 ? groups - g0 : 16;
+    ScalesToF32(row_scales, g0, cnt, sc);
+    for (int64_t k = cnt; k < 16; ++k) sc[k] = 0.0f;
+    for (int64_t k = 0; k < cnt; k += L) {
+      alignas(64) float zz[16], gg[16];
+      for (int64_t i = 0; i < L; ++i) {
+        const bool in = k + i < cnt;
+        zz[i] = in ? (row_zeros ? row_zeros[g0 + k + i] : 8.0f) : 0.0f;
+        gg[i] = in ? group_sum[g0 + k + i] : 0.0f;
+      }
+      acc = hn::MulAdd(hn::Mul(hn::Load(df, sc + k), hn::Load(df, zz)), hn::Load(df, gg), acc);
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// The weight scale of blocks b0 .. b0 + count - 1 (count <= 16) of one row, as floats.
+HWY_INLINE void BlockScales(ScaleArray row_scales, int64_t bpg, int64_t b0, int64_t count, float* out) {
+  if (bpg == 1) return ScalesToF32(row_scales, b0, count, out);
+  const int64_t g0 = b0 / bpg, g1 = (b0 + count - 1) / bpg + 1;
+  float gsc[16];
+  ScalesToF32(row_scales, g0, g1 - g0, gsc);
+  for (int64_t i = 0; i < count; ++i) out[i] = gsc[(b0 + i) / bpg - g0];
+}
+
+// The float columns past the last full block, as GemvInt4A16RowsNR does them.
+HWY_INLINE float Int4TailColumns(const uint8_t* wr, int64_t row, int64_t c0, int64_t cols, ScaleArray scales,
+                                 const float* zeros, int64_t ngroups, int64_t gs, const float* x) {
+  float v = 0.0f;
+  for (int64_t col = c0; col < cols; ++col) {
+    const int64_t g = col / gs;
+    const int q = (col & 1) ? wr[col >> 1] >> 4 : wr[col >> 1] & 15;
+    const float z = zeros ? zeros[row * ngroups + g] : 8.0f;
+    v += (static_cast<float>(q) - z) * scales[row * ngroups + g] * x[col];
+  }
+  return v;
+}
+
+// A block of 32 columns is 16 bytes of nibbles (low = even column); its activations come as
+// 16 even then 16 odd columns, so one 32-byte vector [low nibbles | high nibbles] of the
+// block multiplies them in one u8 x s8 dot product (the nibbles enter unsigned, 0..15; the
+// zero points come out per group afterwards, see ZeroPointCorrection). Each block's int32
+// sum is then scaled by weight scale x activation scale into a float accumulator. Chunks of
+// 16 blocks compute those 16 scales at once per token.
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX-512 VNNI: two blocks per vpdpbusd. The 32 bytes of blocks b, b+1 are spread to the
+// 128-bit lanes [b, b, b+1, b+1], shifted right by 0 / 4 bits in alternate lanes and masked,
+// giving [low(b), high(b), low(b+1), high(b+1)] against the activations of b, b+1 as stored;
+// int32 lanes 0-7 then hold block b's products, 8-15 block b+1's, and one permute spreads
+// their two scales to match. Highway 1.0's AVX3_DL target string names AVX-VNNI (256-bit)
+// but not AVX512_VNNI, which its AVX3_DL CPU check does require: the attribute adds it.
+// Scales [i0, i0 + 16) of a row (lanes past `m` zero) straight into a register: a scalar
+// copy first would stall on store forwarding once per chunk.
+HWY_INLINE __m512 LoadScales16(ScaleArray s, int64_t i0, __mmask16 m) {
+  if (s.f32 != nullptr) return _mm512_maskz_loadu_ps(m, s.f32 + i0);
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s.f16 + i0));
+}
+
+template <int N>
+__attribute__((target("avx512vnni"))) void GemvInt4A8RowsN(
+    const ActInt8& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales, const float* zeros,
+    int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
+  const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
+  const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
+  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i pair_idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512 inv_bpg = _mm512_set1_ps(1.0f / static_cast<float>(bpg));
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    const ScaleArray rs = scales + r * ngroups;
+    const float* rz = zeros ? zeros + r * ngroups : nullptr;
+    __m512 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+    // Zero points: minus scale * zero * the group's activation sum, per group with blocks.
+    for (int64_t g0 = 0; g0 < groups_with_blocks; g0 += 16) {
+      const int64_t cnt = groups_with_blocks - g0 < 16 ? groups_with_blocks - g0 : 16;
+      const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
+      const __m512 sz = _mm512_mul_ps(LoadScales16(rs, g0, m),
+                                      rz ? _mm512_maskz_loadu_ps(m, rz + g0) : _mm512_set1_ps(8.0f));
+      for (int t = 0; t < N; ++t)
+        acc[t] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, a.group_sum + t * ngroups + g0), acc[t]);
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int64_t cnt = nb - b0 < 16 ? nb - b0 : 16;
+      const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
+      __m512 sw;  // the weight scale of each block b0 + lane (its group's)
+      if (bpg == 1) {
+        sw = LoadScales16(rs, b0, m);
+      } else {
+        const int64_t g0 = b0 / bpg, g1 = (b0 + cnt - 1) / bpg + 1;
+        // group of block b0 + i, relative to g0: floor((b0 + i + 0.5) / bpg), exact for these sizes
+        const __m512i gi = _mm512_sub_epi32(
+            _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(lane, _mm512_set1_ps(static_cast<float>(b0) + 0.5f)), inv_bpg)),
+            _mm512_set1_epi32(static_cast<int>(g0)));
+        sw = _mm512_maskz_permutexvar_ps(m, gi, LoadScales16(rs, g0, static_cast<__mmask16>((1u << (g1 - g0)) - 1u)));
+      }
+      __m512 c[N];
+      for (int t = 0; t < N; ++t) c[t] = _mm512_mul_ps(sw, _mm512_maskz_loadu_ps(m, a.scale + t * nb + b0));
+      for (int64_t p = 0; p < cnt; p += 2) {
+        const uint8_t* wp = wr + (b0 + p) * (kActBlock / 2);
+        const bool two = p + 1 < cnt;
+        // A lone last block reads only its own 16 bytes (masked loads do not fault).
+        const __m256i v = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))
+                              : _mm256_maskz_loadu_epi8(0xFFFFu, wp);
+        __m512i wv = _mm512_castsi256_si512(v);
+        wv = _mm512_shuffle_i64x2(wv, wv, 0x50);  // 128-bit lanes 0, 0, 1, 1
+        wv = _mm512_and_si512(_mm512_srlv_epi64(wv, shifts), nibble);
+        const __m512i idx = _mm512_add_epi32(pair_idx, _mm512_set1_epi32(static_cast<int>(p)));
+        for (int t = 0; t < N; ++t) {
+          const int8_t* xp = a.q + t * qs + (b0 + p) * kActBlock;
+          const __m512i xv = two ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xp);
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, c[t]), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      float v = _mm512_reduce_add_ps(acc[t]);
+      v += Int4TailColumns(wr, r, qs, cols, scales, zeros, ngroups, gs, a.x + t * a.xs);
+      y[t * ys + r] = bias ? v + bias[r] : v;
+    }
+  }
+}
+#else
+// Other targets: the nibbles and activations widened to int16 and multiplied in pairs
+// (ReorderWidenMulAccumulate: vpmaddwd on x86), one block at a time; correct everywhere, the
+// speed is the AVX-512 VNNI version's business.
+template <int N>
+void GemvInt4A8RowsN(const ActInt8& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales,
+                     const float* zeros, int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys,
+                     int64_t r0, int64_t r1) {
+  const D16 d16;
+  const D32 d32;
+  const DF32 df;
+  const hn::Rebind<uint8_t, D16> du8;
+  const hn::Rebind<int8_t, D16> di8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
+  const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
+  const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
+  constexpr int64_t kBlockBytes = kActBlock / 2;
+  const V16 mask = hn::Set(d16, 15);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    const ScaleArray rs = scales + r * ngroups;
+    hn::Vec<DF32> acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = hn::Zero(df);
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int64_t cnt = nb - b0 < 16 ? nb - b0 : 16;
+      float sw[16];
+      BlockScales(rs, bpg, b0, cnt, sw);
+      for (int64_t b = b0; b < b0 + cnt; ++b) {
+        V32 s[N];
+        for (int t = 0; t < N; ++t) s[t] = hn::Zero(d32);
+        for (int64_t k = 0; k < kBlockBytes; k += L) {
+          const V16 v = hn::PromoteTo(d16, hn::LoadU(du8, wr + b * kBlockBytes + k));
+          const V16 lo = hn::And(v, mask), hi = hn::ShiftRight<4>(v);
+          for (int t = 0; t < N; ++t) {
+            const int8_t* xb = a.q + t * qs + b * kActBlock;
+            const V16 xe = hn::PromoteTo(d16, hn::LoadU(di8, xb + k));
+            const V16 xo = hn::PromoteTo(d16, hn::LoadU(di8, xb + kBlockBytes + k));
+            s[t] = DotPairs(hi, xo, DotPairs(lo, xe, s[t]));
+          }
+        }
+        for (int t = 0; t < N; ++t)
+          acc[t] = hn::MulAdd(hn::ConvertTo(df, s[t]), hn::Set(df, sw[b - b0] * a.scale[t * nb + b]), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      float v = hn::GetLane(hn::SumOfLanes(df, acc[t])) -
+                ZeroPointCorrection(rs, zeros ? zeros + r * ngroups : nullptr, a.group_sum + t * ngroups,
+                                    groups_with_blocks);
+      v += Int4TailColumns(wr, r, qs, cols, scales, zeros, ngroups, gs, a.x + t * a.xs);
+      y[t * ys + r] = bias ? v + bias[r] : v;
+    }
+  }
+}
+#endif
+
+void GemvInt4A8Rows(const ActInt8& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
+                    ScaleArray scales, const float* zeros, int64_t ngroups, int64_t group_size, const float* bias,
+                    float* y, int64_t ys, int64_t r0, int64_t r1) {
+  switch (n) {
+    case 1: return GemvInt4A8RowsN<1>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 2: return GemvInt4A8RowsN<2>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    case 3: return GemvInt4A8RowsN<3>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
+    default: return GemvInt4A8RowsN<4>(a, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys, r0, r1);
   }
 }
 
@@ -449,26 +704,38 @@ bool QuantizeBlocksInt16(const float* x, int64_t nb, bool int4, int16_t* q, floa
   return HWY_DYNAMIC_DISPATCH(QuantizeBlocksInt16)(x, nb, int4, q, scale, block_sum);
 }
 HWY_EXPORT(GemvInt4A16Rows);
+HWY_EXPORT(QuantizeBlocksInt8);
+HWY_EXPORT(GemvInt4A8Rows);
 
-void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, const float* scales,
+bool QuantizeBlocksInt8(const float* x, int64_t nb, int8_t* q, float* scale, float* block_sum) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeBlocksInt8)(x, nb, q, scale, block_sum);
+}
+void GemvInt4A8Rows(const ActInt8& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
+                    ScaleArray scales, const float* zeros, int64_t ngroups, int64_t group_size, const float* bias,
+                    float* y, int64_t ys, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(GemvInt4A8Rows)(a, n, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys,
+                                       r0, r1);
+}
+
+void GemvInt8A16Rows(const ActInt16& a, int32_t n, const int8_t* w, int64_t cols, ScaleArray scales,
                      int64_t ngroups, int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0,
                      int64_t r1) {
   HWY_DYNAMIC_DISPATCH(GemvInt8A16Rows)(a, n, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
 }
 void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t cols, int64_t row_bytes,
-                     const float* scales, const float* zeros, int64_t ngroups, int64_t group_size,
+                     ScaleArray scales, const float* zeros, int64_t ngroups, int64_t group_size,
                      const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(GemvInt4A16Rows)(a, n, w, cols, row_bytes, scales, zeros, ngroups, group_size, bias, y, ys,
                                         r0, r1);
 }
 
 void GemvInt8Rows(const float* x, int64_t xs, int32_t n, const int8_t* w, int64_t cols,
-                  const float* scales, int64_t ngroups, int64_t group_size, const float* bias,
+                  ScaleArray scales, int64_t ngroups, int64_t group_size, const float* bias,
                   float* y, int64_t ys, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(GemvInt8Rows)(x, xs, n, w, cols, scales, ngroups, group_size, bias, y, ys, r0, r1);
 }
 void GemvInt4Rows(const float* xe, const float* xo, int64_t xs2, int32_t n, const uint8_t* w,
-                  int64_t row_bytes, const float* scales, const float* zeros, int64_t ngroups,
+                  int64_t row_bytes, ScaleArray scales, const float* zeros, int64_t ngroups,
                   int64_t group_size, const float* bias, float* y, int64_t ys, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(GemvInt4Rows)(xe, xo, xs2, n, w, row_bytes, scales, zeros, ngroups, group_size, bias, y,
                                      ys, r0, r1);

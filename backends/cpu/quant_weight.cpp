@@ -31,19 +31,23 @@ float HalfOrFloat(const void* p, int32_t dtype, size_t i) {
 
 void QuantWeight::DequantizeRow(int64_t r, float* out) const {
   const uint8_t* row = data.data() + r * row_bytes;
-  const float* s = scales.data() + r * ngroups;
+  const ScaleArray s = Scales() + r * ngroups;
   if (!col_group.empty() || group_size == 0 || format == STRATA_WEIGHT_FP8) {
-    // Irregular groups, per-row scales or FP8: one column at a time.
+    // Irregular groups, per-row scales or FP8: one column at a time (an F16 scale converted
+    // once per run of columns of one group).
+    int64_t last_g = -1;
+    float sg = 0.0f;
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t g = !col_group.empty() ? col_group[c] : (group_size > 0 ? c / group_size : 0);
+      if (g != last_g) sg = s[g], last_g = g;
       switch (format) {
         case STRATA_WEIGHT_INT4_GROUP: {
           const int q = (c & 1) ? row[c >> 1] >> 4 : row[c >> 1] & 15;
-          out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * s[g];
+          out[c] = (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[r * ngroups + g])) * sg;
           break;
         }
-        case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * s[g]; break;
-        default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * s[g]; break;
+        case STRATA_WEIGHT_FP8: out[c] = Fp8E4M3ToF32(row[c]) * sg; break;
+        default: out[c] = static_cast<float>(static_cast<int8_t>(row[c])) * sg; break;
       }
     }
     return;
@@ -105,13 +109,20 @@ absl::Status CreateQuantWeight(const strata_weight_desc* d, const char* name, Qu
     if (!(w->outlier_threshold >= 0.0f) || !std::isfinite(w->outlier_threshold))
       return Bad(name, "outlier threshold must be finite and >= 0");
   }
-  // Scales (and zero points) widened to float once.
-  w->scales.resize(static_cast<size_t>(rows * ng));
-  for (size_t i = 0; i < w->scales.size(); ++i) w->scales[i] = HalfOrFloat(d->scales, d->scales_dtype, i);
+  // Scales: F16 kept as given where the weight-only kernels read them (ScaleArray), else
+  // widened to float once; zero points widened to float.
+  const size_t num_scales = static_cast<size_t>(rows * ng);
+  if (d->scales_dtype == STRATA_DTYPE_F16 && (int4 || f == STRATA_WEIGHT_INT8_PER_CHANNEL)) {
+    w->scales_f16.resize(num_scales);
+    std::memcpy(w->scales_f16.data(), d->scales, num_scales * 2);
+  } else {
+    w->scales.resize(num_scales);
+    for (size_t i = 0; i < num_scales; ++i) w->scales[i] = HalfOrFloat(d->scales, d->scales_dtype, i);
+  }
   if (d->zeros != nullptr) {
     if (!int4) return Bad(name, "zero points belong to INT4_GROUP only");
     const uint8_t* z = static_cast<const uint8_t*>(d->zeros);
-    w->zeros.resize(w->scales.size());
+    w->zeros.resize(num_scales);
     for (size_t i = 0; i < w->zeros.size(); ++i) {
       if (z[i] > 15) return Bad(name, absl::StrCat("zero point ", int(z[i]), " at ", i, " is not 0..15"));
       w->zeros[i] = z[i];

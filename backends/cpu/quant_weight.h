@@ -1,6 +1,8 @@
 // A quantized weight as the CPU backend keeps it (ABI 1.9 formats; semantics in
 // include/strata/device.h and docs/writing-a-backend.md): the caller's arrays copied once at
-// weight_create into the layout the kernels read, scales and zero points widened to float,
+// weight_create into the layout the kernels read: the scales of the weight-only group formats
+// kept in the dtype given (F16 from GGUF and GPTQ files: half the scale traffic of a Q4_0
+// decode's 18-byte blocks), the other formats' scales and all zero points widened to float,
 // GPTQ act-order columns permuted so that each group is contiguous.
 #ifndef STRATA_BACKENDS_CPU_QUANT_WEIGHT_H_
 #define STRATA_BACKENDS_CPU_QUANT_WEIGHT_H_
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backends/cpu/quant_simd_kernels.h"
 #include "strata/device.h"
 
 namespace strata::cpu {
@@ -22,7 +25,10 @@ struct QuantWeight {
   // I8 [rows, cols], FP8 [rows, cols], or INT4 packed [rows, ceil(cols/2)], in the permuted
   // column order when `perm` is set.
   std::vector<uint8_t> data;
-  std::vector<float> scales;  // [rows, ngroups]
+  // [rows, ngroups], one of the two: F16 as given for INT8_PER_CHANNEL and INT4_GROUP
+  // (weight-only), else float. Read them through Scales().
+  std::vector<float> scales;
+  std::vector<uint16_t> scales_f16;
   std::vector<float> zeros;   // INT4 asymmetric: [rows, ngroups]; empty = 8
   // Act-order: column j of `data` is input column perm[j]. col_group[j] = its group when the
   // permuted groups are not contiguous runs of group_size (then the scalar path runs).
@@ -41,6 +47,9 @@ struct QuantWeight {
   bool QuantizesActivations() const {
     return format == STRATA_WEIGHT_W8A8 || format == STRATA_WEIGHT_INT8_OUTLIER_SPLIT ||
            format == STRATA_WEIGHT_FP8;
+  }
+  ScaleArray Scales() const {
+    return scales_f16.empty() ? ScaleArray(scales.data()) : ScaleArray(scales_f16.data());
   }
   // W[r][c] as float for the columns of the permuted order (used by the prefill tiles and
   // the run-time outlier columns).

@@ -1,5 +1,6 @@
 #include "core/model/llama_model.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -149,6 +150,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(Device& device, con
                                                    " for ", DTypeName(m->act_dtype_), " activations"));
   }
   STRATA_RETURN_IF_ERROR(m->UploadWeights(src));
+  // Loading freed large temporaries (stacked q/k/v and gate/up rows, converted norms). glibc
+  // raises its mmap threshold to the largest freed mapping, so later ones of that size came
+  // from the heap, and freed heap memory below the top stays resident: ~15 MiB on the 110M
+  // model, 5% of its f16 weights. malloc_trim(0) returns those free pages to the system.
+  malloc_trim(0);
   m->options_.on_load_progress = nullptr;  // it may capture the caller's locals
   STRATA_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;

@@ -31,33 +31,47 @@ std::vector<uint8_t> Int32Bytes(const std::vector<int32_t>& v) {
   return b;
 }
 
-// The codes of an INT4_GROUP tensor as [rows, cols] values 0..15.
-std::vector<uint8_t> Codes(const QuantizedTensor& t) { return UnpackInt4(t.data.data(), t.rows, t.cols); }
+// GPTQ's bits per code: 4 for INT4_GROUP, 8 for int8 groups (INT8_PER_CHANNEL with groups).
+int32_t GptqBits(const QuantizedTensor& t) { return t.format == STRATA_WEIGHT_INT4_GROUP ? 4 : 8; }
 
+// The codes of the tensor as [rows, cols] unsigned values: INT4 nibbles 0..15, int8 + 128.
+std::vector<uint8_t> Codes(const QuantizedTensor& t) {
+  if (t.format == STRATA_WEIGHT_INT4_GROUP) return UnpackInt4(t.data.data(), t.rows, t.cols);
+  std::vector<uint8_t> q(t.data.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(int{static_cast<int8_t>(t.data[i])} + 128);
+  return q;
+}
+
+// GPTQ layout, 4 or 8 bits (AutoGPTQ / vLLM / transformers): 32 / bits codes per int32.
 absl::Status AddGptq(const std::string& prefix, const QuantizedTensor& t, std::vector<SafetensorsTensor>* out) {
   const int64_t in = t.cols, rows = t.rows, groups = t.NumGroups();
-  if (in % 8 != 0 || rows % 8 != 0)
+  const int32_t bits = GptqBits(t);
+  const int64_t per_word = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  if (in % per_word != 0 || rows % per_word != 0)
     return absl::InvalidArgumentError(absl::StrCat(
-        prefix, " is [", rows, ", ", in, "]: the GPTQ layout packs 8 codes per int32 along both dimensions, so "
-        "they must be multiples of 8 (write GGUF, or keep the model in strata's memory)"));
-  const int64_t in_words = (in + 7) / 8, out_words = (rows + 7) / 8;
+        prefix, " is [", rows, ", ", in, "]: the ", bits, "-bit GPTQ layout packs ", per_word,
+        " codes per int32 along both dimensions, so they must be multiples of ", per_word,
+        " (write GGUF, or keep the model in strata's memory)"));
+  const int64_t in_words = in / per_word, out_words = rows / per_word;
   const std::vector<uint8_t> q = Codes(t);
-  // qweight [in/8, out]: word (i, j) holds input columns 8i..8i+7 of output row j.
+  // qweight [in / per_word, out]: word (i, j) holds input columns per_word*i.. of output row j.
   std::vector<int32_t> qweight(static_cast<size_t>(in_words * rows), 0);
   for (int64_t j = 0; j < rows; ++j)
     for (int64_t c = 0; c < in; ++c)
-      qweight[static_cast<size_t>((c / 8) * rows + j)] |=
-          static_cast<int32_t>(static_cast<uint32_t>(q[static_cast<size_t>(j * in + c)]) << (4 * (c % 8)));
-  // qzeros [groups, out/8]: AutoGPTQ's v1 checkpoints store zero - 1 (readers add the 1 back).
+      qweight[static_cast<size_t>((c / per_word) * rows + j)] |=
+          static_cast<int32_t>(static_cast<uint32_t>(q[static_cast<size_t>(j * in + c)]) << (bits * (c % per_word)));
+  // qzeros [groups, out / per_word]: AutoGPTQ's v1 checkpoints store zero - 1 (readers add the 1 back).
+  const int sym_zero = 1 << (bits - 1);
   std::vector<int32_t> qzeros(static_cast<size_t>(groups * out_words), 0);
   for (int64_t j = 0; j < rows; ++j)
     for (int64_t g = 0; g < groups; ++g) {
-      const int z = t.zeros.empty() ? 8 : t.zeros[static_cast<size_t>(j * groups + g)];
+      const int z = t.zeros.empty() ? sym_zero : t.zeros[static_cast<size_t>(j * groups + g)];
       if (z == 0)
         return absl::OutOfRangeError(absl::StrCat(prefix, ": zero point 0 (row ", j, ", group ", g,
                                                   ") cannot be stored in the GPTQ layout (it stores zero - 1)"));
-      qzeros[static_cast<size_t>(g * out_words + j / 8)] |=
-          static_cast<int32_t>(static_cast<uint32_t>(z - 1) << (4 * (j % 8)));
+      qzeros[static_cast<size_t>(g * out_words + j / per_word)] |=
+          static_cast<int32_t>((static_cast<uint32_t>(z - 1) & mask) << (bits * (j % per_word)));
     }
   // scales [groups, out] F16: the tensor's [out, groups] transposed.
   if (t.scales_dtype != STRATA_DTYPE_F16) return absl::InvalidArgumentError(absl::StrCat(prefix, ": GPTQ scales are f16"));
@@ -102,10 +116,11 @@ absl::StatusOr<json> QuantizationConfig(const ModelFile& m, std::string* layout)
       return absl::InvalidArgumentError(absl::StrCat(name, " is quantized differently from ", m.quantized.begin()->first,
                                                      ": one Hugging Face quantization_config cannot describe both"));
   }
-  switch (first.format) {
-    case STRATA_WEIGHT_INT4_GROUP:
+  const bool int8_groups = first.format == STRATA_WEIGHT_INT8_PER_CHANNEL && first.group_size > 0;
+  switch (int8_groups ? STRATA_WEIGHT_INT4_GROUP : first.format) {
+    case STRATA_WEIGHT_INT4_GROUP:  // and int8 groups: 8-bit GPTQ
       *layout = "gptq";
-      return json{{"quant_method", "gptq"},         {"bits", 4},
+      return json{{"quant_method", "gptq"},         {"bits", GptqBits(first)},
                   {"group_size", first.group_size}, {"desc_act", !first.g_idx.empty()},
                   {"sym", first.zeros.empty()},      {"true_sequential", true},
                   {"static_groups", false},          {"checkpoint_format", "gptq"},

@@ -125,6 +125,25 @@ QuantizedTensor ToInt4Group(const GroupQuantized& g) {
   return t;
 }
 
+// 8-bit symmetric GroupQuantized (codes 0..255 around 128) as core/quant's INT8 groups
+// (INT8_PER_CHANNEL with group_size, the layout of GGUF Q8_0): int8 = code - 128.
+QuantizedTensor ToInt8Group(const GroupQuantized& g) {
+  QuantizedTensor t;
+  t.format = STRATA_WEIGHT_INT8_PER_CHANNEL;
+  t.rows = g.rows;
+  t.cols = g.cols;
+  t.data.resize(g.q.size());
+  for (size_t i = 0; i < g.q.size(); ++i) t.data[i] = static_cast<uint8_t>(static_cast<int8_t>(int{g.q[i]} - 128));
+  t.group_size = static_cast<int32_t>(g.group_size);
+  t.scales_dtype = STRATA_DTYPE_F16;
+  t.scales.resize(g.scales.size() * 2);
+  for (size_t i = 0; i < g.scales.size(); ++i) {
+    const uint16_t h = F32ToF16(g.scales[i]);
+    std::memcpy(t.scales.data() + 2 * i, &h, 2);
+  }
+  return t;
+}
+
 // Max over a static input's calibration maxima after smoothing (x_j / s_j), as an int8 scale.
 float StaticActScale(std::span<const float> act_max, std::span<const float> smooth) {
   float m = 0;
@@ -169,10 +188,12 @@ absl::Status QuantizeOptions::Validate() const {
   const bool grouped = method == QuantizeMethod::kRtn || method == QuantizeMethod::kGptq;
   if (grouped) {
     if (bits != 4 && bits != 8) return absl::InvalidArgumentError(absl::StrCat("--bits must be 4 or 8, not ", bits));
-    if (method == QuantizeMethod::kGptq && bits != 4)
-      return absl::InvalidArgumentError("--method gptq writes 4-bit groups: --bits 4 (for 8 bits use --method int8)");
-    if (bits == 4 && group_size != 32 && group_size != 64 && group_size != 128)
+    const bool groups = bits == 4 || method == QuantizeMethod::kGptq;  // rtn --bits 8 is int8 per row
+    if (groups && group_size != 32 && group_size != 64 && group_size != 128)
       return absl::InvalidArgumentError(absl::StrCat("--group-size must be 32, 64 or 128, not ", group_size));
+    // 8-bit GPTQ becomes INT8 groups (core/quant), which have no zero points and no g_idx.
+    if (method == QuantizeMethod::kGptq && bits == 8 && (!symmetric || act_order))
+      return absl::InvalidArgumentError("--method gptq --bits 8 writes symmetric int8 groups: --sym, no --act-order");
   } else if (bits != 4 && bits != 8) {
     return absl::InvalidArgumentError(absl::StrCat("--bits must be 4 or 8, not ", bits));
   }
@@ -190,6 +211,8 @@ absl::Status QuantizeOptions::Validate() const {
                                                      "(--method rtn|gptq), not ", QuantizeMethodName(method)));
     if (grouped && bits == 4 && (group_size != 32 || !symmetric || act_order))
       return absl::InvalidArgumentError("GGUF Q4_0 is symmetric groups of 32 without act-order: --group-size 32 --sym");
+    if (method == QuantizeMethod::kGptq && bits == 8 && group_size != 32)
+      return absl::InvalidArgumentError("GGUF Q8_0 is symmetric groups of 32: --group-size 32");
   }
   return absl::OkStatus();
 }
@@ -307,7 +330,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> QuantizeModel(const ModelFile& src, c
           const HessianAccumulator* h = hessians.hessian(InputOf(n));
           if (h == nullptr || h->tokens() == 0) return absl::InternalError(absl::StrCat(n, " saw no calibration input"));
           STRATA_ASSIGN_OR_RETURN(GroupQuantized q, GptqQuantize(w.at(n), w.rows(n), w.cols(n), h->Hessian(), g));
-          out[n] = ToInt4Group(q);
+          out[n] = o.bits == 8 ? ToInt8Group(q) : ToInt4Group(q);
         }
         break;
       }

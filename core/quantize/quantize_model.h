@@ -7,8 +7,8 @@
 //   llm-int8  LLM.int8(): int8 per row and per token, the input channels whose calibration
 //             maxima exceed the threshold kept in f16 beside them
 //   rtn       round to nearest: 4-bit groups (or --bits 8: int8 per row)
-//   gptq      GPTQ 4-bit groups, layer by layer: each layer calibrated on the outputs of the
-//             layers before it as already quantized
+//   gptq      GPTQ 4-bit groups (or --bits 8: symmetric int8 groups), layer by layer: each
+//             layer calibrated on the outputs of the layers before it as already quantized
 //   fp8       FP8 E4M3 weights per row, activations per token
 // Embeddings, the LM head and norms stay dense (F32 norms, matrices in their own type).
 #pragma once
@@ -34,9 +34,9 @@ bool NeedsCalibration(QuantizeMethod m);
 
 struct QuantizeOptions {
   QuantizeMethod method = QuantizeMethod::kInt8;
-  int32_t bits = 4;           // rtn / gptq: 4 (groups) or 8 (rtn only: int8 per row)
-  int64_t group_size = 128;   // rtn / gptq 4-bit
-  bool symmetric = false;     // rtn / gptq 4-bit: zero point 8 instead of per group
+  int32_t bits = 4;           // rtn / gptq: 4 (groups) or 8 (rtn: int8 per row; gptq: int8 groups)
+  int64_t group_size = 128;   // rtn 4-bit / gptq
+  bool symmetric = false;     // rtn / gptq 4-bit: zero point 8 instead of per group (gptq 8-bit: required)
   bool act_order = false;     // gptq
   double damp = 0.01;         // gptq
   double alpha = 0.5;         // w8a8

@@ -154,6 +154,30 @@ TEST(PluginLoaderTest, ExplicitPluginFiles) {
   EXPECT_TRUE(registry.rejected().empty());
 }
 
+// --device NAME: only libstrata-backend-NAME.so is loaded (the other backends' runtimes
+// stay out of the process); a name no file carries falls back to the full search.
+TEST(PluginLoaderTest, OnlyBackendLoadsJustThatPluginsFile) {
+  PluginRegistry only;
+  PluginSearchOptions options = Isolated();
+  options.extra_dirs = {kTestPluginDir};
+  options.only_backend = "fakefast";
+  only.DiscoverAndLoad(options);
+  ASSERT_EQ(only.loaded().size(), 1u);
+  EXPECT_EQ(only.loaded()[0].name, "fakefast");
+  EXPECT_TRUE(only.rejected().empty());
+
+  PluginRegistry all;
+  options.only_backend = "";
+  all.DiscoverAndLoad(options);
+  EXPECT_GT(all.loaded().size(), 1u);
+
+  PluginRegistry fallback;
+  options.only_backend = "no-such-backend";
+  fallback.DiscoverAndLoad(options);
+  EXPECT_EQ(fallback.loaded().size(), all.loaded().size());
+  EXPECT_EQ(fallback.Find("no-such-backend"), nullptr);
+}
+
 TEST(PluginLoaderTest, RelativeExplicitPathIsTheFileInTheCurrentDirectory) {
   // dlopen("libx.so") would search the library path; the loader must open ./libx.so.
   const fs::path old_cwd = fs::current_path();

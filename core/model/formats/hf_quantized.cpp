@@ -69,8 +69,12 @@ absl::StatusOr<std::string> Canonical(const std::string& dir, const std::string&
 absl::Status LoadGptq(const json& qc, const std::string& dir, std::map<std::string, TensorView>& dense, RawTensors& raw,
                       ModelFile* m) {
   const int bits = qc.value("bits", 0);
-  if (bits != 4)
-    return absl::UnimplementedError(absl::StrCat(dir, ": GPTQ with bits = ", bits, " (strata reads 4-bit GPTQ)"));
+  if (bits != 4 && bits != 8)
+    return absl::UnimplementedError(absl::StrCat(dir, ": GPTQ with bits = ", bits, " (strata reads 4- and 8-bit GPTQ)"));
+  // 32 / bits codes per int32; 8-bit checkpoints become int8 groups (INT8_PER_CHANNEL with
+  // group_size), which must then be symmetric (zero 128) and in column order (no act-order).
+  const int64_t per_word = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1;
   const int64_t group_cfg = qc.value("group_size", int64_t{128});
   const bool v2 = qc.value("checkpoint_format", std::string("gptq")) == "gptq_v2";
   std::vector<std::string> prefixes;
@@ -86,18 +90,19 @@ absl::Status LoadGptq(const json& qc, const std::string& dir, std::map<std::stri
     const RawTensor& qz = zit->second;
     const TensorView& sc = sit->second;
     if (qw.dtype != "I32" || qw.shape.size() != 2 || qw.shape[0] <= 0 || qw.shape[1] <= 0)
-      return Bad(dir, absl::StrCat("tensor '", qn, "' must be I32 [in / 8, out], is ", qw.dtype, " ", Shape(qw.shape)));
-    const int64_t in = qw.shape[0] * 8, out = qw.shape[1];
+      return Bad(dir, absl::StrCat("tensor '", qn, "' must be I32 [in / ", per_word, ", out], is ", qw.dtype, " ",
+                                   Shape(qw.shape)));
+    const int64_t in = qw.shape[0] * per_word, out = qw.shape[1];
     const int64_t gs = group_cfg > 0 ? group_cfg : in;
     const int64_t ng = (in + gs - 1) / gs;
     if (sc.shape != std::vector<int64_t>{ng, out})
       return Bad(dir, absl::StrCat("tensor '", sn, "' has shape ", Shape(sc.shape), ", expected ", Shape({ng, out}),
                                    " (groups of ", gs, ")"));
-    if (out % 8 != 0 || qz.dtype != "I32" || qz.shape != std::vector<int64_t>{ng, out / 8})
-      return Bad(dir, absl::StrCat("tensor '", zn, "' must be I32 ", Shape({ng, out / 8}), ", is ", qz.dtype, " ",
-                                   Shape(qz.shape)));
+    if (out % per_word != 0 || qz.dtype != "I32" || qz.shape != std::vector<int64_t>{ng, out / per_word})
+      return Bad(dir, absl::StrCat("tensor '", zn, "' must be I32 ", Shape({ng, out / per_word}), ", is ", qz.dtype,
+                                   " ", Shape(qz.shape)));
     QuantizedTensor t;
-    t.format = STRATA_WEIGHT_INT4_GROUP;
+    t.format = bits == 8 ? STRATA_WEIGHT_INT8_PER_CHANNEL : STRATA_WEIGHT_INT4_GROUP;
     t.rows = out;
     t.cols = in;
     t.group_size = static_cast<int32_t>(gs);
@@ -115,6 +120,9 @@ absl::Status LoadGptq(const json& qc, const std::string& dir, std::map<std::stri
         trivial &= g == i / gs;
       }
       if (trivial) t.g_idx.clear();
+      if (bits == 8 && !trivial)
+        return Bad(dir, absl::StrCat("tensor '", gn, "': 8-bit GPTQ with act-order (desc_act) is not supported "
+                                     "(strata's int8 groups are in column order)"));
       raw.erase(git);
     }
     // Scales [groups, out] -> [out, groups].
@@ -130,24 +138,41 @@ absl::Status LoadGptq(const json& qc, const std::string& dir, std::map<std::stri
         if (!std::isfinite(F16ToF32(h))) return Bad(dir, absl::StrCat("tensor '", sn, "' holds a non-finite scale"));
         std::memcpy(t.scales.data() + 2 * (o * ng + g), &h, 2);
       }
-    // Zero points [groups, out / 8 packed] -> [out, groups], true zeros.
+    // Zero points [groups, out / per_word packed] -> [out, groups], true zeros.
+    const int sym_zero = 1 << (bits - 1);
     t.zeros.resize(static_cast<size_t>(out * ng));
-    bool all_eight = true;
+    bool all_sym = true;
     for (int64_t g = 0; g < ng; ++g)
       for (int64_t o = 0; o < out; ++o) {
-        const uint32_t word = static_cast<uint32_t>(I32At(qz, static_cast<size_t>(g * (out / 8) + o / 8)));
-        int z = static_cast<int>((word >> (4 * (o % 8))) & 15) + (v2 ? 0 : 1);
-        if (z > 15)
-          return Bad(dir, absl::StrCat("tensor '", zn, "': zero point 16 (stored 15 in the v1 layout) at group ", g,
-                                       ", output ", o, " does not fit 4 bits"));
-        t.zeros[o * ng + g] = static_cast<uint8_t>(z);
-        all_eight &= z == 8;
+        const uint32_t word = static_cast<uint32_t>(I32At(qz, static_cast<size_t>(g * (out / per_word) + o / per_word)));
+        int z = static_cast<int>((word >> (bits * (o % per_word))) & mask) + (v2 ? 0 : 1);
+        if (z > static_cast<int>(mask))
+          return Bad(dir, absl::StrCat("tensor '", zn, "': zero point ", z, " (stored ", z - 1,
+                                       " in the v1 layout) at group ", g, ", output ", o, " does not fit ", bits,
+                                       " bits"));
+        if (bits == 8 && z != sym_zero)
+          return Bad(dir, absl::StrCat("tensor '", zn, "': zero point ", z, " at group ", g, ", output ", o,
+                                       ": 8-bit GPTQ must be symmetric (zero ", sym_zero,
+                                       "; strata's int8 groups have no zero points)"));
+        if (bits == 4) t.zeros[o * ng + g] = static_cast<uint8_t>(z);
+        all_sym &= z == sym_zero;
       }
-    if (all_eight) t.zeros.clear();  // symmetric
+    if (all_sym) t.zeros.clear();  // symmetric
+    if (bits == 8) {
+      // qweight [in / 4, out], byte k of word (i, o) = input 4i + k, code - 128 -> int8 [out, in].
+      t.data.assign(static_cast<size_t>(out * in), 0);
+      for (int64_t i4 = 0; i4 < in / 4; ++i4)
+        for (int64_t o = 0; o < out; ++o) {
+          const uint32_t word = static_cast<uint32_t>(I32At(qw, static_cast<size_t>(i4 * out + o)));
+          for (int k = 0; k < 4; ++k)
+            t.data[static_cast<size_t>(o * in + 4 * i4 + k)] =
+                static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>((word >> (8 * k)) & 255) - 128));
+        }
+    }
     // qweight [in / 8, out], value k of word (i, o) = input 8i + k -> [out, ceil(in / 2)] nibbles.
     const int64_t rb = Int4RowBytes(in);
-    t.data.assign(static_cast<size_t>(out * rb), 0);
-    for (int64_t i8 = 0; i8 < in / 8; ++i8)
+    if (bits == 4) t.data.assign(static_cast<size_t>(out * rb), 0);
+    for (int64_t i8 = 0; bits == 4 && i8 < in / 8; ++i8)
       for (int64_t o = 0; o < out; ++o) {
         const uint32_t word = static_cast<uint32_t>(I32At(qw, static_cast<size_t>(i8 * out + o)));
         uint8_t* row = t.data.data() + o * rb + i8 * 4;  // 8 inputs = 4 bytes

@@ -3,7 +3,8 @@
 // when memory is not the limit, i.e. whether a kernel can keep up with the read bandwidth of
 // its share of the cores. Float-activation kernels (GemvInt8Rows / GemvInt4Rows) beside the
 // int16-activation ones (GemvInt8A16Rows / GemvInt4A16Rows, activations quantized once per
-// call as QuantMatmul does, that time included). Thread CPU time, medians of 15 runs; one JSON line per case.
+// call as QuantMatmul does, that time included) and the int8-activation INT4 one
+// (GemvInt4A8Rows, with float and with F16 scales). Thread CPU time, medians of 15 runs; one JSON line per case.
 // Usage: cpu_quant_gemv_bench [rows (default 2048)] [cols (default 768)]
 #include <algorithm>
 #include <ctime>
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   for (auto& v : w8) v = static_cast<int8_t>(rng() % 255 - 127);
   for (auto& v : w4) v = static_cast<uint8_t>(rng());
   std::vector<float> scales(rows * ng, 0.01f), x(4 * cols), y(4 * rows);
+  std::vector<uint16_t> scales16(rows * ng, F32ToF16(0.01f));
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
   std::vector<float> xe(4 * rb), xo(4 * rb);
@@ -64,6 +66,10 @@ int main(int argc, char** argv) {
       QuantizeActivationsInt16(x.data(), cols, n, cols, false, gs, ng, &buf, &act);
       GemvInt8A16Rows(act, n, w8.data(), cols, scales.data(), ng, gs, nullptr, y.data(), rows, 0, rows);
     });
+    const double i8h = MedianNs([&] {
+      QuantizeActivationsInt16(x.data(), cols, n, cols, false, gs, ng, &buf, &act);
+      GemvInt8A16Rows(act, n, w8.data(), cols, scales16.data(), ng, gs, nullptr, y.data(), rows, 0, rows);
+    });
     const double f4 = MedianNs([&] {
       GemvInt4Rows(xe.data(), xo.data(), rb, n, w4.data(), rb, scales.data(), nullptr, ng, gs, nullptr, y.data(),
                    rows, 0, rows);
@@ -72,13 +78,24 @@ int main(int argc, char** argv) {
       QuantizeActivationsInt16(x.data(), cols, n, cols, true, gs, ng, &buf, &act);
       GemvInt4A16Rows(act, n, w4.data(), cols, rb, scales.data(), nullptr, ng, gs, nullptr, y.data(), rows, 0, rows);
     });
+    ActInt8Buffer buf8;
+    ActInt8 act8;
+    const double a4 = MedianNs([&] {
+      QuantizeActivationsInt8(x.data(), cols, n, cols, gs, ng, &buf8, &act8);
+      GemvInt4A8Rows(act8, n, w4.data(), cols, rb, scales.data(), nullptr, ng, gs, nullptr, y.data(), rows, 0, rows);
+    });
+    const double a4h = MedianNs([&] {
+      QuantizeActivationsInt8(x.data(), cols, n, cols, gs, ng, &buf8, &act8);
+      GemvInt4A8Rows(act8, n, w4.data(), cols, rb, scales16.data(), nullptr, ng, gs, nullptr, y.data(), rows, 0,
+                     rows);
+    });
     const double nw = static_cast<double>(rows * cols);
     std::printf(
         "{\"bench\": \"quant_gemv_in_cache\", \"rows\": %lld, \"cols\": %lld, \"group\": %lld, \"tokens\": %d, "
-        "\"weights_per_ns\": {\"int8_f32act\": %.2f, \"int8_i16act\": %.2f, \"int4_f32act\": %.2f, "
-        "\"int4_i16act\": %.2f}}\n",
-        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(gs), n, nw / f8, nw / i8,
-        nw / f4, nw / i4);
+        "\"weights_per_ns\": {\"int8_f32act\": %.2f, \"int8_i16act\": %.2f, \"int8_i16act_f16scales\": %.2f, \"int4_f32act\": %.2f, "
+        "\"int4_i16act\": %.2f, \"int4_i8act\": %.2f, \"int4_i8act_f16scales\": %.2f}}\n",
+        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(gs), n, nw / f8, nw / i8, nw / i8h,
+        nw / f4, nw / i4, nw / a4, nw / a4h);
   }
   return 0;
 }

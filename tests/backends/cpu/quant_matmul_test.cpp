@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "hwy/targets.h"
 
 namespace {
 
@@ -153,7 +154,7 @@ class QuantMatmulTest : public ::testing::Test {
  protected:
   void SetUp() override {
     be_ = strata_cpu_plugin_info()->backend;
-    strata_device_options opts{sizeof(strata_device_options), 2, nullptr};
+    strata_device_options opts{sizeof(strata_device_options), 2, DeviceOptions()};
     ASSERT_EQ(be_->device_open(0, &opts, &dev_), STRATA_OK) << be_->last_error();
   }
   void TearDown() override {
@@ -210,11 +211,46 @@ class QuantMatmulTest : public ::testing::Test {
     return which == 0 ? a : which == 1 ? b : c;
   }
 
+  // The CPU backend's options for this fixture's device.
+  virtual const char* DeviceOptions() const { return nullptr; }
+
   const strata_backend_v1* be_ = nullptr;
   strata_device dev_ = nullptr;
   std::vector<strata_buffer> bufs_;
   std::vector<strata_weight> weights_;
 };
+
+// INT4 with int16 activation blocks (the device option int4_activations=int16): the float
+// path's tolerance holds. (INT8 weights always use int16 blocks.)
+class QuantMatmulInt16ActsTest : public QuantMatmulTest {
+ protected:
+  const char* DeviceOptions() const override { return "int4_activations=int16"; }
+};
+
+// INT4 with int8 activation blocks for every group layout (int4_activations=int8).
+class QuantMatmulInt8ActsTest : public QuantMatmulTest {
+ protected:
+  const char* DeviceOptions() const override { return "int4_activations=int8"; }
+};
+
+// Runs f once per x86 instruction set the kernels are compiled for and this CPU has (Highway's
+// test mock of the supported targets), so that the portable fallbacks of the AVX-512 VNNI
+// kernels are checked too; elsewhere once, on the best target.
+template <typename F>
+void ForEachKernelTarget(F&& f) {
+#if HWY_ARCH_X86
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t t : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    if ((supported & t) == 0) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+#else
+  f();
+#endif
+}
 
 std::vector<float> RandomX(int64_t n, int64_t cols, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -272,7 +308,7 @@ TEST_F(QuantMatmulTest, Int8WeightOnlyPerRowAndGroupsGemvAndGemm) {
   }
 }
 
-TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
+TEST_F(QuantMatmulInt16ActsTest, Int4GroupsSymAsymRaggedAndActOrder) {
   const int64_t rows = 29, cols = 172;  // stories260K's FFN width: ragged last group
   struct Case {
     int32_t group;
@@ -315,48 +351,164 @@ TEST_F(QuantMatmulTest, Int4GroupsSymAsymRaggedAndActOrder) {
 // A token with one value 50x the others makes its block's 16-bit step coarse: there the
 // tolerance adds the worst case of that rounding, sum over blocks of
 // (max|x_block| / 32767 / 2) * sum_block |w| (the other blocks keep their own scales).
-TEST_F(QuantMatmulTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
-  for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
-    const int64_t rows = 39, nb = cols / 32;
-    std::vector<QWeight> qs;
-    std::vector<std::string> names;
-    for (int32_t group : {0, 32, 64}) {
-      qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
-      names.push_back("int8 group " + std::to_string(group));
-    }
-    for (int32_t group : {32, 64, 128}) {
-      for (bool asym : {false, true}) {
-        qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
-        names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+TEST_F(QuantMatmulInt16ActsTest, WeightOnlyDecodeWithInt16ActivationBlocks) {
+  ForEachKernelTarget([&] {
+    for (const int64_t cols : {int64_t{320}, int64_t{333}}) {
+      const int64_t rows = 39, nb = cols / 32;
+      std::vector<QWeight> qs;
+      std::vector<std::string> names;
+      for (int32_t group : {0, 32, 64}) {
+        qs.push_back(MakeInt8(STRATA_WEIGHT_INT8_PER_CHANNEL, rows, cols, group, STRATA_DTYPE_F16, 70 + group));
+        names.push_back("int8 group " + std::to_string(group));
       }
-    }
-    for (size_t k = 0; k < qs.size(); ++k) {
-      strata_weight w = Create(qs[k]);
-      ASSERT_NE(w, nullptr);
-      const auto bias = RandomX(1, rows, 8);
-      for (bool outlier : {false, true}) {
-        for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
-          auto x = RandomX(n, cols, 400 + n);
-          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
-          std::vector<double> ref, mag;
-          WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
-          if (outlier) {
-            for (int64_t t = 0; t < n; ++t)
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t b = 0; b < nb; ++b) {
-                  double amax = 0, wsum = 0;
-                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
-                    amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
-                    wsum += std::fabs(qs[k].w[r * cols + c]);
+      for (int32_t group : {32, 64, 128}) {
+        for (bool asym : {false, true}) {
+          qs.push_back(MakeInt4(rows, cols, group, asym, {}, 80 + group + asym));
+          names.push_back("int4 group " + std::to_string(group) + (asym ? " asym" : " sym"));
+        }
+      }
+      for (size_t k = 0; k < qs.size(); ++k) {
+        strata_weight w = Create(qs[k]);
+        ASSERT_NE(w, nullptr);
+        const auto bias = RandomX(1, rows, 8);
+        for (bool outlier : {false, true}) {
+          for (int64_t n : {1, 2, 3, 4, 9}) {  // 9: a prefill chunk, run 4 + 4 + 1 tokens at a time
+            auto x = RandomX(n, cols, 400 + n);
+            if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+            std::vector<double> ref, mag;
+            WeightOnlyRef(qs[k], x, n, bias, &ref, &mag);
+            if (outlier) {
+              for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < rows; ++r)
+                  for (int64_t b = 0; b < nb; ++b) {
+                    double amax = 0, wsum = 0;
+                    for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                      amax = std::max(amax, std::fabs(static_cast<double>(x[t * cols + c])));
+                      wsum += std::fabs(qs[k].w[r * cols + c]);
+                    }
+                    mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
                   }
-                  mag[t * rows + r] += amax / 32767 / 2 * wsum / kRel;
-                }
+            }
+            Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                   names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
           }
-          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
-                 names[k] + " cols " + std::to_string(cols) + " n " + std::to_string(n) + (outlier ? " outlier" : ""));
         }
       }
     }
+  });
+}
+
+// INT4 groups with int8 activation blocks (int4_activations=int8; by default only symmetric
+// groups of 32, GGUF Q4_0, take them): per token, blocks of 32 columns (of the weight's column order: act-order
+// permutes first), each scaled by max|block| / 127 and rounded to nearest. Each activation
+// then moves by at most half a step, max|block| / 254, so |y - y_float| is at most
+// sum over blocks of max|block| / 254 * sum_block |w| (plus the float path's 2e-5 of
+// sum |x w|): that bound is the tolerance. With act-order the blocks are of permuted
+// columns, so the bound uses the token's max|x| for every block (a block's max is no larger).
+// Model widths, a float tail (333), a ragged last group (172), 1..4 tokens, a prefill chunk
+// of 9, and a token with one value 50x the others; INT4 with group 16 (not whole blocks)
+// keeps the float path. On every kernel target (ForEachKernelTarget).
+TEST_F(QuantMatmulInt8ActsTest, Int4DecodeWithInt8ActivationBlocksWithinTheRoundingBound) {
+  ForEachKernelTarget([&] {
+    struct Case {
+      int64_t cols;
+      int32_t group;
+      bool asym, act_order;
+    };
+    const Case cases[] = {{768, 32, false, false}, {320, 32, false, false}, {333, 32, true, false},
+                          {320, 64, true, false},  {333, 128, false, false}, {172, 32, false, false},
+                          {320, 32, true, true},   {172, 16, true, false}};
+    for (const Case& k : cases) {
+      const int64_t rows = 41, cols = k.cols, nb = cols / 32;
+      std::vector<int32_t> g_idx;
+      if (k.act_order) {
+        std::vector<int32_t> perm(cols);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+        g_idx.resize(cols);
+        for (int64_t j = 0; j < cols; ++j) g_idx[perm[j]] = static_cast<int32_t>(j / k.group);
+      }
+      QWeight q = MakeInt4(rows, cols, k.group, k.asym, g_idx, 90 + k.group + k.asym);
+      strata_weight w = Create(q);
+      ASSERT_NE(w, nullptr);
+      const auto bias = RandomX(1, rows, 9);
+      for (bool outlier : {false, true}) {
+        for (int64_t n : {1, 2, 3, 4, 9}) {
+          auto x = RandomX(n, cols, 500 + n);
+          if (outlier) x[(n - 1) * cols + 37] = 50.0f;
+          std::vector<double> ref, mag;
+          WeightOnlyRef(q, x, n, bias, &ref, &mag);
+          if (k.group % 32 == 0) {
+            for (int64_t t = 0; t < n; ++t) {
+              double token_max = 0;
+              for (int64_t c = 0; c < cols; ++c) token_max = std::max(token_max, std::fabs(double{x[t * cols + c]}));
+              for (int64_t r = 0; r < rows; ++r) {
+                double bound = 0;
+                for (int64_t b = 0; b < nb; ++b) {
+                  double amax = 0, wsum = 0;
+                  for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                    amax = std::max(amax, std::fabs(double{x[t * cols + c]}));
+                    wsum += std::fabs(q.w[r * cols + c]);
+                  }
+                  bound += (k.act_order ? token_max : amax) / 254 * wsum;
+                }
+                mag[t * rows + r] += bound / kRel;
+              }
+            }
+          }
+          Expect(Run(w, x, n, rows, cols, bias), ref, mag,
+                 "int4 int8-acts cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
+                     (k.asym ? " asym" : " sym") + (k.act_order ? " act-order" : "") + " n " + std::to_string(n) +
+                     (outlier ? " outlier" : ""));
+        }
+      }
+    }
+  });
+}
+
+// Which path runs: the int8 blocks do round, so on the same weight and activations their
+// result is off the float reference by more than the int16 path's 2e-5 somewhere, and the
+// int16 one is not. By default (auto) symmetric groups of 32 (GGUF Q4_0) take int8 blocks and
+// asymmetric ones int16; int4_activations=int16 / int8 force one. Bad values are refused.
+TEST_F(QuantMatmulTest, Int4ActivationOptionSelectsThePathAndIsValidated) {
+  const int64_t rows = 64, cols = 768;
+  const auto x = RandomX(1, cols, 78);
+  const auto bias = RandomX(1, rows, 79);
+  // Worst |y - ref| / (sum |x w| + |b|) over the rows, on a device opened with `options`.
+  auto worst = [&](const char* options, bool asym) {
+    strata_device dev = nullptr;
+    strata_device_options o{sizeof(strata_device_options), 2, options};
+    EXPECT_EQ(be_->device_open(0, &o, &dev), STRATA_OK) << be_->last_error();
+    std::swap(dev, dev_);
+    const size_t first_buffer = bufs_.size();
+    QWeight q = MakeInt4(rows, cols, 32, asym, {}, 77);
+    q.Finish();
+    strata_weight w = nullptr;
+    EXPECT_EQ(be_->weight_create(dev_, &q.desc, &w), STRATA_OK) << be_->last_error();
+    const std::vector<float> y = Run(w, x, 1, rows, cols, bias);
+    be_->weight_free(dev_, w);
+    for (size_t i = first_buffer; i < bufs_.size(); ++i) be_->buffer_free(dev_, bufs_[i]);
+    bufs_.resize(first_buffer);
+    std::swap(dev, dev_);
+    be_->device_close(dev);
+    std::vector<double> ref, mag;
+    WeightOnlyRef(q, x, 1, bias, &ref, &mag);
+    double err = 0;
+    for (int64_t r = 0; r < rows; ++r) err = std::max(err, std::fabs(y[r] - ref[r]) / mag[r]);
+    return err;
+  };
+  EXPECT_GT(worst(nullptr, false), kRel) << "auto, symmetric g32 (Q4_0): int8 blocks";
+  EXPECT_LE(worst(nullptr, true), kRel) << "auto, asymmetric g32: int16 blocks";
+  EXPECT_LE(worst("int4_activations=int16", false), kRel);
+  EXPECT_GT(worst("int4_activations=int8", true), kRel);
+  EXPECT_GT(worst(" int4_activations = auto ; ", false), kRel);
+  for (const char* bad : {"int4_activations=int4", "no_such_option=1"}) {
+    strata_device d = nullptr;
+    strata_device_options ob{sizeof(strata_device_options), 1, bad};
+    EXPECT_EQ(be_->device_open(0, &ob, &d), STRATA_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(be_->last_error()).find(bad[0] == 'i' ? "int4_activations" : "no_such_option"),
+              std::string::npos)
+        << be_->last_error();
   }
 }
 

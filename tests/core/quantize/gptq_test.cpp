@@ -81,8 +81,9 @@ TEST(Hessian, IsTwiceTheMeanOuterProduct) {
   }
 }
 
-void CheckGptqBeatsRtn(int64_t group_size, bool act_order, bool symmetric) {
-  SCOPED_TRACE(::testing::Message() << "group " << group_size << " act_order " << act_order << " sym " << symmetric);
+void CheckGptqBeatsRtn(int64_t group_size, bool act_order, bool symmetric, int32_t bits = 4) {
+  SCOPED_TRACE(::testing::Message() << "group " << group_size << " act_order " << act_order << " sym " << symmetric
+                                    << " bits " << bits);
   // 172 columns: stories260K's FFN width, a ragged last group at 32, 64 and 128, and more
   // than one lazy-update block.
   const Layer L = MakeLayer(48, 172, 512, 7);
@@ -90,6 +91,7 @@ void CheckGptqBeatsRtn(int64_t group_size, bool act_order, bool symmetric) {
   o.group_size = group_size;
   o.act_order = act_order;
   o.symmetric = symmetric;
+  o.bits = bits;
   const std::vector<double> h = HessianOf(L);
   auto gptq = GptqQuantize(L.w, L.rows, L.cols, h, o);
   ASSERT_TRUE(gptq.ok()) << gptq.status();
@@ -109,11 +111,11 @@ void CheckGptqBeatsRtn(int64_t group_size, bool act_order, bool symmetric) {
     ++members[static_cast<size_t>(g)];
   }
   for (int m : members) EXPECT_LE(m, group_size);
-  for (uint8_t q : gptq->q) ASSERT_LE(q, 15);
+  for (uint8_t q : gptq->q) ASSERT_LE(q, (1 << bits) - 1);
   for (size_t i = 0; i < gptq->scales.size(); ++i) {
     EXPECT_EQ(gptq->scales[i], F16ToF32(F32ToF16(gptq->scales[i])));  // stored as f16 unchanged
     EXPECT_GT(gptq->scales[i], 0.0f);
-    if (symmetric) EXPECT_EQ(gptq->zeros[i], 8);
+    if (symmetric) EXPECT_EQ(gptq->zeros[i], 1 << (bits - 1));
   }
   if (!act_order)
     for (int64_t c = 0; c < L.cols; ++c) EXPECT_EQ(gptq->g_idx[static_cast<size_t>(c)], c / group_size);
@@ -123,6 +125,12 @@ TEST(Gptq, BeatsRoundToNearestGroup128) { CheckGptqBeatsRtn(128, false, false); 
 TEST(Gptq, BeatsRoundToNearestGroup32) { CheckGptqBeatsRtn(32, false, false); }
 TEST(Gptq, BeatsRoundToNearestGroup64Symmetric) { CheckGptqBeatsRtn(64, false, true); }
 TEST(Gptq, BeatsRoundToNearestWithActOrder) { CheckGptqBeatsRtn(128, true, false); }
+// 8 bits (`strata quantize --method gptq --bits 8`: symmetric int8 groups): the same objective,
+// the same margin.
+TEST(Gptq, BeatsRoundToNearest8BitSymmetricGroups) {
+  CheckGptqBeatsRtn(32, false, true, 8);
+  CheckGptqBeatsRtn(128, false, true, 8);
+}
 
 TEST(Gptq, RoundToNearestIsWithinHalfAStep) {
   const Layer L = MakeLayer(8, 100, 4, 11);

@@ -450,6 +450,14 @@ TEST(QuantizedRoundTrip, EveryLayoutLoadsBackAndComputesTheSame) {
   o.group_size = 32;
   o.symmetric = true;
   cases.push_back({"gptq gguf q4_0", o, true});
+  o = QuantizeOptions{};
+  o.method = QuantizeMethod::kGptq;
+  o.bits = 8;
+  o.group_size = 32;
+  o.symmetric = true;
+  cases.push_back({"gptq 8-bit gptq dir", o, false});
+  o.gguf_blocks = true;
+  cases.push_back({"gptq 8-bit gguf q8_0", o, true});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto q = s.Quantize(c.o);
@@ -523,7 +531,14 @@ TEST(QuantizeModel, RefusesBadOptionsAndImpossibleLayouts) {
   QuantizeOptions o;
   o.method = QuantizeMethod::kGptq;
   o.bits = 8;
-  EXPECT_FALSE(s.Quantize(o).ok());
+  EXPECT_FALSE(s.Quantize(o).ok());  // 8-bit GPTQ groups are symmetric (int8 groups have no zero points)
+  o.symmetric = true;
+  o.act_order = true;
+  EXPECT_FALSE(s.Quantize(o).ok());  // nor g_idx
+  o.act_order = false;
+  o.gguf_blocks = true;
+  o.group_size = 64;
+  EXPECT_FALSE(s.Quantize(o).ok());  // Q8_0 is groups of 32
   o = QuantizeOptions{};
   o.method = QuantizeMethod::kRtn;
   o.group_size = 48;
