@@ -526,7 +526,7 @@ phase_w8a8_ab() {
 phase_w8a8_final() {
   local F="$OUT/cuda-w8a8_final.txt"
   local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8 --reps 5)
-  local keep='quantize activations|quantized|graph_launch|^\{|strata cuda op profile|total_ms'
+  local keep='quantize activations|quantized|graph_launch|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
   {
     stamp "A: defaults (wgmma at 128, cuBLASLt at 4096), profiled"
     STRATA_CUDA_PROFILE=1 timeout 25 "${M[@]}" --tokens 128,4096 2>&1 | grep -E "$keep"
