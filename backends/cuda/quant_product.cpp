@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/op_profiler.h"
 #include "backends/cuda/quant_lt_gemm.h"
 #include "backends/cuda/quant_weight.h"
 #include "kernels/cuda/gemm_wgmma.h"
@@ -247,6 +248,15 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
     STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantPrologue(qa, dev->stream), "matmul: quantize activations"));
   } else {
     STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchQuantActivations(qa, dev->stream), "matmul: quantize activations"));
+  }
+  // profile=on (op_profiler.h): the activation quantization, with its prologue, is a sample of
+  // its own, so the op's key times the 8-bit product (and its epilogue) alone.
+  if (dev->profiler != nullptr && !dev->recording) {
+    const char* what = prologue == nullptr                          ? ""
+                       : prologue->kind == kQuantPrologueRmsNorm ? "[rms_norm]"
+                                                                 : "[silu_mul]";
+    dev->profiler->End(dev->stream, StrCat("quantize activations", what, " cols=", cols, " n=", n), 0.0);
+    dev->profiler->Begin(dev->stream);
   }
 
   if (wgmma) {

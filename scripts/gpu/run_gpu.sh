@@ -43,6 +43,8 @@
 #              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
 #              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
 #   w8a8_ncu   Nsight Compute sections of the s8 wgmma GEMM at 128 tokens (w8a8_ncu.txt)
+#   w8a8_final the w8a8 follow-up in one file (cuda-w8a8_final.txt, under 90 s): quantization and
+#              8-bit product timed apart for each GEMM choice at 128 and 4096 tokens, ncu pass
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
 #              with FP8 / I8 caches vs float64, engine greedy agreement) and the conformance
 #              Attention cases on cuda, then decode TPOT p50 of
@@ -566,6 +568,31 @@ phase_w8a8_ab() {
   stamp "products with the fused prologue but cuBLASLt (the two changes apart), if time is left"
   run_budget w8a8_layer_cublas_fused.jsonl 45 "${M[@]}" --tokens 128,4096 --device-options "quant_gemm=cublas"
   stamp "w8a8_ab: $(( SECONDS - t_start ))s"
+}
+
+# The follow-up of the w8a8 run (under 90 s, everything in one file, cuda-w8a8_final.txt): GPU
+# time of the activation quantization (with its prologue) and of the 8-bit product apart, per
+# product (STRATA_CUDA_PROFILE=1: quant_product.cpp splits the op's sample), for the wgmma GEMM
+# at 128 tokens and cuBLASLt at 4096 (defaults), cuBLASLt at 128 and wgmma at 4096; then an
+# Nsight Compute speed-of-light pass over layer 0's kernels at 128 tokens.
+phase_w8a8_final() {
+  local F="$OUT/cuda-w8a8_final.txt"
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8 --reps 5)
+  local keep='quantize activations|quantized|graph_launch|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
+  {
+    stamp "A: defaults (wgmma at 128, cuBLASLt at 4096), profiled"
+    STRATA_CUDA_PROFILE=1 timeout 25 "${M[@]}" --tokens 128,4096 2>&1 | grep -E "$keep"
+    stamp "B: quant_gemm=cublas at 128, profiled"
+    STRATA_CUDA_PROFILE=1 timeout 18 "${M[@]}" --tokens 128 --device-options quant_gemm=cublas 2>&1 | grep -E "$keep"
+    stamp "C: quant_gemm=wgmma at 4096, profiled"
+    STRATA_CUDA_PROFILE=1 timeout 20 "${M[@]}" --tokens 4096 --device-options quant_gemm=wgmma 2>&1 | grep -E "$keep"
+    stamp "D: ncu speed of light, layer 0 at 128 tokens (prologue + GEMM per product)"
+    [ -x /usr/local/cuda/bin/ncu ] && timeout 25 /usr/local/cuda/bin/ncu --kernel-name regex:'WgmmaGemm|QuantPrologue' \
+      --launch-count 8 --section SpeedOfLight "${M[@]}" --tokens 128 2>&1 | \
+      grep -E "WgmmaGemm|QuantPrologue|Duration|Throughput|==PROF==|==ERROR==" | head -60
+    stamp "w8a8_final done"
+  } > "$F" 2>&1
+  cat "$F"
 }
 
 # One Nsight Compute profile of the 8-bit wgmma GEMM at 128 tokens (the gate_up and down
