@@ -306,6 +306,12 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
     if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {
       STRATA_ASSIGN_OR_RETURN(WeightPart out, RequireMatrix(file, "output"));
       STRATA_ASSIGN_OR_RETURN(output_, make_weight({out}, "output", -1));
+    } else if (config_.tie_word_embeddings && file.quantized.count("tok_embeddings")) {
+      // Tied embeddings stored quantized (GGUF Q4_0 / Q8_0 token_embd): the head reads the
+      // quantized table, as llama.cpp does, not the F32 copy the embedding op needs (vocab x
+      // dim x 4 bytes per token: 98 MB against 14 MB for a 110M model's Q4_0 head).
+      STRATA_ASSIGN_OR_RETURN(WeightPart head, RequireMatrix(file, "tok_embeddings"));
+      STRATA_ASSIGN_OR_RETURN(output_, make_weight({head}, "output", -1));
     }
     STRATA_ASSIGN_OR_RETURN(const TensorView* fn, Require(file, "norm"));
     STRATA_ASSIGN_OR_RETURN(final_norm_, make_f32({fn}));
