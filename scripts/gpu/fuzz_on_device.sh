@@ -5,7 +5,7 @@
 # shared libraries they need (ldd) into .gpu/fuzz.tar.xz on the build machine:
 #   scripts/gpu/pack_fuzzers.sh
 # Usage (repo root, GPU machine):
-#   scripts/gpu/fuzz_on_device.sh start SECONDS [WORKERS_PER_TARGET] [TARGETS...]   (returns at once)
+#   scripts/gpu/fuzz_on_device.sh start SECONDS [WORKERS_PER_TARGET] [TARGET[:WORKERS]...]   (returns at once)
 #   scripts/gpu/fuzz_on_device.sh finish     (waits for the fuzzers; figures and new corpus to $OUT)
 # Each target runs libFuzzer's fork mode with WORKERS_PER_TARGET workers (default 2), from the
 # checked-in seeds plus the corpus an earlier call brought back (.gpu/fuzz_corpus_TARGET.tar.xz).
@@ -20,13 +20,15 @@ if [ "$mode" = start ]; then
   targets=${*:-chat_template tokenizer_json gguf llama2c hf_checkpoint}
   rm -rf "$F"; mkdir -p "$F" "$OUT/fuzz"
   tar -C "$F" -xJf .gpu/fuzz.tar.xz
-  for t in $targets; do
+  for tw in $targets; do
+    # TARGET:WORKERS gives one target its own worker count (the targets' rates differ 3x).
+    t=${tw%%:*}; w=$workers; [ "$tw" != "$t" ] && w=${tw#*:}
     mkdir -p "$F/corpus/$t" "$OUT/fuzz/artifacts/$t"
     [ -f ".gpu/fuzz_corpus_$t.tar.xz" ] && tar -C "$F/corpus" -xJf ".gpu/fuzz_corpus_$t.tar.xz"
     dict=(); [ -f "tests/fuzz/dict/$t.dict" ] && dict=(-dict="tests/fuzz/dict/$t.dict")
     echo "$t" >> "$F/targets"
     LD_LIBRARY_PATH="$F/fuzz/lib" ASAN_OPTIONS=detect_leaks=1 nice -n 5 \
-      "$F/fuzz/bin/fuzz_$t" -fork="$workers" -ignore_crashes=1 -max_total_time="$secs" -timeout=10 \
+      "$F/fuzz/bin/fuzz_$t" -fork="$w" -ignore_crashes=1 -max_total_time="$secs" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/fuzz/artifacts/$t/" "${dict[@]}" \
       "$F/corpus/$t" "tests/fuzz/corpus/$t" > "$OUT/fuzz/$t.log" 2>&1 &
     echo $! >> "$F/pids"

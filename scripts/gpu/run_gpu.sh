@@ -766,6 +766,23 @@ for m in dict.fromkeys(r["method"] for r in rows):
 
 # Issue 28's serving figure: 256 concurrent requests through `strata serve`, bf16 and FP8
 # weights with an FP8 KV cache, in the same run (http_load_bf16.json, http_load_fp8.json).
+# Why the streaming GEMV's step is slower end to end than the mma GEMV's although its products
+# are faster (issue 28, run 7): W4A16 batch-1 decode with each kernel, graph-replayed (the
+# figure) and eager with the per-op GPU profile (where the time goes), gemv_diag_*.
+phase_gemv_diag() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --synthetic-dtype ${STRATA_DIAG_DTYPE:-int4-g128} --device cuda --json --prompt-tokens 128 --gen-tokens 64 -r 1"
+  local k
+  for k in ${STRATA_DIAG_KERNELS:-mma stream}; do
+    stamp "W4A16 batch-1 decode, $k GEMV, graphs"
+    STRATA_CUDA_QGEMV_KERNEL=$k timeout 70 $S > "$OUT/gemv_diag_${k}_graphs.json" 2> "$OUT/gemv_diag_${k}_graphs.txt"
+    tail -2 "$OUT/gemv_diag_${k}_graphs.txt"; head -c 600 "$OUT/gemv_diag_${k}_graphs.json"; echo
+    stamp "W4A16 batch-1 decode, $k GEMV, eager, op profile"
+    STRATA_CUDA_QGEMV_KERNEL=$k STRATA_CUDA_PROFILE=1 timeout 70 $S --enforce-eager \
+      > "$OUT/gemv_diag_${k}_eager.json" 2> "$OUT/gemv_diag_${k}_eager.txt"
+    sed -n '/strata cuda op profile/,$p' "$OUT/gemv_diag_${k}_eager.txt" | head -45
+  done
+}
+
 phase_serve256() {
   for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
     stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
