@@ -783,6 +783,31 @@ phase_gemv_diag() {
   done
 }
 
+# The lead's baseline diagnostics for the helpers of 2026-12-03 (about 4 minutes, everything in
+# $OUT/diag1_*): the mma W4A16 GEMV's batch-1 step op by op (the stream one's is in
+# docs/benchmarks.md), the W8A8 4,096-token prefill op by op with each GEMM choice, and the decode
+# step of 32 sequences x 4,096 tokens op by op with BF16 and FP8 KV caches.
+phase_lead_diag1() {
+  STRATA_DIAG_KERNELS=mma phase_gemv_diag
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" g kv
+  for g in auto wgmma; do
+    stamp "W8A8 4,096-token prefill, quant_gemm=$g, eager, op profile"
+    STRATA_CUDA_QUANT_GEMM=$g STRATA_CUDA_PROFILE=1 timeout 60 $S --synthetic-dtype w8a8 --prompt-tokens 4096 \
+      --gen-tokens 2 --batch-tokens 4096 -r 1 --enforce-eager > "$OUT/diag1_prefill_$g.json" 2> "$OUT/diag1_prefill_$g.txt"
+    sed -n '/strata cuda op profile/,$p' "$OUT/diag1_prefill_$g.txt" | head -30
+  done
+  for kv in bf16 fp8; do
+    stamp "decode step op by op, 32 x 4,096, $kv KV"
+    STRATA_CUDA_PROFILE=1 timeout 60 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
+      --options activations=bf16 --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv --mode decode \
+      --batch 32 --context 4096 --reps 5 > "$OUT/diag1_step_$kv.jsonl" 2> "$OUT/diag1_step_$kv.txt"
+    cat "$OUT/diag1_step_$kv.jsonl"; sed -n '/strata cuda op profile/,$p' "$OUT/diag1_step_$kv.txt" | head -25
+  done
+  stamp "decode attention alone, 1 and 32 x 4,096, bf16 / fp8"
+  STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
+    timeout 60 "$BUILD/bin/cuda_op_bench" > "$OUT/diag1_attention.jsonl" 2>&1; tail -12 "$OUT/diag1_attention.jsonl"
+}
+
 phase_serve256() {
   for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
     stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
