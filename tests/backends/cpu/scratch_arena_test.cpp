@@ -1,7 +1,8 @@
 // The per-thread scratch arena (scratch_arena.h): scopes hand the same memory back on the
 // next op (reuse, nothing resident beyond what was written), nested scopes stack, requests
 // beyond the mapping fail without moving live memory, and the prefill matmul of an F16
-// weight keeps its converted tile within the arena's bound and releases it.
+// weight keeps its converted tile within the arena's bound and releases it (and marks the
+// device for the heap trim after prefill).
 #include "backends/cpu/scratch_arena.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_objects.h"
 
 namespace strata::cpu {
 namespace {
@@ -137,6 +139,14 @@ TEST(ScratchArenaTest, PrefillMatmulTileIsBoundedAndReleased) {
   // Every row of W is 1.0, so each output is the sum of the token's x row: 768 / 4 * 1.5.
   const float* y = static_cast<const float*>(be->buffer_host_ptr(dev, yb));
   for (int64_t i = 0; i < kTokens * kRows; i += 997) EXPECT_FLOAT_EQ(y[i], 288.0f) << i;
+  // A prefill product marks the device; the next decode-sized product trims the heap
+  // (ops_dense.cpp: oneDNN's freed packing buffers) and clears the mark, once.
+  EXPECT_TRUE(dev->prefill_since_trim.load());
+  strata_tensor x1{xb, 0, STRATA_DTYPE_F32, 2, {1, kCols}, 0};
+  strata_tensor y1{yb, 0, STRATA_DTYPE_F32, 2, {1, kRows}, 0};
+  ASSERT_EQ(be->matmul(dev, &x1, wt, nullptr, &y1), STRATA_OK) << be->last_error();
+  EXPECT_FALSE(dev->prefill_since_trim.load());
+  EXPECT_FLOAT_EQ(y[kRows - 1], 288.0f);
   be->buffer_free(dev, xb);
   be->buffer_free(dev, yb);
   be->weight_free(dev, wt);
