@@ -269,35 +269,46 @@ int main(int argc, char** argv) {
   int64_t params = 0;
   // kind: 0 = plain matrix, 1 = norm feeding projections (outlier channels x S), 2 = a
   // projection reading such a norm (outlier columns / S), 3 = the final norm.
+  // Each tensor is generated only when the writer reaches it (GgufWriter::AddTensorLater),
+  // in the order added, so the random stream is the same as generating them all up front,
+  // and only one tensor is in memory at a time: the Llama-3-8B shape (16 GB in f16) is
+  // written on a 24 GiB machine.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, int kind) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     params += n;
-    std::vector<float> v(static_cast<size_t>(n), 1.0f);
-    if (kind == 0 || kind == 2) FillNormal(rng, 0.02f, v);
-    if (kind == 1 || kind == 2) {
-      const size_t cols = static_cast<size_t>(shape.back());
-      for (size_t i = 0; i < v.size(); ++i)
-        if (outlier[i % cols]) v[i] = kind == 1 ? v[i] * S : v[i] / S;
-    }
-    if (ggml_quant != 0 && shape.size() == 2 && shape[1] % 32 == 0) {
-      const strata::QuantizedTensor q =
-          ggml_quant == strata::kGgmlTypeQ8_0
-              ? strata::QuantizeInt8(v.data(), shape[0], shape[1], 32, STRATA_DTYPE_F16)
-              : strata::QuantizeInt4Group(v.data(), shape[0], shape[1], 32, /*symmetric=*/true);
-      auto blocks = strata::QuantizedToGgmlBlocks(q, ggml_quant);
-      if (!blocks.ok() || !w.AddRawTensor(name, ggml_quant, shape, *std::move(blocks)).ok()) {
-        std::fprintf(stderr, "make_random_llama: cannot quantize %s\n", name.c_str());
-        std::exit(1);
+    auto values = [&rng, &outlier, S, shape, n, kind] {
+      std::vector<float> v(static_cast<size_t>(n), 1.0f);
+      if (kind == 0 || kind == 2) FillNormal(rng, 0.02f, v);
+      if (kind == 1 || kind == 2) {
+        const size_t cols = static_cast<size_t>(shape.back());
+        for (size_t i = 0; i < v.size(); ++i)
+          if (outlier[i % cols]) v[i] = kind == 1 ? v[i] * S : v[i] / S;
       }
-      return;
+      return v;
+    };
+    absl::Status st;
+    if (ggml_quant != 0 && shape.size() == 2 && shape[1] % 32 == 0) {
+      const uint64_t bytes = static_cast<uint64_t>(shape[0] * (shape[1] / strata::GgmlBlockElements(ggml_quant)) *
+                                                   strata::GgmlBlockBytes(ggml_quant));
+      st = w.AddTensorLater(name, ggml_quant, shape, bytes, [values, shape, ggml_quant]() -> absl::StatusOr<std::vector<uint8_t>> {
+        const std::vector<float> v = values();
+        const strata::QuantizedTensor q =
+            ggml_quant == strata::kGgmlTypeQ8_0
+                ? strata::QuantizeInt8(v.data(), shape[0], shape[1], 32, STRATA_DTYPE_F16)
+                : strata::QuantizeInt4Group(v.data(), shape[0], shape[1], 32, /*symmetric=*/true);
+        return strata::QuantizedToGgmlBlocks(q, ggml_quant);
+      });
+    } else {
+      // Norm weights (1-D) stay F32 whatever --dtype says, as llama.cpp's converters write
+      // them: llama.cpp refuses an F16 norm, and the peers must run the same file.
+      const strata::TensorDType t = shape.size() == 1 ? strata::TensorDType::kF32 : dtype;
+      st = w.AddTensorLater(name, t, shape, [values, t]() -> absl::StatusOr<std::vector<uint8_t>> {
+        return Encode(values(), t);
+      });
     }
-    // Norm weights (1-D) stay F32 whatever --dtype says, as llama.cpp's converters write
-    // them: llama.cpp refuses an F16 norm, and the peers must run the same file.
-    const strata::TensorDType t = shape.size() == 1 ? strata::TensorDType::kF32 : dtype;
-    auto st = w.AddTensor(name, t, shape, Encode(v, t));
     if (!st.ok()) {
-      std::fprintf(stderr, "make_random_llama: %s\n", std::string(st.message()).c_str());
+      std::fprintf(stderr, "make_random_llama: %s: %s\n", name.c_str(), std::string(st.message()).c_str());
       std::exit(1);
     }
   };

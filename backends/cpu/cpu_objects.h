@@ -36,6 +36,9 @@ struct strata_device_s {
   // Per-op wall time (STRATA_CPU_PROFILE=1), reported when the device closes; usually null.
   std::unique_ptr<strata::cpu::OpProfiler> profiler;
   strata::cpu::QuantCounters quant_counters;
+  // Set by a prefill-sized matmul, cleared (with a malloc_trim) by the next decode-sized one
+  // (ops_dense.cpp, Matmul).
+  std::atomic<bool> prefill_since_trim{false};
   // Which activation blocks the INT4_GROUP GEMVs multiply (quant_simd_kernels.h): int8
   // (ActInt8: 64 products per vpdpbusd, no widening of the nibbles, about 2x the int16 kernel's
   // weights/ns; each activation rounded to max|block| / 254) or int16 (ActInt16: within the

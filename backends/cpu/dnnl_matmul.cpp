@@ -6,6 +6,8 @@
 #include <new>
 #include <unordered_map>
 
+#include "backends/cpu/scratch_arena.h"
+
 namespace strata::cpu {
 namespace {
 // Prefill chunk lengths vary; bound the cache so a long-running server does not grow it
@@ -43,27 +45,20 @@ void DnnlMatmul::Run(const float* x, int64_t m, int64_t k, int64_t lda, const fl
     }
     prim = it->second;  // handles: the primitive stays alive if the cache is cleared
   }
-  // This thread's scratchpad, kept between calls.
-  struct Scratchpad {
-    void* p = nullptr;
-    size_t n = 0;
-    ~Scratchpad() { std::free(p); }
-  };
-  thread_local Scratchpad pad;
+  // This thread's scratchpad: from its scratch arena (scratch_arena.h), above whatever the
+  // caller holds there (a converted weight tile), released on return.
+  ScratchArena& arena = ScratchArena::ForThisThread();
+  ScratchArena::Scope scope(arena);
   const size_t pad_bytes = prim.scratchpad_md.get_size();
-  if (pad.n < pad_bytes) {
-    std::free(pad.p);
-    pad.p = std::aligned_alloc(64, (pad_bytes + 63) / 64 * 64);
-    pad.n = pad.p != nullptr ? pad_bytes : 0;
-    if (pad.p == nullptr) throw std::bad_alloc();
-  }
+  void* pad = pad_bytes > 0 ? arena.Allocate(pad_bytes) : nullptr;
+  if (pad_bytes > 0 && pad == nullptr) throw std::bad_alloc();
   dnnl::memory src(src_md, engine_, const_cast<float*>(x));
   dnnl::memory wei(wei_md, engine_, const_cast<float*>(w));
   dnnl::memory dst(dst_md, engine_, y);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine_, const_cast<float*>(bias)));
-  if (pad_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(prim.scratchpad_md, engine_, pad.p));
+  if (pad_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(prim.scratchpad_md, engine_, pad));
   // Several pool threads run tiles at once: each with its own stream (a CPU stream is a
   // small object; a primitive may be executed concurrently) and its own scratchpad.
   dnnl::stream stream(engine_);

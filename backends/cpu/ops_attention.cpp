@@ -3,6 +3,7 @@
 // online (streaming) form in F32, one key block at a time.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/half_convert.h"
 #include "backends/cpu/kv_quant.h"
+#include "backends/cpu/scratch_arena.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
 #include "backends/cpu/thread_pool.h"
@@ -168,8 +170,16 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
   const int32_t kv_dtype = kv->desc.dtype;
   const bool kv8 = IsKv8Bit(kv_dtype);
   const int64_t token_bytes = (int64_t{H} + 2 * KVH) * D * 4 + 2 * int64_t{KVH} * D * kv->elem_size;
+  std::atomic<bool> no_scratch{false};
   dev->pool->ParallelFor(n, token_bytes, [&](int64_t i0, int64_t i1) {
-    std::vector<float> cs(half), sn(half);
+    ScratchArena& arena = ScratchArena::ForThisThread();
+    ScratchArena::Scope scope(arena);
+    float* cs = arena.AllocateArray<float>(half);
+    float* sn = arena.AllocateArray<float>(half);
+    if (cs == nullptr || sn == nullptr) {
+      no_scratch.store(true);
+      return;
+    }
     for (int64_t i = i0; i < i1; ++i) {
       float* kr = kview.Row<float>(i);
       if (style != STRATA_ROPE_NONE) {
@@ -180,8 +190,8 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
           sn[f] = static_cast<float>(std::sin(a) * factor);
         }
         float* qr = qv.Row<float>(i);
-        for (int32_t h = 0; h < H; ++h) Rotate(qr + int64_t{h} * D, cs.data(), sn.data(), half, style);
-        for (int32_t h = 0; h < KVH; ++h) Rotate(kr + int64_t{h} * D, cs.data(), sn.data(), half, style);
+        for (int32_t h = 0; h < H; ++h) Rotate(qr + int64_t{h} * D, cs, sn, half, style);
+        for (int32_t h = 0; h < KVH; ++h) Rotate(kr + int64_t{h} * D, cs, sn, half, style);
       }
       if (slots[i] < 0 || kv8) continue;  // 8-bit caches are written below
       const int64_t blk = slots[i] / bs, off = slots[i] % bs;
@@ -191,6 +201,7 @@ absl::Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope,
                kv_dtype, row_elems);
     }
   });
+  if (no_scratch.load()) return absl::ResourceExhaustedError(absl::StrCat(op, ": no scratch for the rope angles"));
   if (kv8) {
     // One item per (kv head, K/V) walks the tokens in order: I8 scales belong to a (block,
     // head, K/V) and may grow (requantizing the block) as its rows arrive.
@@ -244,7 +255,10 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
                                                    n, "), got ", qsl[0], " .. ", qsl[S]));
   }
   const int32_t window = attn->sliding_window;
-  std::vector<int32_t> token_seq(n);
+  ScratchArena& arena = ScratchArena::ForThisThread();
+  ScratchArena::Scope scope(arena);
+  int32_t* token_seq = arena.AllocateArray<int32_t>(static_cast<uint64_t>(n));
+  if (token_seq == nullptr) return absl::ResourceExhaustedError(absl::StrCat(op, ": no scratch for ", n, " tokens"));
   for (int32_t s = 0; s < S; ++s) {
     const int32_t q_len = qsl[s + 1] - qsl[s];
     if (q_len < 0 || qsl[s + 1] > n || q_len > lens[s] || int64_t{lens[s]} > int64_t{mb} * bs) {
@@ -262,7 +276,7 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
                                                        " outside the cache's ", kv->desc.num_blocks, " blocks"));
       }
     }
-    std::fill(token_seq.begin() + qsl[s], token_seq.begin() + qsl[s + 1], s);
+    std::fill(token_seq + qsl[s], token_seq + qsl[s + 1], s);
   }
   const int32_t group = H / KVH;
   const float scale = attn->scale;
@@ -275,8 +289,18 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
   for (int32_t s = 0; s < S; ++s) max_len = std::max(max_len, lens[s]);
   const int64_t item_bytes = 2 * int64_t{max_len} * D * static_cast<int64_t>(es) + int64_t{D} * 8;
   const bool kv8 = IsKv8Bit(kv_dtype);
+  std::atomic<bool> no_scratch{false};
   dev->pool->ParallelFor(items, item_bytes, [&](int64_t item0, int64_t item1) {
-    std::vector<float> acc(D), score(bs), row8(kv8 ? D : 0);
+    // This thread's rows: the caller's arena already holds token_seq below them.
+    ScratchArena& mine = ScratchArena::ForThisThread();
+    ScratchArena::Scope rows_scope(mine);
+    float* acc = mine.AllocateArray<float>(D);
+    float* score = mine.AllocateArray<float>(bs);
+    float* row8 = mine.AllocateArray<float>(kv8 ? D : 1);
+    if (acc == nullptr || score == nullptr || row8 == nullptr) {
+      no_scratch.store(true);
+      return;
+    }
     for (int64_t item = item0; item < item1; ++item) {
       const int64_t i = item / H;
       const int32_t h = static_cast<int32_t>(item % H);
@@ -287,7 +311,7 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
       const int32_t start = window > 0 ? std::max(0, pos - window + 1) : 0;
       const int32_t* bt = btv.Row<int32_t>(s);
       const float* qh = qv.Row<float>(i) + int64_t{h} * D;
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(acc, acc + D, 0.0f);
       float m = -std::numeric_limits<float>::infinity();
       float l = 0.0f;
       for (int32_t p0 = start; p0 <= pos;) {
@@ -301,11 +325,11 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
         const int64_t row_stride = int64_t{KVH} * D;
         if (kv8) {
           for (int32_t t = 0; t < cnt; ++t) {
-            LoadKvRow8(kv, layer, 0, blk, off0 + t, kvh, row8.data());
-            score[t] = DotF32(qh, row8.data(), STRATA_DTYPE_F32, D);
+            LoadKvRow8(kv, layer, 0, blk, off0 + t, kvh, row8);
+            score[t] = DotF32(qh, row8, STRATA_DTYPE_F32, D);
           }
         } else {
-          DotRowsF32(qh, kbase + e0 * es, kv_dtype, row_stride, cnt, D, score.data());
+          DotRowsF32(qh, kbase + e0 * es, kv_dtype, row_stride, cnt, D, score);
         }
         float cm = -std::numeric_limits<float>::infinity();
         for (int32_t t = 0; t < cnt; ++t) {
@@ -316,7 +340,7 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
         }
         if (cm > m) {
           const float r = std::exp(m - cm);
-          ScaleF32(acc.data(), r, D);
+          ScaleF32(acc, r, D);
           l *= r;
           m = cm;
         }
@@ -326,11 +350,11 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
         }
         if (kv8) {
           for (int32_t t = 0; t < cnt; ++t) {
-            LoadKvRow8(kv, layer, 1, blk, off0 + t, kvh, row8.data());
-            MulAccF32(acc.data(), score[t], row8.data(), STRATA_DTYPE_F32, D);
+            LoadKvRow8(kv, layer, 1, blk, off0 + t, kvh, row8);
+            MulAccF32(acc, score[t], row8, STRATA_DTYPE_F32, D);
           }
         } else {
-          MulAccRowsF32(acc.data(), score.data(), vbase + e0 * es, kv_dtype, row_stride, cnt, D);
+          MulAccRowsF32(acc, score, vbase + e0 * es, kv_dtype, row_stride, cnt, D);
         }
         p0 += cnt;
       }
@@ -339,6 +363,7 @@ absl::Status Attention(strata_device_s* dev, const strata_attention_params* attn
       for (int32_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
     }
   });
+  if (no_scratch.load()) return absl::ResourceExhaustedError(absl::StrCat(op, ": no scratch for the attention rows"));
   return absl::OkStatus();
 }
 

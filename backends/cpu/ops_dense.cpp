@@ -1,5 +1,7 @@
 // Weights and the two ops that read them: embedding lookups and matmul (GEMV for decode,
 // oneDNN for prefill; F16/BF16 weights are converted in blocks, never copied whole).
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -15,6 +17,7 @@
 #include "backends/cpu/ops_matmul_quant.h"
 #include "backends/cpu/page_memory.h"
 #include "backends/cpu/quant_weight.h"
+#include "backends/cpu/scratch_arena.h"
 #include "backends/cpu/simd_kernels.h"
 #include "backends/cpu/tensor_view.h"
 #include "backends/cpu/thread_pool.h"
@@ -56,10 +59,10 @@ const char* FormatName(int32_t f) {
 // per thread of 16-row multiples: 96-row tiles on the 110M model, prefill 0.69x of
 // oneDNN's own OpenMP team on a quiet machine.)
 //
-// F16/BF16 weights are multiplied as stored: a tile's rows are converted to F32 in a
-// per-thread scratch of at most kScratchBytes just before oneDNN reads them, so no F32 copy
-// of the model exists; a thread that goes on to the next token block of the same rows
-// reuses them. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies
+// F16/BF16 weights are multiplied as stored: a tile's rows are converted to F32 in the
+// thread's scratch arena (scratch_arena.h; at most kScratchBytes) just before oneDNN reads
+// them, so no F32 copy of the model exists; a thread that goes on to the next token block of
+// the same rows reuses them. Why not oneDNN's own f16/bf16 matmul: the Debian oneDNN (2.6) multiplies
 // bf16 only with bf16 activations (a precision loss the GEMV decode path does not have, so
 // prefill and decode would disagree) and f16 only on AVX512-FP16 CPUs (not this one).
 constexpr int64_t kRowsAlign = 64;
@@ -69,35 +72,11 @@ constexpr int64_t kMaxTileTokens = 512;
 constexpr int64_t kTilesPerThread = 3;
 // Upper bound on a half-precision tile's F32 scratch (unless kMinTileRows rows need more):
 // about two cores' L2, so the rows are still cached when oneDNN packs them.
-constexpr int64_t kScratchBytes = int64_t{2} << 20;
+constexpr int64_t kScratchBytes = int64_t{1} << 20;
 // A thread is worth it for about this many multiply-adds (tens of microseconds of work); a
 // small product (stories260K's 64-wide matrices) runs on the caller alone.
 constexpr int64_t kMacsPerThread = int64_t{1} << 20;
 
-// F32 scratch for one tile of converted weight rows, kept per thread between calls (a
-// fresh allocation per call would fault its pages in every time). `call` and `row_tile`
-// say what it holds, so the next token block of the same rows skips the conversion.
-struct ConversionScratch {
-  float* p = nullptr;
-  uint64_t n = 0;
-  uint64_t call = 0;  // PrefillMatmul call (never 0) whose rows it holds
-  int64_t row_tile = -1;
-  ~ConversionScratch() { AlignedFree(p); }
-
-  static ConversionScratch& ForThisThread() {
-    thread_local ConversionScratch s;
-    return s;
-  }
-  bool Reserve(uint64_t floats) {
-    if (n >= floats) return true;
-    AlignedFree(p);
-    p = static_cast<float*>(AlignedAlloc(floats * 4));
-    n = p != nullptr ? floats : 0;
-    call = 0;
-    return p != nullptr;
-  }
-};
-std::atomic<uint64_t> prefill_calls{0};
 
 // Rows per tile of a [rows, k] weight multiplied on `threads` threads (see above).
 int64_t TileRows(int64_t rows, int64_t k, int32_t threads, bool half) {
@@ -128,7 +107,6 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
   // Token blocks of equal size (a ragged last block would get its own oneDNN primitive).
   const int64_t token_blocks = TokenBlocks(m, row_tiles, threads);
   const int64_t token_block = (m + token_blocks - 1) / token_blocks;
-  const uint64_t call = prefill_calls.fetch_add(1) + 1;
   const size_t es = DtypeSize(w->dtype);
   std::atomic<bool> no_scratch{false};
   std::atomic<bool> failed{false};
@@ -137,23 +115,27 @@ absl::Status PrefillMatmul(strata_device_s* dev, const View& xv, int64_t m, stra
   // Item = row tile * token_blocks + token block: a thread's run of consecutive items
   // mostly stays on one row tile.
   dev->pool->ParallelForThreads(row_tiles * token_blocks, threads, [&](int64_t t0, int64_t t1) {
+    // The tile lives as long as this chunk of items (consecutive items mostly share a row
+    // tile); oneDNN's scratchpad is allocated above it, per call (dnnl_matmul.h).
+    ScratchArena& arena = ScratchArena::ForThisThread();
+    ScratchArena::Scope scope(arena);
+    float* converted = nullptr;
+    int64_t converted_rt = -1;
+    if (half && (converted = arena.AllocateArray<float>(static_cast<uint64_t>(tile * k))) == nullptr) {
+      no_scratch.store(true);
+      return;
+    }
     for (int64_t item = t0; item < t1; ++item) {
       const int64_t rt = item / token_blocks, i0 = (item % token_blocks) * token_block;
       if (i0 >= m) continue;
       const int64_t r0 = rt * tile, nr = std::min(tile, rows - r0);
       const float* wf = static_cast<const float*>(w->data) + (half ? 0 : r0 * k);
       if (half) {
-        ConversionScratch& scratch = ConversionScratch::ForThisThread();
-        if (!scratch.Reserve(static_cast<uint64_t>(tile * k))) {
-          no_scratch.store(true);
-          return;
+        if (converted_rt != rt) {
+          ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, converted, nr * k);
+          converted_rt = rt;
         }
-        if (scratch.call != call || scratch.row_tile != rt) {
-          ConvertToF32(static_cast<const char*>(w->data) + r0 * k * es, w->dtype, scratch.p, nr * k);
-          scratch.call = call;
-          scratch.row_tile = rt;
-        }
-        wf = scratch.p;
+        wf = converted;
       }
       try {  // a pool body must not throw
         dev->dnnl->Run(xv.Row<float>(i0), std::min(token_block, m - i0), k, xv.stride, wf, nr,
@@ -328,6 +310,20 @@ absl::Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_
   }
   if (n == 0) return absl::OkStatus();
   const View xv = *x_v, ov = *out_v;
+  if (n > kGemvMaxTokens) {
+    dev->prefill_since_trim.store(true);
+  } else if (dev->prefill_since_trim.exchange(false)) {
+    // The first small product after prefill products (the prefill's LM head, or the first
+    // decode step): give back the heap pages that oneDNN's per-call packing buffers left
+    // free in the threads' malloc arenas (0.4-1.2 MB per tile call, freed on return, and
+    // kept resident by glibc as holes between smaller blocks: several MiB). Decode reuses
+    // none of them, and it grows the KV cache on top: without this, the run's peak RSS
+    // carried both (issue 32): 110M f16 peak RSS / weights 1.2015-1.2050 without the trim,
+    // 1.1862-1.1893 with it (four runs each, -p 128, 64 decoded tokens). One trim per prefill, not per op (per op it faulted ~6,000 pages
+    // back in per 128-token prefill): the trim took 0.6-1.4 ms here, the next prefill faults
+    // the few MiB back in once.
+    malloc_trim(0);
+  }
   if (w->quant != nullptr) return QuantMatmul(dev, xv, w, b, ov);
   if (n <= kGemvMaxTokens) {
     // Contiguous row ranges per chunk: each thread streams its slices of W once. Tasks

@@ -38,11 +38,9 @@ HWY_INLINE float ScalarF32(const F16* p) { return F16ToF32(p->bits); }
 
 HWY_INLINE float SumLanes(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
 
-// R weight rows at a time for N tokens: R independent streams keep more loads in flight
-// than one row's (decode is bound by memory latency x parallelism as much as bandwidth),
-// and each x vector loaded serves R rows. Per row the sums are formed in exactly the
-// order of the one-row loop below, so results do not depend on R (nor on how rows are
-// split between threads).
+// R weight rows at a time for N tokens: each x vector loaded serves R rows (GemvRowsN says
+// when this is used). Per row the sums are formed in exactly the order of the one-row loop
+// below, so results do not depend on R (nor on how rows are split between threads).
 // Stores one result: y = v, or y += v when accumulating.
 HWY_INLINE void Put(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
 
@@ -103,19 +101,35 @@ void GemvRowBlock(const float* x, int64_t xs, const TW* w, int64_t cols, const f
 template <int N, typename TW>
 void GemvRowsN(const float* x, int64_t xs, const TW* w, int64_t cols, const float* bias,
                float* y, int64_t ys, int64_t r0, int64_t r1, bool accumulate) {
-  // As many rows per block as registers allow: N x R x 2 accumulators plus 2N x vectors.
-  constexpr int R = N == 1 ? 4 : N == 2 ? 2 : 1;
+  // Two tokens: rows in pairs (each x vector loaded serves both). One token (decode) and
+  // three or four: one row at a time, i.e. one sequential stream per thread, software-
+  // prefetched kPrefetchBytes ahead (past a row's end that is the next row, the next bytes
+  // of the thread's range). Decode used to take rows in blocks of four (four streams a row
+  // apart, the next block prefetched): in-process A/B on this machine (cpu_gemv_bench,
+  // 2 threads, 1 GiB of matrices, three alternations, load ~3.5) the single stream read f16
+  // [11264 x 2048] at 30-34 GB/s against 25-29, [4096 x 768] at 25.5-26.7 against
+  // 22.8-24.1, f32 [4096 x 768] 28-29 against 26-27; [2048 x 5632] 25-27 against 25-26
+  // (3 KiB ahead was among the best of 0-8 KiB for every shape). The sums are the same
+  // either way (see GemvRowBlock).
+  constexpr int R = N == 2 ? 2 : 1;
   if constexpr (R > 1) {
     for (; r0 + R <= r1; r0 += R) GemvRowBlock<N, R>(x, xs, w, cols, bias, y, ys, r0, accumulate);
   }
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t kPrefetchBytes = 3072;
+  constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(TW));
+  // With 16-lane vectors, 2L elements are one 64-byte line of 16-bit weights, two of f32.
+  constexpr int kLinesPerStep = sizeof(TW) == 4 ? 2 : 1;
   for (int64_t r = r0; r < r1; ++r) {
     const TW* wr = w + r * cols;
     VF acc0[N], acc1[N];
     for (int t = 0; t < N; ++t) acc0[t] = acc1[t] = hn::Zero(df);
     int64_t c = 0;
     for (; c + 2 * L <= cols; c += 2 * L) {
+      if constexpr (R == 1) {
+        for (int l = 0; l < kLinesPerStep; ++l) __builtin_prefetch(wr + c + kAhead + l * L, 0, 0);
+      }
       const VF w0 = LoadAsF32(df, wr + c);
       const VF w1 = LoadAsF32(df, wr + c + L);
       for (int t = 0; t < N; ++t) {

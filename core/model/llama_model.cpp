@@ -195,6 +195,10 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
       data = stacked.data();
       rows = 0;
       for (const TensorView* p : parts) rows += p->shape[0];
+      // The stacked copy is what the backend reads: the parts' file pages can go now, not
+      // after weight_create (at the load's peak, gate+up of TinyLlama held 45 MB of file
+      // pages beside their stacked copy and the backend's; 235 MB on Llama-3-8B).
+      for (const TensorView* p : parts) ReleaseMappedPages(file, p->data, p->bytes);
     }
     strata_weight_desc d{};
     d.struct_size = sizeof(d);
@@ -412,13 +416,11 @@ absl::Status LlamaModel::AllocateWorkspace() {
     STRATA_ASSIGN_OR_RETURN(b, device_.Alloc(static_cast<uint64_t>(bytes)));
     return absl::OkStatus();
   };
+  const int64_t ff = config_.intermediate_size;
   STRATA_RETURN_IF_ERROR(alloc(h_, T * d * a));
-  STRATA_RETURN_IF_ERROR(alloc(normed_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(delta_, T * d * a));
-  STRATA_RETURN_IF_ERROR(alloc(qkv_, T * (qdim + 2 * kvdim) * a));
-  STRATA_RETURN_IF_ERROR(alloc(attn_, T * qdim * a));
-  STRATA_RETURN_IF_ERROR(alloc(gate_up_, T * 2 * config_.intermediate_size * a));
-  STRATA_RETURN_IF_ERROR(alloc(act_, T * config_.intermediate_size * a));
+  STRATA_RETURN_IF_ERROR(alloc(qkv_gate_up_, T * std::max(qdim + 2 * kvdim, 2 * ff) * a));
+  STRATA_RETURN_IF_ERROR(alloc(norm_attn_act_, T * std::max({d, qdim, ff}) * a));
   STRATA_RETURN_IF_ERROR(alloc(rows_, T * d * a));
   STRATA_RETURN_IF_ERROR(alloc(logits_, T * config_.vocab_size * 4));
   if (options_.parallel.plan.vocab_parallel())
@@ -955,17 +957,22 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
   attn.sliding_window = static_cast<int32_t>(config_.sliding_window);
 
   const strata_tensor h = h_.View(A, {n, d});
-  const strata_tensor normed = normed_.View(A, {n, d});
   const strata_tensor delta = delta_.View(A, {n, d});
-  const strata_tensor qkv = qkv_.View(A, {n, qkvdim});
-  const strata_tensor q = qkv_.View(A, {n, qdim}, 0, qkvdim);
-  const strata_tensor k = qkv_.View(A, {n, kvdim}, qdim * a, qkvdim);
-  const strata_tensor v = qkv_.View(A, {n, kvdim}, (qdim + kvdim) * a, qkvdim);
-  const strata_tensor attn_out = attn_.View(A, {n, qdim});
-  const strata_tensor gate_up = gate_up_.View(A, {n, 2 * ff});
-  const strata_tensor gate = gate_up_.View(A, {n, ff}, 0, 2 * ff);
-  const strata_tensor up = gate_up_.View(A, {n, ff}, ff * a, 2 * ff);
-  const strata_tensor act = act_.View(A, {n, ff});
+  // Shared buffers (llama_model.h): in the order of a layer's ops, each of these is dead
+  // before the next one in the same buffer is written. qkv: written by the qkv product, read
+  // by attention; gate_up: written by the gate_up product. normed: the qkv product's input;
+  // attn_out: attention's output, the o product's input; normed again: gate_up's input; act:
+  // the down product's input.
+  const strata_tensor qkv = qkv_gate_up_.View(A, {n, qkvdim});
+  const strata_tensor q = qkv_gate_up_.View(A, {n, qdim}, 0, qkvdim);
+  const strata_tensor k = qkv_gate_up_.View(A, {n, kvdim}, qdim * a, qkvdim);
+  const strata_tensor v = qkv_gate_up_.View(A, {n, kvdim}, (qdim + kvdim) * a, qkvdim);
+  const strata_tensor gate_up = qkv_gate_up_.View(A, {n, 2 * ff});
+  const strata_tensor gate = qkv_gate_up_.View(A, {n, ff}, 0, 2 * ff);
+  const strata_tensor up = qkv_gate_up_.View(A, {n, ff}, ff * a, 2 * ff);
+  const strata_tensor normed = norm_attn_act_.View(A, {n, d});
+  const strata_tensor attn_out = norm_attn_act_.View(A, {n, qdim});
+  const strata_tensor act = norm_attn_act_.View(A, {n, ff});
 
   auto check = [&](strata_status st, const char* what) { return device_.Check(st, what); };
   const ParallelPlan& plan = options_.parallel.plan;
@@ -1023,11 +1030,11 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       } else {
         STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &an, eps, &normed), "rms_norm"));
       }
-      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kQkv, normed_, n, d));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kQkv, norm_attn_act_, n, d));
       STRATA_RETURN_IF_ERROR(check(
           api.matmul(dev, &normed, L.wqkv.handle(), L.has_qkv_bias ? &qkv_bias : nullptr, &qkv), "matmul qkv"));
     }
-    if (config_.qk_norm) STRATA_RETURN_IF_ERROR(NormalizeQkHeads(L, qkv_.View(A, {n, qdim + kvdim}, 0, qkvdim)));
+    if (config_.qk_norm) STRATA_RETURN_IF_ERROR(NormalizeQkHeads(L, qkv_gate_up_.View(A, {n, qdim + kvdim}, 0, qkvdim)));
     if (fused_attention) {
       STRATA_RETURN_IF_ERROR(check(
           api.rope_attention(dev, &rope, &attn, &batch, &q, &k, &v, kv_.handle(), li, &attn_out), "rope_attention"));
@@ -1053,15 +1060,15 @@ absl::Status LlamaModel::EnqueueOps(const StepInput& in, bool graph_form) {
       dn.product_scratch = &delta;
       STRATA_RETURN_IF_ERROR(matmul_ex(gate, L.w_down, dn, h, "matmul_ex silu+down+residual"));
     } else {
-      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kAttnOut, attn_, n, qdim));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kAttnOut, norm_attn_act_, n, qdim));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &attn_out, L.wo.handle(), nullptr, &delta), "matmul o"));
       if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel o
       STRATA_RETURN_IF_ERROR(check(api.rms_norm(dev, &delta, &h, &fnw, eps, &normed), "rms_norm"));
-      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kGateUp, normed_, n, d));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kGateUp, norm_attn_act_, n, d));
       STRATA_RETURN_IF_ERROR(
           check(api.matmul(dev, &normed, L.w_gate_up.handle(), nullptr, &gate_up), "matmul gate_up"));
       STRATA_RETURN_IF_ERROR(check(api.silu_mul(dev, &gate, &up, &act), "silu_mul"));
-      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kDown, act_, n, ff));
+      if (observer_ != nullptr) STRATA_RETURN_IF_ERROR(ObserveInput(li, LinearInput::kDown, norm_attn_act_, n, ff));
       STRATA_RETURN_IF_ERROR(check(api.matmul(dev, &act, L.w_down.handle(), nullptr, &delta), "matmul down"));
       if (tp != nullptr) STRATA_RETURN_IF_ERROR(tp->AllReduceSum(delta));  // row-parallel down
     }

@@ -282,8 +282,12 @@ class LlamaModel {
   std::vector<Layer> layers_;
   DeviceKvCache kv_;
 
-  // Workspace, sized for max_batch_tokens.
-  DeviceBuffer h_, normed_, delta_, qkv_, attn_, gate_up_, act_, rows_, logits_;
+  // Workspace, sized for max_batch_tokens. Buffers whose contents are never live at the same
+  // time share memory (a prefill touches every row of each, and all of it stays resident):
+  // qkv_gate_up_ holds a layer's q/k/v until attention has read them, then gate/up;
+  // norm_attn_act_ holds the normed input of the qkv product, then attention's output, then
+  // the normed input of gate_up, then silu(gate) * up (EnqueueOps).
+  DeviceBuffer h_, delta_, qkv_gate_up_, norm_attn_act_, rows_, logits_;
   DeviceBuffer logits_shard_;  // vocab-parallel LM head: this rank's columns of the logits
   // Pipeline micro-batches: where the current part's logits rows start in logits_, and
   // whether its logits stay here until every part is done (RunPipelined).

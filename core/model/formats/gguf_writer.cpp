@@ -95,7 +95,8 @@ absl::Status GgufWriter::AddTensor(const std::string& gguf_name, TensorDType dty
     return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", gguf_name, "' has ",
                                                    data.size(), " bytes for ", n, " elements"));
   }
-  tensors_.push_back({gguf_name, GgmlTypeOf(dtype), shape, std::move(data)});
+  const uint64_t bytes = data.size();
+  tensors_.push_back({gguf_name, GgmlTypeOf(dtype), shape, std::move(data), bytes, nullptr});
   return absl::OkStatus();
 }
 
@@ -104,8 +105,30 @@ absl::Status GgufWriter::AddRawTensor(const std::string& gguf_name, uint32_t ggm
   if (shape.empty() || shape.size() > 4) {
     return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", gguf_name, "' needs 1 to 4 dims"));
   }
-  tensors_.push_back({gguf_name, ggml_type, shape, std::move(data)});
+  const uint64_t bytes = data.size();
+  tensors_.push_back({gguf_name, ggml_type, shape, std::move(data), bytes, nullptr});
   return absl::OkStatus();
+}
+
+absl::Status GgufWriter::AddTensorLater(const std::string& gguf_name, uint32_t ggml_type,
+                                        const std::vector<int64_t>& shape, uint64_t bytes, Producer produce) {
+  if (shape.empty() || shape.size() > 4) {
+    return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", gguf_name, "' needs 1 to 4 dims"));
+  }
+  if (!produce) return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", gguf_name, "' has no producer"));
+  tensors_.push_back({gguf_name, ggml_type, shape, {}, bytes, std::move(produce)});
+  return absl::OkStatus();
+}
+
+absl::Status GgufWriter::AddTensorLater(const std::string& gguf_name, TensorDType dtype,
+                                        const std::vector<int64_t>& shape, Producer produce) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d <= 0) return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", gguf_name, "' has dim ", d));
+    n *= d;
+  }
+  return AddTensorLater(gguf_name, GgmlTypeOf(dtype), shape, static_cast<uint64_t>(n) * TensorDTypeSize(dtype),
+                        std::move(produce));
 }
 
 absl::Status GgufWriter::Write(const std::string& path) const {
@@ -122,7 +145,7 @@ absl::Status GgufWriter::Write(const std::string& path) const {
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) Put<uint64_t>(header, *it);
     Put<uint32_t>(header, t.ggml_type);
     Put<uint64_t>(header, offset);
-    offset = AlignUp(offset + t.data.size());
+    offset = AlignUp(offset + t.bytes);
   }
   header.resize(AlignUp(header.size()), '\0');
 
@@ -132,8 +155,23 @@ absl::Status GgufWriter::Write(const std::string& path) const {
   bool ok = std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
   for (const Tensor& t : tensors_) {
     if (!ok) break;
-    ok = std::fwrite(t.data.data(), 1, t.data.size(), f.get()) == t.data.size();
-    const size_t pad = AlignUp(t.data.size()) - t.data.size();
+    const std::vector<uint8_t>* data = &t.data;
+    absl::StatusOr<std::vector<uint8_t>> made;
+    if (t.produce) {
+      made = t.produce();
+      absl::Status st = made.status();
+      if (st.ok() && made->size() != t.bytes) {
+        st = absl::InternalError(absl::StrCat("GGUF tensor '", t.name, "': producer made ", made->size(),
+                                              " bytes, ", t.bytes, " declared"));
+      }
+      if (!st.ok()) {
+        std::fclose(f.release());
+        return st;
+      }
+      data = &*made;
+    }
+    ok = std::fwrite(data->data(), 1, data->size(), f.get()) == data->size();
+    const size_t pad = AlignUp(data->size()) - data->size();
     if (ok && pad > 0) ok = std::fwrite(kZeros, 1, pad, f.get()) == pad;
   }
   if (std::fclose(f.release()) != 0) ok = false;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/model/formats/gguf_tensor_names.h"  // GgufNameFromCanonical, for callers
 #include "core/model/model_file.h"
 
@@ -33,6 +35,17 @@ class GgufWriter {
   absl::Status AddRawTensor(const std::string& gguf_name, uint32_t ggml_type,
                             const std::vector<int64_t>& shape, std::vector<uint8_t> data);
 
+  // A tensor of `bytes` bytes whose data `produce` makes only when Write reaches it, and that
+  // is freed once written: a file larger than memory (a Llama-3-8B-shape model, 16 GB, on a
+  // 24 GiB machine) never holds more than one tensor. Producers run in the order the tensors
+  // were added; a producer that fails, or returns another byte count, fails Write.
+  using Producer = std::function<absl::StatusOr<std::vector<uint8_t>>()>;
+  absl::Status AddTensorLater(const std::string& gguf_name, uint32_t ggml_type,
+                              const std::vector<int64_t>& shape, uint64_t bytes, Producer produce);
+  // The same for an F32 / F16 / BF16 tensor (its byte count follows from the shape).
+  absl::Status AddTensorLater(const std::string& gguf_name, TensorDType dtype,
+                              const std::vector<int64_t>& shape, Producer produce);
+
   // Writes everything to `path` (replaced if present).
   absl::Status Write(const std::string& path) const;
 
@@ -42,6 +55,8 @@ class GgufWriter {
     uint32_t ggml_type;
     std::vector<int64_t> shape;
     std::vector<uint8_t> data;
+    uint64_t bytes = 0;  // data.size(), or what produce will make
+    Producer produce;
   };
   void AddKey(const std::string& key, uint32_t type);
 

@@ -2,13 +2,16 @@
 // Compares the effective weight-read GB/s of matmul(n=1) through the backend ABI with a plain
 // parallel memory-read loop. Each matrix is replicated until the set exceeds the last-level
 // cache, and calls cycle through the copies, like the layers of a model in one decode step.
-// Usage: cpu_gemv_bench [threads (0 = all)] [working set MiB (default 1024)]
+// Usage: cpu_gemv_bench [threads (0 = all)] [working set MiB (default 1024)] [ROWSxCOLS:DTYPE ...]
+//   shapes (e.g. 32000x2048:f16) replace the default set (three 110M-model shapes, each dtype).
 #include <omp.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -105,14 +108,31 @@ int main(int argc, char** argv) {
   const size_t set_bytes = set_mib << 20;
   const double read_bw = ReadBandwidth(set_bytes, threads);
   std::printf("memory read bandwidth: %.1f GB/s (%zu MiB)\n", read_bw, set_mib);
-  const struct { int64_t rows, cols; } shapes[] = {{2048, 768}, {768, 2048}, {32000, 768}};
-  for (int32_t dtype : {STRATA_DTYPE_F32, STRATA_DTYPE_BF16, STRATA_DTYPE_F16}) {
-    for (auto s : shapes) {
-      const double bw = GemvBandwidth(be, dev, s.rows, s.cols, dtype, set_bytes);
-      std::printf("gemv %-4s %6lld x %-5lld: %6.1f GB/s = %5.1f%% of read bandwidth\n",
-                  dtype == STRATA_DTYPE_F32 ? "f32" : dtype == STRATA_DTYPE_BF16 ? "bf16" : "f16",
-                  static_cast<long long>(s.rows), static_cast<long long>(s.cols), bw, 100 * bw / read_bw);
+  struct Shape {
+    int64_t rows, cols;
+    int32_t dtype;
+  };
+  std::vector<Shape> shapes;
+  for (int i = 3; i < argc; ++i) {
+    long long r = 0, c = 0;
+    char dt[8] = {};
+    if (std::sscanf(argv[i], "%lldx%lld:%7s", &r, &c, dt) != 3 || r <= 0 || c <= 0) {
+      std::fprintf(stderr, "bad shape '%s' (want ROWSxCOLS:f32|f16|bf16)\n", argv[i]);
+      return 2;
     }
+    const std::string d = dt;
+    shapes.push_back({r, c, d == "f16" ? STRATA_DTYPE_F16 : d == "bf16" ? STRATA_DTYPE_BF16 : STRATA_DTYPE_F32});
+  }
+  if (shapes.empty()) {
+    for (int32_t dtype : {STRATA_DTYPE_F32, STRATA_DTYPE_BF16, STRATA_DTYPE_F16})
+      for (auto [r, c] : {std::pair<int64_t, int64_t>{2048, 768}, {768, 2048}, {32000, 768}})
+        shapes.push_back({r, c, dtype});
+  }
+  for (const Shape& s : shapes) {
+    const double bw = GemvBandwidth(be, dev, s.rows, s.cols, s.dtype, set_bytes);
+    std::printf("gemv %-4s %6lld x %-5lld: %6.1f GB/s = %5.1f%% of read bandwidth\n",
+                s.dtype == STRATA_DTYPE_F32 ? "f32" : s.dtype == STRATA_DTYPE_BF16 ? "bf16" : "f16",
+                static_cast<long long>(s.rows), static_cast<long long>(s.cols), bw, 100 * bw / read_bw);
   }
   be->device_close(dev);
   return 0;

@@ -2,6 +2,9 @@
 #include "core/model/formats/gguf_file.h"
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "core/common/half.h"
 #include "core/model/formats/gguf_writer.h"
@@ -237,6 +240,63 @@ TEST(GgufFile, ParsesQ8_0TensorInfo) {
   ASSERT_EQ((*g)->tensors.size(), 1u);
   EXPECT_EQ((*g)->tensors[0].bytes, 68u);
   EXPECT_EQ((*g)->tensors[0].Shape(), (std::vector<int64_t>{2, 32}));
+}
+
+// Tensors added with AddTensorLater are made while the file is written (make_random_llama
+// writes a 16 GB model that way), in the order added: the file is byte for byte the one
+// written from the same data up front; a producer's wrong byte count or error fails Write.
+TEST(GgufFile, TensorsMadeAtWriteTimeGiveTheSameFile) {
+  const std::vector<float> a = {1.0f, -2.0f, 3.5f, 0.25f, 7.0f, -1.0f};
+  std::vector<uint8_t> a16(a.size() * 2);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const uint16_t h = F32ToF16(a[i]);
+    std::memcpy(a16.data() + 2 * i, &h, 2);
+  }
+  std::vector<uint8_t> raw(34, 3);
+  auto write_now = [&](const std::string& path) {
+    GgufWriter w;
+    w.AddString("general.architecture", "llama");
+    ASSERT_TRUE(w.AddTensor("first.weight", TensorDType::kF16, {2, 3}, a16).ok());
+    ASSERT_TRUE(w.AddRawTensor("second.weight", 8, {1, 32}, raw).ok());
+    ASSERT_TRUE(w.Write(path).ok());
+  };
+  std::vector<std::string> order;
+  auto write_later = [&](const std::string& path) {
+    GgufWriter w;
+    w.AddString("general.architecture", "llama");
+    ASSERT_TRUE(w.AddTensorLater("first.weight", TensorDType::kF16, {2, 3}, [&]() -> absl::StatusOr<std::vector<uint8_t>> {
+                   order.push_back("first");
+                   return a16;
+                 }).ok());
+    ASSERT_TRUE(w.AddTensorLater("second.weight", 8, {1, 32}, 34, [&]() -> absl::StatusOr<std::vector<uint8_t>> {
+                   order.push_back("second");
+                   return raw;
+                 }).ok());
+    EXPECT_TRUE(order.empty());  // nothing made before Write
+    ASSERT_TRUE(w.Write(path).ok());
+  };
+  const std::string now = TmpPath("now.gguf"), later = TmpPath("later.gguf");
+  write_now(now);
+  write_later(later);
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "second"}));
+  auto read = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(now), read(later));
+  EXPECT_FALSE(read(now).empty());
+
+  GgufWriter wrong;
+  ASSERT_TRUE(wrong.AddTensorLater("t.weight", TensorDType::kF32, {4}, [] {
+                     return absl::StatusOr<std::vector<uint8_t>>(std::vector<uint8_t>(12));
+                   }).ok());
+  EXPECT_FALSE(wrong.Write(TmpPath("wrong.gguf")).ok());  // 12 bytes made, 16 declared
+  GgufWriter failing;
+  ASSERT_TRUE(failing.AddTensorLater("t.weight", TensorDType::kF32, {4}, [] {
+                       return absl::StatusOr<std::vector<uint8_t>>(absl::DataLossError("no data"));
+                     }).ok());
+  const absl::Status st = failing.Write(TmpPath("failing.gguf"));
+  EXPECT_TRUE(absl::IsDataLoss(st)) << st;
 }
 
 // A Q8_0 embedding comes back as F32 scale * quant.
