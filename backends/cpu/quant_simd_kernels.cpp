@@ -433,14 +433,15 @@ bool QuantizeBlocksInt8(const float* x, int64_t nb, int8_t* q, float* scale, flo
     const float s = amax / 127.0f;
     const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
     auto sum = hn::Zero(di);
-    int8_t* qb = q + b * kActBlock;
-    for (int64_t k = 0; k < kHalf; k += L) {  // even columns to qb[0, 16), odd ones to qb[16, 32)
+    int64_t even_at, odd_at;
+    Int8ActBlockOffsets(b, nb, &even_at, &odd_at);
+    for (int64_t k = 0; k < kHalf; k += L) {  // even columns to q[even_at, +16), odd ones to q[odd_at, +16)
       hn::Vec<decltype(df)> even, odd;
       hn::LoadInterleaved2(df, xb + 2 * k, even, odd);
       const auto qe = hn::NearestInt(hn::Mul(even, inv)), qo = hn::NearestInt(hn::Mul(odd, inv));
       sum = hn::Add(sum, hn::Add(qe, qo));
-      hn::StoreU(hn::DemoteTo(d8, qe), d8, qb + k);
-      hn::StoreU(hn::DemoteTo(d8, qo), d8, qb + kHalf + k);
+      hn::StoreU(hn::DemoteTo(d8, qe), d8, q + even_at + k);
+      hn::StoreU(hn::DemoteTo(d8, qo), d8, q + odd_at + k);
     }
     scale[b] = s;
     block_sum[b] = s * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, sum)));
@@ -530,9 +531,15 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A8Tile(
     int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r) {
   const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
   const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
-  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  // A full pair: its 32 bytes of nibbles in both 256-bit halves, the upper half shifted by 4:
+  // [low b, low b+1, high b, high b+1] against the activations' [even b, even b+1, odd b,
+  // odd b+1]; int32 lanes 0-3 and 8-11 then hold block b's products, 4-7 and 12-15 block
+  // b+1's. A lone last block: its 16 bytes in 128-bit lanes 0 and 1, lane 1 shifted:
+  // [low b, high b, 0, 0] against [even b, odd b].
+  const __m512i pair_shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i pair_idx = _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i lone_shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512i pair_idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512 inv_bpg = _mm512_set1_ps(1.0f / static_cast<float>(bpg));
   const uint8_t* wr[R];
@@ -591,7 +598,8 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A8Tile(
     // 32 activations (masked loads do not fault), in the same step with `last`.
     auto step = [&](int64_t p, bool last) __attribute__((always_inline)) {
       const int64_t off = (b0 + p) * (kActBlock / 2);
-      const __m512i idx = _mm512_add_epi32(pair_idx, _mm512_set1_epi32(static_cast<int>(p)));
+      const __m512i idx = last ? _mm512_set1_epi32(static_cast<int>(p))
+                               : _mm512_add_epi32(pair_idx, _mm512_set1_epi32(static_cast<int>(p)));
       __m512i xv[N];
       for (int t = 0; t < N; ++t) {
         const int8_t* xp = a.q + t * qs + (b0 + p) * kActBlock;
@@ -601,11 +609,15 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A8Tile(
       for (int i = 0; i < R; ++i) {
         const uint8_t* wp = wr[i] + off;
         if ((off & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(wp + ahead), _MM_HINT_T0);
-        const __m256i v = last ? _mm256_maskz_loadu_epi8(0xFFFFu, wp)
-                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp));
-        __m512i wv = _mm512_castsi256_si512(v);
-        wv = _mm512_shuffle_i64x2(wv, wv, 0x50);  // 128-bit lanes 0, 0, 1, 1
-        wv = _mm512_and_si512(_mm512_srlv_epi64(wv, shifts), nibble);
+        __m512i wv;
+        if (last) {
+          wv = _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(0xFFFFu, wp));
+          wv = _mm512_shuffle_i64x2(wv, wv, 0x50);  // 128-bit lanes 0, 0, 1, 1
+          wv = _mm512_and_si512(_mm512_srlv_epi64(wv, lone_shifts), nibble);
+        } else {
+          wv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp)));
+          wv = _mm512_and_si512(_mm512_srlv_epi64(wv, pair_shifts), nibble);
+        }
         for (int t = 0; t < N; ++t) {
           const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv[t]);
           acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, c[i][t]), acc[i][t]);
@@ -675,10 +687,12 @@ void GemvInt4A8RowsN(const ActInt8& a, const uint8_t* w, int64_t cols, int64_t r
         for (int64_t k = 0; k < kBlockBytes; k += L) {
           const V16 v = hn::PromoteTo(d16, hn::LoadU(du8, wr + b * kBlockBytes + k));
           const V16 lo = hn::And(v, mask), hi = hn::ShiftRight<4>(v);
+          int64_t even_at, odd_at;
+          Int8ActBlockOffsets(b, nb, &even_at, &odd_at);
           for (int t = 0; t < N; ++t) {
-            const int8_t* xb = a.q + t * qs + b * kActBlock;
-            const V16 xe = hn::PromoteTo(d16, hn::LoadU(di8, xb + k));
-            const V16 xo = hn::PromoteTo(d16, hn::LoadU(di8, xb + kBlockBytes + k));
+            const int8_t* xq = a.q + t * qs;
+            const V16 xe = hn::PromoteTo(d16, hn::LoadU(di8, xq + even_at + k));
+            const V16 xo = hn::PromoteTo(d16, hn::LoadU(di8, xq + odd_at + k));
             s[t] = DotPairs(hi, xo, DotPairs(lo, xe, s[t]));
           }
         }
