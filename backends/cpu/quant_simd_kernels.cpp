@@ -699,8 +699,8 @@ __attribute__((target("avx512vnni"))) void GemvInt4A8RowsN(
 // 128), the same tiles as GemvInt4A8Tile: a block's 16 bytes of nibbles broadcast to both
 // 128-bit halves of a 256-bit register, widened to 32 int16 and the upper 16 shifted by 4:
 // [low nibbles | high nibbles] against the block's int16 activations [even | odd], 32
-// products per vpdpwssd; each block's int32 sums scaled by weight scale x activation scale
-// into the row's float accumulator. The Highway version (other targets) computes the scales
+// products per vpdpwssd, the zero point subtracted in int16 first; each block's int32 sums
+// scaled by weight scale x activation scale into the row's float accumulator. The Highway version (other targets) computes the scales
 // per chunk in scalar code with a division per block, which made g128 decode 3-4x slower
 // than the int8 path (matmul_ex gate/up of the 110M model: 325 against 88 us, loaded).
 template <int N, int R>
@@ -708,11 +708,11 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A16Tile(
     const ActInt16& a, const uint8_t* w, int64_t cols, int64_t row_bytes, ScaleArray scales, const float* zeros,
     int64_t ngroups, int64_t gs, const float* bias, float* y, int64_t ys, int64_t r) {
   const int64_t nb = a.nblocks, qs = nb * kActBlock, bpg = gs / kActBlock;
-  const int64_t groups_with_blocks = (nb + bpg - 1) / bpg;
   // Shifting 64-bit lanes by 4 moves the next int16's low bits into bits 12-15 of each
   // int16 lane; the mask to 4 bits drops them.
   const __m512i half_shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i nibble = _mm512_set1_epi16(0x0F);
+  const __m512i eight = _mm512_set1_epi16(8);  // the symmetric groups' zero point
   const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512 inv_bpg = _mm512_set1_ps(1.0f / static_cast<float>(bpg));
   constexpr int64_t ahead = kPrefetchBytes;
@@ -730,30 +730,28 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A16Tile(
                    _MM_HINT_T0);
       if (rz) _mm_prefetch(reinterpret_cast<const char*>(rz + ar * ngroups), _MM_HINT_T0);
     }
-    for (int64_t g0 = 0; g0 < groups_with_blocks; g0 += 16) {
-      const int64_t cnt = groups_with_blocks - g0 < 16 ? groups_with_blocks - g0 : 16;
-      const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
-      const __m512 sz = _mm512_mul_ps(LoadScales16(rs, g0, m),
-                                      rz ? _mm512_maskz_loadu_ps(m, rz + g0) : _mm512_set1_ps(8.0f));
-      for (int t = 0; t < N; ++t)
-        acc[i][t] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, a.group_sum + t * ngroups + g0), acc[i][t]);
-    }
   }
   for (int64_t b0 = 0; b0 < nb; b0 += 16) {
     const int64_t cnt = nb - b0 < 16 ? nb - b0 : 16;
     const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1u);
     __m512 c[R][N];
+    alignas(64) int32_t zb[R][16];  // each block's zero point (its group's), for asymmetric groups
     for (int i = 0; i < R; ++i) {
       const ScaleArray rs = scales + (r + i) * ngroups;
+      const float* rz = zeros ? zeros + (r + i) * ngroups : nullptr;
       __m512 sw;
       if (bpg == 1) {
         sw = LoadScales16(rs, b0, m);
+        if (rz) _mm512_store_si512(zb[i], _mm512_cvtps_epi32(_mm512_maskz_loadu_ps(m, rz + b0)));
       } else {
         const int64_t g0 = b0 / bpg, g1 = (b0 + cnt - 1) / bpg + 1;
+        const __mmask16 gm = static_cast<__mmask16>((1u << (g1 - g0)) - 1u);
         const __m512i gi = _mm512_sub_epi32(
             _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(lane, _mm512_set1_ps(static_cast<float>(b0) + 0.5f)), inv_bpg)),
             _mm512_set1_epi32(static_cast<int>(g0)));
-        sw = _mm512_maskz_permutexvar_ps(m, gi, LoadScales16(rs, g0, static_cast<__mmask16>((1u << (g1 - g0)) - 1u)));
+        sw = _mm512_maskz_permutexvar_ps(m, gi, LoadScales16(rs, g0, gm));
+        if (rz)
+          _mm512_store_si512(zb[i], _mm512_cvtps_epi32(_mm512_maskz_permutexvar_ps(m, gi, _mm512_maskz_loadu_ps(gm, rz + g0))));
       }
       for (int t = 0; t < N; ++t) c[i][t] = _mm512_mul_ps(sw, _mm512_maskz_loadu_ps(m, a.scale + t * nb + b0));
     }
@@ -767,7 +765,12 @@ __attribute__((target("avx512vnni"))) inline void GemvInt4A16Tile(
         const uint8_t* wp = wr[i] + off;
         if ((off & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(wp + ahead), _MM_HINT_T0);
         const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp)));
-        const __m512i wv = _mm512_and_si512(_mm512_srlv_epi64(_mm512_cvtepu8_epi16(v), half_shifts), nibble);
+        // q - zero in int16 (-15..15): the products are exact and unbiased. (Taking the zero
+        // point out afterwards as scale * zero * activation sum, as the int8 kernel must,
+        // cancels two large float sums: measurably less accurate, quantized_model_test.)
+        const __m512i z = zeros ? _mm512_set1_epi16(static_cast<int16_t>(zb[i][p])) : eight;
+        const __m512i wv =
+            _mm512_sub_epi16(_mm512_and_si512(_mm512_srlv_epi64(_mm512_cvtepu8_epi16(v), half_shifts), nibble), z);
         for (int t = 0; t < N; ++t) {
           const __m512i d = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wv, xv[t]);
           acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, c[i][t]), acc[i][t]);
