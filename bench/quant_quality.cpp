@@ -9,7 +9,8 @@
 //
 // Configurations: f32, int8, w8a8 (alpha 0.5), w8a8-naive (alpha 0: no smoothing),
 // w8a8-static, llm-int8, rtn-g32/g64/g128, gptq-g32/g64/g128 (4-bit, asymmetric; suffixes -act:
-// act-order, -sym: symmetric), fp8.
+// act-order, -sym: symmetric, -nts: GPTQ without true-sequential,
+// -dampX: GPTQ's dampening X instead of 0.01), fp8.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -57,6 +58,8 @@ absl::StatusOr<QuantizeOptions> ConfigOptions(const std::string& name) {
     o.group_size = std::stoll(name.substr(name.find('g', 1) + 1));
     o.act_order = absl::StrContains(name, "-act");
     o.symmetric = absl::StrContains(name, "-sym");
+    o.true_sequential = !absl::StrContains(name, "-nts");  // one calibration pass per layer
+    if (const size_t d = name.find("-damp"); d != std::string::npos) o.damp = std::stod(name.substr(d + 5));
   } else {
     return absl::InvalidArgumentError("unknown configuration " + name);
   }

@@ -33,6 +33,7 @@ absl::StatusOr<QuantizeOptions> ParseOptions(const FlagSet& f, bool gguf) {
   STRATA_ASSIGN_OR_RETURN(o.damp, f.Double("damp"));
   STRATA_ASSIGN_OR_RETURN(o.calib_seq_len, f.Int("calib-ctx"));
   o.act_order = f.On("act-order");
+  o.true_sequential = !f.On("one-pass");
   o.symmetric = f.On("sym");
   const std::string act = absl::AsciiStrToLower(f.Get("act-scale"));
   if (act != "dynamic" && act != "static") return absl::InvalidArgumentError("--act-scale must be dynamic or static");
@@ -54,6 +55,8 @@ absl::StatusOr<QuantizeOptions> ParseOptions(const FlagSet& f, bool gguf) {
   if (f.Has("outlier-threshold") && o.method != QuantizeMethod::kLlmInt8)
     return absl::InvalidArgumentError("--outlier-threshold is for --method llm-int8");
   if (f.Has("damp") && o.method != QuantizeMethod::kGptq) return absl::InvalidArgumentError("--damp is for --method gptq");
+  if (f.Has("one-pass") && o.method != QuantizeMethod::kGptq)
+    return absl::InvalidArgumentError("--one-pass is for --method gptq");
   STRATA_RETURN_IF_ERROR(o.Validate());
   return o;
 }
@@ -136,6 +139,8 @@ int QuantizeCommand(const std::vector<std::string>& args) {
   f.Value("outlier-threshold", "", "6.0", "llm-int8: activation magnitude that makes an input channel an outlier");
   f.Switch("act-order", "gptq: quantize columns in order of decreasing Hessian diagonal (g_idx)");
   f.Value("damp", "", "0.01", "gptq: dampening, a share of the mean Hessian diagonal");
+  f.Switch("one-pass", "gptq: calibrate a layer's products in one pass over the float layer (default: true-sequential, "
+                       "Q/K/V, O, gate/up, down each on the outputs of the quantized ones before)");
   f.Value("calib", "", "", "calibration text: a text file, or JSONL with a \"text\" or \"prompt\" per line");
   f.Value("calib-tokens", "", "8192", "calibration tokens at most");
   f.Value("calib-ctx", "", "512", "tokens per calibration sequence (capped by the model's context)");

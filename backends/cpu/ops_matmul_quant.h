@@ -53,7 +53,8 @@ bool QuantizeActivationsInt16(const float* x, int64_t xs, int64_t n, int64_t col
                               int64_t ngroups, ActInt16Buffer* buf, ActInt16* out);
 
 // The same for INT4 groups with int8 activation blocks (ActInt8): scale max|block| / 127,
-// round to nearest even, each block as its even then its odd columns, group_sum as above.
+// round to nearest even, the blocks' even and odd columns laid out by Int8ActBlockOffsets
+// (quant_simd_kernels.h), group_sum as above.
 struct ActInt8Buffer {
   std::vector<int8_t> q;
   std::vector<float> scale, group_sum, block_sum;

@@ -83,8 +83,24 @@ void GemvInt4A16Rows(const ActInt16& a, int32_t n, const uint8_t* w, int64_t col
 // Faster than ActInt16 where the arithmetic, not the memory, bounds the INT4 GEMV; the cost is
 // the activation rounding, at most max|block| / 254 per value (the int16 blocks: / 65534).
 // Which one runs is chosen in ops_matmul_quant.cpp.
+// Where block b's 16 even and 16 odd columns sit in a token's ActInt8::q: blocks go in pairs
+// (2b', 2b' + 1) of 64 bytes as [even 2b', even 2b'+1, odd 2b', odd 2b'+1], so that one
+// 32-byte load of the pair's nibbles broadcast to both halves of a 512-bit register and
+// shifted by 4 in the upper half lines up with them (GemvInt4A8Rows, AVX-512 VNNI); a last
+// block without a partner is [even, odd].
+inline void Int8ActBlockOffsets(int64_t b, int64_t nblocks, int64_t* even, int64_t* odd) {
+  const int64_t base = (b & ~int64_t{1}) * kActBlock;
+  if ((b | 1) < nblocks) {
+    *even = base + (b & 1) * (kActBlock / 2);
+    *odd = *even + kActBlock;
+  } else {
+    *even = base;
+    *odd = base + kActBlock / 2;
+  }
+}
+
 struct ActInt8 {
-  const int8_t* q = nullptr;  // [n][nblocks * kActBlock], each block as its even then its odd columns
+  const int8_t* q = nullptr;  // [n][nblocks * kActBlock], blocks as Int8ActBlockOffsets places them
   const float* scale = nullptr;  // [n][nblocks]
   const float* group_sum = nullptr;  // [n][ngroups], sum of the dequantized q of a group
   const float* x = nullptr;  // the float activations [n][cols], for the tail past the blocks
@@ -93,7 +109,7 @@ struct ActInt8 {
 };
 
 // One token's nb full blocks of x to int8 (scale = max|block| / 127, round to nearest even),
-// each block's even columns then its odd ones; scale[b] and block_sum[b] = scale * sum of
+// each block's even and odd columns where Int8ActBlockOffsets puts them; scale[b] and block_sum[b] = scale * sum of
 // the block's q. Returns false if a value is not finite.
 bool QuantizeBlocksInt8(const float* x, int64_t nb, int8_t* q, float* scale, float* block_sum);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backends/cpu/huge_page_arena.h"
 #include "backends/cpu/quant_simd_kernels.h"
 #include "strata/device.h"
 
@@ -24,12 +25,13 @@ struct QuantWeight {
   int64_t row_bytes = 0;   // bytes per row of `data`
   // I8 [rows, cols], FP8 [rows, cols], or INT4 packed [rows, ceil(cols/2)], in the permuted
   // column order when `perm` is set.
-  std::vector<uint8_t> data;
+  // The arrays a decode step streams (data, scales, zeros) live on huge pages (huge_page_arena.h).
+  HugePageVector<uint8_t> data;
   // [rows, ngroups], one of the two: F16 as given for INT8_PER_CHANNEL and INT4_GROUP
   // (weight-only), else float. Read them through Scales().
-  std::vector<float> scales;
-  std::vector<uint16_t> scales_f16;
-  std::vector<float> zeros;   // INT4 asymmetric: [rows, ngroups]; empty = 8
+  HugePageVector<float> scales;
+  HugePageVector<uint16_t> scales_f16;
+  HugePageVector<float> zeros;   // INT4 asymmetric: [rows, ngroups]; empty = 8
   // Act-order: column j of `data` is input column perm[j]. col_group[j] = its group when the
   // permuted groups are not contiguous runs of group_size (then the scalar path runs).
   std::vector<int32_t> perm;

@@ -315,32 +315,43 @@ absl::StatusOr<std::unique_ptr<ModelFile>> QuantizeModel(const ModelFile& src, c
         break;
       case QuantizeMethod::kGptq: {
         // Layer l is calibrated through layers 0..l-1 as already quantized (their working
-        // copies hold the dequantized weights), as the GPTQ paper does.
-        std::unique_ptr<ModelFile> view = ViewWithWorking(src, w);
-        STRATA_ASSIGN_OR_RETURN(auto model, CalibrationModel(*device, *view, o));
-        LayerHessianObserver hessians(li);
-        STRATA_RETURN_IF_ERROR(RunCalibration(*model, calibration, hessians));
+        // copies hold the dequantized weights), as the GPTQ paper does. With true_sequential
+        // (the default, as GPTQ's --true-sequential and AutoGPTQ), the layer's own products
+        // are quantized in model order, each from the inputs that the quantized products
+        // before it produce: O's Hessian sees the quantized Q/K/V, down's the quantized
+        // gate/up (whose errors silu(gate) * up amplifies). Otherwise one pass per layer
+        // gives all four inputs of the float layer.
         GptqOptions g;
         g.bits = o.bits;
         g.group_size = o.group_size;
         g.symmetric = o.symmetric;
         g.act_order = o.act_order;
         g.damp = o.damp;
-        for (const std::string& n : names) {
-          const HessianAccumulator* h = hessians.hessian(InputOf(n));
-          if (h == nullptr || h->tokens() == 0) return absl::InternalError(absl::StrCat(n, " saw no calibration input"));
-          STRATA_ASSIGN_OR_RETURN(GroupQuantized q, GptqQuantize(w.at(n), w.rows(n), w.cols(n), h->Hessian(), g));
-          out[n] = o.bits == 8 ? ToInt8Group(q) : ToInt4Group(q);
+        const std::vector<std::vector<std::string>> stages =
+            o.true_sequential ? std::vector<std::vector<std::string>>{{names[0], names[1], names[2]},
+                                                                      {names[3]},
+                                                                      {names[4], names[5]},
+                                                                      {names[6]}}
+                              : std::vector<std::vector<std::string>>{names};
+        for (const std::vector<std::string>& stage : stages) {
+          std::unique_ptr<ModelFile> view = ViewWithWorking(src, w);
+          STRATA_ASSIGN_OR_RETURN(auto model, CalibrationModel(*device, *view, o));
+          LayerHessianObserver hessians(li);
+          STRATA_RETURN_IF_ERROR(RunCalibration(*model, calibration, hessians));
+          for (const std::string& n : stage) {
+            const HessianAccumulator* h = hessians.hessian(InputOf(n));
+            if (h == nullptr || h->tokens() == 0) return absl::InternalError(absl::StrCat(n, " saw no calibration input"));
+            STRATA_ASSIGN_OR_RETURN(GroupQuantized q, GptqQuantize(w.at(n), w.rows(n), w.cols(n), h->Hessian(), g));
+            out[n] = o.bits == 8 ? ToInt8Group(q) : ToInt4Group(q);
+            // The next stage's calibration pass reads the dequantized weight.
+            w.f32[n] = Dequantize(out[n]);
+          }
         }
         break;
       }
     }
-    // What the next layers see (GPTQ's sequential calibration): the dequantized weights.
-    for (const std::string& n : names) {
-      const QuantizedTensor& q = out.at(n);
-      STRATA_RETURN_IF_ERROR(q.Validate(n));
-      if (o.method == QuantizeMethod::kGptq) w.f32[n] = Dequantize(q);
-    }
+    // (GPTQ's working copies already hold the dequantized weights the next layers see.)
+    for (const std::string& n : names) STRATA_RETURN_IF_ERROR(out.at(n).Validate(n));
     report("layers", l + 1, L);
   }
 

@@ -8,7 +8,8 @@
 //             maxima exceed the threshold kept in f16 beside them
 //   rtn       round to nearest: 4-bit groups (or --bits 8: int8 per row)
 //   gptq      GPTQ 4-bit groups (or --bits 8: symmetric int8 groups), layer by layer: each
-//             layer calibrated on the outputs of the layers before it as already quantized
+//             layer calibrated on the outputs of the layers before it as already quantized,
+//             and inside a layer product by product (true-sequential, unless turned off)
 //   fp8       FP8 E4M3 weights per row, activations per token
 // Embeddings, the LM head and norms stay dense (F32 norms, matrices in their own type).
 #pragma once
@@ -39,6 +40,9 @@ struct QuantizeOptions {
   bool symmetric = false;     // rtn / gptq 4-bit: zero point 8 instead of per group (gptq 8-bit: required)
   bool act_order = false;     // gptq
   double damp = 0.01;         // gptq
+  // gptq: quantize a layer's products in model order (Q/K/V, O, gate/up, down), each calibrated
+  // on the outputs of the ones before it as quantized (one calibration pass per stage).
+  bool true_sequential = true;
   double alpha = 0.5;         // w8a8
   float outlier_threshold = 6.0f;  // llm-int8
   bool static_act_scale = false;   // w8a8: one calibrated scale per tensor instead of per token

@@ -1,6 +1,7 @@
 // The CPU backend's page allocations (page_memory.h): the KV cache reads as zero without
 // being resident (mincore says which pages are), and weights sit on 2 MiB-aligned memory.
 #include "backends/cpu/page_memory.h"
+#include "backends/cpu/huge_page_arena.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -53,6 +54,44 @@ TEST(PageMemoryTest, HugePagesAreAlignedZeroAndWritable) {
     EXPECT_EQ(p[bytes - 1], 0x5a);
     FreePages(p, bytes);
   }
+}
+
+// The quantized weights' arrays (huge_page_arena.h): small ones cut one after the other from
+// a shared 2 MiB-aligned chunk, 64-byte aligned and reading as zero; the chunk is unmapped
+// (mincore fails on it) when its last array is freed; half a chunk or more gets its own
+// 2 MiB-aligned mapping. Nothing else in this binary uses the arena, so the first array
+// opens a fresh chunk.
+TEST(PageMemoryTest, ArenaCutsSmallArraysFromSharedHugePageChunks) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  char* a = static_cast<char*>(ArenaAlloc(1000));
+  char* b = static_cast<char*>(ArenaAlloc(1));
+  char* c = static_cast<char*>(ArenaAlloc(5000));
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kHuge, 0u);
+  EXPECT_EQ(b, a + 1024);  // 1000 rounded up to a cache line
+  EXPECT_EQ(c, b + 64);
+  EXPECT_EQ(a[999], 0);
+  EXPECT_EQ(c[4999], 0);
+  std::memset(a, 1, 1000);
+  std::memset(c, 3, 5000);
+  EXPECT_EQ(b[0], 0);  // neighbours do not overlap
+  ArenaFree(a, 1000);
+  ArenaFree(c, 5000);
+  EXPECT_EQ(ResidentPages(a, 4096), 1) << "the chunk stays while b (in the same page) lives";
+  ArenaFree(b, 1);
+  EXPECT_EQ(ResidentPages(a, 4096), -1) << "the chunk is unmapped after its last array";
+
+  const size_t big = size_t{20} << 20;
+  char* d = static_cast<char*>(ArenaAlloc(big));
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % kHuge, 0u);
+  d[big - 1] = 7;
+  ArenaFree(d, big);
+
+  // As std::vector's allocator (QuantWeight's arrays).
+  HugePageVector<uint16_t> v(3000, 7);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u);
+  EXPECT_EQ(v[2999], 7);
 }
 
 // The cache is sized for every block of every layer; creating it must not make it resident

@@ -418,8 +418,17 @@ TEST_F(QuantMatmulInt8ActsTest, Int4DecodeWithInt8ActivationBlocksWithinTheRound
     const Case cases[] = {{768, 32, false, false}, {320, 32, false, false}, {333, 32, true, false},
                           {320, 64, true, false},  {333, 128, false, false}, {172, 32, false, false},
                           {320, 32, true, true},   {172, 16, true, false}};
-    for (const Case& k : cases) {
-      const int64_t rows = 41, cols = k.cols, nb = cols / 32;
+    // 41 rows = row tasks of 16, 16 and 9 (the AVX-512 kernel's 4-row tiles, then single rows),
+    // 7 and 18: every remainder after the tiles.
+    for (const auto& [k, rows] : [&] {
+           std::vector<std::pair<Case, int64_t>> v;
+           for (const Case& c : cases) v.push_back({c, 41});
+           v.push_back({cases[0], 7});
+           v.push_back({cases[0], 18});
+           v.push_back({cases[3], 7});
+           return v;
+         }()) {
+      const int64_t cols = k.cols, nb = cols / 32;
       std::vector<int32_t> g_idx;
       if (k.act_order) {
         std::vector<int32_t> perm(cols);
@@ -457,7 +466,7 @@ TEST_F(QuantMatmulInt8ActsTest, Int4DecodeWithInt8ActivationBlocksWithinTheRound
             }
           }
           Expect(Run(w, x, n, rows, cols, bias), ref, mag,
-                 "int4 int8-acts cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
+                 "int4 int8-acts rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " group " + std::to_string(k.group) +
                      (k.asym ? " asym" : " sym") + (k.act_order ? " act-order" : "") + " n " + std::to_string(n) +
                      (outlier ? " outlier" : ""));
         }

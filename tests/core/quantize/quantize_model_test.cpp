@@ -20,6 +20,8 @@
 #include "core/model/model_tokenizer.h"
 #include "core/quant/int4_pack.h"
 #include "core/quantize/calibration.h"
+#include "core/quantize/gptq.h"
+#include "core/quantize/hessian.h"
 #include "core/quantize/hf_quantized_writer.h"
 #include "core/quantize/smooth_quant.h"
 #include "nlohmann/json.hpp"
@@ -187,6 +189,89 @@ TEST(QuantizeModel, EveryMethodMakesItsFormat) {
       EXPECT_GT(outliers, 0u);
     }
   }
+}
+
+// GPTQ's true-sequential calibration (the default): inside a layer each product is calibrated
+// on the inputs that the layer's products quantized before it produce. Checked on layer 0's
+// down projection (the last stage): its values must be GPTQ's on the Hessian of its input
+// recomputed here with layer 0's Q, K, V, O, gate and up replaced by their quantized values;
+// with true_sequential off, on the float layer's; and the two must differ.
+TEST(QuantizeModel, GptqTrueSequentialCalibratesEachStageOnTheQuantizedOnesBefore) {
+  Stories s;
+  QuantizeOptions o;
+  o.method = QuantizeMethod::kGptq;
+  o.group_size = 32;
+  const std::string down = "layers.0.w_down";
+  // GPTQ of w_down on the Hessian of its input in a forward pass where `replace` (if any) stands
+  // in for layer 0's other products, dequantized (runtime options as the quantizer's pass).
+  auto expected_down = [&](const std::map<std::string, QuantizedTensor>* replace) {
+    ModelFile view;
+    view.config = s.file->config;
+    view.source_path = s.file->source_path;
+    view.format = s.file->format;
+    view.tensors = s.file->tensors;
+    std::vector<std::vector<float>> keep;
+    if (replace != nullptr) {
+      for (const char* n : {"wq", "wk", "wv", "wo", "w_gate", "w_up"}) {
+        const std::string name = std::string("layers.0.") + n;
+        keep.push_back(Dequantize(replace->at(name)));
+        TensorView& t = view.tensors.at(name);
+        t.dtype = TensorDType::kF32;
+        t.data = reinterpret_cast<const uint8_t*>(keep.back().data());
+        t.bytes = keep.back().size() * 4;
+      }
+    }
+    ModelRuntimeOptions ro;
+    ro.max_seqs = 1;
+    ro.max_context = std::min<int64_t>(o.calib_seq_len, s.file->config.max_position);
+    ro.max_batch_tokens = static_cast<int32_t>(std::min<int64_t>(ro.max_context, 512));
+    ro.decode_graphs = DecodeGraphMode::kOff;
+    auto m = LlamaModel::Load(*s.dev, view, ro);
+    EXPECT_TRUE(m.ok()) << m.status();
+    struct DownHessian : LinearInputObserver {
+      std::unique_ptr<HessianAccumulator> h;
+      int32_t first_layer() const override { return 0; }
+      int32_t last_layer() const override { return 0; }
+      absl::Status Observe(int32_t, LinearInput input, const float* x, int64_t tokens, int64_t cols) override {
+        if (input != LinearInput::kDown) return absl::OkStatus();
+        if (h == nullptr) h = std::make_unique<HessianAccumulator>(cols);
+        h->Add(x, tokens);
+        return absl::OkStatus();
+      }
+    } obs;
+    EXPECT_TRUE(RunCalibration(**m, s.calib, obs).ok());
+    const TensorView* w = s.file->Find(down);
+    const float* wf = reinterpret_cast<const float*>(w->data);
+    GptqOptions g;
+    g.group_size = o.group_size;
+    auto q = GptqQuantize(std::span<const float>(wf, static_cast<size_t>(w->numel())), w->shape[0], w->shape[1],
+                          obs.h->Hessian(), g);
+    EXPECT_TRUE(q.ok()) << q.status();
+    std::vector<float> v(q->q.size());
+    for (int64_t r = 0; r < q->rows; ++r)
+      for (int64_t c = 0; c < q->cols; ++c) {
+        const size_t gi = static_cast<size_t>(r * q->ngroups() + c / q->group_size);
+        v[static_cast<size_t>(r * q->cols + c)] =
+            static_cast<float>(int{q->q[static_cast<size_t>(r * q->cols + c)]} - int{q->zeros[gi]}) * q->scales[gi];
+      }
+    return v;
+  };
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double{a[i]} - b[i]));
+    return d;
+  };
+  o.true_sequential = true;
+  auto ts = s.Quantize(o);
+  ASSERT_TRUE(ts.ok()) << ts.status();
+  const std::vector<float> ts_down = Dequantize((*ts)->quantized.at(down));
+  EXPECT_EQ(max_diff(ts_down, expected_down(&(*ts)->quantized)), 0.0);
+  o.true_sequential = false;
+  auto one_pass = s.Quantize(o);
+  ASSERT_TRUE(one_pass.ok()) << one_pass.status();
+  const std::vector<float> one_pass_down = Dequantize((*one_pass)->quantized.at(down));
+  EXPECT_EQ(max_diff(one_pass_down, expected_down(nullptr)), 0.0);
+  EXPECT_GT(max_diff(ts_down, one_pass_down), 0.0) << "the stages' inputs made no difference";
 }
 
 TEST(QuantizeModel, SmoothingMovesScaleIntoTheNorms) {
