@@ -150,8 +150,8 @@ int main(int argc, char** argv) {
   for (int depth : {4, 8}) {
     for (int bw : {4, 8, 16}) {
       for (int kw = 1; kw <= bw; kw *= 2) {
-        // quick: a shortlist (split-K of 2-16 warps, 8-16-warp blocks) for a short device call.
-        if (quick && !(bw >= 8 && kw >= 2 && (depth == 8 || kw == bw))) continue;
+        // quick: depth 8 only (every block shape and split-K) for a short device call.
+        if (quick && depth != 8) continue;
         variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
                                 std::to_string(kw),
                             1, QuantGemvStreamConfig{depth, bw, kw}});
@@ -377,9 +377,10 @@ int main(int argc, char** argv) {
             cfg = ",\"config\":\"d" + std::to_string(c.depth) + "_b" + std::to_string(c.block_warps) + "_kw" +
                   std::to_string(c.kw) + "\"";
           }
-          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\","
+          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"shape\":\"%s\","
                       "\"prologue\":%d,\"variant\":\"%s\"%s,\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
-                      format.c_str(), static_cast<long long>(n), s.name, prologue, v.name.c_str(), cfg.c_str(), med,
+                      format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(n), s.name, prologue, v.name.c_str(),
+                      cfg.c_str(), med,
                       us.front(),
                       weight(v, 0).bytes / med * 1e-3, rel, copies);
           std::fflush(stdout);
@@ -404,10 +405,10 @@ int main(int argc, char** argv) {
         best_layer += best_us[ti][si];
         picks += std::string(picks.empty() ? "" : ",") + "\"" + kShapes[si].name + "\":\"" + best_name[ti][si] + "\"";
       }
-      std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"tokens\":%lld,\"mma_step_ms\":%.4f,"
+      std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"mma_step_ms\":%.4f,"
                   "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"best_step_ms\":%.4f,"
                   "\"best\":{%s}}\n",
-                  format.c_str(), static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
+                  format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
                   layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3,
                   best_layer * kLayers * 1e-3,
                   picks.c_str());

@@ -31,6 +31,9 @@
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
 #   qgemv_final  qgemv's 90-second form, one output file (cuda-gemv_final.txt)
+#   gemv3      the streaming GEMV's model-vs-sweep gap and its fix (issue 28 items 1-2, about 2
+#              minutes, $OUT/cuda-gemv_*): tests, one-token sweeps with zero points, W4A16 / W8A16
+#              batch-1 decode, one eager W4A16 step's op profile
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
@@ -806,6 +809,47 @@ phase_lead_diag1() {
   stamp "decode attention alone, 1 and 32 x 4,096, bf16 / fp8"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
     timeout 60 "$BUILD/bin/cuda_op_bench" > "$OUT/diag1_attention.jsonl" 2>&1; tail -12 "$OUT/diag1_attention.jsonl"
+}
+
+# gemv3 (issue 28 items 1-2, helper cuda-gemv): why the streaming GEMV was faster in the sweep
+# than in the model, and the fix. Everything in $OUT/cuda-gemv_*.txt / .jsonl; each step is
+# skipped (said so) when it could take the phase past ${STRATA_GEMV3_BUDGET:-120} s:
+#   1. the streaming / tiled GEMV tests (float64 reference; every configuration, fused prologues)
+#   2. the quick sweep at one token for W4A16 *with zero points* (--zeros 1: what
+#      --synthetic-dtype int4-g128 makes, asymmetric RTN; run 7's sweep measured symmetric weights)
+#   3. W4A16 batch-1 decode 128/128 with the streaming GEMV (graphs)
+#   4. the quick sweep at one token for W8A16; W8A16 batch-1 decode with the streaming GEMV
+#   5. one eager W4A16 step's op profile (STRATA_CUDA_PROFILE=1) with the streaming GEMV
+#   6. the W4A16 sweep without zero points (run 7's case) and at 8 tokens
+phase_gemv3() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
+  local F="$OUT/cuda-gemv_gemv3.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
+  local K=${STRATA_GEMV3_KERNEL:-stream}
+  # gemv3_step LIMIT OUTFILE CMD...: one step under timeout, skipped when past the budget.
+  gemv3_step() {
+    local limit=$1 out=$2
+    shift 2
+    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
+    stamp "$out (limit ${limit}s)" | tee -a "$F"
+    timeout "$limit" "$@" > "$OUT/$out" 2>&1
+    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
+  }
+  gemv3_step 45 cuda-gemv_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*'
+  grep -E "^\[  PASSED|^\[  FAILED|Failure|elements off|Which is" "$OUT/cuda-gemv_test.txt" | head -20 | tee -a "$F"
+  gemv3_step 30 cuda-gemv_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|unfused)"|error' "$OUT/cuda-gemv_sweep_w4z1.jsonl" | tee -a "$F"
+  gemv3_step 60 cuda-gemv_decode_int4.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_decode_int4.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 25 cuda-gemv_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_sweep_w8.jsonl" | tee -a "$F"
+  gemv3_step 60 cuda-gemv_decode_int8.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int8 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_decode_int8.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 60 cuda-gemv_profile_int4.txt env STRATA_CUDA_QGEMV_KERNEL=$K STRATA_CUDA_PROFILE=1 \
+    $S --synthetic-dtype int4-g128 -r 1 --gen-tokens 32 --enforce-eager
+  sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_profile_int4.txt" | head -40 | tee -a "$F"
+  gemv3_step 30 cuda-gemv_sweep_w4z0.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w4a16 --zeros 0 --quick 1
+  grep -E 'qgemv_sweep_best|error' "$OUT/cuda-gemv_sweep_w4z0.jsonl" | tee -a "$F"
 }
 
 phase_serve256() {
