@@ -22,7 +22,8 @@
 // with the fastest stream config per shape and the 32-layer sum for mma, default and best.
 //
 // Usage: qgemv_sweep [--reps 20] [--tokens 1,8] [--formats w4a16,w8a16] [--zeros 0|1]
-//                    [--quick 1]  (quick: mma, default, read, unfused and a shortlist of configs)
+//                    [--quick 1]  (quick: mma, default, read, unfused and every depth-8 config)
+//                    [--shapes qkv,o,gate_up,down]  (a subset, e.g. one product under ncu)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> formats = {"w4a16", "w8a16"};
   int reps = 20;
   bool zeros = false, quick = false;
+  std::string shapes;  // comma-separated names to run (empty: all), e.g. for one ncu launch
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") {
@@ -134,6 +136,8 @@ int main(int argc, char** argv) {
       reps = std::max(5, std::atoi(argv[i + 1]));
     } else if (a == "--zeros") {
       zeros = std::atoi(argv[i + 1]) != 0;
+    } else if (a == "--shapes") {
+      shapes = argv[i + 1];
     } else if (a == "--quick") {
       quick = std::atoi(argv[i + 1]) != 0;
     } else {
@@ -199,6 +203,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> best_us(tokens.size(), std::vector<double>(4, 1e30));
     for (int si = 0; si < 4; ++si) {
       const Shape& s = kShapes[si];
+      if (!shapes.empty() && ("," + shapes + ",").find(std::string(",") + s.name + ",") == std::string::npos) continue;
       const int64_t ngroups = gs > 0 ? s.cols / gs : 1;
       const int64_t ld = int4 ? s.cols / 2 : s.cols;
       std::vector<uint8_t> packed(static_cast<size_t>(s.rows * ld));

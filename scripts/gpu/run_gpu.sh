@@ -820,7 +820,8 @@ phase_lead_diag1() {
 #   3. W4A16 batch-1 decode 128/128 with the streaming GEMV (graphs)
 #   4. the quick sweep at one token for W8A16; W8A16 batch-1 decode with the streaming GEMV
 #   5. one eager W4A16 step's op profile (STRATA_CUDA_PROFILE=1) with the streaming GEMV
-#   6. the W4A16 sweep without zero points (run 7's case) and at 8 tokens
+#   6. Nsight Compute (ncu) on one layer's four products in the model and gate_up in the sweep
+#   7. the W4A16 sweep without zero points (run 7's case) and at 8 tokens
 phase_gemv3() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
   local F="$OUT/cuda-gemv_gemv3.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
@@ -848,6 +849,19 @@ phase_gemv3() {
   gemv3_step 60 cuda-gemv_profile_int4.txt env STRATA_CUDA_QGEMV_KERNEL=$K STRATA_CUDA_PROFILE=1 \
     $S --synthetic-dtype int4-g128 -r 1 --gen-tokens 32 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_profile_int4.txt" | head -40 | tee -a "$F"
+  # Nsight Compute on one layer's four products in the model (eager decode; the prefill's
+  # 16-token products take the dequantize + GEMM path) and on gate_up alone in the sweep.
+  local NCU=/usr/local/cuda/bin/ncu SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
+  if [ -x "$NCU" ]; then
+    gemv3_step 90 cuda-gemv_ncu_model.txt env STRATA_CUDA_QGEMV_KERNEL=$K $NCU $SEC --kernel-name regex:QuantGemvStreamKernel \
+      --launch-skip 132 --launch-count 4 $S --synthetic-dtype int4-g128 -r 1 --prompt-tokens 16 --gen-tokens 4 --enforce-eager
+    grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR|==WARNING" \
+      "$OUT/cuda-gemv_ncu_model.txt" | head -80 | tee -a "$F"
+    gemv3_step 40 cuda-gemv_ncu_sweep.txt $NCU $SEC --kernel-name regex:QuantGemvStreamKernel --launch-count 1 \
+      "$BUILD/bin/qgemv_sweep" --reps 5 --tokens 1 --formats w4a16 --zeros 1 --quick 1 --shapes gate_up
+    grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR" \
+      "$OUT/cuda-gemv_ncu_sweep.txt" | head -30 | tee -a "$F"
+  fi
   gemv3_step 30 cuda-gemv_sweep_w4z0.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w4a16 --zeros 0 --quick 1
   grep -E 'qgemv_sweep_best|error' "$OUT/cuda-gemv_sweep_w4z0.jsonl" | tee -a "$F"
 }
