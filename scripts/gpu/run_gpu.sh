@@ -823,7 +823,8 @@ phase_lead_diag1() {
 #   6. Nsight Compute (ncu) on one layer's four products in the model and gate_up in the sweep
 #   7. the W4A16 sweep without zero points (run 7's case) and at 8 tokens
 phase_gemv3() {
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
+  local S0="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local S="$S0 --prompt-tokens 128 --gen-tokens 128"
   local F="$OUT/cuda-gemv_gemv3.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
   local K=${STRATA_GEMV3_KERNEL:-stream}
   # gemv3_step LIMIT OUTFILE CMD...: one step under timeout, skipped when past the budget.
@@ -847,14 +848,14 @@ phase_gemv3() {
   gemv3_step 60 cuda-gemv_decode_int8.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int8 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_decode_int8.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 60 cuda-gemv_profile_int4.txt env STRATA_CUDA_QGEMV_KERNEL=$K STRATA_CUDA_PROFILE=1 \
-    $S --synthetic-dtype int4-g128 -r 1 --gen-tokens 32 --enforce-eager
+    $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_profile_int4.txt" | head -40 | tee -a "$F"
   # Nsight Compute on one layer's four products in the model (eager decode; the prefill's
   # 16-token products take the dequantize + GEMM path) and on gate_up alone in the sweep.
   local NCU=/usr/local/cuda/bin/ncu SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
   if [ -x "$NCU" ]; then
     gemv3_step 90 cuda-gemv_ncu_model.txt env STRATA_CUDA_QGEMV_KERNEL=$K $NCU $SEC --kernel-name regex:QuantGemvStreamKernel \
-      --launch-skip 132 --launch-count 4 $S --synthetic-dtype int4-g128 -r 1 --prompt-tokens 16 --gen-tokens 4 --enforce-eager
+      --launch-skip 132 --launch-count 4 $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 16 --gen-tokens 4 --enforce-eager
     grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR|==WARNING" \
       "$OUT/cuda-gemv_ncu_model.txt" | head -80 | tee -a "$F"
     gemv3_step 40 cuda-gemv_ncu_sweep.txt $NCU $SEC --kernel-name regex:QuantGemvStreamKernel --launch-count 1 \
