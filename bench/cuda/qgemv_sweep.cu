@@ -6,6 +6,7 @@
 //   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for;
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   unfused      the same after a separate prologue kernel (what the decode step ran before);
+//   xsum         default with STRATA_CUDA_QGEMV_XSUM=1 (INT4 with a fused prologue: the x-sum form);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
@@ -103,7 +104,7 @@ struct DeviceWeight {
 
 struct Variant {
   std::string name;
-  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused
+  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused, 5 default with STRATA_CUDA_QGEMV_XSUM=1
   QuantGemvStreamConfig cfg;
 };
 
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
 
-  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}}};
+  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}},
+                                   {"xsum", 5, {}}};
   for (int depth : {4, 8}) {
     for (int bw : {4, 8, 16}) {
       for (int kw = 1; kw <= bw; kw *= 2) {
@@ -302,6 +304,12 @@ int main(int argc, char** argv) {
             case 1: return strata::cuda::LaunchQuantGemvStream(a, v.cfg, stream);
             case 2: return strata::cuda::LaunchQuantGemv(a, stream);
             case 4: return strata::cuda::LaunchQuantGemv(unfused(a), stream);
+            case 5: {  // INT4's x-sum form (one fused-prologue token; otherwise the default)
+              setenv("STRATA_CUDA_QGEMV_XSUM", "1", 1);
+              const cudaError_t e = strata::cuda::LaunchQuantGemv(a, stream);
+              unsetenv("STRATA_CUDA_QGEMV_XSUM");
+              return e;
+            }
             default: {
               const int64_t n16 = static_cast<int64_t>(a.w.chunks) * ((a.w.rows + 15) / 16) * 32;
               ReadKernel<<<prop.multiProcessorCount * 4, 512, 0, stream>>>(
@@ -411,10 +419,11 @@ int main(int argc, char** argv) {
         picks += std::string(picks.empty() ? "" : ",") + "\"" + kShapes[si].name + "\":\"" + best_name[ti][si] + "\"";
       }
       std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"mma_step_ms\":%.4f,"
-                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"best_step_ms\":%.4f,"
+                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"xsum_step_ms\":%.4f,"
+                  "\"best_step_ms\":%.4f,"
                   "\"best\":{%s}}\n",
                   format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
-                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3,
+                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3, layer_us[ti][4] * kLayers * 1e-3,
                   best_layer * kLayers * 1e-3,
                   picks.c_str());
       std::fflush(stdout);

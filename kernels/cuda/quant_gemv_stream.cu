@@ -151,9 +151,16 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs,
 // the lane reads the chunk's first run instead (finite activations; 0 times them adds
 // nothing) rather than past the row.
 // neg_z: the BF16 pairs -(128 + z) of rows group and group + 8 (INT4).
-template <int kValues, int P>
+// kXSum (INT4, one staged token): A is 128 + q as stored (no subtraction per value), and the
+// chunk's sum of x takes the offset out once: sum (q - z) x = d - (128 + z) * sum x, with
+// zf = 128 + z of rows group / group + 8 and xsum the chunk's sum of the staged x. 16 fewer
+// FMAs per chunk and lane; d holds ~128 x the sum's magnitude, exact products accumulated in
+// F32 (the INT4 values and BF16 x have 8 significant bits each), so the cancellation costs
+// ~7 of F32's 24 bits, far under the BF16 output's 8.
+template <int kValues, int P, bool kXSum = false>
 __device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, const uint32_t (&neg_z)[2],
-                                             const uint4* xrow, int c, int t, bool run_ok, float (&acc)[4]) {
+                                             const uint4* xrow, int c, int t, bool run_ok, float (&acc)[4],
+                                             float zf_lo = 0.0f, float zf_hi = 0.0f, float xsum = 0.0f) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSteps = kChunkCols / 16;
@@ -183,17 +190,25 @@ __device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, 
       b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
     }
     uint32_t af[4];
-    if constexpr (kValues == kQuantInt4) {
+    if constexpr (kValues == kQuantInt4 && kXSum) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) af[j] = ((words[s] >> (4 * j)) & 0x000f000fu) | 0x43004300u;  // 128 + q
+    } else if constexpr (kValues == kQuantInt4) {
       DequantInt4Step(words[s], neg_z, af);
     } else {
       DequantInt8Step(words[2 * s], words[2 * s + 1], af);
     }
     Mma<K>(d, af, b0, b1);
   }
-  acc[0] = fmaf(d[0], lo, acc[0]);
-  acc[1] = fmaf(d[1], lo, acc[1]);
-  acc[2] = fmaf(d[2], hi, acc[2]);
-  acc[3] = fmaf(d[3], hi, acc[3]);
+  if constexpr (kXSum) {  // one token: columns 2t + 1 (d[1], d[3]) are never stored
+    acc[0] = fmaf(fmaf(-zf_lo, xsum, d[0]), lo, acc[0]);
+    acc[2] = fmaf(fmaf(-zf_hi, xsum, d[2]), hi, acc[2]);
+  } else {
+    acc[0] = fmaf(d[0], lo, acc[0]);
+    acc[1] = fmaf(d[1], lo, acc[1]);
+    acc[2] = fmaf(d[2], hi, acc[2]);
+    acc[3] = fmaf(d[3], hi, acc[3]);
+  }
 }
 
 // The tile's kw warps (warp - ks .. warp - ks + kw - 1) add their partial sums in shared
@@ -227,9 +242,10 @@ __device__ __forceinline__ void ReduceAndWrite(const QuantGemvArgs& a, float (&p
 // kGroups: group scales (else one per row); kZeros: INT4 zero points; P: the prologue staged
 // in shared memory (one token), or kPlain (x read through L1). `per`: chunks per split-K range,
 // a multiple of the chunks per group (so that every range starts a group).
-template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
+template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O, bool kXSum = false>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
     QuantGemvStreamKernel(QuantGemvArgs a, int kw, int per) {
+  static_assert(!kXSum || (kValues == kQuantInt4 && P != kPlain), "the x-sum form is for one staged INT4 token");
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSlotBytes = QuantStreamSlotBytes(kGroups);
   __shared__ float partial[kBlockWarps][4][32];
@@ -276,8 +292,11 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   // memory latency per chunk (the first version's result); cp.async groups complete in
   // order and wait_group N waits for exactly the oldest.
   extern __shared__ uint4 dyn_smem[];
+  // Staged: [x: staged_vec 16-byte vectors][per-chunk sums of x: sum_vec vectors][ring].
   const int staged_vec = P != kPlain ? chunks * (kChunkCols / 8) : 0;
-  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec) + warp * kDepth * kSlotBytes;
+  const int sum_vec = P != kPlain ? (chunks + 3) / 4 : 0;
+  const float* xsums = reinterpret_cast<const float*>(dyn_smem + staged_vec);
+  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec + sum_vec) + warp * kDepth * kSlotBytes;
   auto slot_data = [&](int u) { return reinterpret_cast<uint4*>(ring + u * kSlotBytes) + lane; };
   // Loads are issued in chunk order; a range starts a group, so the group record goes with
   // every cpg-th chunk from c_begin.
@@ -306,6 +325,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
     hi = __ldg(w.scales + sbase + 8);
   }
   uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
+  float zf_lo = 136.0f, zf_hi = 136.0f;             // 128 + z (kXSum)
   AllowDependentLaunch();
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
@@ -322,6 +342,21 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   int last_ok = chunks;
   if constexpr (P != kPlain) {
     StagePrologue<P, kBlockWarps>(a, dyn_smem, staged_vec);  // prologue(x), before the ring
+    if constexpr (kXSum) {  // each chunk's sum of the staged (BF16-rounded) x
+      float* sums = reinterpret_cast<float*>(dyn_smem + staged_vec);
+      for (int ch = threadIdx.x; ch < chunks; ch += blockDim.x) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kChunkCols / 8; ++i) {
+          const uint4 q = dyn_smem[ch * (kChunkCols / 8) + i];
+          const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum += __uint_as_float(qw[e] << 16) + __uint_as_float(qw[e] & 0xffff0000u);
+        }
+        sums[ch] = sum;
+      }
+      __syncthreads();
+    }
     xrow = dyn_smem + kRun * t / 8;
   } else {
     xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
@@ -344,7 +379,10 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
           const uint4 m = *reinterpret_cast<const uint4*>(ring + u * kSlotBytes + 512 + 16 * group);
           lo = __uint_as_float(m.x);
           hi = __uint_as_float(m.y);
-          if constexpr (kZeros) {
+          if constexpr (kZeros && kXSum) {
+            zf_lo = 128.0f + static_cast<float>((m.z >> zshift) & 0xffu);
+            zf_hi = 128.0f + static_cast<float>((m.w >> zshift) & 0xffu);
+          } else if constexpr (kZeros) {
             neg_z[0] = (0xc300u + ((m.z >> zshift) & 0xffu)) * 0x00010001u;
             neg_z[1] = (0xc300u + ((m.w >> zshift) & 0xffu)) * 0x00010001u;
           }
@@ -354,7 +392,11 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
         --use_left;
       }
       const uint4 v = *slot_data(u);
-      ConsumeChunk<kValues, P>(v, lo, hi, neg_z, xrow, c, t, P != kPlain || c <= last_ok, acc);
+      if constexpr (kXSum) {
+        ConsumeChunk<kValues, P, true>(v, lo, hi, neg_z, xrow, c, t, true, acc, zf_lo, zf_hi, xsums[c]);
+      } else {
+        ConsumeChunk<kValues, P>(v, lo, hi, neg_z, xrow, c, t, P != kPlain || c <= last_ok, acc);
+      }
       // The slot is free once its values are used: its next chunk goes in flight (kDepth - 1
       // others stay outstanding meanwhile).
       if (c + kDepth < c_end) issue(u, c + kDepth);
@@ -365,6 +407,13 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
   ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, tile, active);
+}
+
+// STRATA_CUDA_QGEMV_XSUM=1: INT4 products of one staged token (the fused prologues) take the
+// x-sum form (ConsumeChunk's kXSum) at depth 8; read at every launch (A/B runs, tests).
+bool XSumForm() {
+  const char* e = std::getenv("STRATA_CUDA_QGEMV_XSUM");
+  return e != nullptr && std::atoi(e) != 0;
 }
 
 // STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" (each 0 = the default's), read at every
@@ -419,7 +468,10 @@ int RangeChunks(const QuantWeightView& w, int kw) {
 // Dynamic shared memory of a launch: the staged prologue row (padded to whole chunks), then
 // the ring.
 size_t StreamSmemBytes(const QuantWeightView& w, bool staged, int depth, int block_warps) {
-  const size_t row = staged ? static_cast<size_t>(w.chunks) * kQuantTiledChunkCols(w.values) * 2 : 0;
+  // The row, then its per-chunk sums (the x-sum form), in 16-byte vectors.
+  const size_t row = staged ? static_cast<size_t>(w.chunks) * kQuantTiledChunkCols(w.values) * 2 +
+                                  static_cast<size_t>((w.chunks + 3) / 4) * 16
+                            : 0;
   return row + static_cast<size_t>(block_warps) * depth * QuantStreamSlotBytes(w.group_size > 0);
 }
 
@@ -556,6 +608,13 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     constexpr int P = decltype(p_tag)::value;
     using O = decltype(o_tag);
     if (w.values == kQuantInt4) {
+      if constexpr (P != kPlain && D == 8) {
+        if (XSumForm()) {
+          zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O, true>, B)
+                : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O, true>, B);
+          return;
+        }
+      }
       zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O>, B)
             : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O>, B);
     } else {

@@ -836,11 +836,11 @@ phase_gemv3() {
     timeout "$limit" "$@" > "$OUT/$out" 2>&1
     echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
   }
-  gemv3_step 45 cuda-gemv_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
-    --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*'
+  gemv3_step 60 cuda-gemv_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.MatmulEx*}"
   grep -E "^\[  PASSED|^\[  FAILED|Failure|elements off|Which is" "$OUT/cuda-gemv_test.txt" | head -20 | tee -a "$F"
   gemv3_step 30 cuda-gemv_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
-  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|unfused)"|error' "$OUT/cuda-gemv_sweep_w4z1.jsonl" | tee -a "$F"
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|unfused|xsum)"|error' "$OUT/cuda-gemv_sweep_w4z1.jsonl" | tee -a "$F"
   gemv3_step 60 cuda-gemv_decode_int4.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int4-g128 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_decode_int4.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 25 cuda-gemv_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1

@@ -813,7 +813,10 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   std::mt19937 rng(37);
   const int64_t rows = 200, cols = 1536;
   ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
+  // xsum: INT4's x-sum form (STRATA_CUDA_QGEMV_XSUM=1; depth-8 configurations take it).
+  for (const char* xsum : {"0", "1"})
   for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,16,2"}) {
+    ScopedEnv xs("STRATA_CUDA_QGEMV_XSUM", xsum);
     ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
       QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
@@ -882,7 +885,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
             const std::string what = std::string(format == STRATA_WEIGHT_INT4_GROUP ? "int4" : "int8") +
                                      (prologue == STRATA_PROLOGUE_RMS_NORM ? " rms_norm" : " silu_mul") +
                                      " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " cfg " +
-                                     (cfg != nullptr ? cfg : "default");
+                                     (cfg != nullptr ? cfg : "default") + " xsum " + xsum;
             EXPECT_EQ(bad, 0) << what;
             std::printf("%-40s worst error / tolerance %.3f\n", what.c_str(), worst);
             if (n == 1) {
