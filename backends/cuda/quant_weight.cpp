@@ -345,11 +345,11 @@ Status CreateQuantWeight(Device* dev, const strata_weight_desc* d, const char* n
   }();
   if (UseTiledQuantLayout(f, dev->act_dtype, cols, gs, v1)) {
     const int threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
-    // The streaming GEMV's order with STRATA_CUDA_QGEMV_KERNEL=stream where it takes the group
-    // size (read per weight: A/B runs and tests switch it); the tensor-core GEMV's otherwise,
-    // the default until the streaming one is measured faster on the device.
+    // The streaming GEMV's order where it takes the group size (docs/benchmarks.md, issue 28
+    // run 8: faster per product and end to end); the tensor-core GEMV's otherwise, or with
+    // STRATA_CUDA_QGEMV_KERNEL=mma (read per weight: A/B runs and tests switch it).
     const char* kernel = std::getenv("STRATA_CUDA_QGEMV_KERNEL");
-    const bool stream = QuantStreamLayoutFits(v.values, gs) && kernel != nullptr && std::string(kernel) == "stream";
+    const bool stream = QuantStreamLayoutFits(v.values, gs) && !(kernel != nullptr && std::string(kernel) == "mma");
     TiledQuantWeight t = TileQuantWeight(v.values, packed.data(), v.ld, rows, cols, scales.data(), zeros, ngroups,
                                          threads, stream);
     packed = std::vector<uint8_t>();  // the row-major copy is not kept

@@ -6,6 +6,7 @@
 //   stream       quant_gemv_stream.cu at every (depth, block_warps, kw) it is built for;
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   unfused      the same after a separate prologue kernel (what the decode step ran before);
+//   xsum         default with STRATA_CUDA_QGEMV_XSUM=1 (INT4 with a fused prologue: the x-sum form);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
@@ -22,7 +23,8 @@
 // with the fastest stream config per shape and the 32-layer sum for mma, default and best.
 //
 // Usage: qgemv_sweep [--reps 20] [--tokens 1,8] [--formats w4a16,w8a16] [--zeros 0|1]
-//                    [--quick 1]  (quick: mma, default, read, unfused and a shortlist of configs)
+//                    [--quick 1]  (quick: mma, default, read, unfused and every depth-8 config)
+//                    [--shapes qkv,o,gate_up,down]  (a subset, e.g. one product under ncu)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -102,7 +104,7 @@ struct DeviceWeight {
 
 struct Variant {
   std::string name;
-  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused
+  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused, 5 default with STRATA_CUDA_QGEMV_XSUM=1
   QuantGemvStreamConfig cfg;
 };
 
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> formats = {"w4a16", "w8a16"};
   int reps = 20;
   bool zeros = false, quick = false;
+  std::string shapes;  // comma-separated names to run (empty: all), e.g. for one ncu launch
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") {
@@ -134,6 +137,8 @@ int main(int argc, char** argv) {
       reps = std::max(5, std::atoi(argv[i + 1]));
     } else if (a == "--zeros") {
       zeros = std::atoi(argv[i + 1]) != 0;
+    } else if (a == "--shapes") {
+      shapes = argv[i + 1];
     } else if (a == "--quick") {
       quick = std::atoi(argv[i + 1]) != 0;
     } else {
@@ -146,12 +151,13 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
 
-  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}}};
+  std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}},
+                                   {"xsum", 5, {}}};
   for (int depth : {4, 8}) {
     for (int bw : {4, 8, 16}) {
       for (int kw = 1; kw <= bw; kw *= 2) {
-        // quick: a shortlist (split-K of 2-16 warps, 8-16-warp blocks) for a short device call.
-        if (quick && !(bw >= 8 && kw >= 2 && (depth == 8 || kw == bw))) continue;
+        // quick: depth 8 only (every block shape and split-K) for a short device call.
+        if (quick && depth != 8) continue;
         variants.push_back({"stream_d" + std::to_string(depth) + "_b" + std::to_string(bw) + "_kw" +
                                 std::to_string(kw),
                             1, QuantGemvStreamConfig{depth, bw, kw}});
@@ -199,6 +205,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> best_us(tokens.size(), std::vector<double>(4, 1e30));
     for (int si = 0; si < 4; ++si) {
       const Shape& s = kShapes[si];
+      if (!shapes.empty() && ("," + shapes + ",").find(std::string(",") + s.name + ",") == std::string::npos) continue;
       const int64_t ngroups = gs > 0 ? s.cols / gs : 1;
       const int64_t ld = int4 ? s.cols / 2 : s.cols;
       std::vector<uint8_t> packed(static_cast<size_t>(s.rows * ld));
@@ -297,6 +304,12 @@ int main(int argc, char** argv) {
             case 1: return strata::cuda::LaunchQuantGemvStream(a, v.cfg, stream);
             case 2: return strata::cuda::LaunchQuantGemv(a, stream);
             case 4: return strata::cuda::LaunchQuantGemv(unfused(a), stream);
+            case 5: {  // INT4's x-sum form (one fused-prologue token; otherwise the default)
+              setenv("STRATA_CUDA_QGEMV_XSUM", "1", 1);
+              const cudaError_t e = strata::cuda::LaunchQuantGemv(a, stream);
+              unsetenv("STRATA_CUDA_QGEMV_XSUM");
+              return e;
+            }
             default: {
               const int64_t n16 = static_cast<int64_t>(a.w.chunks) * ((a.w.rows + 15) / 16) * 32;
               ReadKernel<<<prop.multiProcessorCount * 4, 512, 0, stream>>>(
@@ -377,9 +390,10 @@ int main(int argc, char** argv) {
             cfg = ",\"config\":\"d" + std::to_string(c.depth) + "_b" + std::to_string(c.block_warps) + "_kw" +
                   std::to_string(c.kw) + "\"";
           }
-          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\","
+          std::printf("{\"bench\":\"qgemv_sweep\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"shape\":\"%s\","
                       "\"prologue\":%d,\"variant\":\"%s\"%s,\"us\":%.3f,\"min_us\":%.3f,\"gbps\":%.1f,\"rel_err\":%.2e,\"copies\":%d}\n",
-                      format.c_str(), static_cast<long long>(n), s.name, prologue, v.name.c_str(), cfg.c_str(), med,
+                      format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(n), s.name, prologue, v.name.c_str(),
+                      cfg.c_str(), med,
                       us.front(),
                       weight(v, 0).bytes / med * 1e-3, rel, copies);
           std::fflush(stdout);
@@ -404,11 +418,12 @@ int main(int argc, char** argv) {
         best_layer += best_us[ti][si];
         picks += std::string(picks.empty() ? "" : ",") + "\"" + kShapes[si].name + "\":\"" + best_name[ti][si] + "\"";
       }
-      std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"tokens\":%lld,\"mma_step_ms\":%.4f,"
-                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"best_step_ms\":%.4f,"
+      std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"mma_step_ms\":%.4f,"
+                  "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"xsum_step_ms\":%.4f,"
+                  "\"best_step_ms\":%.4f,"
                   "\"best\":{%s}}\n",
-                  format.c_str(), static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
-                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3,
+                  format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
+                  layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3, layer_us[ti][4] * kLayers * 1e-3,
                   best_layer * kLayers * 1e-3,
                   picks.c_str());
       std::fflush(stdout);

@@ -7,14 +7,20 @@
 // 16-column step for both, however x was read: its lanes had at most two rounds of 3 loads
 // in flight, and each group's scales were loaded one group (2 chunks of INT4 g128) before
 // their use, i.e. every warp waited a full memory latency every other chunk on a scale load.
-// Here every lane keeps kDepth chunk copies in flight at all times, each with the scales (and
-// zeros) of its chunk copied beside it: a ring of kDepth slots in shared memory filled by
-// cp.async (one commit group per chunk; wait_group<kDepth - 1> waits for exactly the oldest),
-// a slot refilled with chunk c + kDepth as soon as chunk c has been used. (A first version kept
-// the ring in registers and measured slower than quant_gemv_mma.cu: docs/benchmarks.md, run
-// 6.) Nothing else on the warp's path goes to HBM (x is 8-112 KB, read through L1/L2), and at
-// one token matmul_ex's rms_norm / silu_mul prologue is computed here (StagePrologue) instead
-// of by a kernel of its own.
+// Here every lane keeps kDepth chunk copies in flight at all times: a ring of kDepth slots in
+// shared memory filled by cp.async (one commit group per chunk; wait_group<kDepth - 1> waits
+// for exactly the oldest), a slot refilled with chunk c + kDepth as soon as chunk c has been
+// used. (A first version kept the ring in registers and measured slower than
+// quant_gemv_mma.cu: docs/benchmarks.md, run 6.) A group's scales and zero points travel once
+// per group, not once per chunk, and once per 4 lanes: the chunk that starts a group carries
+// its 16-byte record {s_lo, s_hi, zeros word lo, zeros word hi} for rows (g, g + 8), one 4-byte
+// copy per lane (lane 4g + i copies word i), read back by the 4 lanes of row pair g with one
+// 16-byte load and kept in registers for the group's other chunks. (Before, every chunk
+// carried its own scales and zero points, 4 copies per lane: with zero points, as the
+// asymmetric INT4 models have, a slot was 1 KB, which left 2 blocks of 8 warps per SM
+// instead of 3, and a chunk took ~139 PTX instructions; now ~100 and 640 bytes.) Nothing else on the warp's path goes to HBM (x is 8-112 KB, read through L1/L2),
+// and at one token matmul_ex's rms_norm / silu_mul prologue is computed here (StagePrologue)
+// instead of by a kernel of its own.
 //
 // Instructions per byte: the weight is stored kQuantTiledStream (quant.h), the mma fragments
 // of kQuantTiled with each chunk's columns permuted so that a lane's B fragments for the
@@ -57,8 +63,9 @@ using namespace quant_tiled;  // NOLINT: the shared fragment helpers (quant_tile
 // latency-bandwidth product asks of an SM (~25 KB at 4 TB/s and ~1 us).
 constexpr int MinBlocks(int depth, int block_warps) { return 32 / block_warps > 0 ? 32 / block_warps : 1; }
 
-// A ring slot per warp: 32 lanes x (16 data bytes + s_lo + s_hi [+ two zero-point words]).
-constexpr int QuantStreamSlotBytes(bool zeros) { return 512 + 2 * 128 + (zeros ? 2 * 128 : 0); }
+// A ring slot per warp: 32 lanes x 16 data bytes, and with group scales the group record's
+// 32 words (row pair g's {s_lo, s_hi, zeros word lo, zeros word hi} at words 4g..4g + 3).
+constexpr int QuantStreamSlotBytes(bool groups) { return 512 + (groups ? 128 : 0); }
 
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src) : "memory");
@@ -71,9 +78,16 @@ constexpr int64_t kMaxStagedCols = 24576;                 // 48 KB of BF16: no o
 // rounded to BF16 as the rms_norm / silu_mul kernels round their outputs (rms_norm.cu,
 // silu_mul.cu: x * inv * w, silu(g) * u in F32), so fused and unfused products read the same
 // values up to the order of the sum of squares.
-template <int P, int kBlockWarps>
-__device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs) {
+// Past cols, up to the whole last chunk (padded_vec 16-byte vectors), xs holds zeros: the
+// padding weights dequantize to exactly 0, and 0 * 0 keeps the last chunk's sum exact without
+// a per-chunk bounds test.
+// kHalf (INT8 weights, whose mma takes FP16 B): the staged values are stored as FP16,
+// converted from their BF16 rounding as ConsumeChunk converted them per chunk before (the
+// same values), once per block instead of once per chunk and lane.
+template <int P, int kBlockWarps, bool kHalf>
+__device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs, int padded_vec) {
   const int nvec = static_cast<int>(a.w.cols / 8);
+  for (int i = nvec + threadIdx.x; i < padded_vec; i += blockDim.x) xs[i] = make_uint4(0u, 0u, 0u, 0u);
   const uint4* x4 = static_cast<const uint4*>(a.x);
   auto unpack = [](const uint4& v, float (&f)[8]) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -89,8 +103,15 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs)
     v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
     v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
     v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
+    if constexpr (kHalf) {
+      auto half = [](uint32_t w) {
+        return PackPair<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+      };
+      v = make_uint4(half(v.x), half(v.y), half(v.z), half(v.w));
+    }
     return v;
   };
+
   if constexpr (P == kRmsNorm) {
     __shared__ float partial[kBlockWarps];
     float ss = 0.0f;
@@ -139,19 +160,22 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs)
 // the runs past cols are padding, whose weights dequantize to exactly 0 (kQuantTiledStream):
 // the lane reads the chunk's first run instead (finite activations; 0 times them adds
 // nothing) rather than past the row.
-template <int kValues, bool kZeros, int P>
-__device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, uint32_t z, const uint4* xrow, int c,
-                                             int t, bool run_ok, float (&acc)[4]) {
+// neg_z: the BF16 pairs -(128 + z) of rows group and group + 8 (INT4).
+// kXSum (INT4, one staged token): A is 128 + q as stored (no subtraction per value), and the
+// chunk's sum of x takes the offset out once: sum (q - z) x = d - (128 + z) * sum x, with
+// zf = 128 + z of rows group / group + 8 and xsum the chunk's sum of the staged x. 16 fewer
+// FMAs per chunk and lane; d holds ~128 x the sum's magnitude, exact products accumulated in
+// F32 (the INT4 values and BF16 x have 8 significant bits each), so the cancellation costs
+// ~7 of F32's 24 bits, far under the BF16 output's 8.
+template <int kValues, int P, bool kXSum = false>
+__device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, const uint32_t (&neg_z)[2],
+                                             const uint4* xrow, int c, int t, bool run_ok, float (&acc)[4],
+                                             float zf_lo = 0.0f, float zf_hi = 0.0f, float xsum = 0.0f) {
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSteps = kChunkCols / 16;
   constexpr int kRun = 4 * kSteps;
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
-  if constexpr (kZeros) {
-    neg_z[0] = (0xc300u + (z & 0xffu)) * 0x00010001u;
-    neg_z[1] = (0xc300u + (z >> 16)) * 0x00010001u;
-  }
   const uint4* xr = xrow + c * (kChunkCols / 8) - (run_ok ? 0 : t * (kRun / 8));
   uint32_t xw[2 * kSteps];  // step s: b0 = xw[2s], b1 = xw[2s + 1] (BF16 pairs)
 #pragma unroll
@@ -171,22 +195,30 @@ __device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, 
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
-    if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
+    if constexpr (kValues == kQuantInt8 && P == kPlain) {  // FP16 B for INT8's FP16 A (staged: FP16 already)
       b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
       b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
     }
     uint32_t af[4];
-    if constexpr (kValues == kQuantInt4) {
+    if constexpr (kValues == kQuantInt4 && kXSum) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) af[j] = ((words[s] >> (4 * j)) & 0x000f000fu) | 0x43004300u;  // 128 + q
+    } else if constexpr (kValues == kQuantInt4) {
       DequantInt4Step(words[s], neg_z, af);
     } else {
       DequantInt8Step(words[2 * s], words[2 * s + 1], af);
     }
     Mma<K>(d, af, b0, b1);
   }
-  acc[0] = fmaf(d[0], lo, acc[0]);
-  acc[1] = fmaf(d[1], lo, acc[1]);
-  acc[2] = fmaf(d[2], hi, acc[2]);
-  acc[3] = fmaf(d[3], hi, acc[3]);
+  if constexpr (kXSum) {  // one token: columns 2t + 1 (d[1], d[3]) are never stored
+    acc[0] = fmaf(fmaf(-zf_lo, xsum, d[0]), lo, acc[0]);
+    acc[2] = fmaf(fmaf(-zf_hi, xsum, d[2]), hi, acc[2]);
+  } else {
+    acc[0] = fmaf(d[0], lo, acc[0]);
+    acc[1] = fmaf(d[1], lo, acc[1]);
+    acc[2] = fmaf(d[2], hi, acc[2]);
+    acc[3] = fmaf(d[3], hi, acc[3]);
+  }
 }
 
 // The tile's kw warps (warp - ks .. warp - ks + kw - 1) add their partial sums in shared
@@ -217,15 +249,15 @@ __device__ __forceinline__ void ReduceAndWrite(const QuantGemvArgs& a, float (&p
   }
 }
 
-// kGroups: per-chunk group scales (else one per row); kZeros: INT4 zero points; P: the
-// prologue staged in shared memory (one token), or kPlain (x read through L1).
-template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O>
+// kGroups: group scales (else one per row); kZeros: INT4 zero points; P: the prologue staged
+// in shared memory (one token), or kPlain (x read through L1). `per`: chunks per split-K range,
+// a multiple of the chunks per group (so that every range starts a group).
+template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O, bool kXSum = false>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
-    QuantGemvStreamKernel(QuantGemvArgs a, int kw) {
-  using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
+    QuantGemvStreamKernel(QuantGemvArgs a, int kw, int per) {
+  static_assert(!kXSum || (kValues == kQuantInt4 && P != kPlain), "the x-sum form is for one staged INT4 token");
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
-  constexpr int kSteps = kChunkCols / 16;  // 16-column steps per chunk
-  constexpr int kSlotBytes = QuantStreamSlotBytes(kZeros);
+  constexpr int kSlotBytes = QuantStreamSlotBytes(kGroups);
   __shared__ float partial[kBlockWarps][4][32];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -236,64 +268,78 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   const int ks = warp % kw;
   const bool active = tile < tiles;
   const int chunks = static_cast<int>(w.chunks);
-  const int per = (chunks + kw - 1) / kw;
   const int c_begin = active && ks * per < chunks ? ks * per : chunks;
   const int c_end = active && c_begin + per < chunks ? c_begin + per : chunks;
 
-  // This lane's slice of the tile's data (lane's 16 bytes of each 512-byte chunk), and of its
-  // scales / zeros: rows group and group + 8, [ngroups][16] per tile.
+  // This lane's slice of the tile's data (lane's 16 bytes of each 512-byte chunk).
   const uint4* wp = reinterpret_cast<const uint4*>(w.data) + (active ? tile : 0) * w.chunks * 32 + lane;
-  const int64_t sbase = (active ? tile : 0) * w.ngroups * 16 + group;
-  const float* sp = w.scales + sbase;
-  // Zero points go through 4-byte copies: the aligned words holding this lane's two bytes.
-  const uint8_t* zp = kZeros ? w.zeros + sbase : nullptr;
-  const int zshift = kZeros ? static_cast<int>(reinterpret_cast<uintptr_t>(zp) & 3u) * 8 : 0;
+  const int64_t sbase = (active ? tile : 0) * w.ngroups * 16 + group;  // [tiles][ngroups][16]
+  // The word of the group record this lane copies (kGroups): lane 4g + i copies word i of row
+  // pair g's record, i.e. s[g], s[g + 8], the aligned zeros words holding z[g], z[g + 8]
+  // (without zero points lanes 2, 3 copy the scales again: unused). meta_step: its bytes per group.
+  const char* meta_src = nullptr;
+  int meta_step = 0;
+  if constexpr (kGroups) {
+    if (!kZeros || t < 2) {
+      meta_src = reinterpret_cast<const char*>(w.scales + sbase + 8 * (t & 1));
+      meta_step = 16 * 4;
+    } else {
+      meta_src = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w.zeros + sbase + 8 * (t & 1)) &
+                                               ~uintptr_t{3});
+      meta_step = 16;
+    }
+  }
+  // z[g] and z[g + 8] in their words (tile and group offsets are multiples of 16 bytes).
+  const int zshift = kZeros ? static_cast<int>(reinterpret_cast<uintptr_t>(w.zeros + sbase) & 3u) * 8 : 0;
   // Chunks per group (kGroups): group_size is a multiple of the chunk's columns.
   const int cpg = kGroups ? static_cast<int>(w.group_size / kChunkCols) : 1;
 
   // The ring, in shared memory after the staged prologue: per warp kDepth slots of
-  // [data: 32 x 16 B][s_lo: 32 x 4 B][s_hi][z_lo word][z_hi word], each lane's own entries (a
-  // lane reads back only what its own cp.async wrote: no barrier). cp.async (not loads into
+  // [data: 32 x 16 B][group record words: 32 x 4 B]; a lane reads back its own data (no
+  // barrier) and its row pair's record (a __syncwarp after the wait). cp.async (not loads into
   // registers): a warp has 6 scoreboards for its loads in flight, so with a ring of register
   // loads the wait for the oldest chunk also waited for the ones issued after it, one
   // memory latency per chunk (the first version's result); cp.async groups complete in
   // order and wait_group N waits for exactly the oldest.
   extern __shared__ uint4 dyn_smem[];
-  const int staged_vec = P != kPlain ? static_cast<int>(w.cols / 8) : 0;
-  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec) + warp * kDepth * kSlotBytes;
+  // Staged: [x: staged_vec 16-byte vectors][per-chunk sums of x: sum_vec vectors][ring].
+  const int staged_vec = P != kPlain ? chunks * (kChunkCols / 8) : 0;
+  const int sum_vec = P != kPlain ? (chunks + 3) / 4 : 0;
+  const float* xsums = reinterpret_cast<const float*>(dyn_smem + staged_vec);
+  char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec + sum_vec) + warp * kDepth * kSlotBytes;
   auto slot_data = [&](int u) { return reinterpret_cast<uint4*>(ring + u * kSlotBytes) + lane; };
-  auto slot_word = [&](int u, int i) { return reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512 + i * 128) + lane; };
-  // Loads are issued in chunk order, so the group of the next one is tracked, not divided.
-  int load_group = kGroups ? c_begin / cpg : 0, load_left = kGroups ? cpg - c_begin % cpg : 0;
-  auto issue = [&](int u, int c) {
-    CpAsync16(slot_data(u), wp + c * 32, true);
+  // Loads are issued in chunk order, from running source pointers (the compiler recomputed
+  // the 64-bit address of chunk c from scratch for every load); a range starts a group, so
+  // the group record goes with every cpg-th chunk from c_begin.
+  const uint4* next_data = wp + static_cast<int64_t>(c_begin) * 32;
+  const char* next_meta = kGroups ? meta_src + static_cast<int64_t>(c_begin / cpg) * meta_step : nullptr;
+  int load_left = 0;
+  auto issue = [&](int u) {
+    CpAsync16(slot_data(u), next_data, true);
+    next_data += 32;
     if constexpr (kGroups) {
-      const int gi = load_group;
-      if (--load_left == 0) {
-        ++load_group;
+      if (load_left == 0) {
+        CpAsync4(reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512) + lane, next_meta);
+        next_meta += meta_step;
         load_left = cpg;
       }
-      CpAsync4(slot_word(u, 0), sp + gi * 16);
-      CpAsync4(slot_word(u, 1), sp + gi * 16 + 8);
-      if constexpr (kZeros) {
-        CpAsync4(slot_word(u, 2), reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16) & ~uintptr_t{3}));
-        CpAsync4(slot_word(u, 3),
-                 reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(zp + gi * 16 + 8) & ~uintptr_t{3}));
-      }
+      --load_left;
     }
   };
   // One commit group per position (empty past the range), so that wait_group<kDepth - 1>
   // before position p always means "position p has landed".
 #pragma unroll
   for (int u = 0; u < kDepth; ++u) {
-    if (c_begin + u < c_end) issue(u, c_begin + u);
+    if (c_begin + u < c_end) issue(u);
     CpAsyncCommit();
   }
-  float row_lo = 0.0f, row_hi = 0.0f;  // per-row scales
+  float lo = 0.0f, hi = 0.0f;  // per-row scales, or the current group's
   if (!kGroups && c_begin < c_end) {
-    row_lo = __ldg(sp);
-    row_hi = __ldg(sp + 8);
+    lo = __ldg(w.scales + sbase);
+    hi = __ldg(w.scales + sbase + 8);
   }
+  uint32_t neg_z[2] = {0xc308c308u, 0xc308c308u};  // BF16 pairs -(128 + 8): symmetric INT4
+  float zf_lo = 136.0f, zf_hi = 136.0f;             // 128 + z (kXSum)
   AllowDependentLaunch();
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
 
@@ -303,39 +349,71 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   // (kQuantTiledStream's order), one or two 16-byte loads. Lanes past the last token read the
   // last token's row: no condition on the loads, and their B columns' products are never
   // stored (an mma's output columns are independent).
-  constexpr int kRun = 4 * kSteps;  // 16 INT4, 8 INT8
+  constexpr int kRun = kChunkCols / 4;  // 16 INT4, 8 INT8
   const uint4* xrow;
+  // Chunks up to last_ok have this lane's x run inside the row (staged: every chunk, the row
+  // is zero padded).
+  int last_ok = chunks;
   if constexpr (P != kPlain) {
-    StagePrologue<P, kBlockWarps>(a, dyn_smem);  // prologue(x), [cols / 8], before the ring
+    StagePrologue<P, kBlockWarps, kValues == kQuantInt8>(a, dyn_smem, staged_vec);  // prologue(x), before the ring
+    if constexpr (kXSum) {  // each chunk's sum of the staged (BF16-rounded) x
+      float* sums = reinterpret_cast<float*>(dyn_smem + staged_vec);
+      for (int ch = threadIdx.x; ch < chunks; ch += blockDim.x) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kChunkCols / 8; ++i) {
+          const uint4 q = dyn_smem[ch * (kChunkCols / 8) + i];
+          const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum += __uint_as_float(qw[e] << 16) + __uint_as_float(qw[e] & 0xffff0000u);
+        }
+        sums[ch] = sum;
+      }
+      __syncthreads();
+    }
     xrow = dyn_smem + kRun * t / 8;
   } else {
     xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + (group < n ? group : n - 1) * a.ldx +
                                           kRun * t);
+    const int room = cols - kRun * (t + 1);
+    last_ok = room >= 0 ? room / kChunkCols : -1;
   }
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
-  auto consume = [&](const uint4 v, float lo, float hi, uint32_t z, int c, bool run_ok) {
-    ConsumeChunk<kValues, kZeros, P>(v, lo, hi, z, xrow, c, t, run_ok, acc);
-  };
-  const int full_end = cols / kChunkCols;  // chunks before full_end have no padding
+  int use_left = 0;  // chunks of the current group still to consume after this one
   for (int c0 = c_begin; c0 < c_end; c0 += kDepth) {
 #pragma unroll
     for (int u = 0; u < kDepth; ++u) {
       const int c = c0 + u;
       if (c >= c_end) break;
       CpAsyncWait<kDepth - 1>();  // chunk c (the oldest group) has landed
-      const uint4 v = *slot_data(u);
-      float lo = row_lo, hi = row_hi;
       if constexpr (kGroups) {
-        lo = __uint_as_float(*slot_word(u, 0));
-        hi = __uint_as_float(*slot_word(u, 1));
+        if (use_left == 0) {  // a group starts: its record, from the 4 lanes of this row pair
+          __syncwarp();
+          const uint4 m = *reinterpret_cast<const uint4*>(ring + u * kSlotBytes + 512 + 16 * group);
+          lo = __uint_as_float(m.x);
+          hi = __uint_as_float(m.y);
+          if constexpr (kZeros && kXSum) {
+            zf_lo = 128.0f + static_cast<float>((m.z >> zshift) & 0xffu);
+            zf_hi = 128.0f + static_cast<float>((m.w >> zshift) & 0xffu);
+          } else if constexpr (kZeros) {
+            neg_z[0] = (0xc300u + ((m.z >> zshift) & 0xffu)) * 0x00010001u;
+            neg_z[1] = (0xc300u + ((m.w >> zshift) & 0xffu)) * 0x00010001u;
+          }
+          __syncwarp();  // every lane has read the record before any refills the slot
+          use_left = cpg;
+        }
+        --use_left;
       }
-      uint32_t z = 0u;
-      if constexpr (kZeros) z = ((*slot_word(u, 2) >> zshift) & 0xffu) | ((*slot_word(u, 3) >> zshift) & 0xffu) << 16;
-      consume(v, lo, hi, z, c, c < full_end || kRun * (t + 1) <= cols - c * kChunkCols);
+      const uint4 v = *slot_data(u);
+      if constexpr (kXSum) {
+        ConsumeChunk<kValues, P, true>(v, lo, hi, neg_z, xrow, c, t, true, acc, zf_lo, zf_hi, xsums[c]);
+      } else {
+        ConsumeChunk<kValues, P>(v, lo, hi, neg_z, xrow, c, t, P != kPlain || c <= last_ok, acc);
+      }
       // The slot is free once its values are used: its next chunk goes in flight (kDepth - 1
       // others stay outstanding meanwhile).
-      if (c + kDepth < c_end) issue(u, c + kDepth);
+      if (c + kDepth < c_end) issue(u);
       CpAsyncCommit();
     }
   }
@@ -343,6 +421,13 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
 
   // Split-K: the tile's kw warps meet in shared memory; its first warp writes.
   ReduceAndWrite<kBlockWarps, O>(a, partial, acc, warp, lane, ks, kw, tile, active);
+}
+
+// STRATA_CUDA_QGEMV_XSUM=1: INT4 products of one staged token (the fused prologues) take the
+// x-sum form (ConsumeChunk's kXSum) at depth 8; read at every launch (A/B runs, tests).
+bool XSumForm() {
+  const char* e = std::getenv("STRATA_CUDA_QGEMV_XSUM");
+  return e != nullptr && std::atoi(e) != 0;
 }
 
 // STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" (each 0 = the default's), read at every
@@ -383,19 +468,95 @@ bool QuantGemvStreamSupports(const QuantGemvArgs& a) {
          a.ldx % 8 == 0 && (a.out_dtype == STRATA_DTYPE_F32 || a.out_dtype == STRATA_DTYPE_BF16);
 }
 
+namespace {
+
+// Chunks per split-K range: the chunks / kw share rounded up to whole groups (a range starts
+// a group: the kernel's group records travel with a group's first chunk).
+int RangeChunks(const QuantWeightView& w, int kw) {
+  const int chunks = static_cast<int>(w.chunks);
+  const int cpg = w.group_size > 0 ? static_cast<int>(w.group_size / kQuantTiledChunkCols(w.values)) : 1;
+  const int share = (chunks + kw - 1) / kw;
+  return (share + cpg - 1) / cpg * cpg;
+}
+
+// Dynamic shared memory of a launch: the staged prologue row (padded to whole chunks), then
+// the ring.
+size_t StreamSmemBytes(const QuantWeightView& w, bool staged, int depth, int block_warps) {
+  // The row, then its per-chunk sums (the x-sum form), in 16-byte vectors.
+  const size_t row = staged ? static_cast<size_t>(w.chunks) * kQuantTiledChunkCols(w.values) * 2 +
+                                  static_cast<size_t>((w.chunks + 3) / 4) * 16
+                            : 0;
+  return row + static_cast<size_t>(block_warps) * depth * QuantStreamSlotBytes(w.group_size > 0);
+}
+
+// The current device's SM count and shared memory per SM, read once per device.
+struct SmInfo {
+  int sms = 132;
+  int smem_per_sm = 228 * 1024;
+};
+SmInfo CurrentSmInfo() {
+  static std::mutex mu;
+  static std::vector<std::pair<int, SmInfo>> known;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return SmInfo{};
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& k : known) {
+    if (k.first == dev) return k.second;
+  }
+  SmInfo s;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) s.sms = v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess && v > 0) {
+    s.smem_per_sm = v;
+  }
+  known.emplace_back(dev, s);
+  return s;
+}
+
+}  // namespace
+
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n) {
-  (void)n;
-  QuantGemvStreamConfig c;
-  c.depth = 8;
-  c.block_warps = 8;
-  // Split-K: enough warps that a product of 4,096 rows still puts >= 16 on every SM (256
-  // tiles x 8 = 2,048 warps on 132 SMs), and enough chunks per warp that the ring stays full
-  // over most of the warp's life (>= 2 * depth) for the larger products.
+  // A cost model of the launch, in chunk-loads of the busiest SM (a chunk = 512 bytes), over
+  // every (block_warps, kw) at depth 8:
+  //   - blocks land on SMs round-robin, so the busiest SM streams ceil(blocks / SMs) blocks
+  //     of (block_warps / kw) tiles x chunks;
+  //   - at the per-SM share of ~4.8 TB/s (~36 GB/s) and ~1 us of latency an SM needs ~71
+  //     chunk-loads in flight: fewer resident warps x min(depth, range) stretch the time;
+  //   - each round of blocks an SM runs one after another pays one latency (~71 chunks) to
+  //     fill its rings;
+  //   - split-K's partial sums cost a little per warp of a tile.
+  // Why a model and not a fixed shape: the products of one decode step span 256 to 8,016
+  // tiles and 64 to 448 chunks per tile, and wave quantization (e.g. 896 blocks of 2 tiles on
+  // 132 SMs x 3 blocks) is what separated the streaming GEMV's best and default configurations
+  // in the sweep (docs/benchmarks.md, run 7). bench/cuda/qgemv_sweep.cu prints the choice
+  // beside every configuration's time.
+  const SmInfo sm = CurrentSmInfo();
   const int64_t tiles = (w.rows + 15) / 16;
-  int kw = 8;
-  while (kw > 1 && w.chunks / kw < 2 * c.depth && tiles * (kw / 2) >= 132 * 16) kw /= 2;
-  if (w.chunks < kw) kw = w.chunks >= 4 ? 4 : w.chunks >= 2 ? 2 : 1;
-  c.kw = kw;
+  const int chunks = static_cast<int>(w.chunks);
+  constexpr double kLatencyChunks = 71.0;
+  constexpr int kDepth = 8;
+  QuantGemvStreamConfig c{kDepth, 8, 8};
+  double best = 1e300;
+  for (int bw : {4, 8, 16}) {
+    for (int kw = 1; kw <= bw; kw *= 2) {
+      const int per = RangeChunks(w, kw);
+      const int64_t tpb = bw / kw;
+      const int64_t blocks = (tiles + tpb - 1) / tpb;
+      const size_t block_smem = StreamSmemBytes(w, n == 1, kDepth, bw) + static_cast<size_t>(bw) * 512 + 1024;
+      const int64_t bps = std::min<int64_t>(32 / bw, static_cast<int64_t>(sm.smem_per_sm / block_smem));
+      if (bps <= 0) continue;
+      const int64_t per_sm = (blocks + sm.sms - 1) / sm.sms;
+      const double load = static_cast<double>(per_sm * tpb * chunks);
+      const double inflight = static_cast<double>(std::min(per_sm, bps) * bw * std::min(kDepth, per));
+      const int64_t rounds = (per_sm + bps - 1) / bps;
+      const double cost = load * std::max(1.0, kLatencyChunks / inflight) + kLatencyChunks * rounds + 0.5 * kw;
+      if (cost < best) {
+        best = cost;
+        c.block_warps = bw;
+        c.kw = kw;
+      }
+    }
+  }
   const QuantGemvStreamConfig forced = ForcedConfig();
   if (forced.depth > 0) c.depth = forced.depth;
   if (forced.block_warps > 0) c.block_warps = forced.block_warps;
@@ -418,9 +579,9 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
   const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   const bool groups = w.group_size > 0;
   const bool zeros = w.values == kQuantInt4 && w.zeros != nullptr;
+  const int per = RangeChunks(w, c.kw);
   cudaError_t e = cudaErrorInvalidValue;
-  const size_t smem = (a.prologue != kPlain ? static_cast<size_t>(w.cols) * 2 : 0) +
-                      static_cast<size_t>(c.block_warps) * c.depth * QuantStreamSlotBytes(zeros);
+  const size_t smem = StreamSmemBytes(w, a.prologue != kPlain, c.depth, c.block_warps);
   auto go = [&](auto kernel, int warps) {
     // Once per kernel instance and device: allow the device's most shared memory per block
     // (the ring of 16-warp blocks at depth 8 passes 48 KB), and prefer shared memory over L1
@@ -453,7 +614,7 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
         opted.push_back(key);
       }
     }
-    e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw);
+    e = LaunchMaybeOverlapping(kernel, blocks, warps * 32, smem, a.overlap_previous, stream, a, c.kw, per);
   };
   auto by_values = [&](auto depth_tag, auto warps_tag, auto p_tag, auto o_tag) {
     constexpr int D = decltype(depth_tag)::value;
@@ -461,6 +622,13 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     constexpr int P = decltype(p_tag)::value;
     using O = decltype(o_tag);
     if (w.values == kQuantInt4) {
+      if constexpr (P != kPlain && D == 8) {
+        if (XSumForm()) {
+          zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O, true>, B)
+                : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O, true>, B);
+          return;
+        }
+      }
       zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O>, B)
             : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O>, B);
     } else {

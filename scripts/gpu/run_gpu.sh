@@ -31,6 +31,11 @@
 #              W8A8 and FP8; 4096-token prefill W8A8 (quant8b_*.json; under 8 minutes);
 #              quant8b_quick: its W4A16 / W8A16 GEMV part (under 4 minutes)
 #   qgemv_final  qgemv's 90-second form, one output file (cuda-gemv_final.txt)
+#   gemv3      the streaming GEMV's model-vs-sweep gap and its fix (issue 28 items 1-2, about 2
+#              minutes, $OUT/cuda-gemv_*): tests, one-token sweeps with zero points, W4A16 / W8A16
+#              batch-1 decode, one eager W4A16 step's op profile
+#   gemv3_final  the same, call 2: tests, W4A16 / W8A16 decode -r 3 with the streaming GEMV as the
+#              default, one eager step's op profile, sweeps as the budget allows
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
@@ -806,6 +811,105 @@ phase_lead_diag1() {
   stamp "decode attention alone, 1 and 32 x 4,096, bf16 / fp8"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8 STRATA_OP_BENCH_DECODE_CONTEXT=4096 \
     timeout 60 "$BUILD/bin/cuda_op_bench" > "$OUT/diag1_attention.jsonl" 2>&1; tail -12 "$OUT/diag1_attention.jsonl"
+}
+
+# gemv3 (issue 28 items 1-2, helper cuda-gemv): why the streaming GEMV was faster in the sweep
+# than in the model, and the fix. Everything in $OUT/cuda-gemv_*.txt / .jsonl; each step is
+# skipped (said so) when it could take the phase past ${STRATA_GEMV3_BUDGET:-120} s:
+#   1. the streaming / tiled GEMV tests (float64 reference; every configuration, fused prologues)
+#   2. the quick sweep at one token for W4A16 *with zero points* (--zeros 1: what
+#      --synthetic-dtype int4-g128 makes, asymmetric RTN; run 7's sweep measured symmetric weights)
+#   3. W4A16 batch-1 decode 128/128 with the streaming GEMV (graphs)
+#   4. the quick sweep at one token for W8A16; W8A16 batch-1 decode with the streaming GEMV
+#   5. one eager W4A16 step's op profile (STRATA_CUDA_PROFILE=1) with the streaming GEMV
+#   6. the W4A16 sweep without zero points (run 7's case) and at 8 tokens
+#   7. Nsight Compute (ncu) on one layer's four products in the model and gate_up in the sweep
+phase_gemv3() {
+  local S0="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local S="$S0 --prompt-tokens 128 --gen-tokens 128"
+  local F="$OUT/cuda-gemv_gemv3.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
+  local K=${STRATA_GEMV3_KERNEL:-stream}
+  # gemv3_step LIMIT OUTFILE CMD...: one step under timeout, skipped when past the budget.
+  gemv3_step() {
+    local limit=$1 out=$2
+    shift 2
+    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
+    stamp "$out (limit ${limit}s)" | tee -a "$F"
+    timeout "$limit" "$@" > "$OUT/$out" 2>&1
+    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
+  }
+  gemv3_step 60 cuda-gemv_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.MatmulEx*}"
+  grep -E "^\[  PASSED|^\[  FAILED|Failure|elements off|Which is" "$OUT/cuda-gemv_test.txt" | head -20 | tee -a "$F"
+  gemv3_step 30 cuda-gemv_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|unfused|xsum)"|error' "$OUT/cuda-gemv_sweep_w4z1.jsonl" | tee -a "$F"
+  gemv3_step 60 cuda-gemv_decode_int4.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_decode_int4.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 25 cuda-gemv_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_sweep_w8.jsonl" | tee -a "$F"
+  gemv3_step 60 cuda-gemv_decode_int8.json env STRATA_CUDA_QGEMV_KERNEL=$K $S --synthetic-dtype int8 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_decode_int8.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 60 cuda-gemv_profile_int4.txt env STRATA_CUDA_QGEMV_KERNEL=$K STRATA_CUDA_PROFILE=1 \
+    $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager
+  sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_profile_int4.txt" | head -40 | tee -a "$F"
+  gemv3_step 30 cuda-gemv_sweep_w4z0.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w4a16 --zeros 0 --quick 1
+  grep -E 'qgemv_sweep_best|error' "$OUT/cuda-gemv_sweep_w4z0.jsonl" | tee -a "$F"
+  # Last (op_profiler.h: ncu has captured nothing on the lent H200s before; if it does now):
+  # Nsight Compute on one layer's four products in the model (eager decode; the prefill's
+  # 16-token products take the dequantize + GEMM path) and on gate_up alone in the sweep.
+  local NCU=/usr/local/cuda/bin/ncu SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
+  if [ -x "$NCU" ]; then
+    gemv3_step 90 cuda-gemv_ncu_model.txt env STRATA_CUDA_QGEMV_KERNEL=$K $NCU $SEC --kernel-name regex:QuantGemvStreamKernel \
+      --launch-skip 132 --launch-count 4 $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 16 --gen-tokens 4 --enforce-eager
+    grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR|==WARNING" \
+      "$OUT/cuda-gemv_ncu_model.txt" | head -80 | tee -a "$F"
+    gemv3_step 40 cuda-gemv_ncu_sweep.txt $NCU $SEC --kernel-name regex:QuantGemvStreamKernel --launch-count 1 \
+      "$BUILD/bin/qgemv_sweep" --reps 5 --tokens 1 --formats w4a16 --zeros 1 --quick 1 --shapes gate_up
+    grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR" \
+      "$OUT/cuda-gemv_ncu_sweep.txt" | head -30 | tee -a "$F"
+  fi
+}
+
+# gemv3_final (call 2 of cuda-gemv): the streaming GEMV as the default (no environment), its
+# tests, the issue's figures (batch-1 decode 128/128 -r 3, W4A16 and W8A16), one eager W4A16
+# step's op profile (kernels and non-product time per step), then the one-token sweeps and the
+# A/B figures as the budget allows. Everything in $OUT/cuda-gemv_final*.
+phase_gemv3_final() {
+  local S0="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local S="$S0 --prompt-tokens 128 --gen-tokens 128"
+  local F="$OUT/cuda-gemv_final.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
+  gemv3_step() {
+    local limit=$1 out=$2
+    shift 2
+    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
+    stamp "$out (limit ${limit}s)" | tee -a "$F"
+    timeout "$limit" "$@" > "$OUT/$out" 2>&1
+    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
+  }
+  gemv3_step 75 cuda-gemv_final_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*}"
+  grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|elements off|Which is" "$OUT/cuda-gemv_final_test.txt" | head -20 | tee -a "$F"
+  local d
+  for d in int4-g128 int8; do
+    gemv3_step 60 cuda-gemv_final_decode_$d.json $S --synthetic-dtype $d -r 3
+    grep -h decode_tokens "$OUT/cuda-gemv_final_decode_$d.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  done
+  gemv3_step 30 cuda-gemv_final_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|xsum)"|error' "$OUT/cuda-gemv_final_sweep_w4z1.jsonl" | tee -a "$F"
+  gemv3_step 50 cuda-gemv_final_profile_int4.txt env STRATA_CUDA_PROFILE=1 \
+    $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager
+  sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_final_profile_int4.txt" | head -40 | tee -a "$F"
+  # A/B: the previous default (tensor-core GEMV) and INT4's x-sum form, one repetition each.
+  gemv3_step 45 cuda-gemv_final_decode_int4_mma.json env STRATA_CUDA_QGEMV_KERNEL=mma $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int4_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_int4_xsum.json env STRATA_CUDA_QGEMV_XSUM=1 $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int4_xsum.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 35 cuda-gemv_final_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w8a16 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_final_sweep_w8.jsonl" | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_int8_mma.json env STRATA_CUDA_QGEMV_KERNEL=mma $S --synthetic-dtype int8 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int8_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
 }
 
 phase_serve256() {

@@ -490,6 +490,34 @@ TEST(CudaQuant, Int8PerChannelAndGroupScales) {
 // counts 1, 3 (a partial B fragment), 8 (the GEMV's widest) and 64 (the dequantize + GEMM path
 // over the same tiled bytes); ragged last groups, a ragged last tile and chunk, act-order,
 // split-K over many rounds (14336 columns).
+// Sets (or, with null, unsets) an environment variable for a scope: the GEMV choices read at
+// weight_create / launch (STRATA_CUDA_QGEMV_KERNEL, STRATA_CUDA_QGEMV_STREAM).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16");
@@ -527,43 +555,22 @@ TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
                              (c.asym ? " asym" : "") + (c.act_order ? " act-order" : "");
     const std::vector<int64_t> tokens =
         c.cols > 8192 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 3, 8, 64};
+    // The default layout (streaming where it takes the group size), then the tensor-core
+    // GEMV's (STRATA_CUDA_QGEMV_KERNEL=mma, the opt-out and the other group sizes' kernel).
     ExpectProductsMatch(dev, BF16, w, rng, 2e-2, what.c_str(), c.bias, tokens);
+    ScopedEnv mma("STRATA_CUDA_QGEMV_KERNEL", "mma");
+    ExpectProductsMatch(dev, BF16, w, rng, 2e-2, (what + " (mma)").c_str(), c.bias, tokens);
   }
 }
 
 // The streaming GEMV (kernels/cuda/quant_gemv_stream.cu), which LaunchQuantGemv runs for a
-// tiled weight whose group_size is 0 or a multiple of the chunk's columns created with
-// STRATA_CUDA_QGEMV_KERNEL=stream, at every launch
+// tiled weight whose group_size is 0 or a multiple of the chunk's columns (the default layout
+// for those; STRATA_CUDA_QGEMV_KERNEL=stream is set anyway), at every launch
 // configuration shape it is built for (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw", read
 // at each launch) and beside the older tensor-core kernel (STRATA_CUDA_QGEMV_KERNEL=mma):
 // 1, 3 and 8 tokens, INT4 symmetric / asymmetric with ragged last groups and a ragged last
 // chunk, act-order, INT8 per-row and per-group scales, a ragged last tile, split-K ranges
 // from whole rows (kw = 1: the ring wraps 28 times on 14336 INT4 columns) to 16 warps a tile.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 TEST(CudaQuant, StreamGemvEveryConfigInt4Int8) {
   REQUIRE_GPU();
@@ -813,7 +820,10 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   std::mt19937 rng(37);
   const int64_t rows = 200, cols = 1536;
   ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
+  // xsum: INT4's x-sum form (STRATA_CUDA_QGEMV_XSUM=1; depth-8 configurations take it).
+  for (const char* xsum : {"0", "1"})
   for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,16,2"}) {
+    ScopedEnv xs("STRATA_CUDA_QGEMV_XSUM", xsum);
     ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
       QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
@@ -882,7 +892,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
             const std::string what = std::string(format == STRATA_WEIGHT_INT4_GROUP ? "int4" : "int8") +
                                      (prologue == STRATA_PROLOGUE_RMS_NORM ? " rms_norm" : " silu_mul") +
                                      " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " cfg " +
-                                     (cfg != nullptr ? cfg : "default");
+                                     (cfg != nullptr ? cfg : "default") + " xsum " + xsum;
             EXPECT_EQ(bad, 0) << what;
             std::printf("%-40s worst error / tolerance %.3f\n", what.c_str(), worst);
             if (n == 1) {
