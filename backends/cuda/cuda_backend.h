@@ -76,6 +76,9 @@
 //                      (kernels/cuda/quant_prologue.cu; env STRATA_CUDA_QUANT_FUSE=off)
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
+//   wgmma_multicast=on|off  (default off) the 8-bit wgmma GEMM over several token tiles
+//                      (prefill) runs its blocks in pairs sharing each activation tile through
+//                      TMA multicast (env STRATA_CUDA_WGMMA_MULTICAST=on|off)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -123,6 +123,9 @@ struct Device {
   // quant_fuse=on: matmul_ex's RMSNorm / SiLU*mul prologue of a W8A8 / FP8 product writes
   // the 8-bit activations itself (kernels/cuda/quant_prologue.cu).
   bool quant_fuse = true;
+  // wgmma_multicast=on: the 8-bit wgmma GEMM's blocks of several token tiles share each
+  // token tile in clusters of two through TMA multicast (WgmmaGemmArgs::multicast).
+  bool wgmma_multicast = false;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

@@ -160,6 +160,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.accumulate = accumulate;
   wa.overlap_previous = dev->use_pdl;
   wa.splits = dev->wgmma_splits;
+  wa.multicast = dev->wgmma_multicast;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

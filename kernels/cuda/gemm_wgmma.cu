@@ -179,10 +179,15 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 struct Raster {
   int32_t group_n = 0;  // 0: the plain grid (x = weight tile * splits + split, y = token tile)
   int32_t tiles_m = 0, tiles_n = 0;
+  // 1 (grouped order only, no split-K): clusters of 2 blocks on weight tiles 2p and 2p + 1 of
+  // one token tile; each block loads half of that token tile for both (TMA multicast), so
+  // the activations cross L2 once per pair of blocks (see WgmmaGemmArgs::multicast).
+  int32_t multicast = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
-// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above.
+// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above (with
+// raster.multicast, over pairs of weight tiles: x = 2 * pair unit + rank in the cluster).
 // `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
 template <int BN, int kIn>
 __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
@@ -204,18 +209,22 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
 
   cg::cluster_group cluster = cg::this_cluster();
-  const int splits = static_cast<int>(cluster.num_blocks());
-  const int split = static_cast<int>(cluster.block_rank());
+  const bool mc = raster.multicast != 0;  // the cluster is a multicast pair, not split-K
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int splits = mc ? 1 : static_cast<int>(cluster.num_blocks());
+  const int split = mc ? 0 : rank;
   int tile_m = blockIdx.x / splits;
   int tile_n = blockIdx.y;
   if (raster.group_n > 0) {
-    const int per_group = raster.group_n * raster.tiles_m;
-    const int group = static_cast<int>(blockIdx.x) / per_group;
+    const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;  // weight tiles or pairs of them
+    const int unit = mc ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+    const int per_group = raster.group_n * units_m;
+    const int group = unit / per_group;
     const int first_n = group * raster.group_n;
     const int gn = min(raster.group_n, raster.tiles_n - first_n);
-    const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
+    const int in_group = unit - group * per_group;
     tile_n = first_n + in_group % gn;
-    tile_m = in_group / gn;
+    tile_m = mc ? 2 * (in_group / gn) + rank : in_group / gn;  // (a pair's second tile may lie past m: zeros)
   }
   const int kb0 = static_cast<int>(static_cast<int64_t>(split) * num_kb / splits);
   const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * num_kb / splits);
@@ -225,11 +234,27 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       sm90::MbarInit(&full[s], 1);
-      sm90::MbarInit(&empty[s], kConsumerWarps);
+      // Multicast: a stage is free once the consumers of both blocks are done with it (the
+      // peer's producer writes half of this block's token tile).
+      sm90::MbarInit(&empty[s], mc ? 2 * kConsumerWarps : kConsumerWarps);
     }
     sm90::FenceBarrierInit();
   }
-  __syncthreads();
+  if (mc) {
+    cluster.sync();  // the peer's barriers exist before this block's multicasts signal them
+  } else {
+    __syncthreads();
+  }
+  // The token tile's rows this block loads: all of them, or (multicast) its half, for both.
+  const int x_rows = mc ? BN / 2 : BN;
+  const uint32_t x_off = mc ? static_cast<uint32_t>(rank * x_rows * kRowBytes) : 0u;
+  const auto load_x = [&](int s, int kb) {
+    if (mc) {
+      sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile_n * BN + rank * x_rows, 0x3);
+    } else {
+      sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], kb * kBK, tile_n * BN);
+    }
+  };
 
   Acc acc[BN / 2];
   if (warp == kConsumerWarps) {
@@ -245,13 +270,13 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
         sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
       }
       WaitForPreviousKernel();
-      for (int i = 0; i < pre; ++i) sm90::TmaLoad2d(x_tile(i), &tmap_x, &full[i], (kb0 + i) * kBK, tile_n * BN);
+      for (int i = 0; i < pre; ++i) load_x(i, kb0 + i);
       for (int i = pre; i < iters; ++i) {
         const int s = i % T::kStages;
         sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
         sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
         sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
-        sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], (kb0 + i) * kBK, tile_n * BN);
+        load_x(s, kb0 + i);
       }
     }
   } else {
@@ -276,7 +301,14 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
       // Keep this stage's MMAs in flight while the previous stage's are retired and its
       // slot handed back to the producer: the tensor cores always have queued work.
       sm90::WgmmaWait<1>();
-      if (i > 0 && lane == 0) sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+      if (i > 0 && lane == 0) {
+        if (mc) {
+          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 0);
+          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 1);
+        } else {
+          sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+        }
+      }
     }
     sm90::WgmmaWait<0>();
 #pragma unroll
@@ -308,7 +340,8 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     const int off = tok * kPartStride + row4;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int p = 0; p < splits; ++p) {
-      const float4 q = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, p) + off);
+      const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
+      const float4 q = *reinterpret_cast<const float4*>(src + off);
       v.x += q.x;
       v.y += q.y;
       v.z += q.z;
@@ -491,11 +524,15 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int in = InKindOf(a);
   const int bn = TokenTile(a.n);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
+  const int splits = WgmmaGemmSplits(a);
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
+  const bool grouped = tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
+  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2) > 0;
   CUtensorMap tw, tx;
-  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) || !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, bn)) {
+  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) ||
+      !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
     return cudaErrorInvalidValue;
   }
-  const int splits = WgmmaGemmSplits(a);
   Epilogue ep{};
   if (in != kInBf16) {
     ep.w_scale = a.w_scale;
@@ -511,21 +548,22 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
   if (ResidentBlocks(in, bn, splits) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
-  if (tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL) {
+  if (grouped) {
     // Groups of token tiles whose activations (BN x k bytes each for 8-bit, twice for bf16)
     // take ~16 MB of L2 together: all of them at k = 4096, 4 at k = 14336.
     const int64_t tile_bytes = static_cast<int64_t>(bn) * a.k * (in == kInBf16 ? 2 : 1);
     raster.group_n = static_cast<int32_t>(std::clamp<int64_t>((int64_t{16} << 20) / tile_bytes, 1, tiles_n));
     raster.tiles_m = static_cast<int32_t>(tiles_m);
     raster.tiles_n = static_cast<int32_t>(tiles_n);
-    grid = dim3(static_cast<unsigned>(tiles_m * tiles_n), 1, 1);
+    raster.multicast = multicast ? 1 : 0;
+    const int64_t units_m = multicast ? 2 * ((tiles_m + 1) / 2) : tiles_m;  // pairs: both blocks
+    grid = dim3(static_cast<unsigned>(units_m * tiles_n), 1, 1);
   }
   return WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
-    const ClusterLaunch l(grid, smem, splits, a.overlap_previous, stream);
+    const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
     return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
   });
 }

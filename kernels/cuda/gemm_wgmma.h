@@ -53,6 +53,11 @@ struct WgmmaGemmArgs {
   bool accumulate = false;        // out += product (+ bias): the residual add
   bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
   int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
+  // Several token tiles without split-K (8-bit prefill): blocks in clusters of two on
+  // neighbouring weight tiles, each loading half of their shared token tile into both with
+  // TMA multicast, so the activation tiles cross L2 half as often (a 128 x 256 tile's stage
+  // is 16 KB of weights + 32 KB of activations: 48 -> 32 KB per block).
+  bool multicast = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

@@ -944,8 +944,11 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
   const Case cases[] = {{STRATA_WEIGHT_W8A8, 256, 1024, false}, {STRATA_WEIGHT_W8A8, 200, 1000, true},
                         {STRATA_WEIGHT_W8A8, 384, 4096, false}, {STRATA_WEIGHT_FP8, 256, 1024, true},
                         {STRATA_WEIGHT_FP8, 200, 1000, false},  {STRATA_WEIGHT_FP8, 384, 4096, false}};
-  // wgmma last: a GPU without sm_90 skips it (and only it) at device_open.
-  for (const char* gemm : {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"}) {
+  // wgmma last: a GPU without sm_90 skips it (and only it) at device_open. The last forces one
+  // block per tile (no split-K) with the multicast pairs: 300 and 4,096 tokens then run the
+  // grouped grid in clusters of two (3 weight tiles of 384 rows: a pair's second block past m).
+  for (const char* gemm : {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma",
+                           "quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on"}) {
     for (const Mode& m : kModes) {
       const std::string options = std::string(m.options) + ";" + gemm;
       OPEN_OR_SKIP(dev, options.c_str());
@@ -1055,15 +1058,18 @@ TEST(CudaQuant, FusedPrologueQuantizationMatchesComposedReference) {
         const double tol = m.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
         // qkv-like: RMSNorm over 4096 columns; down-like: SiLU*mul over 14336, + residual. The
         // 4,096-token prefill with BF16 activations (the model's; F32 rows take the same
-        // kernels' F32 forms up to 300 tokens).
-        const std::vector<int64_t> tokens = m.act == BF16 ? std::vector<int64_t>{1, 8, 64, 256, 300, 4096}
-                                                          : std::vector<int64_t>{1, 8, 64, 256, 300};
+        // kernels' F32 forms up to 300 tokens); over 14,336 columns (58 M random values per
+        // input on the host) for the fused W8A8 kernel only.
+        const std::vector<int64_t> up_to_300 = {1, 8, 64, 256, 300}, up_to_4096 = {1, 8, 64, 256, 300, 4096};
+        const bool prefill = m.act == BF16;
         QWeight qkv = RandomWeight(rng, format, 256, 4096, 0);
         ExpectPrologueProductsMatch(dev, m.act, qkv, STRATA_PROLOGUE_RMS_NORM, false, rng, tol,
-                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm 256x4096 " + options, tokens);
+                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm 256x4096 " + options,
+                                    prefill ? up_to_4096 : up_to_300);
         QWeight down = RandomWeight(rng, format, 128, 14336, 0);
         ExpectPrologueProductsMatch(dev, m.act, down, STRATA_PROLOGUE_SILU_MUL, true, rng, tol,
-                                    std::string(fp8 ? "fp8" : "w8a8") + " silu_mul+= 128x14336 " + options, tokens);
+                                    std::string(fp8 ? "fp8" : "w8a8") + " silu_mul+= 128x14336 " + options,
+                                    prefill && !fp8 && std::string(fuse) == "quant_fuse=on" ? up_to_4096 : up_to_300);
         if (!fp8) {  // SmoothQuant factors divide the prologue's output
           QWeight sm = RandomWeight(rng, format, 128, 1000, 0);
           std::uniform_real_distribution<float> d(0.5f, 2.0f);
