@@ -833,9 +833,11 @@ phase_w8a8_prefill() {
     echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-prefill_$name.txt"
   }
   figure() { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_$1.txt"; tail -1 "$OUT/cuda-prefill_$1.txt"; }
-  pb test 45 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
-    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*'
+  pb test 50 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*-CudaQuant.EightBitGemmMulticast*'
   grep -E "FAILED|PASSED|Failure|worst error.*n=4096" "$OUT/cuda-prefill_test.txt" | head -24; tail -1 "$OUT/cuda-prefill_test.txt"
+  pb test_multicast 20 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmMulticast*'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_multicast.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_multicast.txt"
   pb e2e_w8a8 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8
   STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
   for d in fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done

@@ -934,8 +934,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
 // for FP8, and quant_gemm=wgmma for both; 4,096 is the prefill's grid of 16 token tiles), shapes with whole 128-row tiles
 // and 128-column K blocks and shapes without (TMA reads zeros past cols), a K long enough to
 // be split across a cluster, with and without bias.
-TEST(CudaQuant, EightBitGemmsMatchReference) {
-  REQUIRE_GPU();
+void ExpectEightBitGemmsMatch(const strata_backend_v1* api, const std::vector<const char*>& gemms) {
   struct Case {
     int32_t format;
     int64_t rows, cols;
@@ -944,11 +943,7 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
   const Case cases[] = {{STRATA_WEIGHT_W8A8, 256, 1024, false}, {STRATA_WEIGHT_W8A8, 200, 1000, true},
                         {STRATA_WEIGHT_W8A8, 384, 4096, false}, {STRATA_WEIGHT_FP8, 256, 1024, true},
                         {STRATA_WEIGHT_FP8, 200, 1000, false},  {STRATA_WEIGHT_FP8, 384, 4096, false}};
-  // wgmma last: a GPU without sm_90 skips it (and only it) at device_open. The last forces one
-  // block per tile (no split-K) with the multicast pairs: 300 and 4,096 tokens then run the
-  // grouped grid in clusters of two (3 weight tiles of 384 rows: a pair's second block past m).
-  for (const char* gemm : {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma",
-                           "quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on"}) {
+  for (const char* gemm : gemms) {
     for (const Mode& m : kModes) {
       const std::string options = std::string(m.options) + ";" + gemm;
       OPEN_OR_SKIP(dev, options.c_str());
@@ -965,6 +960,20 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
       }
     }
   }
+}
+
+// wgmma last: a GPU without sm_90 skips it (and only it) at device_open.
+TEST(CudaQuant, EightBitGemmsMatchReference) {
+  REQUIRE_GPU();
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"});
+}
+
+// The wgmma GEMM's multicast pairs (wgmma_multicast=on), with one block per tile forced (no
+// split-K) so that 300 and 4,096 tokens run the grouped grid in clusters of two (384 rows are
+// 3 weight tiles: a pair's second block lies past m and multiplies zeros).
+TEST(CudaQuant, EightBitGemmMulticastPairsMatchReference) {
+  REQUIRE_GPU();
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on"});
 }
 
 // matmul_ex with the RMSNorm or SiLU*mul prologue on W8A8 / FP8 weights (the prologue and the
