@@ -118,7 +118,38 @@ struct Epilogue {
 };
 
 #if defined(STRATA_SM90A)
-__device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v) {
+// The 4 outputs at (t, row .. row + 3) before this product (the residual of accumulate).
+__device__ __forceinline__ void LoadOld(const Epilogue& ep, int32_t t, int32_t row, float* old) {
+  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
+  if (ep.vec4 && row + 3 < ep.m) {
+    if (ep.out_bf16) {
+      const uint2 o = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(ep.out) + base);
+      const __nv_bfloat162 o0 = *reinterpret_cast<const __nv_bfloat162*>(&o.x);
+      const __nv_bfloat162 o1 = *reinterpret_cast<const __nv_bfloat162*>(&o.y);
+      old[0] = __low2float(o0);
+      old[1] = __high2float(o0);
+      old[2] = __low2float(o1);
+      old[3] = __high2float(o1);
+    } else {
+      const float4 o = *reinterpret_cast<const float4*>(static_cast<const float*>(ep.out) + base);
+      old[0] = o.x;
+      old[1] = o.y;
+      old[2] = o.z;
+      old[3] = o.w;
+    }
+    return;
+  }
+  for (int e = 0; e < 4; ++e) {
+    old[e] = 0.0f;
+    if (row + e < ep.m) {
+      old[e] = ep.out_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(ep.out)[base + e])
+                           : static_cast<const float*>(ep.out)[base + e];
+    }
+  }
+}
+
+// out[t, row .. row + 3] = v (scaled, + bias) + old (accumulate: LoadOld's values; else null).
+__device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v, const float* old) {
   const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
   float r[4] = {v.x, v.y, v.z, v.w};
   if (ep.w_scale != nullptr) {
@@ -128,18 +159,12 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
   if (ep.bias != nullptr) {
     for (int e = 0; e < 4; ++e) r[e] += row + e < ep.m ? ep.bias[row + e] : 0.0f;
   }
+  if (old != nullptr) {
+    for (int e = 0; e < 4; ++e) r[e] += old[e];
+  }
   if (ep.vec4 && row + 3 < ep.m) {
     if (ep.out_bf16) {
       uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
-      if (ep.accumulate) {
-        const uint2 old = *p;
-        const __nv_bfloat162 o0 = *reinterpret_cast<const __nv_bfloat162*>(&old.x);
-        const __nv_bfloat162 o1 = *reinterpret_cast<const __nv_bfloat162*>(&old.y);
-        r[0] += __low2float(o0);
-        r[1] += __high2float(o0);
-        r[2] += __low2float(o1);
-        r[3] += __high2float(o1);
-      }
       const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
       const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
       uint2 nv;
@@ -147,25 +172,15 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
       nv.y = *reinterpret_cast<const uint32_t*>(&n1);
       *p = nv;
     } else {
-      float4* p = reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base);
-      if (ep.accumulate) {
-        const float4 old = *p;
-        r[0] += old.x;
-        r[1] += old.y;
-        r[2] += old.z;
-        r[3] += old.w;
-      }
-      *p = make_float4(r[0], r[1], r[2], r[3]);
+      *reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base) = make_float4(r[0], r[1], r[2], r[3]);
     }
     return;
   }
   for (int e = 0; e < 4 && row + e < ep.m; ++e) {
     if (ep.out_bf16) {
-      __nv_bfloat16* p = static_cast<__nv_bfloat16*>(ep.out) + base + e;
-      *p = __float2bfloat16_rn(r[e] + (ep.accumulate ? __bfloat162float(*p) : 0.0f));
+      static_cast<__nv_bfloat16*>(ep.out)[base + e] = __float2bfloat16_rn(r[e]);
     } else {
-      float* p = static_cast<float*>(ep.out) + base + e;
-      *p = r[e] + (ep.accumulate ? *p : 0.0f);
+      static_cast<float*>(ep.out)[base + e] = r[e];
     }
   }
 }
@@ -330,24 +345,44 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   }
   cluster.sync();  // every block's partial tile is written
 
-  // This block's share of the tile's float4 groups, summed over the cluster's blocks.
+  // This block's share of the tile's float4 groups, summed over the cluster's blocks, kBatch
+  // groups a thread at a time: the batch's residual reads (accumulate) are all issued before
+  // its first store. One group at a time, each read would wait a full memory latency behind
+  // the previous group's store to out (which may alias it as far as the compiler knows), and
+  // a 128 x 256 tile is 29 groups a thread. (Narrow tiles share an SM between two blocks and
+  // have no registers to spare: batches of 4, tiles of 16..64 tokens 1..8 groups a thread.)
   constexpr int kGroups = BN * (kBM / 4);
+  constexpr int kBatch = BN >= 192 ? 8 : BN >= 96 ? 4 : 2;
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
-  for (int g = g0 + threadIdx.x; g < g1; g += kThreads) {
-    const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
-    const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
-    if (t >= ep.n || row >= ep.m) continue;
-    const int off = tok * kPartStride + row4;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int p = 0; p < splits; ++p) {
-      const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
-      const float4 q = *reinterpret_cast<const float4*>(src + off);
-      v.x += q.x;
-      v.y += q.y;
-      v.z += q.z;
-      v.w += q.w;
+  for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kBatch) {
+    float4 v[kBatch];
+    float old[kBatch][4];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int g = gb + b * kThreads;
+      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      v[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+      const int off = tok * kPartStride + row4;
+      for (int p = 0; p < splits; ++p) {
+        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
+        const float4 q = *reinterpret_cast<const float4*>(src + off);
+        v[b].x += q.x;
+        v[b].y += q.y;
+        v[b].z += q.z;
+        v[b].w += q.w;
+      }
+      if (ep.accumulate) LoadOld(ep, t, row, old[b]);
     }
-    StoreOut(ep, t, row, v);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int g = gb + b * kThreads;
+      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+      StoreOut(ep, t, row, v[b], ep.accumulate ? old[b] : nullptr);
+    }
   }
   cluster.sync();  // no block leaves while a peer may still read its shared memory
 #endif

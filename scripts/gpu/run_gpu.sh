@@ -836,6 +836,8 @@ phase_w8a8_prefill() {
   pb test 50 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*-CudaQuant.EightBitGemmMulticast*'
   grep -E "FAILED|PASSED|Failure|worst error.*n=4096" "$OUT/cuda-prefill_test.txt" | head -24; tail -1 "$OUT/cuda-prefill_test.txt"
+  pb test_bf16_wgmma 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_bf16_wgmma.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_bf16_wgmma.txt"
   pb test_multicast 20 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmMulticast*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_multicast.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_multicast.txt"
   pb e2e_w8a8 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8
