@@ -407,9 +407,10 @@ bool EncodeMap(CUtensorMap* map, int in, const void* base, int64_t rows, int64_t
 
 // Token tile width for n tokens: the narrowest instantiated wgmma N that holds them, so
 // that W is read once.
-int TokenTile(int64_t n) {
+// `widest` (WgmmaGemmArgs::token_tile): 128 caps it there (two blocks an SM, see Tile).
+int TokenTile(int64_t n, int32_t widest = 0) {
   for (int bn : {16, 32, 64, 96, 128, 192}) {
-    if (n <= bn) return bn;
+    if (n <= bn || (widest == 128 && bn == 128)) return bn;
   }
   return 256;
 }
@@ -537,8 +538,8 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
     if (a.n > kWgmmaMaxTokens) return false;
     if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
   } else {
-    // Token tiles of 256 beyond 256 tokens (grid y); TMA wants 16-byte row strides.
-    if (a.n > 65535LL * 256) return false;
+    // Token tiles of 256 (or 128) beyond 256 tokens (grid y); TMA wants 16-byte row strides.
+    if (a.n > 65535LL * 128) return false;
     const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
     if (a.ldx % 16 != 0 || a.ldx < a.k || ldw % 16 != 0 || ldw < a.k) return false;
     if (a.w_scale == nullptr || a.a_scale == nullptr) return false;
@@ -548,7 +549,7 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
-  const int bn = TokenTile(a.n);
+  const int bn = TokenTile(a.n, a.token_tile);
   const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
   if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
   return ChooseSplits(in, a.m, a.n, a.k, bn);
@@ -557,7 +558,7 @@ int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
   const int in = InKindOf(a);
-  const int bn = TokenTile(a.n);
+  const int bn = TokenTile(a.n, a.token_tile);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
   const int splits = WgmmaGemmSplits(a);
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;

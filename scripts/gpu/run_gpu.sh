@@ -833,22 +833,26 @@ phase_w8a8_prefill() {
     echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-prefill_$name.txt"
   }
   figure() { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_$1.txt"; tail -1 "$OUT/cuda-prefill_$1.txt"; }
-  pb test 50 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
-    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*-CudaQuant.EightBitGemmMulticast*'
+  pb test 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*-CudaQuant.EightBitGemmPrefillOptions*'
   grep -E "FAILED|PASSED|Failure|worst error.*n=4096" "$OUT/cuda-prefill_test.txt" | head -24; tail -1 "$OUT/cuda-prefill_test.txt"
   pb test_bf16_wgmma 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_bf16_wgmma.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_bf16_wgmma.txt"
-  pb test_multicast 20 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmMulticast*'
-  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_multicast.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_multicast.txt"
-  pb e2e_w8a8 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8
+  for d in w8a8 fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
+  pb test_options 25 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmPrefillOptions*'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_options.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_options.txt"
   STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
-  for d in fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
   STRATA_CUDA_PROFILE=1 pb profile_w8a8 30 $S --synthetic-dtype w8a8 $P -r 1 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-prefill_profile_w8a8.txt" | head -30
   STRATA_CUDA_PROFILE=1 pb products_auto 25 "${M[@]}" --formats w8a8,fp8
   grep -E "quantize activations|^\{" "$OUT/cuda-prefill_products_auto.txt" | head -20
   STRATA_CUDA_PROFILE=1 pb products_w8a8_multicast 20 "${M[@]}" --formats w8a8 --device-options wgmma_multicast=on
   grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_multicast.txt"
+  STRATA_CUDA_PROFILE=1 pb products_w8a8_bn128 20 "${M[@]}" --formats w8a8 --device-options wgmma_token_tile=128
+  grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_bn128.txt"
+  STRATA_CUDA_PROFILE=1 pb products_w8a8_bn128_multicast 20 "${M[@]}" --formats w8a8 \
+    --device-options "wgmma_token_tile=128;wgmma_multicast=on"
+  grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_bn128_multicast.txt"
   pb products_fp8_wgmma 20 "${M[@]}" --formats fp8 --device-options quant_gemm=wgmma
   grep -E "^\{" "$OUT/cuda-prefill_products_fp8_wgmma.txt"
   pb products_fp8_wgmma_multicast 20 "${M[@]}" --formats fp8 --device-options "quant_gemm=wgmma;wgmma_multicast=on"

@@ -372,13 +372,16 @@ std::vector<float> RandomX(std::mt19937& rng, int64_t n, int64_t cols, int32_t a
   return DecodeAct(EncodeAct(x, act), act);  // the values the device sees
 }
 
-// The tokens whose outputs are compared with the float64 reference: all of them up to 300
-// tokens; beyond (4,096-token prefill products), every 61st token and the last 4, so the
-// reference stays a second's work while every token tile and both ends of the grid are seen.
+// The tokens whose outputs are compared with the float64 reference: all of them up to 64
+// tokens; up to 300, every 7th and the last 4; beyond (the 4,096-token prefill), every 61st
+// and the last 4. So the host's reference stays a fraction of a second per product while
+// every token tile, every token position within a wgmma tile's 8-token groups (7 and 61 are
+// prime to 8) and both ends of the grid are seen.
 std::vector<int64_t> CheckedTokens(int64_t n) {
   std::vector<int64_t> ts;
+  const int64_t every = n <= 64 ? 1 : n <= 300 ? 7 : 61;
   for (int64_t t = 0; t < n; ++t) {
-    if (n <= 300 || t % 61 == 0 || t >= n - 4) ts.push_back(t);
+    if (t % every == 0 || t >= n - 4) ts.push_back(t);
   }
   return ts;
 }
@@ -968,12 +971,14 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
   ExpectEightBitGemmsMatch(api, {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"});
 }
 
-// The wgmma GEMM's multicast pairs (wgmma_multicast=on), with one block per tile forced (no
-// split-K) so that 300 and 4,096 tokens run the grouped grid in clusters of two (384 rows are
-// 3 weight tiles: a pair's second block lies past m and multiplies zeros).
-TEST(CudaQuant, EightBitGemmMulticastPairsMatchReference) {
+// The wgmma GEMM's prefill options: multicast pairs (wgmma_multicast=on) with one block per
+// tile forced (no split-K) so that 300 and 4,096 tokens run the grouped grid in clusters of
+// two (384 rows are 3 weight tiles: a pair's second block lies past m and multiplies zeros);
+// token tiles of at most 128 (wgmma_token_tile=128), alone and with the pairs.
+TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
   REQUIRE_GPU();
-  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on"});
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on", "quant_gemm=wgmma;wgmma_token_tile=128",
+                                 "quant_gemm=wgmma;wgmma_splits=1;wgmma_token_tile=128;wgmma_multicast=on"});
 }
 
 // matmul_ex with the RMSNorm or SiLU*mul prologue on W8A8 / FP8 weights (the prologue and the
