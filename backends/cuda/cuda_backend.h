@@ -81,6 +81,8 @@
 //                      TMA multicast (env STRATA_CUDA_WGMMA_MULTICAST=on|off)
 //   wgmma_token_tile=128|256  (default 256) the 8-bit wgmma GEMM's widest token tile; 128 runs
 //                      two blocks an SM (env STRATA_CUDA_WGMMA_TOKEN_TILE=128)
+//   wgmma_persistent=on|off  (default off) the 8-bit wgmma GEMM over several token tiles runs
+//                      persistent blocks (env STRATA_CUDA_WGMMA_PERSISTENT=on)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

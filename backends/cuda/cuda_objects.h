@@ -129,6 +129,9 @@ struct Device {
   // wgmma_token_tile=128: the 8-bit wgmma GEMM's token tiles at most 128 wide (two blocks an
   // SM; WgmmaGemmArgs::token_tile), 0 = up to 256.
   int32_t wgmma_token_tile = 0;
+  // wgmma_persistent=on: the 8-bit wgmma GEMM over several token tiles runs persistent blocks
+  // (WgmmaGemmArgs::persistent).
+  bool wgmma_persistent = false;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

@@ -162,6 +162,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.splits = dev->wgmma_splits;
   wa.multicast = dev->wgmma_multicast;
   wa.token_tile = dev->wgmma_token_tile;
+  wa.persistent = dev->wgmma_persistent;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

@@ -388,6 +388,191 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
 #endif
 }
 
+// The tile of grouped-order unit `unit` (Raster; multicast: a pair of weight tiles, this
+// block's by its rank).
+struct TileAt {
+  int m, n;
+};
+__device__ __forceinline__ TileAt GroupedTile(const Raster& raster, int unit, int rank) {
+  const bool mc = raster.multicast != 0;
+  const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;
+  const int per_group = raster.group_n * units_m;
+  const int group = unit / per_group;
+  const int first_n = group * raster.group_n;
+  const int gn = min(raster.group_n, raster.tiles_n - first_n);
+  const int in_group = unit - group * per_group;
+  return TileAt{mc ? 2 * (in_group / gn) + rank : in_group / gn, first_n + in_group % gn};
+}
+
+// The persistent form for many token tiles (8-bit prefill; grouped order, no split-K,
+// optionally the multicast pairs): each block (pair) takes units blockIdx.x (/ 2), + the
+// number of blocks (pairs) launched, ... The producer's ring of stages runs on across tiles,
+// so the next tile's first stages load while the consumers finish the current one and write
+// its outputs, and no block pays a launch and a pipeline fill per tile. The epilogue goes
+// straight from the accumulators to out (the pipeline's buffers are in use): each thread
+// holds rows r0 and r0 + 8 of its warp's 16 for BN / 8 pairs of neighbouring tokens. The
+// residual add (accumulate) is a reduction in L2 (red.add: every output is added to once,
+// so the result does not depend on timing): reading the residual into registers beside the
+// 128 accumulators would spill, and each read would wait a memory latency. For BF16 out it
+// rounds the product to BF16 before the add, as the unfused matmul + add does (the other
+// forms add in F32 and round once).
+template <int BN, int kIn>
+__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
+    WgmmaGemmPersistentKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
+                              int32_t num_kb, Epilogue ep, Raster raster) {
+#if defined(STRATA_SM90A)
+  using T = Tile<BN>;
+  using I = In<kIn>;
+  using Acc = typename I::Acc;
+  constexpr int kBK = I::kBK;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw_addr = sm90::SmemAddr(smem_raw);
+  uint8_t* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kPipeBytes);
+  uint64_t* empty = full + T::kStages;
+  auto w_tile = [&](int s) { return smem + s * T::kStageBytes; };
+  auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool mc = raster.multicast != 0;
+  const int rank = mc ? static_cast<int>(cluster.block_rank()) : 0;
+  const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;
+  const int units = units_m * raster.tiles_n;
+  const int unit0 = mc ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+  const int unit_step = mc ? static_cast<int>(gridDim.x) / 2 : static_cast<int>(gridDim.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T::kStages; ++s) {
+      sm90::MbarInit(&full[s], 1);
+      sm90::MbarInit(&empty[s], mc ? 2 * kConsumerWarps : kConsumerWarps);
+    }
+    sm90::FenceBarrierInit();
+  }
+  if (mc) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  const int x_rows = mc ? BN / 2 : BN;
+  const uint32_t x_off = mc ? static_cast<uint32_t>(rank * x_rows * kRowBytes) : 0u;
+
+  if (warp == kConsumerWarps) {
+    if (lane == 0) {
+      sm90::PrefetchTensorMap(&tmap_w);
+      sm90::PrefetchTensorMap(&tmap_x);
+      uint32_t it = 0;  // this block's K steps so far, over all its tiles: the ring's position
+      bool waited = false;
+      for (int u = unit0; u < units; u += unit_step) {
+        const TileAt tile = GroupedTile(raster, u, rank);
+        // The first tile: its first stages' weights before waiting for the previous kernel.
+        const int pre = waited ? 0 : (num_kb < T::kStages ? num_kb : T::kStages);
+        for (int kb = 0; kb < pre; ++kb) {
+          sm90::MbarArriveExpectTx(&full[kb], T::kStageBytes);
+          sm90::TmaLoad2d(w_tile(kb), &tmap_w, &full[kb], kb * kBK, tile.m * kBM);
+        }
+        if (!waited) {
+          WaitForPreviousKernel();
+          waited = true;
+        }
+        for (int kb = 0; kb < num_kb; ++kb, ++it) {
+          const int s = static_cast<int>(it % T::kStages);
+          if (kb >= pre) {
+            sm90::MbarWait(&empty[s], ((it / T::kStages) & 1) ^ 1);
+            sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
+            sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], kb * kBK, tile.m * kBM);
+          }
+          if (mc) {
+            sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile.n * BN + rank * x_rows, 0x3);
+          } else {
+            sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], kb * kBK, tile.n * BN);
+          }
+        }
+      }
+    }
+  } else {
+    WaitForPreviousKernel();  // the epilogue reads and writes out
+    const int wg = warp / 4;
+    const auto release = [&](uint32_t i) {
+      if (lane != 0) return;
+      if (mc) {
+        sm90::MbarArriveCluster(&empty[i % T::kStages], 0);
+        sm90::MbarArriveCluster(&empty[i % T::kStages], 1);
+      } else {
+        sm90::MbarArrive(&empty[i % T::kStages]);
+      }
+    };
+    uint32_t it = 0;
+    Acc acc[BN / 2];
+    for (int u = unit0; u < units; u += unit_step) {
+      const TileAt tile = GroupedTile(raster, u, rank);
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) acc[r] = Acc(0);
+      for (int kb = 0; kb < num_kb; ++kb, ++it) {
+        const int s = static_cast<int>(it % T::kStages);
+        sm90::MbarWait(&full[s], (it / T::kStages) & 1);
+        const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+        const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+        sm90::WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          I::template Mma<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+        }
+        sm90::WgmmaCommit();
+        sm90::WgmmaWait<1>();
+        if (kb > 0) release(it - 1);
+      }
+      sm90::WgmmaWait<0>();
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      release(it - 1);  // the tile's last stage: the producer may already be filling the next tile
+
+      // Epilogue from the registers (layout as in WgmmaGemmKernel's partial-tile write).
+      const int r0 = tile.m * kBM + wg * 64 + (warp % 4) * 16 + lane / 4;
+      float ws[2] = {0.0f, 0.0f}, bias[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row < ep.m) {
+          ws[h] = ep.w_scale != nullptr ? ep.w_scale[row] : 1.0f;
+          bias[h] = ep.bias != nullptr ? ep.bias[row] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) {
+        // acc register r: row r0 + 8 ((r % 4) / 2), token 8 (r / 4) + 2 (lane % 4) + r % 2
+        const int t = tile.n * BN + 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
+        const int h = (r % 4) / 2;
+        const int row = r0 + 8 * h;
+        if (t >= ep.n || row >= ep.m) continue;
+        float v = static_cast<float>(acc[r]);
+        if (ep.w_scale != nullptr) v *= ws[h] * ep.a_scale[t];
+        v += bias[h];
+        const int64_t i = static_cast<int64_t>(t) * ep.ldo + row;
+        if (ep.out_bf16) {
+          __nv_bfloat16* o = static_cast<__nv_bfloat16*>(ep.out) + i;
+          if (ep.accumulate) {
+            atomicAdd(o, __float2bfloat16_rn(v));
+          } else {
+            *o = __float2bfloat16_rn(v);
+          }
+        } else {
+          float* o = static_cast<float*>(ep.out) + i;
+          if (ep.accumulate) {
+            atomicAdd(o, v);
+          } else {
+            *o = v;
+          }
+        }
+      }
+    }
+  }
+  if (mc) cluster.sync();  // no block leaves while its peer may still signal its barriers
+#endif
+}
+
 // A row-major [rows, cols] matrix of bf16 (in = kInBf16) or 8-bit values (row stride `ld`
 // elements) read in tiles of box_rows x 128 bytes, swizzled 128 bytes; out-of-bounds
 // elements read as zero (also the 8-bit rows' padding beyond cols, whatever it holds).
@@ -428,8 +613,19 @@ cudaError_t WithKernelOf(int bn, F&& f) {
   }
 }
 
+// The persistent form exists for the 8-bit inputs' prefill tiles only (128 or 256 tokens).
+template <int kIn, typename F>
+cudaError_t WithPersistentKernelOf(int bn, F&& f) {
+  if (bn == 128) return f(&WgmmaGemmPersistentKernel<128, kIn>, Tile<128>::kSmemBytes);
+  return f(&WgmmaGemmPersistentKernel<256, kIn>, Tile<256>::kSmemBytes);
+}
+
 template <typename F>
-cudaError_t WithKernel(int in, int bn, F&& f) {
+cudaError_t WithKernel(int in, int bn, bool persistent, F&& f) {
+  if (persistent) {
+    if (in == kInE4m3) return WithPersistentKernelOf<kInE4m3>(bn, f);
+    return WithPersistentKernelOf<kInS8>(bn, f);
+  }
   if (in == kInS8) return WithKernelOf<kInS8>(bn, f);
   if (in == kInE4m3) return WithKernelOf<kInE4m3>(bn, f);
   return WithKernelOf<kInBf16>(bn, f);
@@ -466,12 +662,12 @@ struct ClusterLaunch {
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int in, int bn, int splits) {
-  static std::atomic<int> cache[kInKinds][kTileKinds][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[in][TileIndex(bn)][splits];
+int ResidentBlocks(int in, int bn, int splits, bool persistent = false) {
+  static std::atomic<int> cache[2][kInKinds][kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[persistent ? 1 : 0][in][TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
-  WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
+  WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     const ClusterLaunch l(dim3(static_cast<unsigned>(splits) * 64, 1, 1), smem, splits, false, nullptr);
     int clusters = 0;
@@ -563,7 +759,8 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int splits = WgmmaGemmSplits(a);
   const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
   const bool grouped = tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
-  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2) > 0;
+  const bool persistent = grouped && a.persistent && in != kInBf16 && (bn == 128 || bn == 256);
+  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent) > 0;
   CUtensorMap tw, tx;
   if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) ||
       !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
@@ -597,8 +794,13 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
     raster.multicast = multicast ? 1 : 0;
     const int64_t units_m = multicast ? 2 * ((tiles_m + 1) / 2) : tiles_m;  // pairs: both blocks
     grid = dim3(static_cast<unsigned>(units_m * tiles_n), 1, 1);
+    if (persistent) {  // as many blocks (pairs) as are resident at once, each looping over tiles
+      const int resident = ResidentBlocks(in, bn, multicast ? 2 : 1, true);
+      if (resident <= 0) return cudaErrorInvalidConfiguration;
+      grid.x = static_cast<unsigned>(std::min<int64_t>(grid.x, resident / (multicast ? 2 : 1) * (multicast ? 2 : 1)));
+    }
   }
-  return WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
+  return WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
     const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
     return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
   });

@@ -62,6 +62,11 @@ struct WgmmaGemmArgs {
   // blocks an SM, 3 stages each: one block's epilogue and pipeline fill overlap the other's
   // MMAs, at 1.5x the L2 traffic per MMA without multicast, the same with it).
   int32_t token_tile = 0;
+  // 8-bit inputs over several token tiles without split-K: persistent blocks, as many as are
+  // resident, each looping over tiles with its pipeline running on from one tile into the
+  // next and the epilogue written from the accumulators (no per-tile launch, pipeline fill
+  // and shared-memory round trip of the partial tile).
+  bool persistent = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

@@ -839,24 +839,22 @@ phase_w8a8_prefill() {
   pb test_bf16_wgmma 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_bf16_wgmma.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_bf16_wgmma.txt"
   for d in w8a8 fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
-  pb test_options 25 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmPrefillOptions*'
+  pb test_options 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmPrefillOptions*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_options.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_options.txt"
   STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
+  STRATA_CUDA_WGMMA_PERSISTENT=on pb e2e_w8a8_persistent 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_persistent
   STRATA_CUDA_PROFILE=1 pb profile_w8a8 30 $S --synthetic-dtype w8a8 $P -r 1 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-prefill_profile_w8a8.txt" | head -30
   STRATA_CUDA_PROFILE=1 pb products_auto 25 "${M[@]}" --formats w8a8,fp8
   grep -E "quantize activations|^\{" "$OUT/cuda-prefill_products_auto.txt" | head -20
-  STRATA_CUDA_PROFILE=1 pb products_w8a8_multicast 20 "${M[@]}" --formats w8a8 --device-options wgmma_multicast=on
-  grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_multicast.txt"
-  STRATA_CUDA_PROFILE=1 pb products_w8a8_bn128 20 "${M[@]}" --formats w8a8 --device-options wgmma_token_tile=128
-  grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_bn128.txt"
-  STRATA_CUDA_PROFILE=1 pb products_w8a8_bn128_multicast 20 "${M[@]}" --formats w8a8 \
-    --device-options "wgmma_token_tile=128;wgmma_multicast=on"
-  grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_bn128_multicast.txt"
+  local v
+  for v in multicast:wgmma_multicast=on persistent:wgmma_persistent=on bn128:wgmma_token_tile=128 \
+      all:"wgmma_token_tile=128;wgmma_multicast=on;wgmma_persistent=on" mp:"wgmma_multicast=on;wgmma_persistent=on"; do
+    STRATA_CUDA_PROFILE=1 pb "products_w8a8_${v%%:*}" 20 "${M[@]}" --formats w8a8 --device-options "${v#*:}"
+    grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_${v%%:*}.txt"
+  done
   pb products_fp8_wgmma 20 "${M[@]}" --formats fp8 --device-options quant_gemm=wgmma
   grep -E "^\{" "$OUT/cuda-prefill_products_fp8_wgmma.txt"
-  pb products_fp8_wgmma_multicast 20 "${M[@]}" --formats fp8 --device-options "quant_gemm=wgmma;wgmma_multicast=on"
-  grep -E "^\{" "$OUT/cuda-prefill_products_fp8_wgmma_multicast.txt"
   pb serving128_w8a8 40 $S --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 \
     --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
   grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_serving128_w8a8.txt"

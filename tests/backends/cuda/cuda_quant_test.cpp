@@ -971,15 +971,6 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
   ExpectEightBitGemmsMatch(api, {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"});
 }
 
-// The wgmma GEMM's prefill options: multicast pairs (wgmma_multicast=on) with one block per
-// tile forced (no split-K) so that 300 and 4,096 tokens run the grouped grid in clusters of
-// two (384 rows are 3 weight tiles: a pair's second block lies past m and multiplies zeros);
-// token tiles of at most 128 (wgmma_token_tile=128), alone and with the pairs.
-TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
-  REQUIRE_GPU();
-  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on", "quant_gemm=wgmma;wgmma_token_tile=128",
-                                 "quant_gemm=wgmma;wgmma_splits=1;wgmma_token_tile=128;wgmma_multicast=on"});
-}
 
 // matmul_ex with the RMSNorm or SiLU*mul prologue on W8A8 / FP8 weights (the prologue and the
 // activation quantization in one kernel where quant_fuse=on, the separate ops where off),
@@ -1092,6 +1083,32 @@ TEST(CudaQuant, FusedPrologueQuantizationMatchesComposedReference) {
                                       "w8a8 smoothed rms_norm+= 128x1000 " + options);
         }
       }
+    }
+  }
+}
+
+// The wgmma GEMM's prefill options, each against the float64 reference as above, and (BF16
+// activations) with the RMSNorm prologue and the residual add at 64, 300 and 4,096 tokens
+// over 384 rows (3 weight tiles: a multicast pair's second block lies past m and multiplies
+// zeros): multicast pairs (wgmma_multicast=on) and persistent blocks (wgmma_persistent=on),
+// each with one block per tile forced (no split-K) so that 300 and 4,096 tokens take the
+// grouped grid they apply to; token tiles of at most 128 (wgmma_token_tile=128); all three.
+TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
+  REQUIRE_GPU();
+  const std::vector<const char*> options = {
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on", "quant_gemm=wgmma;wgmma_token_tile=128",
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_persistent=on",
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_token_tile=128;wgmma_multicast=on;wgmma_persistent=on"};
+  ExpectEightBitGemmsMatch(api, options);
+  for (const char* o : options) {
+    const std::string opts = std::string("activations=bf16;") + o;
+    OPEN_OR_SKIP(dev, opts.c_str());
+    std::mt19937 rng(43);
+    for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+      const bool fp8 = format == STRATA_WEIGHT_FP8;
+      QWeight w = RandomWeight(rng, format, 384, 4096, 0);
+      ExpectPrologueProductsMatch(dev, BF16, w, STRATA_PROLOGUE_RMS_NORM, true, rng, fp8 ? 3e-2 : 2e-2,
+                                  std::string(fp8 ? "fp8" : "w8a8") + " rms_norm+= 384x4096 " + opts, {64, 300, 4096});
     }
   }
 }
