@@ -121,6 +121,9 @@ struct OpenOptions {
   int quant_gemm = Device::kQuantGemmAuto;  // quant_gemm=auto|wgmma|cublas
   bool require_quant_wgmma = false;         // quant_gemm=wgmma: an error where it cannot run
   bool quant_fuse = true;
+  bool wgmma_multicast = false;  // wgmma_multicast=on|off (WgmmaGemmArgs::multicast)
+  int32_t wgmma_token_tile = 0;  // wgmma_token_tile=128|256 (WgmmaGemmArgs::token_tile; 0 = 256)
+  bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -168,6 +171,10 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "cublas")) o->quant_gemm = Device::kQuantGemmCublas;
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "wgmma")) o->quant_gemm = Device::kQuantGemmWgmma;
   o->quant_fuse = !EnvIs("STRATA_CUDA_QUANT_FUSE", "off");
+  if (EnvIs("STRATA_CUDA_WGMMA_MULTICAST", "on")) o->wgmma_multicast = true;
+  if (EnvIs("STRATA_CUDA_WGMMA_MULTICAST", "off")) o->wgmma_multicast = false;
+  if (EnvIs("STRATA_CUDA_WGMMA_TOKEN_TILE", "128")) o->wgmma_token_tile = 128;
+  if (EnvIs("STRATA_CUDA_WGMMA_PERSISTENT", "on")) o->wgmma_persistent = true;
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -265,6 +272,21 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option quant_fuse=", value, " (expected on or off)");
       }
       o->quant_fuse = value == "on";
+    } else if (key == "wgmma_multicast") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument("device_open: option wgmma_multicast=", value, " (expected on or off)");
+      }
+      o->wgmma_multicast = value == "on";
+    } else if (key == "wgmma_token_tile") {
+      if (value != "128" && value != "256") {
+        return InvalidArgument("device_open: option wgmma_token_tile=", value, " (expected 128 or 256)");
+      }
+      o->wgmma_token_tile = value == "128" ? 128 : 0;
+    } else if (key == "wgmma_persistent") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument("device_open: option wgmma_persistent=", value, " (expected on or off)");
+      }
+      o->wgmma_persistent = value == "on";
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
@@ -278,7 +300,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
-                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off)");
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off)");
     }
   }
   return Ok();
@@ -407,6 +429,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     }
     dev->quant_gemm_mode = quant_wgmma_ok ? parsed.quant_gemm : Device::kQuantGemmCublas;
     dev->quant_fuse = parsed.quant_fuse;
+    dev->wgmma_multicast = parsed.wgmma_multicast;
+    dev->wgmma_token_tile = parsed.wgmma_token_tile;
+    dev->wgmma_persistent = parsed.wgmma_persistent;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

@@ -64,10 +64,11 @@
 //                      candidate that accepts K split N ways (the narrow projections fill
 //                      few SMs at decode batch sizes); for measurements
 //   quant_gemm=auto    (default) W8A8 / FP8 weights times the 8-bit activations: on sm_90,
-//                      up to 256 tokens through kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel
-//                      (per-row x per-token scales, bias and residual add in its epilogue),
-//                      more tokens through cuBLASLt (IMMA -> I32 + the epilogue kernel; FP8
-//                      with outer-vector scales); elsewhere always cuBLASLt
+//                      W8A8 at every size and FP8 up to 256 tokens through
+//                      kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel (per-row x per-token
+//                      scales, bias and residual add in its epilogue), FP8 beyond 256 tokens
+//                      through cuBLASLt (outer-vector scales); elsewhere always cuBLASLt
+//                      (IMMA -> I32 + the epilogue kernel for W8A8)
 //   quant_gemm=wgmma   the wgmma kernel for every token count (device_open fails without sm_90)
 //   quant_gemm=cublas  always cuBLASLt (env STRATA_CUDA_QUANT_GEMM=auto|wgmma|cublas)
 //   quant_fuse=on|off  (default on) matmul_ex's RMSNorm / SiLU*mul prologue of a W8A8 / FP8
@@ -75,6 +76,13 @@
 //                      (kernels/cuda/quant_prologue.cu; env STRATA_CUDA_QUANT_FUSE=off)
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
+//   wgmma_multicast=on|off  (default off) the 8-bit wgmma GEMM over several token tiles
+//                      (prefill) runs its blocks in pairs sharing each activation tile through
+//                      TMA multicast (env STRATA_CUDA_WGMMA_MULTICAST=on|off)
+//   wgmma_token_tile=128|256  (default 256) the 8-bit wgmma GEMM's widest token tile; 128 runs
+//                      two blocks an SM (env STRATA_CUDA_WGMMA_TOKEN_TILE=128)
+//   wgmma_persistent=on|off  (default off) the 8-bit wgmma GEMM over several token tiles runs
+//                      persistent blocks (env STRATA_CUDA_WGMMA_PERSISTENT=on)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -115,13 +115,23 @@ struct Device {
   std::unique_ptr<QuantLtGemm> quant_gemm;
   // Which GEMM multiplies W8A8 / FP8 weights by the 8-bit activations (device option
   // quant_gemm=, cuda_backend.h): kernels/cuda/gemm_wgmma.cu (scales, bias and residual add
-  // in its epilogue; sm_90a only) for up to kWgmmaMaxTokens tokens (auto) or for every size
-  // (wgmma), else cuBLASLt + the epilogue kernel (cublas, and any device but sm_90).
+  // in its epilogue; sm_90a only) for W8A8 at every size and FP8 up to kWgmmaMaxTokens tokens
+  // (auto; quant_product.cpp's WgmmaIsAutoChoice) or for every size (wgmma), else cuBLASLt
+  // (+ the epilogue kernel for W8A8; cublas, and any device but sm_90).
   enum QuantGemm { kQuantGemmCublas = 0, kQuantGemmAuto = 1, kQuantGemmWgmma = 2 };
   int quant_gemm_mode = kQuantGemmAuto;
   // quant_fuse=on: matmul_ex's RMSNorm / SiLU*mul prologue of a W8A8 / FP8 product writes
   // the 8-bit activations itself (kernels/cuda/quant_prologue.cu).
   bool quant_fuse = true;
+  // wgmma_multicast=on: the 8-bit wgmma GEMM's blocks of several token tiles share each
+  // token tile in clusters of two through TMA multicast (WgmmaGemmArgs::multicast).
+  bool wgmma_multicast = false;
+  // wgmma_token_tile=128: the 8-bit wgmma GEMM's token tiles at most 128 wide (two blocks an
+  // SM; WgmmaGemmArgs::token_tile), 0 = up to 256.
+  int32_t wgmma_token_tile = 0;
+  // wgmma_persistent=on: the 8-bit wgmma GEMM over several token tiles runs persistent blocks
+  // (WgmmaGemmArgs::persistent).
+  bool wgmma_persistent = false;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

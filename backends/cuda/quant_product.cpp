@@ -7,7 +7,8 @@
 //     counts saturation, non-finite values and run-time outliers; for W8A8 / FP8 behind
 //     matmul_ex's RMSNorm / SiLU*mul prologue, that prologue's own kernel:
 //     kernels/cuda/quant_prologue.cu), then multiplied on the 8-bit tensor cores:
-//     - W8A8 / FP8 on sm_90 (quant_gemm=auto: up to kWgmmaMaxTokens tokens): the wgmma GEMM
+//     - W8A8 / FP8 on sm_90 (quant_gemm=auto: W8A8 always, FP8 up to kWgmmaMaxTokens tokens,
+//       WgmmaIsAutoChoice below): the wgmma GEMM
 //       of kernels/cuda/gemm_wgmma.cu, which applies the weight-row x token scales, bias and
 //       residual add in its epilogue, so the product is one kernel after the quantizer;
 //     - otherwise cuBLASLt (IMMA into an I32 product / FP8 with its outer-vector scales
@@ -61,6 +62,15 @@ bool PlainAct8(const QuantWeight& q) {
   return (q.format == STRATA_WEIGHT_W8A8 || q.format == STRATA_WEIGHT_FP8) && q.num_outliers == 0 &&
          q.perm == nullptr && q.view.layout == kQuantRowMajor;
 }
+
+// quant_gemm=auto's choice on sm_90. INT8: the wgmma GEMM at every size: cuBLASLt's IMMA
+// writes an I32 product that a second kernel reads back (at 4,096 tokens 8 n m bytes, 940 MB
+// for gate_up), so a step's products at 4,096 tokens took 77.2 ms with it against 63.5 with
+// wgmma (2026-12-03, `quant_matmul_bench --ops layer`, quantization included). FP8: cuBLASLt
+// applies both scales itself and writes out directly, and at 4,096 tokens it was the faster
+// (57.9 ms) of the two; the wgmma GEMM up to kWgmmaMaxTokens, where it streams the weights
+// better (docs/benchmarks.md, issue 28).
+bool WgmmaIsAutoChoice(int32_t values, int64_t n) { return values == kQuantInt8 || n <= kWgmmaMaxTokens; }
 
 }  // namespace
 
@@ -150,9 +160,12 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.accumulate = accumulate;
   wa.overlap_previous = dev->use_pdl;
   wa.splits = dev->wgmma_splits;
+  wa.multicast = dev->wgmma_multicast;
+  wa.token_tile = dev->wgmma_token_tile;
+  wa.persistent = dev->wgmma_persistent;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
-                      (dev->quant_gemm_mode == Device::kQuantGemmAuto && n <= kWgmmaMaxTokens)) &&
+                      (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&
                      WgmmaGemmSupports(wa);
   if (weight_only && !gemv) {
     rest = Align256(static_cast<uint64_t>(rows * cols) * xs);  // the expanded weight

@@ -118,7 +118,38 @@ struct Epilogue {
 };
 
 #if defined(STRATA_SM90A)
-__device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v) {
+// The 4 outputs at (t, row .. row + 3) before this product (the residual of accumulate).
+__device__ __forceinline__ void LoadOld(const Epilogue& ep, int32_t t, int32_t row, float* old) {
+  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
+  if (ep.vec4 && row + 3 < ep.m) {
+    if (ep.out_bf16) {
+      const uint2 o = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(ep.out) + base);
+      const __nv_bfloat162 o0 = *reinterpret_cast<const __nv_bfloat162*>(&o.x);
+      const __nv_bfloat162 o1 = *reinterpret_cast<const __nv_bfloat162*>(&o.y);
+      old[0] = __low2float(o0);
+      old[1] = __high2float(o0);
+      old[2] = __low2float(o1);
+      old[3] = __high2float(o1);
+    } else {
+      const float4 o = *reinterpret_cast<const float4*>(static_cast<const float*>(ep.out) + base);
+      old[0] = o.x;
+      old[1] = o.y;
+      old[2] = o.z;
+      old[3] = o.w;
+    }
+    return;
+  }
+  for (int e = 0; e < 4; ++e) {
+    old[e] = 0.0f;
+    if (row + e < ep.m) {
+      old[e] = ep.out_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(ep.out)[base + e])
+                           : static_cast<const float*>(ep.out)[base + e];
+    }
+  }
+}
+
+// out[t, row .. row + 3] = v (scaled, + bias) + old (accumulate: LoadOld's values; else null).
+__device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v, const float* old) {
   const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
   float r[4] = {v.x, v.y, v.z, v.w};
   if (ep.w_scale != nullptr) {
@@ -128,18 +159,12 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
   if (ep.bias != nullptr) {
     for (int e = 0; e < 4; ++e) r[e] += row + e < ep.m ? ep.bias[row + e] : 0.0f;
   }
+  if (old != nullptr) {
+    for (int e = 0; e < 4; ++e) r[e] += old[e];
+  }
   if (ep.vec4 && row + 3 < ep.m) {
     if (ep.out_bf16) {
       uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
-      if (ep.accumulate) {
-        const uint2 old = *p;
-        const __nv_bfloat162 o0 = *reinterpret_cast<const __nv_bfloat162*>(&old.x);
-        const __nv_bfloat162 o1 = *reinterpret_cast<const __nv_bfloat162*>(&old.y);
-        r[0] += __low2float(o0);
-        r[1] += __high2float(o0);
-        r[2] += __low2float(o1);
-        r[3] += __high2float(o1);
-      }
       const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
       const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
       uint2 nv;
@@ -147,25 +172,15 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
       nv.y = *reinterpret_cast<const uint32_t*>(&n1);
       *p = nv;
     } else {
-      float4* p = reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base);
-      if (ep.accumulate) {
-        const float4 old = *p;
-        r[0] += old.x;
-        r[1] += old.y;
-        r[2] += old.z;
-        r[3] += old.w;
-      }
-      *p = make_float4(r[0], r[1], r[2], r[3]);
+      *reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base) = make_float4(r[0], r[1], r[2], r[3]);
     }
     return;
   }
   for (int e = 0; e < 4 && row + e < ep.m; ++e) {
     if (ep.out_bf16) {
-      __nv_bfloat16* p = static_cast<__nv_bfloat16*>(ep.out) + base + e;
-      *p = __float2bfloat16_rn(r[e] + (ep.accumulate ? __bfloat162float(*p) : 0.0f));
+      static_cast<__nv_bfloat16*>(ep.out)[base + e] = __float2bfloat16_rn(r[e]);
     } else {
-      float* p = static_cast<float*>(ep.out) + base + e;
-      *p = r[e] + (ep.accumulate ? *p : 0.0f);
+      static_cast<float*>(ep.out)[base + e] = r[e];
     }
   }
 }
@@ -179,10 +194,15 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
 struct Raster {
   int32_t group_n = 0;  // 0: the plain grid (x = weight tile * splits + split, y = token tile)
   int32_t tiles_m = 0, tiles_n = 0;
+  // 1 (grouped order only, no split-K): clusters of 2 blocks on weight tiles 2p and 2p + 1 of
+  // one token tile; each block loads half of that token tile for both (TMA multicast), so
+  // the activations cross L2 once per pair of blocks (see WgmmaGemmArgs::multicast).
+  int32_t multicast = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
-// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above.
+// y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above (with
+// raster.multicast, over pairs of weight tiles: x = 2 * pair unit + rank in the cluster).
 // `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
 template <int BN, int kIn>
 __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
@@ -204,18 +224,22 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
 
   cg::cluster_group cluster = cg::this_cluster();
-  const int splits = static_cast<int>(cluster.num_blocks());
-  const int split = static_cast<int>(cluster.block_rank());
+  const bool mc = raster.multicast != 0;  // the cluster is a multicast pair, not split-K
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int splits = mc ? 1 : static_cast<int>(cluster.num_blocks());
+  const int split = mc ? 0 : rank;
   int tile_m = blockIdx.x / splits;
   int tile_n = blockIdx.y;
   if (raster.group_n > 0) {
-    const int per_group = raster.group_n * raster.tiles_m;
-    const int group = static_cast<int>(blockIdx.x) / per_group;
+    const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;  // weight tiles or pairs of them
+    const int unit = mc ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+    const int per_group = raster.group_n * units_m;
+    const int group = unit / per_group;
     const int first_n = group * raster.group_n;
     const int gn = min(raster.group_n, raster.tiles_n - first_n);
-    const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
+    const int in_group = unit - group * per_group;
     tile_n = first_n + in_group % gn;
-    tile_m = in_group / gn;
+    tile_m = mc ? 2 * (in_group / gn) + rank : in_group / gn;  // (a pair's second tile may lie past m: zeros)
   }
   const int kb0 = static_cast<int>(static_cast<int64_t>(split) * num_kb / splits);
   const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * num_kb / splits);
@@ -225,11 +249,27 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       sm90::MbarInit(&full[s], 1);
-      sm90::MbarInit(&empty[s], kConsumerWarps);
+      // Multicast: a stage is free once the consumers of both blocks are done with it (the
+      // peer's producer writes half of this block's token tile).
+      sm90::MbarInit(&empty[s], mc ? 2 * kConsumerWarps : kConsumerWarps);
     }
     sm90::FenceBarrierInit();
   }
-  __syncthreads();
+  if (mc) {
+    cluster.sync();  // the peer's barriers exist before this block's multicasts signal them
+  } else {
+    __syncthreads();
+  }
+  // The token tile's rows this block loads: all of them, or (multicast) its half, for both.
+  const int x_rows = mc ? BN / 2 : BN;
+  const uint32_t x_off = mc ? static_cast<uint32_t>(rank * x_rows * kRowBytes) : 0u;
+  const auto load_x = [&](int s, int kb) {
+    if (mc) {
+      sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile_n * BN + rank * x_rows, 0x3);
+    } else {
+      sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], kb * kBK, tile_n * BN);
+    }
+  };
 
   Acc acc[BN / 2];
   if (warp == kConsumerWarps) {
@@ -245,13 +285,13 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
         sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
       }
       WaitForPreviousKernel();
-      for (int i = 0; i < pre; ++i) sm90::TmaLoad2d(x_tile(i), &tmap_x, &full[i], (kb0 + i) * kBK, tile_n * BN);
+      for (int i = 0; i < pre; ++i) load_x(i, kb0 + i);
       for (int i = pre; i < iters; ++i) {
         const int s = i % T::kStages;
         sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
         sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
         sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
-        sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], (kb0 + i) * kBK, tile_n * BN);
+        load_x(s, kb0 + i);
       }
     }
   } else {
@@ -276,7 +316,14 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
       // Keep this stage's MMAs in flight while the previous stage's are retired and its
       // slot handed back to the producer: the tensor cores always have queued work.
       sm90::WgmmaWait<1>();
-      if (i > 0 && lane == 0) sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+      if (i > 0 && lane == 0) {
+        if (mc) {
+          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 0);
+          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 1);
+        } else {
+          sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+        }
+      }
     }
     sm90::WgmmaWait<0>();
 #pragma unroll
@@ -298,25 +345,231 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   }
   cluster.sync();  // every block's partial tile is written
 
-  // This block's share of the tile's float4 groups, summed over the cluster's blocks.
+  // This block's share of the tile's float4 groups, summed over the cluster's blocks, kBatch
+  // groups a thread at a time: the batch's residual reads (accumulate) are all issued before
+  // its first store. One group at a time, each read would wait a full memory latency behind
+  // the previous group's store to out (which may alias it as far as the compiler knows), and
+  // a 128 x 256 tile is 29 groups a thread. (Narrow tiles share an SM between two blocks and
+  // have no registers to spare: batches of 4, tiles of 16..64 tokens 1..8 groups a thread.)
   constexpr int kGroups = BN * (kBM / 4);
+  constexpr int kBatch = BN >= 192 ? 8 : BN >= 96 ? 4 : 2;
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
-  for (int g = g0 + threadIdx.x; g < g1; g += kThreads) {
-    const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
-    const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
-    if (t >= ep.n || row >= ep.m) continue;
-    const int off = tok * kPartStride + row4;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int p = 0; p < splits; ++p) {
-      const float4 q = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, p) + off);
-      v.x += q.x;
-      v.y += q.y;
-      v.z += q.z;
-      v.w += q.w;
+  for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kBatch) {
+    float4 v[kBatch];
+    float old[kBatch][4];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int g = gb + b * kThreads;
+      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      v[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+      const int off = tok * kPartStride + row4;
+      for (int p = 0; p < splits; ++p) {
+        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
+        const float4 q = *reinterpret_cast<const float4*>(src + off);
+        v[b].x += q.x;
+        v[b].y += q.y;
+        v[b].z += q.z;
+        v[b].w += q.w;
+      }
+      if (ep.accumulate) LoadOld(ep, t, row, old[b]);
     }
-    StoreOut(ep, t, row, v);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int g = gb + b * kThreads;
+      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+      StoreOut(ep, t, row, v[b], ep.accumulate ? old[b] : nullptr);
+    }
   }
   cluster.sync();  // no block leaves while a peer may still read its shared memory
+#endif
+}
+
+// The tile of grouped-order unit `unit` (Raster; multicast: a pair of weight tiles, this
+// block's by its rank).
+struct TileAt {
+  int m, n;
+};
+__device__ __forceinline__ TileAt GroupedTile(const Raster& raster, int unit, int rank) {
+  const bool mc = raster.multicast != 0;
+  const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;
+  const int per_group = raster.group_n * units_m;
+  const int group = unit / per_group;
+  const int first_n = group * raster.group_n;
+  const int gn = min(raster.group_n, raster.tiles_n - first_n);
+  const int in_group = unit - group * per_group;
+  return TileAt{mc ? 2 * (in_group / gn) + rank : in_group / gn, first_n + in_group % gn};
+}
+
+// The persistent form for many token tiles (8-bit prefill; grouped order, no split-K,
+// optionally the multicast pairs): each block (pair) takes units blockIdx.x (/ 2), + the
+// number of blocks (pairs) launched, ... The producer's ring of stages runs on across tiles,
+// so the next tile's first stages load while the consumers finish the current one and write
+// its outputs, and no block pays a launch and a pipeline fill per tile. The epilogue goes
+// straight from the accumulators to out (the pipeline's buffers are in use): each thread
+// holds rows r0 and r0 + 8 of its warp's 16 for BN / 8 pairs of neighbouring tokens. The
+// residual add (accumulate) is a reduction in L2 (red.add: every output is added to once,
+// so the result does not depend on timing): reading the residual into registers beside the
+// 128 accumulators would spill, and each read would wait a memory latency. For BF16 out it
+// rounds the product to BF16 before the add, as the unfused matmul + add does (the other
+// forms add in F32 and round once).
+template <int BN, int kIn>
+__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
+    WgmmaGemmPersistentKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
+                              int32_t num_kb, Epilogue ep, Raster raster) {
+#if defined(STRATA_SM90A)
+  using T = Tile<BN>;
+  using I = In<kIn>;
+  using Acc = typename I::Acc;
+  constexpr int kBK = I::kBK;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw_addr = sm90::SmemAddr(smem_raw);
+  uint8_t* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kPipeBytes);
+  uint64_t* empty = full + T::kStages;
+  auto w_tile = [&](int s) { return smem + s * T::kStageBytes; };
+  auto x_tile = [&](int s) { return smem + s * T::kStageBytes + T::kWBytes; };
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool mc = raster.multicast != 0;
+  const int rank = mc ? static_cast<int>(cluster.block_rank()) : 0;
+  const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;
+  const int units = units_m * raster.tiles_n;
+  const int unit0 = mc ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+  const int unit_step = mc ? static_cast<int>(gridDim.x) / 2 : static_cast<int>(gridDim.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T::kStages; ++s) {
+      sm90::MbarInit(&full[s], 1);
+      sm90::MbarInit(&empty[s], mc ? 2 * kConsumerWarps : kConsumerWarps);
+    }
+    sm90::FenceBarrierInit();
+  }
+  if (mc) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  const int x_rows = mc ? BN / 2 : BN;
+  const uint32_t x_off = mc ? static_cast<uint32_t>(rank * x_rows * kRowBytes) : 0u;
+
+  if (warp == kConsumerWarps) {
+    if (lane == 0) {
+      sm90::PrefetchTensorMap(&tmap_w);
+      sm90::PrefetchTensorMap(&tmap_x);
+      uint32_t it = 0;  // this block's K steps so far, over all its tiles: the ring's position
+      bool waited = false;
+      for (int u = unit0; u < units; u += unit_step) {
+        const TileAt tile = GroupedTile(raster, u, rank);
+        // The first tile: its first stages' weights before waiting for the previous kernel.
+        const int pre = waited ? 0 : (num_kb < T::kStages ? num_kb : T::kStages);
+        for (int kb = 0; kb < pre; ++kb) {
+          sm90::MbarArriveExpectTx(&full[kb], T::kStageBytes);
+          sm90::TmaLoad2d(w_tile(kb), &tmap_w, &full[kb], kb * kBK, tile.m * kBM);
+        }
+        if (!waited) {
+          WaitForPreviousKernel();
+          waited = true;
+        }
+        for (int kb = 0; kb < num_kb; ++kb, ++it) {
+          const int s = static_cast<int>(it % T::kStages);
+          if (kb >= pre) {
+            sm90::MbarWait(&empty[s], ((it / T::kStages) & 1) ^ 1);
+            sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
+            sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], kb * kBK, tile.m * kBM);
+          }
+          if (mc) {
+            sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile.n * BN + rank * x_rows, 0x3);
+          } else {
+            sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], kb * kBK, tile.n * BN);
+          }
+        }
+      }
+    }
+  } else {
+    WaitForPreviousKernel();  // the epilogue reads and writes out
+    const int wg = warp / 4;
+    const auto release = [&](uint32_t i) {
+      if (lane != 0) return;
+      if (mc) {
+        sm90::MbarArriveCluster(&empty[i % T::kStages], 0);
+        sm90::MbarArriveCluster(&empty[i % T::kStages], 1);
+      } else {
+        sm90::MbarArrive(&empty[i % T::kStages]);
+      }
+    };
+    uint32_t it = 0;
+    Acc acc[BN / 2];
+    for (int u = unit0; u < units; u += unit_step) {
+      const TileAt tile = GroupedTile(raster, u, rank);
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) acc[r] = Acc(0);
+      for (int kb = 0; kb < num_kb; ++kb, ++it) {
+        const int s = static_cast<int>(it % T::kStages);
+        sm90::MbarWait(&full[s], (it / T::kStages) & 1);
+        const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+        const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+        sm90::WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          I::template Mma<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+        }
+        sm90::WgmmaCommit();
+        sm90::WgmmaWait<1>();
+        if (kb > 0) release(it - 1);
+      }
+      sm90::WgmmaWait<0>();
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      release(it - 1);  // the tile's last stage: the producer may already be filling the next tile
+
+      // Epilogue from the registers (layout as in WgmmaGemmKernel's partial-tile write).
+      const int r0 = tile.m * kBM + wg * 64 + (warp % 4) * 16 + lane / 4;
+      float ws[2] = {0.0f, 0.0f}, bias[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row < ep.m) {
+          ws[h] = ep.w_scale != nullptr ? ep.w_scale[row] : 1.0f;
+          bias[h] = ep.bias != nullptr ? ep.bias[row] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) {
+        // acc register r: row r0 + 8 ((r % 4) / 2), token 8 (r / 4) + 2 (lane % 4) + r % 2
+        const int t = tile.n * BN + 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
+        const int h = (r % 4) / 2;
+        const int row = r0 + 8 * h;
+        if (t >= ep.n || row >= ep.m) continue;
+        float v = static_cast<float>(acc[r]);
+        if (ep.w_scale != nullptr) v *= ws[h] * ep.a_scale[t];
+        v += bias[h];
+        const int64_t i = static_cast<int64_t>(t) * ep.ldo + row;
+        if (ep.out_bf16) {
+          __nv_bfloat16* o = static_cast<__nv_bfloat16*>(ep.out) + i;
+          if (ep.accumulate) {
+            atomicAdd(o, __float2bfloat16_rn(v));
+          } else {
+            *o = __float2bfloat16_rn(v);
+          }
+        } else {
+          float* o = static_cast<float*>(ep.out) + i;
+          if (ep.accumulate) {
+            atomicAdd(o, v);
+          } else {
+            *o = v;
+          }
+        }
+      }
+    }
+  }
+  if (mc) cluster.sync();  // no block leaves while its peer may still signal its barriers
 #endif
 }
 
@@ -339,9 +592,10 @@ bool EncodeMap(CUtensorMap* map, int in, const void* base, int64_t rows, int64_t
 
 // Token tile width for n tokens: the narrowest instantiated wgmma N that holds them, so
 // that W is read once.
-int TokenTile(int64_t n) {
+// `widest` (WgmmaGemmArgs::token_tile): 128 caps it there (two blocks an SM, see Tile).
+int TokenTile(int64_t n, int32_t widest = 0) {
   for (int bn : {16, 32, 64, 96, 128, 192}) {
-    if (n <= bn) return bn;
+    if (n <= bn || (widest == 128 && bn == 128)) return bn;
   }
   return 256;
 }
@@ -359,8 +613,19 @@ cudaError_t WithKernelOf(int bn, F&& f) {
   }
 }
 
+// The persistent form exists for the 8-bit inputs' prefill tiles only (128 or 256 tokens).
+template <int kIn, typename F>
+cudaError_t WithPersistentKernelOf(int bn, F&& f) {
+  if (bn == 128) return f(&WgmmaGemmPersistentKernel<128, kIn>, Tile<128>::kSmemBytes);
+  return f(&WgmmaGemmPersistentKernel<256, kIn>, Tile<256>::kSmemBytes);
+}
+
 template <typename F>
-cudaError_t WithKernel(int in, int bn, F&& f) {
+cudaError_t WithKernel(int in, int bn, bool persistent, F&& f) {
+  if (persistent) {
+    if (in == kInE4m3) return WithPersistentKernelOf<kInE4m3>(bn, f);
+    return WithPersistentKernelOf<kInS8>(bn, f);
+  }
   if (in == kInS8) return WithKernelOf<kInS8>(bn, f);
   if (in == kInE4m3) return WithKernelOf<kInE4m3>(bn, f);
   return WithKernelOf<kInBf16>(bn, f);
@@ -397,12 +662,12 @@ struct ClusterLaunch {
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int in, int bn, int splits) {
-  static std::atomic<int> cache[kInKinds][kTileKinds][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[in][TileIndex(bn)][splits];
+int ResidentBlocks(int in, int bn, int splits, bool persistent = false) {
+  static std::atomic<int> cache[2][kInKinds][kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[persistent ? 1 : 0][in][TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
-  WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
+  WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     const ClusterLaunch l(dim3(static_cast<unsigned>(splits) * 64, 1, 1), smem, splits, false, nullptr);
     int clusters = 0;
@@ -469,8 +734,8 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
     if (a.n > kWgmmaMaxTokens) return false;
     if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k) return false;
   } else {
-    // Token tiles of 256 beyond 256 tokens (grid y); TMA wants 16-byte row strides.
-    if (a.n > 65535LL * 256) return false;
+    // Token tiles of 256 (or 128) beyond 256 tokens (grid y); TMA wants 16-byte row strides.
+    if (a.n > 65535LL * 128) return false;
     const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
     if (a.ldx % 16 != 0 || a.ldx < a.k || ldw % 16 != 0 || ldw < a.k) return false;
     if (a.w_scale == nullptr || a.a_scale == nullptr) return false;
@@ -480,7 +745,7 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
-  const int bn = TokenTile(a.n);
+  const int bn = TokenTile(a.n, a.token_tile);
   const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
   if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
   return ChooseSplits(in, a.m, a.n, a.k, bn);
@@ -489,13 +754,18 @@ int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
   const int in = InKindOf(a);
-  const int bn = TokenTile(a.n);
+  const int bn = TokenTile(a.n, a.token_tile);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
+  const int splits = WgmmaGemmSplits(a);
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
+  const bool grouped = tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
+  const bool persistent = grouped && a.persistent && in != kInBf16 && (bn == 128 || bn == 256);
+  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent) > 0;
   CUtensorMap tw, tx;
-  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) || !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, bn)) {
+  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) ||
+      !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
     return cudaErrorInvalidValue;
   }
-  const int splits = WgmmaGemmSplits(a);
   Epilogue ep{};
   if (in != kInBf16) {
     ep.w_scale = a.w_scale;
@@ -511,21 +781,27 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
   if (ResidentBlocks(in, bn, splits) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
-  if (tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL) {
+  if (grouped) {
     // Groups of token tiles whose activations (BN x k bytes each for 8-bit, twice for bf16)
     // take ~16 MB of L2 together: all of them at k = 4096, 4 at k = 14336.
     const int64_t tile_bytes = static_cast<int64_t>(bn) * a.k * (in == kInBf16 ? 2 : 1);
     raster.group_n = static_cast<int32_t>(std::clamp<int64_t>((int64_t{16} << 20) / tile_bytes, 1, tiles_n));
     raster.tiles_m = static_cast<int32_t>(tiles_m);
     raster.tiles_n = static_cast<int32_t>(tiles_n);
-    grid = dim3(static_cast<unsigned>(tiles_m * tiles_n), 1, 1);
+    raster.multicast = multicast ? 1 : 0;
+    const int64_t units_m = multicast ? 2 * ((tiles_m + 1) / 2) : tiles_m;  // pairs: both blocks
+    grid = dim3(static_cast<unsigned>(units_m * tiles_n), 1, 1);
+    if (persistent) {  // as many blocks (pairs) as are resident at once, each looping over tiles
+      const int resident = ResidentBlocks(in, bn, multicast ? 2 : 1, true);
+      if (resident <= 0) return cudaErrorInvalidConfiguration;
+      grid.x = static_cast<unsigned>(std::min<int64_t>(grid.x, resident / (multicast ? 2 : 1) * (multicast ? 2 : 1)));
+    }
   }
-  return WithKernel(in, bn, [&](auto kernel, uint32_t smem) {
-    const ClusterLaunch l(grid, smem, splits, a.overlap_previous, stream);
+  return WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
+    const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
     return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
   });
 }

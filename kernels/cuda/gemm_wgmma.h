@@ -53,11 +53,25 @@ struct WgmmaGemmArgs {
   bool accumulate = false;        // out += product (+ bias): the residual add
   bool overlap_previous = false;  // programmatic dependent launch (W is prefetched first)
   int32_t splits = 0;             // split-K blocks per cluster, 1..8; 0 = chosen per shape
+  // Several token tiles without split-K (8-bit prefill): blocks in clusters of two on
+  // neighbouring weight tiles, each loading half of their shared token tile into both with
+  // TMA multicast, so the activation tiles cross L2 half as often (a 128 x 256 tile's stage
+  // is 16 KB of weights + 32 KB of activations: 48 -> 32 KB per block).
+  bool multicast = false;
+  // The widest token tile: 0 = 256 (one block an SM: 128 x 256 tiles, 4 stages), 128 (two
+  // blocks an SM, 3 stages each: one block's epilogue and pipeline fill overlap the other's
+  // MMAs, at 1.5x the L2 traffic per MMA without multicast, the same with it).
+  int32_t token_tile = 0;
+  // 8-bit inputs over several token tiles without split-K: persistent blocks, as many as are
+  // resident, each looping over tiles with its pipeline running on from one tile into the
+  // next and the epilogue written from the accumulators (no per-tile launch, pipeline fill
+  // and shared-memory round trip of the partial tile).
+  bool persistent = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
 // k a multiple of 8, x and W 16-byte aligned with ldx a multiple of 8 (TMA's rules); or
-// I8 x I8 / FP8 x FP8 -> BF16/F32 with both scales, any n (token tiles of 256 beyond 256),
+// I8 x I8 / FP8 x FP8 -> BF16/F32 with both scales, any n (token tiles of 256 or 128 beyond),
 // 16-byte aligned rows (ldx, ldw multiples of 16).
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.

@@ -4,10 +4,19 @@
 // one kernel fewer per product. One block per token row:
 //   1. (RMSNorm) the sum of squares of x, as kernels/cuda/rms_norm.cu takes it;
 //   2. the prologue's output, rounded to the activation type as the unfused op stores it,
-//      divided by the SmoothQuant factors, kept in shared memory (F32), and its max |v|;
+//      divided by the SmoothQuant factors, and its max |v|;
 //   3. q = v / scale as kernels/cuda/quant_activations.cu does it (round to nearest even,
 //      clamped to +-127 / +-448; NaN -> 0, +-Inf -> +-qmax), with the same saturation and
 //      non-finite counters (one atomic per block and counter).
+// Two forms of the same steps:
+//   - RowInRegisters (rows of whole 16-byte vectors up to kRegMaxVecs vectors: every model
+//     row, 4,096 and 14,336 columns): each thread loads all of its vectors of x (and up) at
+//     once and keeps the prologue's output in registers between the max and the quantize
+//     pass, so the row is read from HBM once, every load is in flight together, and the
+//     block needs no shared row: at 4,096 tokens the kernel streams at HBM speed (the
+//     shared-row form ran SiLU*mul over 4,096 x 14,336 at ~1.1 TB/s: 56 KB of shared memory
+//     per block left 3 blocks an SM, each issuing its loads a few at a time).
+//   - RowInShared (anything else: unaligned rows, odd widths): the row as F32 in shared memory.
 #include <cuda_fp8.h>
 
 #include <atomic>
@@ -29,13 +38,14 @@ struct alignas(N * sizeof(T)) Vec {
   T v[N];
 };
 
-// Sum (max_not_sum = false) or max of each thread's v over the block; every thread gets it.
-__device__ __forceinline__ float BlockReduce(float v, bool max_not_sum, float* red) {
+// Sum (max_not_sum = false) or max of each thread's v over a block of `warps` warps; every
+// thread gets it.
+__device__ __forceinline__ float BlockReduce(float v, bool max_not_sum, float* red, int warps = kThreads / 32) {
   v = max_not_sum ? WarpMax(v) : WarpSum(v);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
   float total = 0.0f;  // |v| >= 0, so 0 is also the max's identity
-  for (int i = 0; i < kThreads / 32; ++i) total = max_not_sum ? fmaxf(total, red[i]) : total + red[i];
+  for (int i = 0; i < warps; ++i) total = max_not_sum ? fmaxf(total, red[i]) : total + red[i];
   __syncthreads();  // red may be reused right after
   return total;
 }
@@ -152,6 +162,178 @@ __global__ void __launch_bounds__(kThreads) QuantPrologueKernel(QuantActArgs a) 
   }
 }
 
+// V consecutive F32 values from 16-byte-aligned p + j * V (V a multiple of 4), as float4 loads.
+template <int V>
+__device__ __forceinline__ Vec<V, float> LoadF32(const float* p, int j) {
+  Vec<V, float> r;
+#pragma unroll
+  for (int h = 0; h < V / 4; ++h) {
+    const float4 f = reinterpret_cast<const float4*>(p)[j * (V / 4) + h];
+    r.v[4 * h] = f.x;
+    r.v[4 * h + 1] = f.y;
+    r.v[4 * h + 2] = f.z;
+    r.v[4 * h + 3] = f.w;
+  }
+  return r;
+}
+
+// The row-in-registers form (see the top), for one prologue kind kPro. With T = blockDim.x
+// threads (a multiple of 32, at most kMaxT), thread i owns vectors i, i + T, ..., i + (kVpt
+// - 1) T of the row (V = 16 / sizeof(X) elements each; j < cols / V), so a warp's loads are
+// contiguous 512-byte runs. Requires whole 16-byte vectors (the launcher checks alignment).
+// What stays in registers between the passes is the prologue's output rounded to X, the
+// value the unfused op would have stored; the SmoothQuant division is redone in the second
+// pass (the factors are a small array that stays in L1), bit for bit the same.
+template <typename X, int kPro, int kMaxT, int kVpt>
+__global__ void __launch_bounds__(kMaxT, kMaxT == 256 && kVpt == 8 ? 2 : 1) QuantPrologueRegKernel(QuantActArgs a) {
+  AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  constexpr int V = 16 / static_cast<int>(sizeof(X));
+  using XV = Vec<V, X>;
+  __shared__ float s_red[kMaxT / 32];
+  __shared__ unsigned s_sat, s_nonfinite;
+  const int64_t t = blockIdx.x;
+  const int kT = static_cast<int>(blockDim.x);
+  const int nv = static_cast<int>(a.cols / V);
+  const XV* xr = reinterpret_cast<const XV*>(static_cast<const X*>(a.x) + t * a.ldx);
+  const XV* ur = kPro == kQuantPrologueSiluMul ? reinterpret_cast<const XV*>(static_cast<const X*>(a.up) + t * a.ldup)
+                                                : nullptr;
+  const float qmax = a.values == kQuantFp8 ? 448.0f : 127.0f;
+  const bool int8 = a.values == kQuantInt8;
+  if (threadIdx.x == 0) {
+    s_sat = 0;
+    s_nonfinite = 0;
+  }
+
+  // Every load of the row at once.
+  XV xe[kVpt];
+  XV ue[kPro == kQuantPrologueSiluMul ? kVpt : 1];
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      xe[i] = xr[j];
+      if constexpr (kPro == kQuantPrologueSiluMul) ue[i] = ur[j];
+    }
+  }
+
+  float inv = 1.0f;
+  if constexpr (kPro == kQuantPrologueRmsNorm) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpt; ++i) {
+      if (static_cast<int>(threadIdx.x) + i * kT < nv) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float v = ToF32(xe[i].v[e]);
+          ss += v * v;
+        }
+      }
+    }
+    inv = rsqrtf(BlockReduce(ss, false, s_red, kT / 32) / static_cast<float>(a.cols) + a.eps);
+  } else {
+    __syncthreads();  // the counters' reset above before any atomic below (RMSNorm: its reduction's)
+  }
+
+  // The prologue's output, rounded to X, replaces x in registers; its max |v / smooth|.
+  float amax = 0.0f;
+  unsigned nonfinite = 0;
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      Vec<V, float> nw;
+      if constexpr (kPro == kQuantPrologueRmsNorm) nw = LoadF32<V>(a.norm_weight, j);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        float v = ToF32(xe[i].v[e]);
+        if constexpr (kPro == kQuantPrologueRmsNorm) v = ToF32(FromF32<X>(v * inv * nw.v[e]));
+        if constexpr (kPro == kQuantPrologueSiluMul) v = ToF32(FromF32<X>(v / (1.0f + __expf(-v)) * ToF32(ue[i].v[e])));
+        xe[i].v[e] = FromF32<X>(v);  // exact: v is already a value of X
+      }
+      if (a.smooth != nullptr) {
+        const Vec<V, float> sm = LoadF32<V>(a.smooth, j);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float v = ToF32(xe[i].v[e]) / sm.v[e];
+          if (!isfinite(v)) {
+            ++nonfinite;
+          } else {
+            amax = fmaxf(amax, fabsf(v));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float v = ToF32(xe[i].v[e]);
+          if (!isfinite(v)) {
+            ++nonfinite;
+          } else {
+            amax = fmaxf(amax, fabsf(v));
+          }
+        }
+      }
+    }
+  }
+  if (nonfinite != 0) atomicAdd(&s_nonfinite, nonfinite);
+  amax = BlockReduce(amax, true, s_red, kT / 32);
+  const float scale = a.static_scale ? a.act_scale : amax / qmax;
+
+  unsigned sat = 0;
+  uint8_t* qr = static_cast<uint8_t*>(a.q) + t * a.ldq;
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      Vec<V, float> sm;
+      if (a.smooth != nullptr) sm = LoadF32<V>(a.smooth, j);
+      Vec<V, uint8_t> b;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        float v = ToF32(xe[i].v[e]);
+        if (a.smooth != nullptr) v = v / sm.v[e];
+        b.v[e] = QuantByte(QuantValue(v, scale, qmax, int8, &sat), int8);
+      }
+      *reinterpret_cast<Vec<V, uint8_t>*>(qr + static_cast<int64_t>(j) * V) = b;
+    }
+  }
+  if (sat != 0) atomicAdd(&s_sat, sat);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.scale[t] = scale;
+    if (a.counters != nullptr && a.slot >= 0 && a.slot < STRATA_MAX_QUANT_COUNTER_SLOTS) {
+      if (s_sat != 0) atomicAdd(a.counters + a.slot, static_cast<unsigned long long>(s_sat));
+      if (s_nonfinite != 0) {
+        atomicAdd(a.counters + STRATA_MAX_QUANT_COUNTER_SLOTS + a.slot, static_cast<unsigned long long>(s_nonfinite));
+      }
+    }
+  }
+}
+
+// The row-in-registers configurations: vectors per thread by the row's vector count, and
+// just enough warps to cover the row: a 4,096-wide BF16 row is 128 threads x 4 vectors, a
+// 14,336-wide one 224 threads x 8 (every thread full). Wider rows take the shared form.
+constexpr int kRegMaxVecs = 512 * 8;
+
+template <typename X, int kPro, typename F>
+bool WithRegKernelOf(int64_t nv, F&& f) {
+  const auto threads = [nv](int vpt) { return static_cast<int>((nv + vpt * 32 - 1) / (vpt * 32) * 32); };
+  if (nv <= 128) return f(&QuantPrologueRegKernel<X, kPro, 128, 1>, threads(1));
+  if (nv <= 256) return f(&QuantPrologueRegKernel<X, kPro, 128, 2>, threads(2));
+  if (nv <= 1024) return f(&QuantPrologueRegKernel<X, kPro, 256, 4>, threads(4));
+  // (a bound of 256 threads lets the SiLU*mul row's 16 loads a thread keep their registers)
+  if (nv <= 2048) return f(&QuantPrologueRegKernel<X, kPro, 256, 8>, threads(8));
+  if (nv <= kRegMaxVecs) return f(&QuantPrologueRegKernel<X, kPro, 512, 8>, threads(8));
+  return false;
+}
+
+template <typename X, typename F>
+bool WithRegKernel(int32_t prologue, int64_t nv, F&& f) {
+  if (prologue == kQuantPrologueRmsNorm) return WithRegKernelOf<X, kQuantPrologueRmsNorm>(nv, f);
+  if (prologue == kQuantPrologueSiluMul) return WithRegKernelOf<X, kQuantPrologueSiluMul>(nv, f);
+  if (prologue == kQuantPrologueNone) return WithRegKernelOf<X, kQuantPrologueNone>(nv, f);
+  return false;
+}
+
 }  // namespace
 
 bool QuantPrologueSupports(int64_t cols) { return cols > 0 && cols * 4 <= kMaxRowBytes; }
@@ -166,6 +348,19 @@ cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
   const auto aligned = [](const void* p, int64_t ld) { return p == nullptr || (Aligned16(p) && ld % 8 == 0); };
   const bool vec = a.cols % 8 == 0 && aligned(a.x, a.ldx) && aligned(a.up, a.ldup) && aligned(a.norm_weight, 0) &&
                    aligned(a.smooth, 0) && Aligned16(a.q) && a.ldq % 16 == 0;
+  if (vec) {
+    bool launched = false;
+    if (!DispatchAct(a.x_dtype, [&](auto tag) {
+          using X = decltype(tag);
+          launched = WithRegKernel<X>(a.prologue, a.cols / (16 / static_cast<int64_t>(sizeof(X))), [&](auto kernel, int threads) {
+            kernel<<<static_cast<unsigned>(a.n), threads, 0, stream>>>(a);
+            return true;
+          });
+        })) {
+      return cudaErrorInvalidValue;
+    }
+    if (launched) return cudaGetLastError();
+  }
   if (!DispatchAct(a.x_dtype, [&](auto tag) {
         using X = decltype(tag);
         auto kernel = vec ? &QuantPrologueKernel<X, true> : &QuantPrologueKernel<X, false>;

@@ -48,6 +48,9 @@
 #              runs with the previous path (quant_gemm=cublas, quant_fuse=off) and with the wgmma
 #              GEMM at every size (quant_gemm=wgmma), for the A/B (under 5 minutes)
 #   w8a8_ncu   Nsight Compute sections of the s8 wgmma GEMM at 128 tokens (w8a8_ncu.txt)
+#   w8a8_prefill the 4,096-token W8A8 prefill (helper cuda-prefill, under 120 s, $OUT/cuda-prefill_*.txt):
+#              8-bit tests, prefill w8a8 (+ multicast) / fp8 / bf16, the W8A8 prefill op by op,
+#              products per GEMM choice, 128 sequences W8A8
 #   w8a8_final the w8a8 follow-up in one file (cuda-w8a8_final.txt, under 90 s): quantization and
 #              8-bit product timed apart for each GEMM choice at 128 and 4096 tokens, ncu pass
 #   kv8        the 8-bit KV caches (issue 28 item 6): cuda_kv8_test (every attention kernel path
@@ -611,6 +614,56 @@ phase_w8a8_ncu() {
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
     "$BUILD/bin/quant_matmul_bench" --ops layer --tokens 128 --formats w8a8 --reps 3 > "$OUT/w8a8_ncu.txt" 2>&1
   grep -E "Duration|Throughput|DRAM|L2 Hit|Stall|Occupancy|Registers" "$OUT/w8a8_ncu.txt" | head -40
+}
+
+# Issue 28, the 4,096-token W8A8 prefill (helper cuda-prefill; STRATA_PREFILL_BUDGET seconds,
+# default 120: a step starts only with 10 s left and is cut at the budget; everything in
+# $OUT/cuda-prefill_*.txt): the 8-bit cuda_quant_test cases (1 .. 4,096 tokens), the
+# end-to-end prefill figures (w8a8, w8a8 with the GEMM's multicast pairs, fp8, bf16), the
+# W8A8 prefill op by op (eager, STRATA_CUDA_PROFILE=1: the activation quantization apart from
+# each product), the products at 4,096 tokens per GEMM choice, 128 sequences W8A8.
+phase_w8a8_prefill() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" d
+  local P="--prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096"
+  local t_start=$SECONDS budget=${STRATA_PREFILL_BUDGET:-120}
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer --tokens 4096 --reps 5)
+  pb() {  # pb NAME LIMIT CMD...: CMD's stdout and stderr into cuda-prefill_NAME.txt, within the budget
+    local name=$1 limit=$2 left
+    shift 2
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < 10 )); then stamp "skipped $name: the phase's ${budget}s"; return; fi
+    (( limit > left )) && limit=$left
+    stamp "$name (limit ${limit}s)"
+    timeout "$limit" "$@" > "$OUT/cuda-prefill_$name.txt" 2>&1
+    echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-prefill_$name.txt"
+  }
+  figure() { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_$1.txt"; tail -1 "$OUT/cuda-prefill_$1.txt"; }
+  pb test 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.EightBit*:CudaQuant.FusedPrologue*:CudaQuant.MatmulEx*:CudaQuant.Counters*-CudaQuant.EightBitGemmPrefillOptions*'
+  grep -E "FAILED|PASSED|Failure|worst error.*n=4096" "$OUT/cuda-prefill_test.txt" | head -24; tail -1 "$OUT/cuda-prefill_test.txt"
+  pb test_bf16_wgmma 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_bf16_wgmma.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_bf16_wgmma.txt"
+  for d in w8a8 fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
+  pb test_options 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmPrefillOptions*'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_options.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_options.txt"
+  STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
+  STRATA_CUDA_WGMMA_PERSISTENT=on pb e2e_w8a8_persistent 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_persistent
+  STRATA_CUDA_PROFILE=1 pb profile_w8a8 30 $S --synthetic-dtype w8a8 $P -r 1 --enforce-eager
+  sed -n '/strata cuda op profile/,$p' "$OUT/cuda-prefill_profile_w8a8.txt" | head -30
+  STRATA_CUDA_PROFILE=1 pb products_auto 25 "${M[@]}" --formats w8a8,fp8
+  grep -E "quantize activations|^\{" "$OUT/cuda-prefill_products_auto.txt" | head -20
+  local v
+  for v in multicast:wgmma_multicast=on persistent:wgmma_persistent=on bn128:wgmma_token_tile=128 \
+      all:"wgmma_token_tile=128;wgmma_multicast=on;wgmma_persistent=on" mp:"wgmma_multicast=on;wgmma_persistent=on"; do
+    STRATA_CUDA_PROFILE=1 pb "products_w8a8_${v%%:*}" 20 "${M[@]}" --formats w8a8 --device-options "${v#*:}"
+    grep -E "^\{" "$OUT/cuda-prefill_products_w8a8_${v%%:*}.txt"
+  done
+  pb products_fp8_wgmma 20 "${M[@]}" --formats fp8 --device-options quant_gemm=wgmma
+  grep -E "^\{" "$OUT/cuda-prefill_products_fp8_wgmma.txt"
+  pb serving128_w8a8 40 $S --synthetic-dtype w8a8 --num-requests 128 --prompt-len-min 128 --prompt-len-max 128 \
+    --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
+  grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_serving128_w8a8.txt"
+  stamp "w8a8_prefill: $(( SECONDS - t_start ))s"
 }
 
 phase_kv8() {

@@ -372,7 +372,31 @@ std::vector<float> RandomX(std::mt19937& rng, int64_t n, int64_t cols, int32_t a
   return DecodeAct(EncodeAct(x, act), act);  // the values the device sees
 }
 
-// Runs out = x * W^T (+ bias) for each token count and compares with the reference.
+// The tokens whose outputs are compared with the float64 reference: all of them up to 64
+// tokens; up to 300, every 7th and the last 4; beyond (the 4,096-token prefill), every 61st
+// and the last 4. So the host's reference stays a fraction of a second per product while
+// every token tile, every token position within a wgmma tile's 8-token groups (7 and 61 are
+// prime to 8) and both ends of the grid are seen.
+std::vector<int64_t> CheckedTokens(int64_t n) {
+  std::vector<int64_t> ts;
+  const int64_t every = n <= 64 ? 1 : n <= 300 ? 7 : 61;
+  for (int64_t t = 0; t < n; ++t) {
+    if (t % every == 0 || t >= n - 4) ts.push_back(t);
+  }
+  return ts;
+}
+
+// Rows `ts` of the [n, cols] matrix v.
+template <typename E>
+std::vector<E> TokenRows(const std::vector<E>& v, int64_t cols, const std::vector<int64_t>& ts) {
+  std::vector<E> r;
+  r.reserve(ts.size() * cols);
+  for (int64_t t : ts) r.insert(r.end(), v.begin() + t * cols, v.begin() + (t + 1) * cols);
+  return r;
+}
+
+// Runs out = x * W^T (+ bias) for each token count and compares with the reference (on the
+// tokens CheckedTokens picks).
 void ExpectProductsMatch(Dev& dev, int32_t act, const QWeight& w, std::mt19937& rng, double tol, const char* what,
                          bool with_bias = false, const std::vector<int64_t>& tokens = {1, 8, 64, 256},
                          const std::vector<float>* fixed_x = nullptr) {
@@ -397,8 +421,9 @@ void ExpectProductsMatch(Dev& dev, int32_t act, const QWeight& w, std::mt19937& 
     const strata_tensor xt = T(xb, act, n, w.cols), ot = T(ob, act, n, w.rows);
     ASSERT_EQ(dev.api()->matmul(dev.dev(), &xt, W, with_bias ? &bt : nullptr, &ot), STRATA_OK) << what << ": "
                                                                                                 << dev.err();
-    const std::vector<float> out = DecodeAct(dev.Read(ob, out_bytes), act);
-    const std::vector<double> ref = Reference(w, x, n, bias);
+    const std::vector<int64_t> ts = CheckedTokens(n);
+    const std::vector<float> out = TokenRows(DecodeAct(dev.Read(ob, out_bytes), act), w.rows, ts);
+    const std::vector<double> ref = Reference(w, TokenRows(x, w.cols, ts), static_cast<int64_t>(ts.size()), bias);
     double ss = 0;
     for (double v : ref) ss += v * v;
     const double rms = std::sqrt(ss / ref.size());
@@ -409,7 +434,7 @@ void ExpectProductsMatch(Dev& dev, int32_t act, const QWeight& w, std::mt19937& 
       const double lim = tol * (std::fabs(ref[i]) + rms);
       if (!(err <= lim)) {
         if (bad++ < 3) {
-          ADD_FAILURE() << what << " n=" << n << " [" << i / w.rows << ", " << i % w.rows << "]: " << out[i]
+          ADD_FAILURE() << what << " n=" << n << " [" << ts[i / w.rows] << ", " << i % w.rows << "]: " << out[i]
                         << " vs reference " << ref[i] << " (rms " << rms << ")";
         }
       }
@@ -917,12 +942,12 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   }                                                                                     \
   ASSERT_TRUE(dev.ok()) << dev.err();
 
-// Every GEMM choice against the float64 reference: 1, 8, 64, 256 tokens (and 300: token
-// tiles beyond 256 where the wgmma kernel takes every size), shapes with whole 128-row tiles
+// Every GEMM choice against the float64 reference: 1, 8, 64, 256 tokens (and 300 and 4,096:
+// token tiles beyond 256, where quant_gemm=auto takes the wgmma kernel for W8A8 and cuBLASLt
+// for FP8, and quant_gemm=wgmma for both; 4,096 is the prefill's grid of 16 token tiles), shapes with whole 128-row tiles
 // and 128-column K blocks and shapes without (TMA reads zeros past cols), a K long enough to
 // be split across a cluster, with and without bias.
-TEST(CudaQuant, EightBitGemmsMatchReference) {
-  REQUIRE_GPU();
+void ExpectEightBitGemmsMatch(const strata_backend_v1* api, const std::vector<const char*>& gemms) {
   struct Case {
     int32_t format;
     int64_t rows, cols;
@@ -931,8 +956,7 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
   const Case cases[] = {{STRATA_WEIGHT_W8A8, 256, 1024, false}, {STRATA_WEIGHT_W8A8, 200, 1000, true},
                         {STRATA_WEIGHT_W8A8, 384, 4096, false}, {STRATA_WEIGHT_FP8, 256, 1024, true},
                         {STRATA_WEIGHT_FP8, 200, 1000, false},  {STRATA_WEIGHT_FP8, 384, 4096, false}};
-  // wgmma last: a GPU without sm_90 skips it (and only it) at device_open.
-  for (const char* gemm : {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"}) {
+  for (const char* gemm : gemms) {
     for (const Mode& m : kModes) {
       const std::string options = std::string(m.options) + ";" + gemm;
       OPEN_OR_SKIP(dev, options.c_str());
@@ -944,21 +968,31 @@ TEST(CudaQuant, EightBitGemmsMatchReference) {
                                  std::to_string(c.cols) + (c.bias ? " bias " : " ") + options;
         const double tol = m.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
         const std::vector<int64_t> tokens =
-            c.cols > 1024 ? std::vector<int64_t>{1, 64, 300} : std::vector<int64_t>{1, 8, 64, 256, 300};
+            c.cols > 1024 ? std::vector<int64_t>{1, 64, 300, 4096} : std::vector<int64_t>{1, 8, 64, 256, 300, 4096};
         ExpectProductsMatch(dev, m.act, w, rng, tol, what.c_str(), c.bias, tokens);
       }
     }
   }
 }
 
+// wgmma last: a GPU without sm_90 skips it (and only it) at device_open.
+TEST(CudaQuant, EightBitGemmsMatchReference) {
+  REQUIRE_GPU();
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=auto", "quant_gemm=cublas", "quant_gemm=wgmma"});
+}
+
+
 // matmul_ex with the RMSNorm or SiLU*mul prologue on W8A8 / FP8 weights (the prologue and the
 // activation quantization in one kernel where quant_fuse=on, the separate ops where off),
 // with the residual add, against the float64 reference of the composed ops: the prologue in
 // double, rounded to the activation type as the unfused op stores it, then the product.
-// Outputs and scratch poisoned; 1, 8, 64, 256 tokens; hidden sizes 4096 (qkv / gate_up) and
-// 14336 (down: the row held in shared memory is 56 KB).
+// Outputs and scratch poisoned; 1, 8, 64, 256, 300 tokens (and 4,096, the prefill, where
+// asked: the outputs of CheckedTokens compared); hidden sizes 4096 (qkv / gate_up: the
+// row-in-registers kernel's 128 threads x 4 vectors) and 14336 (down: 224 x 8), and 1000
+// (smoothed: one vector a thread).
 void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_t prologue, bool accumulate,
-                                 std::mt19937& rng, double tol, const std::string& what) {
+                                 std::mt19937& rng, double tol, const std::string& what,
+                                 const std::vector<int64_t>& tokens = {1, 8, 64, 256, 300}) {
   strata_weight W = nullptr;
   ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
   const int64_t rows = w.rows, cols = w.cols;
@@ -967,7 +1001,7 @@ void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_
   std::vector<float> norm_w(cols);
   for (float& v : norm_w) v = wd(rng);
   const float eps = 1e-5f;
-  for (int64_t n : {1, 8, 64, 256}) {
+  for (int64_t n : tokens) {
     const std::vector<float> x = RandomX(rng, n, cols, act), up = RandomX(rng, n, cols, act),
                              res = RandomX(rng, n, rows, act);
     std::vector<float> pro(n * cols);
@@ -983,9 +1017,11 @@ void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_
       }
     }
     pro = DecodeAct(EncodeAct(pro, act), act);  // as the unfused op's output is stored
-    std::vector<double> ref = Reference(w, pro, n, {});
+    const std::vector<int64_t> ts = CheckedTokens(n);
+    std::vector<double> ref = Reference(w, TokenRows(pro, cols, ts), static_cast<int64_t>(ts.size()), {});
     if (accumulate) {
-      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res[i];
+      const std::vector<float> res_ts = TokenRows(res, rows, ts);
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += res_ts[i];
     }
     strata_buffer xb = dev.Bytes(EncodeAct(x, act)), ub = dev.Bytes(EncodeAct(up, act)),
                   nb = dev.Bytes(EncodeAct(norm_w, F32)),
@@ -1006,7 +1042,7 @@ void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_
     p.prologue_scratch = &pt;
     p.product_scratch = &qt;
     ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << what << ": " << dev.err();
-    const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * es), act);
+    const std::vector<float> out = TokenRows(DecodeAct(dev.Read(ob, n * rows * es), act), rows, ts);
     double ss = 0;
     for (double v : ref) ss += v * v;
     const double rms = std::sqrt(ss / ref.size());
@@ -1015,7 +1051,7 @@ void ExpectPrologueProductsMatch(Dev& dev, int32_t act, const QWeight& w, int32_
     for (size_t i = 0; i < ref.size(); ++i) {
       const double err = std::fabs(out[i] - ref[i]), lim = tol * (std::fabs(ref[i]) + rms);
       if (!(err <= lim) && bad++ < 3) {
-        ADD_FAILURE() << what << " n=" << n << " [" << i / rows << ", " << i % rows << "]: " << out[i]
+        ADD_FAILURE() << what << " n=" << n << " [" << ts[i / rows] << ", " << i % rows << "]: " << out[i]
                       << " vs reference " << ref[i] << " (rms " << rms << ")";
       }
       worst = std::max(worst, err / lim);
@@ -1035,13 +1071,20 @@ TEST(CudaQuant, FusedPrologueQuantizationMatchesComposedReference) {
       for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
         const bool fp8 = format == STRATA_WEIGHT_FP8;
         const double tol = m.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
-        // qkv-like: RMSNorm over 4096 columns; down-like: SiLU*mul over 14336, + residual.
+        // qkv-like: RMSNorm over 4096 columns; down-like: SiLU*mul over 14336, + residual. The
+        // 4,096-token prefill with BF16 activations (the model's; F32 rows take the same
+        // kernels' F32 forms up to 300 tokens); over 14,336 columns (58 M random values per
+        // input on the host) for the fused W8A8 kernel only.
+        const std::vector<int64_t> up_to_300 = {1, 8, 64, 256, 300}, up_to_4096 = {1, 8, 64, 256, 300, 4096};
+        const bool prefill = m.act == BF16;
         QWeight qkv = RandomWeight(rng, format, 256, 4096, 0);
         ExpectPrologueProductsMatch(dev, m.act, qkv, STRATA_PROLOGUE_RMS_NORM, false, rng, tol,
-                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm 256x4096 " + options);
+                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm 256x4096 " + options,
+                                    prefill ? up_to_4096 : up_to_300);
         QWeight down = RandomWeight(rng, format, 128, 14336, 0);
         ExpectPrologueProductsMatch(dev, m.act, down, STRATA_PROLOGUE_SILU_MUL, true, rng, tol,
-                                    std::string(fp8 ? "fp8" : "w8a8") + " silu_mul+= 128x14336 " + options);
+                                    std::string(fp8 ? "fp8" : "w8a8") + " silu_mul+= 128x14336 " + options,
+                                    prefill && !fp8 && std::string(fuse) == "quant_fuse=on" ? up_to_4096 : up_to_300);
         if (!fp8) {  // SmoothQuant factors divide the prologue's output
           QWeight sm = RandomWeight(rng, format, 128, 1000, 0);
           std::uniform_real_distribution<float> d(0.5f, 2.0f);
@@ -1054,42 +1097,86 @@ TEST(CudaQuant, FusedPrologueQuantizationMatchesComposedReference) {
   }
 }
 
+// The wgmma GEMM's prefill options, each against the float64 reference as above, and (BF16
+// activations) with the RMSNorm prologue and the residual add at 64, 300 and 4,096 tokens
+// over 384 rows (3 weight tiles: a multicast pair's second block lies past m and multiplies
+// zeros): multicast pairs (wgmma_multicast=on) and persistent blocks (wgmma_persistent=on),
+// each with one block per tile forced (no split-K) so that 300 and 4,096 tokens take the
+// grouped grid they apply to; token tiles of at most 128 (wgmma_token_tile=128); all three.
+TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
+  REQUIRE_GPU();
+  const std::vector<const char*> options = {
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_multicast=on", "quant_gemm=wgmma;wgmma_token_tile=128",
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_persistent=on",
+      "quant_gemm=wgmma;wgmma_splits=1;wgmma_token_tile=128;wgmma_multicast=on;wgmma_persistent=on"};
+  ExpectEightBitGemmsMatch(api, options);
+  for (const char* o : options) {
+    const std::string opts = std::string("activations=bf16;") + o;
+    OPEN_OR_SKIP(dev, opts.c_str());
+    std::mt19937 rng(43);
+    for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+      const bool fp8 = format == STRATA_WEIGHT_FP8;
+      QWeight w = RandomWeight(rng, format, 384, 4096, 0);
+      ExpectPrologueProductsMatch(dev, BF16, w, STRATA_PROLOGUE_RMS_NORM, true, rng, fp8 ? 3e-2 : 2e-2,
+                                  std::string(fp8 ? "fp8" : "w8a8") + " rms_norm+= 384x4096 " + opts, {64, 300, 4096});
+    }
+  }
+}
+
 // The fused prologue counts like the quantization kernel: an Inf in up (silu(x) * Inf) is
-// non-finite and clamped (saturated), a NaN in x non-finite and quantized as 0, and a static
-// scale's clamps are saturations; the other tokens' products stay finite.
+// non-finite and clamped (saturated), a NaN in x non-finite and quantized as 0; the other
+// tokens' products stay finite. Rows of 512 (one vector a thread), 4,096 and 14,336 columns
+// (the row-in-registers kernel's shapes; the last token's last column poisoned too), each
+// with its own counter slot.
 TEST(CudaQuant, FusedPrologueCountsSaturationAndNonFinite) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16;quant_fuse=on");
   ASSERT_TRUE(dev.ok()) << dev.err();
   std::mt19937 rng(42);
-  const int64_t rows = 64, cols = 512, n = 3;
-  QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
-  w.slot = 9;
-  strata_weight W = nullptr;
-  ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
-  std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16);
-  x[0] = 1.0f;
-  up[0] = INFINITY;          // token 0: silu(1) * Inf
-  x[cols + 7] = std::nanf("");  // token 1: NaN
-  strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
-                ob = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff)),
-                ps = dev.Bytes(std::vector<uint8_t>(n * cols * 2, 0xff));
-  strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
-                pt = T(ps, BF16, n, cols);
-  strata_matmul_params p{};
-  p.struct_size = sizeof(p);
-  p.prologue = STRATA_PROLOGUE_SILU_MUL;
-  p.up = &ut;
-  p.prologue_scratch = &pt;
-  ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
-  std::vector<uint64_t> sat(16), nonfinite(16), outliers(16);
-  ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 16, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
-      << dev.err();
-  EXPECT_EQ(nonfinite[9], 2u);
-  EXPECT_EQ(sat[9], 1u);
-  EXPECT_EQ(outliers[9], 0u);
-  const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
-  for (int64_t r = 0; r < rows; ++r) EXPECT_TRUE(std::isfinite(out[2 * rows + r])) << "token 2 row " << r;
+  struct Case {
+    int64_t cols, n;
+    int32_t slot;
+  };
+  for (const Case& c : {Case{512, 3, 9}, Case{4096, 300, 10}, Case{14336, 300, 11}}) {
+    const int64_t rows = 64, cols = c.cols, n = c.n;
+    const std::string what = "cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+    QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
+    w.slot = c.slot;
+    strata_weight W = nullptr;
+    ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+    std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16);
+    x[0] = 1.0f;
+    up[0] = INFINITY;             // token 0: silu(1) * Inf
+    x[cols + 7] = std::nanf("");  // token 1: NaN
+    uint64_t want_nonfinite = 2;
+    if (n > 3) {
+      x[n * cols - 1] = std::nanf("");  // the last token's last column
+      ++want_nonfinite;
+    }
+    strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
+                  ob = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff)),
+                  ps = dev.Bytes(std::vector<uint8_t>(n * cols * 2, 0xff));
+    strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
+                  pt = T(ps, BF16, n, cols);
+    strata_matmul_params p{};
+    p.struct_size = sizeof(p);
+    p.prologue = STRATA_PROLOGUE_SILU_MUL;
+    p.up = &ut;
+    p.prologue_scratch = &pt;
+    ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << what << ": " << dev.err();
+    std::vector<uint64_t> sat(16), nonfinite(16), outliers(16);
+    ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 16, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
+        << dev.err();
+    EXPECT_EQ(nonfinite[c.slot], want_nonfinite) << what;
+    EXPECT_EQ(sat[c.slot], 1u) << what;
+    EXPECT_EQ(outliers[c.slot], 0u) << what;
+    const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
+    for (int64_t t = 0; t < n; ++t) {  // token 0: silu(1) * Inf quantized as the clamp value
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(std::isfinite(out[t * rows + r])) << what << " token " << t << " row " << r;
+      }
+    }
+  }
 }
 
 // The tiled GEMV's accumulate (the fused residual add of o and down products) into BF16
