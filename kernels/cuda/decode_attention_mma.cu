@@ -14,10 +14,14 @@
 //    ldmatrix.trans.
 //  - Each warp streams its keys through its own 3-stage cp.async ring of 16-key chunks
 //    (K rows then V rows, rows padded by 16 bytes for conflict-free ldmatrix; every copy
-//    instruction reads whole rows), so the warps
-//    never wait for each other: the kernel has no block barrier, no split-K and no merge.
-//    Two blocks of 4 warps fit an SM (104 KiB of shared memory each at head_dim 128), so
-//    128 sequences x 8 KV heads run in one wave on 132 SMs.
+//    instruction reads whole rows), so the warps never wait for each other: the kernel
+//    has no block barrier. Two blocks of 4 warps fit an SM (104 KiB of shared memory each
+//    at head_dim 128), so 128 sequences x 8 KV heads run in one wave on 132 SMs.
+//  - Split-K (flash-decoding) where the (token, KV head) pairs do not fill that wave (32
+//    sequences x 8 KV heads: 256 warps of 1,056): each pair's keys are cut into `splits`
+//    slices of whole chunks, one warp each (the slice from the sequence's own length, on the
+//    device, as in the GQA kernel), and each warp writes its unnormalised rows and (max,
+//    sum) for LaunchDecodeSplitCombine (decode_attention_gqa.h), the GQA kernel's merge.
 //  - The query is staged once in the last ring slot (converted to the cache type, as the
 //    FA2 kernel does) and kept in registers as A fragments.
 //  - With DecodeRopeArgs the rope/KV write is fused in exactly as in the GQA kernel (the
@@ -25,10 +29,10 @@
 //    the token's new key and value before it issues the copy of the chunk that holds them.
 // Scores and softmax are F32, in base 2 with the scale folded into the exponent (soft-capped
 // scores are transformed first), as in the FA2 kernel.
-// 8-bit caches (KS = FP8 E4M3 or I8, kv_element_access.cuh): the chunk's raw rows are copied
-// into the start of its ring slot (rows of D bytes), and once they have landed the warp
-// converts them in registers to F16 (exact for both: E4M3 and |q| <= 127 are F16 values)
-// into the padded layout the ldmatrix loads expect; the tensor-core math then runs in F16
+// 8-bit caches (KS = FP8 E4M3 or I8, kv_element_access.cuh): the chunks' raw rows are copied
+// into a 4-stage ring of raw chunks (rows of D bytes; WarpSmem), and once one has landed the
+// warp converts it in registers to F16 (exact for both: E4M3 and |q| <= 127 are F16 values)
+// into the one padded slot the ldmatrix loads read; the tensor-core math then runs in F16
 // (K = __half, the query converted as for an F16 cache). FP8's per-tensor k_scale is folded
 // into the score scale and v_scale into the output. An I8 row's scale (per block and kv
 // head) is copied beside the ring (kStages x 32 floats per warp) and applied exactly: the
@@ -39,8 +43,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/decode_span.cuh"
@@ -54,7 +60,8 @@ namespace {
 constexpr int kWarps = 4;  // (token, KV head) pairs per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
-constexpr int kStages = 3;   // chunks in flight or in use per warp
+constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
+constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -69,19 +76,27 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
   return __ushort_as_bfloat16(u);
 }
 
-// One warp's shared memory, in 2-byte elements: kStages chunks of K rows then V rows.
-template <int D>
+// One warp's shared memory. 16-bit caches: kStages chunks of K rows then V rows (2-byte
+// elements, padded rows). 8-bit caches: one such chunk, the F16 rows the tensor cores read,
+// then kRawStages chunks of raw rows (D bytes each) that the copies fill: the raw chunks are
+// half the size, so with the same shared memory (2 blocks per SM) a warp keeps 3 chunks in
+// flight where converting in place (raw rows in the start of each padded slot) kept 2, which
+// at 4 KiB a chunk left too few bytes in flight per SM to reach the bandwidth.
+template <int D, bool KV8>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kElems = kStages * kStage;
-  static constexpr size_t kBytes = size_t{kElems} * 2;
+  static constexpr int kRing = KV8 ? kRawStages : kStages;  // chunks the copies cycle through
+  static constexpr int kRawBytes = 2 * kKeys * D;           // one raw 8-bit chunk
+  static constexpr size_t kBytes = KV8 ? size_t{kStage} * 2 + size_t{kRing} * kRawBytes : size_t{kRing} * kStage * 2;
+  static constexpr int kElems = static_cast<int>(kBytes / 2);
   // The query (16 rows) and the raw key fit in one slot.
   static_assert(16 * kLd * 2 + 2 * D <= kStage * 2, "query staging must fit one ring slot");
+  static_assert(kBytes % 16 == 0, "16-byte copies");
 };
 
-// Floats of I8 scales per warp: [kStages][K rows 16 | V rows 16].
-constexpr int kScaleFloats = kStages * 2 * kKeys;
+// Floats of I8 scales per warp: [kRawStages][K rows 16 | V rows 16].
+constexpr int kScaleFloats = kRawStages * 2 * kKeys;
 
 // 4-byte cp.async (an I8 row's scale), zero-filled when !valid.
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
@@ -93,14 +108,16 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
 // 8-bit type with K = __half).
 template <typename K, int D, bool FUSE_ROPE, typename KS = K>
 __global__ void __launch_bounds__(kThreads, 2)
-    DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, DecodeRopeArgs rope) {
+    DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
+                    DecodeRopeArgs rope) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D>;
+  using L = WarpSmem<D, kIsKv8<KS>>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
   static_assert(!(kI8 && FUSE_ROPE), "I8 rows are written by rope_kv_write");
   constexpr int kLd = L::kLd;
+  constexpr int kRing = L::kRing;
   constexpr int kVecElems = 16 / sizeof(KS);  // cache elements per 16-byte vector
   constexpr int kVecs = D / kVecElems;        // 16-byte vectors per row
   AllowDependentLaunch();       // the o projection follows this kernel
@@ -108,10 +125,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;  // mma row group and thread in group
   const int32_t KVH = kv.num_kv_heads;
+  // Work items: (split, token, KV head), the KV head fastest.
+  const int64_t pairs = static_cast<int64_t>(a.num_tokens) * KVH;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (item >= static_cast<int64_t>(a.num_tokens) * KVH) return;  // warp-uniform; no block barrier follows
-  const int32_t i = static_cast<int32_t>(item / KVH), kvh = static_cast<int32_t>(item % KVH);
+  if (item >= pairs * splits) return;  // warp-uniform; no block barrier follows
+  const int32_t split = static_cast<int32_t>(item / pairs);
+  const int64_t pair = item - static_cast<int64_t>(split) * pairs;
+  const int32_t i = static_cast<int32_t>(pair / KVH), kvh = static_cast<int32_t>(pair % KVH);
   K* ring = reinterpret_cast<K*>(smem_raw) + static_cast<int64_t>(warp) * L::kElems;
+  // 8-bit caches: raw chunk `stage`, after the one converted slot at the ring's start.
+  auto raw_slot = [&](int stage) { return reinterpret_cast<unsigned char*>(ring + L::kStage) + stage * L::kRawBytes; };
   float* scale_ring = reinterpret_cast<float*>(smem_raw + kWarps * L::kBytes) + warp * kScaleFloats;  // I8
 
   // Token i's sequence and position, and the fused rope's position and slot: one round trip.
@@ -120,12 +143,39 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (rope.rope.style != STRATA_ROPE_NONE) rope_pos = __ldg(rope.positions + i);
     new_slot = __ldg(rope.slots + i);
   }
-  const DecodeSpan span = DecodeSpanOf(a, kv.block_size, i, lane == 0 && kvh == 0);
-  const int32_t s = span.seq, pos = span.pos, start = span.start, end = span.end;
+  const DecodeSpan span = DecodeSpanOf(a, kv.block_size, i, lane == 0 && kvh == 0 && split == 0);
+  const int32_t s = span.seq, pos = span.pos;
+  // Split-K: this warp's slice [start, end) of the visible keys, whole chunks long, cut on
+  // the device from the sequence's own length (the host picks only the number of splits, so
+  // a captured launch serves any seq_lens <= max_seq_len). Slices past the end are empty.
+  int32_t start = span.start, end = span.end;
+  {
+    const int32_t full = max(0, end - start);
+    const int32_t slice = ((full + splits - 1) / splits + kKeys - 1) / kKeys * kKeys;
+    const int64_t kb = static_cast<int64_t>(start) + static_cast<int64_t>(split) * slice;
+    start = static_cast<int32_t>(kb < end ? kb : end);
+    end = min(end, start + slice);
+  }
   const int32_t len = max(0, end - start);
   T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(kvh) * group * D;
-  if (len == 0) {  // seq_len 0 (a padding slot): zeros, as the other kernels write
-    for (int32_t idx = lane; idx < group * D; idx += 32) out[idx] = __float2bfloat16(0.0f);
+  // Split partials (decode_attention_gqa.h, LaunchDecodeSplitCombine): the unnormalised rows
+  // of the group's query heads, then (max in log2 units, sum) per row.
+  const int64_t slot0 = (static_cast<int64_t>(i) * a.num_heads + static_cast<int64_t>(kvh) * group) * splits + split;
+  float* ws_ml = splits > 1 ? ws + pairs * group * splits * D : nullptr;  // after num_tokens * num_heads * splits rows
+  if (len == 0) {  // seq_len 0 (a padding slot) or a slice past the end
+    if (splits == 1) {  // zeros, as the other kernels write
+      for (int32_t idx = lane; idx < group * D; idx += 32) out[idx] = __float2bfloat16(0.0f);
+    } else {  // an empty partial: sum 0 and zeros (the combine reads every split)
+      for (int32_t idx = lane; idx < group * D; idx += 32) {
+        const int32_t h = idx / D, d = idx - h * D;
+        const int64_t slot = slot0 + static_cast<int64_t>(h) * splits;
+        ws[slot * D + d] = 0.0f;
+        if (d == 0) {
+          ws_ml[2 * slot] = -INFINITY;
+          ws_ml[2 * slot + 1] = 0.0f;
+        }
+      }
+    }
     return;
   }
 
@@ -165,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t off =
           valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
-        unsigned char* raw = reinterpret_cast<unsigned char*>(kslot);
+        unsigned char* raw = raw_slot(stage);
         CpAsync16(raw + r * D + copy_col, kbase + off, valid);
         CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
         if constexpr (kI8) {
@@ -224,10 +274,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   // The chunk copies start now, unless one of the first chunks holds the new position: its
   // key and value must be stored first (short contexts only).
-  const bool write_first = writes_kv && pos < start + (kStages - 1) * kKeys;
+  const bool write_first = writes_kv && pos < start + (kRing - 1) * kKeys;
   if (!write_first) {
 #pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
@@ -238,7 +288,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // angles stay in registers. The query rows, then the raw key, go to the last ring slot.
   const int32_t rot_dim = 2 * half;
   const bool interleaved = rope.rope.style == STRATA_ROPE_INTERLEAVED;
-  K* qs = ring + (kStages - 1) * L::kStage;  // 16 query rows; overwritten by chunk 2 later
+  // 16 query rows, in the slot chunk kStages - 1 (16-bit) or the first conversion (8-bit) overwrites.
+  K* qs = kKv8 ? ring : ring + (kStages - 1) * L::kStage;
   uint16_t* qbits = reinterpret_cast<uint16_t*>(qs);  // the rows as raw 16-bit words
   uint16_t* s_k = reinterpret_cast<uint16_t*>(qs + 16 * kLd);
   float cs[kFreqsPerLane], sn[kFreqsPerLane];
@@ -327,12 +378,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (write_first) {
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
   }
-  int32_t blk_next = block_of(kStages - 1);
+  int32_t blk_next = block_of(kRing - 1);
   __syncwarp();  // every lane has read the query: its slot may be refilled
 
   // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of
@@ -351,23 +402,22 @@ __global__ void __launch_bounds__(kThreads, 2)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 
   for (int32_t c = 0; c < n_chunks; ++c) {
-    const int stage = c % kStages;
+    const int stage = c % kRing;
     // Refill the slot computed in the previous iteration (the query's slot at c = 0).
-    issue(c + kStages - 1, blk_next, (c + kStages - 1) % kStages);
+    issue(c + kRing - 1, blk_next, (c + kRing - 1) % kRing);
     CpAsyncCommit();
-    blk_next = block_of(c + kStages);
-    CpAsyncWait<kStages - 1>();  // this lane's copies of chunk c have landed
+    blk_next = block_of(c + kRing);
+    CpAsyncWait<kRing - 1>();  // this lane's copies of chunk c have landed
     __syncwarp();                // ... and every lane's
     if constexpr (kKv8) {
-      // The raw rows (32 x D bytes) to registers, then as F16 into the padded rows: every
-      // lane reads before any lane writes (the two overlap).
+      // The raw rows (32 x D bytes) to registers, then as F16 into the padded rows of the
+      // converted slot (which every lane finished reading in the previous iteration).
       constexpr int kRawVecs = 2 * kKeys * D / 16 / 32;  // 16-byte words per lane
-      const uint4* raw = reinterpret_cast<const uint4*>(ring + stage * L::kStage);
+      const uint4* raw = reinterpret_cast<const uint4*>(raw_slot(stage));
       uint4 rv[kRawVecs];
 #pragma unroll
       for (int t = 0; t < kRawVecs; ++t) rv[t] = raw[lane + 32 * t];
-      __syncwarp();
-      K* dst = ring + stage * L::kStage;
+      K* dst = ring;
 #pragma unroll
       for (int t = 0; t < kRawVecs; ++t) {
         const int idx = lane + 32 * t, row = idx / (D / 16), col = (idx % (D / 16)) * 16;
@@ -379,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       __syncwarp();
     }
-    const K* Kt = ring + stage * L::kStage;
+    const K* Kt = kKv8 ? ring : ring + stage * L::kStage;
     const K* Vt = Kt + kKeys * kLd;
     // I8: the scales of this lane's keys 2tig, 2tig + 1, 8 + 2tig, 9 + 2tig (K, then V).
     float ks[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}}, vs[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
@@ -473,7 +523,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     // FP8: the values' per-tensor scale.
     const float vmul = std::is_same_v<KS, __nv_fp8_e4m3> ? kv.v_scale : 1.0f;
     const float inv = tot > 0.0f ? vmul / tot : 0.0f;
-    if (row < group) {
+    if (row < group && splits > 1) {  // the partial: unnormalised, with FP8's v_scale
+      const int64_t slot = slot0 + static_cast<int64_t>(row) * splits;
+      float* dst = ws + slot * D + 2 * tig;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) *reinterpret_cast<float2*>(dst + j * 8) = make_float2(o[j][2 * r] * vmul, o[j][2 * r + 1] * vmul);
+      if (tig == 0) {
+        ws_ml[2 * slot] = tot > 0.0f ? m[r] * mult : -INFINITY;
+        ws_ml[2 * slot + 1] = tot;
+      }
+    } else if (row < group) {
       T* dst = out + static_cast<int64_t>(row) * D + 2 * tig;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
@@ -484,8 +543,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 template <typename K, int D, typename KS = K>
-cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem = kWarps * (WarpSmem<D>::kBytes + (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws,
+                        const DecodeRopeArgs* rope, cudaStream_t stream) {
+  const size_t smem =
+      kWarps * (WarpSmem<D, kIsKv8<KS>>::kBytes + (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
   auto kernel = DecodeMmaKernel<K, D, false, KS>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
@@ -495,14 +556,52 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const Decode
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads;
+  const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * splits;
   const unsigned blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
-  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads,
+  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads, splits, ws,
                                              rope != nullptr ? *rope : DecodeRopeArgs{});
+  if (splits > 1) return LaunchDecodeSplitCombine(a, D, splits, ws, stream);
   return cudaGetLastError();
 }
 
+// Warps of this kernel resident per SM: two blocks of kWarps (shared memory: 104 KiB per
+// block at head_dim 128; registers: __launch_bounds__(kThreads, 2)).
+constexpr int64_t kWarpsPerSm = 2 * kWarps;
+// Shortest slice worth its own warp (keys): below this the warp's fixed cost (query load and
+// conversion, pipeline fill, partial write, its share of the combine) outweighs the
+// parallelism.
+constexpr int64_t kMinSliceKeys = 64;
+constexpr int64_t kMaxSplits = 64;  // LaunchDecodeSplitCombine's limit
+
+// STRATA_CUDA_DECODE_MMA_SPLITS=N forces N splits (1: the kernel without split-K, as before
+// it had one), for A/B measurements; unset or 0: planned.
+int32_t ForcedSplits() {
+  static const int32_t forced = [] {
+    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_SPLITS");
+    return e == nullptr ? 0 : std::max(0, std::min(static_cast<int>(kMaxSplits), std::atoi(e)));
+  }();
+  return forced;
+}
+
 }  // namespace
+
+int32_t DecodeMmaSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  if (const int32_t f = ForcedSplits(); f > 0) return f;
+  const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads);
+  const int64_t slots = (num_sms > 0 ? num_sms : 132) * kWarpsPerSm;
+  int64_t len = std::max<int32_t>(1, a.max_seq_len);
+  if (a.sliding_window > 0) len = std::min<int64_t>(len, a.sliding_window);
+  const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, len / kMinSliceKeys));
+  // Fill one wave of resident warps (a second, partial wave would cost a whole slice's time).
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min(smax, slots / pairs)));
+}
+
+int64_t DecodeMmaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  if (!DecodeMmaSupports(a, kv) || a.num_tokens <= 0) return 0;
+  const int32_t splits = DecodeMmaSplits(a, kv, num_sms);
+  if (splits <= 1) return 0;
+  return static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * (kv.head_dim + 2);
+}
 
 bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (a.max_query_len != 1 || a.num_tokens < 0 || a.num_seqs <= 0) return false;
@@ -524,7 +623,7 @@ bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   // 16-byte copies of K/V rows, 4-byte stores of output pairs.
   if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * (kv8 ? 1 : 2)) % 16 != 0) return false;
   if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
-  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads / kWarps < 0x7fffffffLL;
+  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * kMaxSplits / kWarps < 0x7fffffffLL;
 }
 
 bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
@@ -534,11 +633,13 @@ bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_
   // (Llama-3-8B heads, cuda_op_bench STRATA_OP_BENCH=decode_attention): 128 sequences
   // (8 pairs per SM) 37 against 53 us at a 192-token context, 153 against 194 at 1,024;
   // 64 sequences (4 per SM) 33 against 30 and 142 against 101 for the GQA kernel.
-  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads >= sms * 6;
+  // With split-K, the warps of the split slices count (a batch of 32 at a 4,096-token context:
+  // 256 pairs x 4 splits).
+  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * DecodeMmaSplits(a, kv, num_sms) >= sms * 6;
 }
 
-cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream,
-                                     const DecodeRopeArgs* rope) {
+cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, float* workspace, int32_t num_sms,
+                                     cudaStream_t stream, const DecodeRopeArgs* rope) {
   if (!DecodeMmaSupports(a, kv)) return cudaErrorInvalidValue;
   if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
                           rope->k == nullptr || rope->v == nullptr ||
@@ -546,19 +647,22 @@ cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv,
     return cudaErrorInvalidValue;
   }
   if (a.num_tokens == 0) return cudaSuccess;
+  const int32_t splits = DecodeMmaSplits(a, kv, num_sms);
+  if (splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  float* ws = workspace;
   if (kv.dtype == STRATA_DTYPE_FP8_E4M3) {
-    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, rope, stream)
-                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, rope, stream);
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, splits, ws, rope, stream)
+                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, splits, ws, rope, stream);
   }
   if (kv.dtype == STRATA_DTYPE_I8) {
-    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, rope, stream)
-                             : LaunchTyped<__half, 128, int8_t>(a, kv, rope, stream);
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, splits, ws, rope, stream)
+                             : LaunchTyped<__half, 128, int8_t>(a, kv, splits, ws, rope, stream);
   }
   const bool f16 = kv.dtype == STRATA_DTYPE_F16;
   if (kv.head_dim == 64) {
-    return f16 ? LaunchTyped<__half, 64>(a, kv, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, rope, stream);
+    return f16 ? LaunchTyped<__half, 64>(a, kv, splits, ws, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, splits, ws, rope, stream);
   }
-  return f16 ? LaunchTyped<__half, 128>(a, kv, rope, stream) : LaunchTyped<__nv_bfloat16, 128>(a, kv, rope, stream);
+  return f16 ? LaunchTyped<__half, 128>(a, kv, splits, ws, rope, stream) : LaunchTyped<__nv_bfloat16, 128>(a, kv, splits, ws, rope, stream);
 }
 
 }  // namespace strata::cuda

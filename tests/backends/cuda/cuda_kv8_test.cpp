@@ -179,12 +179,20 @@ struct CacheKind {
 class CacheModel {
  public:
   CacheModel(const CacheKind& kind, int32_t num_blocks) : kind_(kind), nb_(num_blocks) {
+    if (kind_.dtype == STRATA_DTYPE_BF16) {  // the rows as written (BF16 values already)
+      f_.assign(static_cast<size_t>(2) * nb_ * kBs * kKvRow, 0.0f);
+      return;
+    }
     q_.assign(static_cast<size_t>(2) * nb_ * kBs * kKvRow, 0);
     s_.assign(static_cast<size_t>(2) * nb_ * kKvh, 0.0f);
   }
   // Row x[kKvRow] (all kv heads) of K (which 0) or V at `slot`.
   void Store(int which, int32_t slot, const float* x) {
     const int32_t blk = slot / kBs, off = slot % kBs;
+    if (kind_.dtype == STRATA_DTYPE_BF16) {
+      std::copy(x, x + kKvRow, f_.data() + (static_cast<int64_t>(which) * nb_ * kBs + slot) * kKvRow);
+      return;
+    }
     for (int32_t h = 0; h < kKvh; ++h) {
       const float* xh = x + h * kD;
       if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
@@ -215,6 +223,7 @@ class CacheModel {
   // The value the cache holds at (slot, kv head h, column d).
   double Value(int which, int32_t slot, int32_t h, int32_t d) {
     const int32_t blk = slot / kBs, off = slot % kBs;
+    if (kind_.dtype == STRATA_DTYPE_BF16) return f_[(static_cast<int64_t>(which) * nb_ * kBs + slot) * kKvRow + h * kD + d];
     const int8_t q = Q(which, blk, off, h)[d];
     if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
       return static_cast<double>(Fp8E4M3ToF32(static_cast<uint8_t>(q))) * (which == 0 ? kind_.k_scale : kind_.v_scale);
@@ -232,6 +241,7 @@ class CacheModel {
   int32_t nb_;
   std::vector<int8_t> q_;
   std::vector<float> s_;
+  std::vector<float> f_;  // BF16
 };
 
 // One device-side batch of rows [from[s], to[s]) of each sequence.
@@ -504,6 +514,39 @@ TEST(CudaKv8Ops, DecodeGqaKernelFusedRopeAttention) { RunDecode("gqa", true); }
 TEST(CudaKv8Ops, DecodeMmaKernel) { RunDecode("mma", false); }
 TEST(CudaKv8Ops, DecodeMmaKernelFusedRopeAttention) { RunDecode("mma", true); }
 TEST(CudaKv8Ops, DecodeSimtKernel) { RunDecode("simple", false); }
+
+// The tensor-core decode kernel's split-K form (flash-decoding) and its no-split form, as the
+// default path (decode_attention=auto) picks them, over BF16 and the 8-bit caches: contexts
+// of 1, 17, 128, 2,049, 4,100 and 4,113 keys (ragged last blocks) in batches whose (token,
+// KV head) pairs give 22 splits (6 sequences), 4 (33 sequences: issue 28's TPOT shape at
+// 32 x 4,096 has 4) and none (130 short sequences); plain and with the fused rope/KV write.
+// DecodeKernelChoice.SplitsFillOneWaveOfWarps pins those split counts on 132 SMs.
+void RunDecodeSplitK(bool fused) {
+  CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=auto");
+  REQUIRE_CUDA(c);
+  std::mt19937 rng(5);
+  std::vector<int32_t> batch33 = {4113, 4096, 1, 17, 128, 2049};
+  while (batch33.size() < 33) batch33.push_back(1 + static_cast<int32_t>(rng() % 300));
+  std::vector<int32_t> batch130;
+  while (batch130.size() < 130) batch130.push_back(1 + static_cast<int32_t>(rng() % 200));
+  const std::vector<int32_t> batches[] = {{1, 17, 128, 4100, 4113, 2049}, batch33, batch130};
+  const CacheKind kinds[] = {{"BF16", STRATA_DTYPE_BF16, 1.0f, 1.0f}, kCaches[0], kCaches[1], kCaches[2]};
+  for (const CacheKind& kind : kinds) {
+    for (const std::vector<int32_t>& after : batches) {
+      std::vector<int32_t> zero(after.size(), 0), before(after.size());
+      for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
+      Kv8Ops t(c.device.get(), kind, before, after);
+      if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+      t.Step(zero, before, false, false, "");
+      t.Step(before, after, true, fused,
+             std::string(kind.name) + ", " + std::to_string(after.size()) + " seqs, auto" +
+                 (fused ? " (rope_attention)" : ""));
+    }
+  }
+}
+
+TEST(CudaKv8Ops, DecodeSplitKTensorCoreKernel) { RunDecodeSplitK(false); }
+TEST(CudaKv8Ops, DecodeSplitKTensorCoreKernelFusedRopeAttention) { RunDecodeSplitK(true); }
 
 // Prefill: a whole prompt, a chunk after earlier context, and a chunk that starts mid-block.
 void RunPrefill(const char* prefill_kernel) {
