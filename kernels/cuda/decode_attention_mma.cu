@@ -47,6 +47,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/decode_span.cuh"
@@ -62,6 +63,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
 constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
 constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
+constexpr int kDirectStages = 5;  // ... and for their direct form (no converted slot)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -82,21 +84,50 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // half the size, so with the same shared memory (2 blocks per SM) a warp keeps 3 chunks in
 // flight where converting in place (raw rows in the start of each padded slot) kept 2, which
 // at 4 KiB a chunk left too few bytes in flight per SM to reach the bandwidth.
-template <int D, bool KV8>
+// DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
+// in registers straight from the raw rows, so the converted slot shrinks to the query's
+// staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
+template <int D, bool KV8, bool DIRECT = false>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kRing = KV8 ? kRawStages : kStages;  // chunks the copies cycle through
-  static constexpr int kRawBytes = 2 * kKeys * D;           // one raw 8-bit chunk
-  static constexpr size_t kBytes = KV8 ? size_t{kStage} * 2 + size_t{kRing} * kRawBytes : size_t{kRing} * kStage * 2;
+  static constexpr int kRing = !KV8 ? kStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
+  static constexpr int kRawBytes = 2 * kKeys * D;  // one raw 8-bit chunk
+  // 8-bit: the converted slot (or the query's staging: 16 rows and the raw key) first.
+  static constexpr int kFirstBytes = DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
+  static constexpr size_t kBytes = KV8 ? size_t{kFirstBytes} + size_t{kRing} * kRawBytes : size_t{kRing} * kStage * 2;
   static constexpr int kElems = static_cast<int>(kBytes / 2);
   // The query (16 rows) and the raw key fit in one slot.
   static_assert(16 * kLd * 2 + 2 * D <= kStage * 2, "query staging must fit one ring slot");
   static_assert(kBytes % 16 == 0, "16-byte copies");
 };
 
-// Floats of I8 scales per warp: [kRawStages][K rows 16 | V rows 16].
-constexpr int kScaleFloats = kRawStages * 2 * kKeys;
+// Floats of I8 scales per warp: [ring stages][K rows 16 | V rows 16].
+constexpr int kScaleFloats = kDirectStages * 2 * kKeys;
+static_assert(kDirectStages >= kRawStages, "the I8 scale ring is sized for the deepest ring");
+
+// Four 8-bit values (the bytes of w, lowest first) as two F16 pairs: lo = (b0, b1), hi =
+// (b2, b3), the lower byte in the lower half (as Kv8ToHalf16).
+__device__ __forceinline__ void Kv8x4ToHalf2x2(uint32_t w, __nv_fp8_e4m3, uint32_t& lo, uint32_t& hi) {
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+  hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+}
+__device__ __forceinline__ void Kv8x4ToHalf2x2(uint32_t w, int8_t, uint32_t& lo, uint32_t& hi) {
+  float q[4];
+  I8x4ToFloat(w, q);
+  const __half2 a = __floats2half2_rn(q[0], q[1]), b = __floats2half2_rn(q[2], q[3]);
+  lo = static_cast<uint32_t>(__half_as_ushort(a.x)) | (static_cast<uint32_t>(__half_as_ushort(a.y)) << 16);
+  hi = static_cast<uint32_t>(__half_as_ushort(b.x)) | (static_cast<uint32_t>(__half_as_ushort(b.y)) << 16);
+}
+
+// The direct form's swizzles of a raw chunk's 16-byte columns (head_dim 128: 8 per row), so
+// that the fragment loads below hit distinct banks: K rows (8 lanes of a quarter warp read
+// rows g, g + 1 at columns tig + 4h) swap halves on odd rows; V rows (they read rows 2tig +
+// e at column g) rotate by pairs of rows.
+__device__ __forceinline__ int KSwizzle(int row, int col) { return col ^ ((row & 1) << 2); }
+__device__ __forceinline__ int VSwizzle(int row, int col) { return col ^ (((row >> 1) & 3) << 1); }
 
 // 4-byte cp.async (an I8 row's scale), zero-filled when !valid.
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
@@ -106,16 +137,17 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
-template <typename K, int D, bool FUSE_ROPE, typename KS = K>
+template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     DecodeRopeArgs rope) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D, kIsKv8<KS>>;
+  using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
   static_assert(!(kI8 && FUSE_ROPE), "I8 rows are written by rope_kv_write");
+  static_assert(!DIRECT || (kKv8 && D == 128), "the direct form: 8-bit caches at head_dim 128");
   constexpr int kLd = L::kLd;
   constexpr int kRing = L::kRing;
   constexpr int kVecElems = 16 / sizeof(KS);  // cache elements per 16-byte vector
@@ -134,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int32_t i = static_cast<int32_t>(pair / KVH), kvh = static_cast<int32_t>(pair % KVH);
   K* ring = reinterpret_cast<K*>(smem_raw) + static_cast<int64_t>(warp) * L::kElems;
   // 8-bit caches: raw chunk `stage`, after the one converted slot at the ring's start.
-  auto raw_slot = [&](int stage) { return reinterpret_cast<unsigned char*>(ring + L::kStage) + stage * L::kRawBytes; };
+  auto raw_slot = [&](int stage) { return reinterpret_cast<unsigned char*>(ring) + L::kFirstBytes + stage * L::kRawBytes; };
   float* scale_ring = reinterpret_cast<float*>(smem_raw + kWarps * L::kBytes) + warp * kScaleFloats;  // I8
 
   // Token i's sequence and position, and the fused rope's position and slot: one round trip.
@@ -216,8 +248,13 @@ __global__ void __launch_bounds__(kThreads, 2)
           valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
-        CpAsync16(raw + r * D + copy_col, kbase + off, valid);
-        CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
+        if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
+          CpAsync16(raw + r * D + KSwizzle(r, copy_col / 16) * 16, kbase + off, valid);
+          CpAsync16(raw + (kKeys + r) * D + VSwizzle(r, copy_col / 16) * 16, vbase + off, valid);
+        } else {
+          CpAsync16(raw + r * D + copy_col, kbase + off, valid);
+          CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
+        }
         if constexpr (kI8) {
           if (copy_col == 0) {
             float* sc = scale_ring + stage * 2 * kKeys;
@@ -349,9 +386,30 @@ __global__ void __launch_bounds__(kThreads, 2)
   // FA2 kernel.
   uint32_t qf[D / 16][4];
   {
-    const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+    if constexpr (DIRECT) {
+      // The direct form's k order (the K fragments below): k-step 4h + t of lane (g, tig)
+      // holds columns 64h + 16tig + 4t + {0, 1} (a0, a1) and + {2, 3} (a2, a3), so that a
+      // lane's B operand for four k-steps is one 16-byte column of a raw key row. The dot
+      // products are sums over all columns, so any order common to Q and K gives S.
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) LdMatrixX4(qf[kk], qs + a_row * kLd + kk * 16 + a_col);
+      for (int h = 0; h < D / 64; ++h) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const uint4* src = reinterpret_cast<const uint4*>(qs + (g + 8 * rr) * kLd + 64 * h + 16 * tig);
+          const uint4 lo = src[0], hi = src[1];
+          const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            qf[4 * h + t][rr] = w[2 * t];
+            qf[4 * h + t][2 + rr] = w[2 * t + 1];
+          }
+        }
+      }
+    } else {
+      const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) LdMatrixX4(qf[kk], qs + a_row * kLd + kk * 16 + a_col);
+    }
   }
   // Token i's key (rotated) and value for this KV head at its slot. Only this warp reads
   // that row, and only after the fence: its chunk is copied later.
@@ -409,7 +467,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     blk_next = block_of(c + kRing);
     CpAsyncWait<kRing - 1>();  // this lane's copies of chunk c have landed
     __syncwarp();                // ... and every lane's
-    if constexpr (kKv8) {
+    if constexpr (kKv8 && !DIRECT) {
       // The raw rows (32 x D bytes) to registers, then as F16 into the padded rows of the
       // converted slot (which every lane finished reading in the previous iteration).
       constexpr int kRawVecs = 2 * kKeys * D / 16 / 32;  // 16-byte words per lane
@@ -447,12 +505,31 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1.
     float sacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    const unsigned char* rawc = nullptr;
+    if constexpr (DIRECT) {
+      // B of key tile j for lane (g, tig): row 8j + g, the 16 columns 64h + 16tig.. (the
+      // query's k order above), one 16-byte load and 8 conversions per 4 k-steps.
+      rawc = raw_slot(stage);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t b[4];
-      LdMatrixX4(b, Kt + k_row * kLd + kk * 16 + k_col);
-      Mma<K>(sacc[0], qf[kk], b[0], b[1]);
-      Mma<K>(sacc[1], qf[kk], b[2], b[3]);
+      for (int j = 0; j < 2; ++j) {
+        const int row = 8 * j + g;
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h) {
+          const uint4 kw = *reinterpret_cast<const uint4*>(rawc + row * D + KSwizzle(row, 4 * h + tig) * 16);
+          uint32_t hk[8];
+          Kv8ToHalf16(kw, KS{}, hk);
+#pragma unroll
+          for (int t = 0; t < 4; ++t) Mma<K>(sacc[j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t b[4];
+        LdMatrixX4(b, Kt + k_row * kLd + kk * 16 + k_col);
+        Mma<K>(sacc[0], qf[kk], b[0], b[1]);
+        Mma<K>(sacc[1], qf[kk], b[2], b[3]);
+      }
     }
     // 2. Scores in units with exp(score) = 2^(u * mult), keys past the context masked.
     const int32_t key0 = start + c * kKeys;
@@ -504,12 +581,38 @@ __global__ void __launch_bounds__(kThreads, 2)
     pf[1] = PackPair<K>(sacc[0][2], sacc[0][3]);
     pf[2] = PackPair<K>(sacc[1][0], sacc[1][1]);
     pf[3] = PackPair<K>(sacc[1][2], sacc[1][3]);
+    if constexpr (DIRECT) {
+      // The output columns in the direct order: n-tile jn's column n is dim 16n + jn, so
+      // lane (g, tig)'s B operands for all 16 tiles come from one 16-byte column (g) of its
+      // four value rows (keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9): byte jn of the rows of
+      // keys 2tig and 2tig + 1 paired by a byte permute, then converted.
+      const unsigned char* vraw_s = rawc + kKeys * D;
+      uint4 vr[4];
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      uint32_t b[4];
-      LdMatrixX4Trans(b, Vt + v_row * kLd + dp * 16 + v_col);
-      Mma<K>(o[2 * dp], pf, b[0], b[1]);
-      Mma<K>(o[2 * dp + 1], pf, b[2], b[3]);
+      for (int e = 0; e < 4; ++e) {
+        const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
+        vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
+      }
+      const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
+      const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        uint32_t b0[4], b1[4];  // tiles 4w .. 4w + 3
+        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, b0[0], b0[1]);
+        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, b0[2], b0[3]);
+        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, b1[0], b1[1]);
+        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, b1[2], b1[3]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) Mma<K>(o[4 * w + q], pf, b0[q], b1[q]);
+      }
+    } else {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, Vt + v_row * kLd + dp * 16 + v_col);
+        Mma<K>(o[2 * dp], pf, b[0], b[1]);
+        Mma<K>(o[2 * dp + 1], pf, b[2], b[3]);
+      }
     }
     __syncwarp();  // every lane is done with this slot before it is refilled
   }
@@ -523,7 +626,32 @@ __global__ void __launch_bounds__(kThreads, 2)
     // FP8: the values' per-tensor scale.
     const float vmul = std::is_same_v<KS, __nv_fp8_e4m3> ? kv.v_scale : 1.0f;
     const float inv = tot > 0.0f ? vmul / tot : 0.0f;
-    if (row < group && splits > 1) {  // the partial: unnormalised, with FP8's v_scale
+    if (row < group && splits > 1 && DIRECT) {  // the direct order: dims 32tig + jn and 32tig + 16 + jn
+      const int64_t slot = slot0 + static_cast<int64_t>(row) * splits;
+      float4* dst = reinterpret_cast<float4*>(ws + slot * D + 32 * tig);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          dst[4 * e + q] = make_float4(o[4 * q][2 * r + e] * vmul, o[4 * q + 1][2 * r + e] * vmul,
+                                       o[4 * q + 2][2 * r + e] * vmul, o[4 * q + 3][2 * r + e] * vmul);
+        }
+      }
+      if (tig == 0) {
+        ws_ml[2 * slot] = tot > 0.0f ? m[r] * mult : -INFINITY;
+        ws_ml[2 * slot + 1] = tot;
+      }
+    } else if (row < group && DIRECT) {
+      T* dst = out + static_cast<int64_t>(row) * D + 32 * tig;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+#pragma unroll
+        for (int jn = 0; jn < D / 8; jn += 2) {
+          *reinterpret_cast<__nv_bfloat162*>(dst + 16 * e + jn) =
+              __floats2bfloat162_rn(o[jn][2 * r + e] * inv, o[jn + 1][2 * r + e] * inv);
+        }
+      }
+    } else if (row < group && splits > 1) {  // the partial: unnormalised, with FP8's v_scale
       const int64_t slot = slot0 + static_cast<int64_t>(row) * splits;
       float* dst = ws + slot * D + 2 * tig;
 #pragma unroll
@@ -542,16 +670,30 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <typename K, int D, typename KS = K>
+// STRATA_CUDA_DECODE_MMA_KV8=direct: 8-bit caches at head_dim 128 build the B fragments
+// from the raw rows in registers (WarpSmem's DIRECT); otherwise (convert) each chunk is
+// converted to F16 rows in shared memory and read with ldmatrix.
+bool Kv8Direct() {
+  static const bool direct = [] {
+    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
+    return e != nullptr && std::strcmp(e, "direct") == 0;
+  }();
+  return direct;
+}
+
+template <typename K, int D, typename KS = K, bool DIRECT = false>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
-  const size_t smem =
-      kWarps * (WarpSmem<D, kIsKv8<KS>>::kBytes + (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
-  auto kernel = DecodeMmaKernel<K, D, false, KS>;
+  if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
+    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, rope, stream);
+  }
+  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
+                                (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
+  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeMmaKernel<K, D, true, KS>;
+    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

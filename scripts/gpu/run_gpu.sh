@@ -721,7 +721,7 @@ phase_kv8quick() {
 # Issue 28 item 6, the tensor-core decode kernel's split-K form (flash-decoding: a (token, KV
 # head)'s keys split across warps, kernels/cuda/decode_attention_mma.cu), about 120 s, all in
 # $OUT/cuda-attn_*: the decode tests (every kernel path, split and unsplit, BF16 / FP8 / I8
-# vs float64; engine greedy agreement; conformance Attention with decode_attention=mma), the
+# vs float64; conformance Attention with decode_attention=mma; the direct 8-bit form), the
 # attention kernels alone (gqa = the previous default at 32 x 4,096, mma = split-K;
 # STRATA_CUDA_DECODE_MMA_SPLITS=1 is the tensor-core kernel without split-K), TPOT p50 of 32 x
 # 4,096 with BF16 and FP8 KV on the default path, twice: "steady" with every prompt prefilled in
@@ -736,12 +736,16 @@ phase_kv8_splitk() {
   left() { echo $(( 120 - ($(date +%s) - P0) )); }
   stamp "kv8_splitk: decode attention tests (split-K tensor-core kernel, every path, BF16 / FP8 / I8 vs float64)"
   { timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no 2>&1 | tail -3
-    timeout 45 "$BUILD/bin/cuda_kv8_test" --gtest_color=no 2>&1 | grep -vE "^\[ RUN|^\[       OK"
-    timeout 20 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaMmaDecode.*' 2>&1 | tail -4
-    STRATA_CUDA_DECODE_ATTENTION=mma timeout 20 "$BUILD/bin/backend_conformance_test" --gtest_color=no \
+    timeout 40 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.Decode*' 2>&1 | \
+      grep -vE "^\[ RUN|^\[       OK"
+    timeout 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaMmaDecode.*' 2>&1 | tail -4
+    STRATA_CUDA_DECODE_ATTENTION=mma timeout 15 "$BUILD/bin/backend_conformance_test" --gtest_color=no \
       --gtest_filter='*Attention*/cuda' 2>&1 | grep -E "FAILED|Failure|PASSED|tests ran" | tail -8
+    echo "=== the direct 8-bit form (STRATA_CUDA_DECODE_MMA_KV8=direct)"
+    STRATA_CUDA_DECODE_MMA_KV8=direct timeout 25 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeMma*:CudaKv8Ops.DecodeSplitK*' 2>&1 | grep -vE "^\[ RUN|^\[       OK"
   } > "${O}_tests.txt" 2>&1
-  grep -E "kv8 ops.*seqs|FAILED|Failure|PASSED" "${O}_tests.txt" | tail -40
+  grep -E "kv8 ops.*seqs|FAILED|Failure|PASSED|===" "${O}_tests.txt" | tail -40
   stamp "kv8_splitk: decode attention alone, gqa vs mma (split-K), bf16 / fp8 / int8 ($(left) s left)"
   STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 timeout 40 "$BUILD/bin/cuda_op_bench" \
     > "${O}_attention.jsonl" 2>&1
@@ -750,15 +754,24 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for r in rows: print("%-4s %-5s b%-4d ctx%-5d h%d/%d %-9s attn %7.1f us rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["block_tables"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
     "${O}_attention.jsonl" > "${O}_attention.txt"
   grep -E "ctx4096|b1 " "${O}_attention.txt"
+  STRATA_CUDA_DECODE_MMA_KV8=direct STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=fp8,int8 \
+    STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 15 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '"mma"' | \
+    sed 's/"kernel":"mma"/"kernel":"mma-direct"/' > "${O}_attention_direct.jsonl"
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+  r = json.loads(l); print("%-10s %-5s b%-4d ctx%-5d attn %7.1f us rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
+    "${O}_attention_direct.jsonl" | tee -a "${O}_attention.txt"
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --num-requests 32"
   S="$S --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128 --max-num-seqs 32"
   : > "${O}_tpot.jsonl"
   tpot() {  # $1 label, $2 kv dtype, $3 decode_attention (env), $4... more flags
     [ "$(left)" -gt 25 ] || { echo "tpot $1: skipped (phase time)"; return; }
-    local label=$1 kv=$2 da=$3
+    local label=$1 kv=$2 da=$3 form=convert
     shift 3
-    STRATA_CUDA_DECODE_ATTENTION=$da timeout 40 $S --kv-dtype $kv "$@" 2>"${O}_tpot_$label.err" | \
-      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$1" \
+    case $label in *direct*) form=direct ;; esac
+    STRATA_CUDA_DECODE_MMA_KV8=$form STRATA_CUDA_DECODE_ATTENTION=$da timeout 40 $S --kv-dtype $kv "$@" \
+      2>"${O}_tpot_$label.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$label" 2>/dev/null \
       >> "${O}_tpot.jsonl" || tail -3 "${O}_tpot_$label.err"
   }
   # Steady: all 32 prompts in one prefill step (the KV pool sized explicitly: 32 x 264 blocks
@@ -769,7 +782,7 @@ for r in rows: print("%-4s %-5s b%-4d ctx%-5d h%d/%d %-9s attn %7.1f us rope_att
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 p50 = {r["label"]: r["tpot_ms"]["p50"] for r in rows}
 for r in rows:
-  t = r["tpot_ms"]["p50"]; b = p50.get(r["label"].replace("fp8", "bf16"))
+  t = r["tpot_ms"]["p50"]; b = p50.get(r["label"].replace("fp8", "bf16").replace("-direct", ""))
   print("%-16s TPOT p50 %6.2f ms (%s of bf16, same path)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
         "%.3f" % (t / b) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
       "${O}_tpot.jsonl" | tee "${O}_tpot.txt"
@@ -789,13 +802,14 @@ for r in rows:
     timeout 25 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
       --options "activations=bf16;decode_attention=$da" --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv \
       --mode decode --batch 32 --context 4096 --reps 10 2>&1 | grep '^{' | \
-      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$run" \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$run" 2>/dev/null \
       >> "${O}_step.jsonl"
   done
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
   r = json.loads(l); print("%-10s decode step %.2f ms" % (r["label"], r["median_ms"]))' "${O}_step.jsonl" | tee "${O}_step.txt"
   stamp "kv8_splitk: where time is left: steady TPOT with decode_attention=gqa, split sweep ($(left) s left)"
+  tpot steady-fp8-direct fp8 auto $steady
   tpot steady-bf16-gqa auto gqa $steady
   tpot steady-fp8-gqa fp8 gqa $steady
   tpot_table
