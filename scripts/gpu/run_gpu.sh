@@ -743,7 +743,7 @@ phase_kv8_splitk() {
       --gtest_filter='*Attention*/cuda' 2>&1 | grep -E "FAILED|Failure|PASSED|tests ran" | tail -8
     echo "=== the direct 8-bit form (STRATA_CUDA_DECODE_MMA_KV8=direct)"
     STRATA_CUDA_DECODE_MMA_KV8=direct timeout 25 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
-      --gtest_filter='CudaKv8Ops.DecodeMma*:CudaKv8Ops.DecodeSplitK*' 2>&1 | grep -vE "^\[ RUN|^\[       OK"
+      --gtest_filter='CudaKv8Ops.DecodeMma*:CudaKv8Ops.DecodeSplitK*:CudaKv8Ops.DecodeTensorCore*' 2>&1 | grep -vE "^\[ RUN|^\[       OK"
   } > "${O}_tests.txt" 2>&1
   grep -E "kv8 ops.*seqs|FAILED|Failure|PASSED|===" "${O}_tests.txt" | tail -40
   stamp "kv8_splitk: decode attention alone, gqa vs mma (split-K), bf16 / fp8 / int8 ($(left) s left)"
