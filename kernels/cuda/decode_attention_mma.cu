@@ -140,7 +140,7 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
 template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
-                    DecodeRopeArgs rope) {
+                    int32_t* __restrict__ arrivals, DecodeRopeArgs rope) {
   using T = __nv_bfloat16;
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
   constexpr bool kKv8 = kIsKv8<KS>;
@@ -194,6 +194,57 @@ __global__ void __launch_bounds__(kThreads, 2)
   // of the group's query heads, then (max in log2 units, sum) per row.
   const int64_t slot0 = (static_cast<int64_t>(i) * a.num_heads + static_cast<int64_t>(kvh) * group) * splits + split;
   float* ws_ml = splits > 1 ? ws + pairs * group * splits * D : nullptr;  // after num_tokens * num_heads * splits rows
+  // The fused merge (`arrivals` non-null; DecodeMmaFusedMerge): each warp of a split pair
+  // counts itself in once its partial is written, and the last to arrive merges the pair's
+  // splits into `out` (the GQA combine's arithmetic) and resets the count for the next
+  // launch: one kernel per layer instead of two.
+  auto arrive_and_merge = [&]() {
+    __threadfence();  // this warp's partial is visible device-wide before it is counted
+    __syncwarp();
+    int32_t prev = 0;
+    if (lane == 0) prev = atomicAdd(arrivals + pair, 1);
+    prev = __shfl_sync(0xffffffffu, prev, 0);
+    if (prev != splits - 1) return;
+    __threadfence();  // ... and the other warps' partials are read after their counts
+    constexpr int kC = D / 32;  // columns per lane
+    for (int32_t r = 0; r < group; ++r) {
+      const int64_t s0 = slot0 - split + static_cast<int64_t>(r) * splits;  // split 0 of row r
+      float m_s = -INFINITY, l_s = 0.0f;  // lane sp: split sp's (max, sum); splits <= 32 here
+      if (lane < splits) {
+        m_s = __ldcg(ws_ml + 2 * (s0 + lane));
+        l_s = __ldcg(ws_ml + 2 * (s0 + lane) + 1);
+      }
+      const float M = WarpMax(l_s > 0.0f ? m_s : -INFINITY);
+      const float w = l_s > 0.0f ? Exp2(m_s - (M == -INFINITY ? 0.0f : M)) : 0.0f;
+      const float L = WarpSum(w * l_s);
+      float acc[kC];
+#pragma unroll
+      for (int c = 0; c < kC; ++c) acc[c] = 0.0f;
+#pragma unroll 4
+      for (int32_t sp = 0; sp < splits; ++sp) {
+        const float wsp = __shfl_sync(0xffffffffu, w, sp);
+        const float* src = ws + (s0 + sp) * D + lane * kC;
+        if constexpr (kC == 4) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(src));
+          acc[0] = fmaf(v.x, wsp, acc[0]);
+          acc[1] = fmaf(v.y, wsp, acc[1]);
+          acc[2] = fmaf(v.z, wsp, acc[2]);
+          acc[3] = fmaf(v.w, wsp, acc[3]);
+        } else {
+          const float2 v = __ldcg(reinterpret_cast<const float2*>(src));
+          acc[0] = fmaf(v.x, wsp, acc[0]);
+          acc[1] = fmaf(v.y, wsp, acc[1]);
+        }
+      }
+      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+      T* dst = out + static_cast<int64_t>(r) * D + lane * kC;
+#pragma unroll
+      for (int c = 0; c < kC; c += 2) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) = __floats2bfloat162_rn(acc[c] * inv, acc[c + 1] * inv);
+      }
+    }
+    if (lane == 0) arrivals[pair] = 0;  // every warp of the pair has counted: ready for the next launch
+  };
   if (len == 0) {  // seq_len 0 (a padding slot) or a slice past the end
     if (splits == 1) {  // zeros, as the other kernels write
       for (int32_t idx = lane; idx < group * D; idx += 32) out[idx] = __float2bfloat16(0.0f);
@@ -207,6 +258,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           ws_ml[2 * slot + 1] = 0.0f;
         }
       }
+      if (arrivals != nullptr) arrive_and_merge();
     }
     return;
   }
@@ -668,6 +720,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
+  if (splits > 1 && arrivals != nullptr) arrive_and_merge();
 }
 
 // STRATA_CUDA_DECODE_MMA_KV8=direct: 8-bit caches at head_dim 128 build the B fragments
@@ -682,10 +735,10 @@ bool Kv8Direct() {
 }
 
 template <typename K, int D, typename KS = K, bool DIRECT = false>
-cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws,
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws, int32_t* arrivals,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
-    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, rope, stream);
+    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
   }
   const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
                                 (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
@@ -700,9 +753,9 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
   if (e != cudaSuccess) return e;
   const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * splits;
   const unsigned blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
-  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads, splits, ws,
+  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads, splits, ws, arrivals,
                                              rope != nullptr ? *rope : DecodeRopeArgs{});
-  if (splits > 1) return LaunchDecodeSplitCombine(a, D, splits, ws, stream);
+  if (splits > 1 && arrivals == nullptr) return LaunchDecodeSplitCombine(a, D, splits, ws, stream);
   return cudaGetLastError();
 }
 
@@ -736,6 +789,16 @@ int32_t DecodeMmaSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_
   const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, len / kMinSliceKeys));
   // Fill one wave of resident warps (a second, partial wave would cost a whole slice's time).
   return static_cast<int32_t>(std::max<int64_t>(1, std::min(smax, slots / pairs)));
+}
+
+bool DecodeMmaFusedMerge(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
+  static const bool fused = [] {
+    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_MERGE");
+    return e != nullptr && std::strcmp(e, "fused") == 0;
+  }();
+  const int32_t splits = DecodeMmaSplits(a, kv, num_sms);
+  return fused && splits > 1 && splits <= kFusedMergeMaxSplits &&
+         static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads <= kDecodeMmaArrivals;
 }
 
 int64_t DecodeMmaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
@@ -781,7 +844,7 @@ bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_
 }
 
 cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, float* workspace, int32_t num_sms,
-                                     cudaStream_t stream, const DecodeRopeArgs* rope) {
+                                     cudaStream_t stream, const DecodeRopeArgs* rope, int32_t* arrivals) {
   if (!DecodeMmaSupports(a, kv)) return cudaErrorInvalidValue;
   if (rope != nullptr && (rope->rope.half < 0 || 2 * rope->rope.half > kv.head_dim || rope->slots == nullptr ||
                           rope->k == nullptr || rope->v == nullptr ||
@@ -792,19 +855,20 @@ cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv,
   const int32_t splits = DecodeMmaSplits(a, kv, num_sms);
   if (splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   float* ws = workspace;
+  if (!DecodeMmaFusedMerge(a, kv, num_sms)) arrivals = nullptr;
   if (kv.dtype == STRATA_DTYPE_FP8_E4M3) {
-    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, splits, ws, rope, stream)
-                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, splits, ws, rope, stream);
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, __nv_fp8_e4m3>(a, kv, splits, ws, arrivals, rope, stream)
+                             : LaunchTyped<__half, 128, __nv_fp8_e4m3>(a, kv, splits, ws, arrivals, rope, stream);
   }
   if (kv.dtype == STRATA_DTYPE_I8) {
-    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, splits, ws, rope, stream)
-                             : LaunchTyped<__half, 128, int8_t>(a, kv, splits, ws, rope, stream);
+    return kv.head_dim == 64 ? LaunchTyped<__half, 64, int8_t>(a, kv, splits, ws, arrivals, rope, stream)
+                             : LaunchTyped<__half, 128, int8_t>(a, kv, splits, ws, arrivals, rope, stream);
   }
   const bool f16 = kv.dtype == STRATA_DTYPE_F16;
   if (kv.head_dim == 64) {
-    return f16 ? LaunchTyped<__half, 64>(a, kv, splits, ws, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, splits, ws, rope, stream);
+    return f16 ? LaunchTyped<__half, 64>(a, kv, splits, ws, arrivals, rope, stream) : LaunchTyped<__nv_bfloat16, 64>(a, kv, splits, ws, arrivals, rope, stream);
   }
-  return f16 ? LaunchTyped<__half, 128>(a, kv, splits, ws, rope, stream) : LaunchTyped<__nv_bfloat16, 128>(a, kv, splits, ws, rope, stream);
+  return f16 ? LaunchTyped<__half, 128>(a, kv, splits, ws, arrivals, rope, stream) : LaunchTyped<__nv_bfloat16, 128>(a, kv, splits, ws, arrivals, rope, stream);
 }
 
 }  // namespace strata::cuda

@@ -36,6 +36,16 @@ bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_
 // STRATA_CUDA_DECODE_MMA_SPLITS=N, which forces N; 1 is the kernel without split-K).
 int32_t DecodeMmaSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
+// The fused merge: with an `arrivals` array (kDecodeMmaArrivals int32 zeros, owned by the
+// caller and reused by every launch; the kernel leaves it zeroed), the last warp of each
+// (token, KV head) to finish merges the splits itself, so no combine kernel runs. Used where
+// DecodeMmaFusedMerge: STRATA_CUDA_DECODE_MMA_MERGE=fused (opt-in, for A/B measurements),
+// 2..kFusedMergeMaxSplits splits (one warp reads every split's rows), and at most
+// kDecodeMmaArrivals (token, KV head) pairs; otherwise LaunchDecodeSplitCombine runs.
+constexpr int64_t kDecodeMmaArrivals = 65536;
+constexpr int32_t kFusedMergeMaxSplits = 8;
+bool DecodeMmaFusedMerge(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
+
 // Floats of workspace LaunchDecodeAttentionMma needs (0 without split-K).
 int64_t DecodeMmaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
@@ -44,7 +54,8 @@ int64_t DecodeMmaWorkspaceFloats(const AttentionArgs& a, const KvLayout& kv, int
 // when !DecodeMmaSupports(a, kv), rope->rope.half > head_dim / 2, or a needed workspace is
 // null.
 cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, float* workspace, int32_t num_sms,
-                                     cudaStream_t stream, const DecodeRopeArgs* rope = nullptr);
+                                     cudaStream_t stream, const DecodeRopeArgs* rope = nullptr,
+                                     int32_t* arrivals = nullptr);
 
 }  // namespace strata::cuda
 
