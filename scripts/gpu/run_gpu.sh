@@ -761,11 +761,12 @@ for r in rows: print("%-4s %-5s b%-4d ctx%-5d h%d/%d %-9s attn %7.1f us rope_att
     "${O}_attention.jsonl" > "${O}_attention.txt"
   grep -E "ctx4096|b1 " "${O}_attention.txt"
   : > "${O}_attention_direct.jsonl"
-  for form in direct:kernel:fp8,int8 direct:fused:bf16,fp8,int8; do  # 8-bit form : merge : cache types
-    local f=${form%%:*} rest=${form#*:}
-    STRATA_CUDA_DECODE_MMA_KV8=$f STRATA_CUDA_DECODE_MMA_MERGE=${rest%%:*} STRATA_OP_BENCH=decode_attention \
-      STRATA_OP_BENCH_KV_DTYPES=${rest#*:} STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 15 "$BUILD/bin/cuda_op_bench" 2>&1 | \
-      grep '"mma"' | sed "s/\"kernel\":\"mma\"/\"kernel\":\"mma-$f-${rest%%:*}\"/" >> "${O}_attention_direct.jsonl"
+  local v f m t x
+  for v in direct:kernel:fp8,int8:4096 direct:fused:bf16,fp8,int8:4096 direct:fused:bf16,fp8:256; do
+    IFS=: read -r f m t x <<< "$v"  # 8-bit form, merge, cache types, context
+    STRATA_CUDA_DECODE_MMA_KV8=$f STRATA_CUDA_DECODE_MMA_MERGE=$m STRATA_OP_BENCH=decode_attention \
+      STRATA_OP_BENCH_KV_DTYPES=$t STRATA_OP_BENCH_DECODE_CONTEXT=$x timeout 15 "$BUILD/bin/cuda_op_bench" 2>&1 | \
+      grep '"mma"' | sed "s/\"kernel\":\"mma\"/\"kernel\":\"mma-$f-$m\"/" >> "${O}_attention_direct.jsonl"
   done
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
