@@ -210,6 +210,11 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
         return Value::String(std::string(1, obj.as_string()[*i]));
       }
     } else {
+      // Splitting into code points costs a std::string per character, on every index.
+      if (absl::Status s = ChargeMemory(Utf8Length(obj.as_string()) * sizeof(std::string), "string index");
+          !s.ok()) {
+        return s;
+      }
       std::vector<std::string> chars = Utf8Chars(obj.as_string());
       if (auto i = NormalizeIndex(key.as_int(), chars.size())) return Value::String(chars[*i]);
     }
@@ -259,6 +264,9 @@ absl::StatusOr<Value> GetSlice(const Value& obj, const Value& start_v, const Val
   std::vector<std::string> chars;
   size_t n;
   if (obj.is_string()) {
+    if (absl::Status s = ChargeMemory(Utf8Length(obj.as_string()) * sizeof(std::string), "string slice"); !s.ok()) {
+      return s;
+    }
     chars = Utf8Chars(obj.as_string());
     n = chars.size();
   } else if (obj.is_list()) {
@@ -306,6 +314,12 @@ absl::StatusOr<ValueList> Iterate(const Value& v) {
     return keys;
   }
   if (v.is_string()) {
+    // One Value per code point: ~sizeof(Value) per byte of the string, a 100x expansion that
+    // the string's own charge did not cover (a fuzzer found 4 GB renders through `join` and
+    // `for` over a long string).
+    if (absl::Status s = ChargeMemory(Utf8Length(v.as_string()) * sizeof(Value), "iterating a string"); !s.ok()) {
+      return s;
+    }
     ValueList out;
     for (std::string& c : Utf8Chars(v.as_string())) out.push_back(Value::String(std::move(c)));
     return out;

@@ -56,5 +56,15 @@ TEST(MemoryBudget, ValuesMadeAndDroppedCountTowardsTheTotal) {
   EXPECT_TRUE(RenderStatus("{% for i in range(10) %}{% set x = 'a' * 1000000 %}{% endfor %}ok").ok());
 }
 
+TEST(MemoryBudget, IteratingIndexingAndSlicingALongStringAreCharged) {
+  // A string becomes one value per character when iterated (~100x its bytes): the fuzzer's
+  // inputs reached 2-4 GB through `join` and `for` over a long string before this was charged.
+  ExpectMemoryLimit("{% set s = 'a' * 20000000 %}{{ s | join(',') | length }}");
+  ExpectMemoryLimit("{% set s = 'a' * 20000000 %}{% for c in s %}{% endfor %}ok");
+  ExpectMemoryLimit("{% set s = '\u00e9' * 10000000 %}{{ s[::-1] | length }}");
+  ExpectMemoryLimit("{% set s = '\u00e9' * 10000000 %}{% for i in range(100) %}{% set c = s[i] %}{% endfor %}ok");
+  EXPECT_TRUE(RenderStatus("{{ 'hello' | join(',') }}{% for c in 'h\u00e9' %}{{ c }}{% endfor %}{{ 'h\u00e9'[1] }}").ok());
+}
+
 }  // namespace
 }  // namespace strata
