@@ -298,15 +298,19 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   const float* xsums = reinterpret_cast<const float*>(dyn_smem + staged_vec);
   char* ring = reinterpret_cast<char*>(dyn_smem + staged_vec + sum_vec) + warp * kDepth * kSlotBytes;
   auto slot_data = [&](int u) { return reinterpret_cast<uint4*>(ring + u * kSlotBytes) + lane; };
-  // Loads are issued in chunk order; a range starts a group, so the group record goes with
-  // every cpg-th chunk from c_begin.
-  int load_group = kGroups ? c_begin / cpg : 0, load_left = 0;
-  auto issue = [&](int u, int c) {
-    CpAsync16(slot_data(u), wp + c * 32, true);
+  // Loads are issued in chunk order, from running source pointers (the compiler recomputed
+  // the 64-bit address of chunk c from scratch for every load); a range starts a group, so
+  // the group record goes with every cpg-th chunk from c_begin.
+  const uint4* next_data = wp + static_cast<int64_t>(c_begin) * 32;
+  const char* next_meta = kGroups ? meta_src + static_cast<int64_t>(c_begin / cpg) * meta_step : nullptr;
+  int load_left = 0;
+  auto issue = [&](int u) {
+    CpAsync16(slot_data(u), next_data, true);
+    next_data += 32;
     if constexpr (kGroups) {
       if (load_left == 0) {
-        CpAsync4(reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512) + lane, meta_src + load_group * meta_step);
-        ++load_group;
+        CpAsync4(reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512) + lane, next_meta);
+        next_meta += meta_step;
         load_left = cpg;
       }
       --load_left;
@@ -316,7 +320,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   // before position p always means "position p has landed".
 #pragma unroll
   for (int u = 0; u < kDepth; ++u) {
-    if (c_begin + u < c_end) issue(u, c_begin + u);
+    if (c_begin + u < c_end) issue(u);
     CpAsyncCommit();
   }
   float lo = 0.0f, hi = 0.0f;  // per-row scales, or the current group's
@@ -399,7 +403,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
       }
       // The slot is free once its values are used: its next chunk goes in flight (kDepth - 1
       // others stay outstanding meanwhile).
-      if (c + kDepth < c_end) issue(u, c + kDepth);
+      if (c + kDepth < c_end) issue(u);
       CpAsyncCommit();
     }
   }

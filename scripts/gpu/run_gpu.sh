@@ -34,6 +34,8 @@
 #   gemv3      the streaming GEMV's model-vs-sweep gap and its fix (issue 28 items 1-2, about 2
 #              minutes, $OUT/cuda-gemv_*): tests, one-token sweeps with zero points, W4A16 / W8A16
 #              batch-1 decode, one eager W4A16 step's op profile
+#   gemv3_final  the same, call 2: tests, W4A16 / W8A16 decode -r 3 with the streaming GEMV as the
+#              default, one eager step's op profile, sweeps as the budget allows
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
@@ -866,6 +868,41 @@ phase_gemv3() {
     grep -E "QuantGemvStreamKernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Block Size|Issued Warp|No Eligible|Warp Cycles Per Issued|==ERROR" \
       "$OUT/cuda-gemv_ncu_sweep.txt" | head -30 | tee -a "$F"
   fi
+}
+
+# gemv3_final (call 2 of cuda-gemv): the streaming GEMV as the default (no environment), its
+# tests, the issue's figures (batch-1 decode 128/128 -r 3, W4A16 and W8A16), one eager W4A16
+# step's op profile (kernels and non-product time per step), then the one-token sweeps and the
+# A/B figures as the budget allows. Everything in $OUT/cuda-gemv_final*.
+phase_gemv3_final() {
+  local S0="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local S="$S0 --prompt-tokens 128 --gen-tokens 128"
+  local F="$OUT/cuda-gemv_final.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
+  gemv3_step() {
+    local limit=$1 out=$2
+    shift 2
+    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
+    stamp "$out (limit ${limit}s)" | tee -a "$F"
+    timeout "$limit" "$@" > "$OUT/$out" 2>&1
+    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
+  }
+  gemv3_step 75 cuda-gemv_final_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*}"
+  grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|elements off|Which is" "$OUT/cuda-gemv_final_test.txt" | head -20 | tee -a "$F"
+  local d
+  for d in int4-g128 int8; do
+    gemv3_step 60 cuda-gemv_final_decode_$d.json $S --synthetic-dtype $d -r 3
+    grep -h decode_tokens "$OUT/cuda-gemv_final_decode_$d.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  done
+  gemv3_step 50 cuda-gemv_final_profile_int4.txt env STRATA_CUDA_PROFILE=1 \
+    $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager
+  sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_final_profile_int4.txt" | head -40 | tee -a "$F"
+  gemv3_step 30 cuda-gemv_final_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|xsum)"|error' "$OUT/cuda-gemv_final_sweep_w4z1.jsonl" | tee -a "$F"
+  gemv3_step 25 cuda-gemv_final_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_final_sweep_w8.jsonl" | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
 }
 
 phase_serve256() {
