@@ -899,7 +899,7 @@ phase_gemv3_final() {
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_final_profile_int4.txt" | head -40 | tee -a "$F"
   gemv3_step 30 cuda-gemv_final_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
   grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|xsum)"|error' "$OUT/cuda-gemv_final_sweep_w4z1.jsonl" | tee -a "$F"
-  gemv3_step 25 cuda-gemv_final_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1
+  gemv3_step 35 cuda-gemv_final_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w8a16 --quick 1
   grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_final_sweep_w8.jsonl" | tee -a "$F"
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
