@@ -81,7 +81,10 @@ constexpr int64_t kMaxStagedCols = 24576;                 // 48 KB of BF16: no o
 // Past cols, up to the whole last chunk (padded_vec 16-byte vectors), xs holds zeros: the
 // padding weights dequantize to exactly 0, and 0 * 0 keeps the last chunk's sum exact without
 // a per-chunk bounds test.
-template <int P, int kBlockWarps>
+// kHalf (INT8 weights, whose mma takes FP16 B): the staged values are stored as FP16,
+// converted from their BF16 rounding as ConsumeChunk converted them per chunk before (the
+// same values), once per block instead of once per chunk and lane.
+template <int P, int kBlockWarps, bool kHalf>
 __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs, int padded_vec) {
   const int nvec = static_cast<int>(a.w.cols / 8);
   for (int i = nvec + threadIdx.x; i < padded_vec; i += blockDim.x) xs[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -100,8 +103,15 @@ __device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs,
     v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
     v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
     v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
+    if constexpr (kHalf) {
+      auto half = [](uint32_t w) {
+        return PackPair<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+      };
+      v = make_uint4(half(v.x), half(v.y), half(v.z), half(v.w));
+    }
     return v;
   };
+
   if constexpr (P == kRmsNorm) {
     __shared__ float partial[kBlockWarps];
     float ss = 0.0f;
@@ -185,7 +195,7 @@ __device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, 
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     uint32_t b0 = xw[2 * s], b1 = xw[2 * s + 1];
-    if constexpr (kValues == kQuantInt8) {  // FP16 B for the FP16 A of INT8 (quant_tiled.cuh)
+    if constexpr (kValues == kQuantInt8 && P == kPlain) {  // FP16 B for INT8's FP16 A (staged: FP16 already)
       b0 = PackPair<__half>(__uint_as_float(b0 << 16), __uint_as_float(b0 & 0xffff0000u));
       b1 = PackPair<__half>(__uint_as_float(b1 << 16), __uint_as_float(b1 & 0xffff0000u));
     }
@@ -345,7 +355,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
   // is zero padded).
   int last_ok = chunks;
   if constexpr (P != kPlain) {
-    StagePrologue<P, kBlockWarps>(a, dyn_smem, staged_vec);  // prologue(x), before the ring
+    StagePrologue<P, kBlockWarps, kValues == kQuantInt8>(a, dyn_smem, staged_vec);  // prologue(x), before the ring
     if constexpr (kXSum) {  // each chunk's sum of the staged (BF16-rounded) x
       float* sums = reinterpret_cast<float*>(dyn_smem + staged_vec);
       for (int ch = threadIdx.x; ch < chunks; ch += blockDim.x) {
