@@ -894,13 +894,20 @@ phase_gemv3_final() {
     gemv3_step 60 cuda-gemv_final_decode_$d.json $S --synthetic-dtype $d -r 3
     grep -h decode_tokens "$OUT/cuda-gemv_final_decode_$d.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   done
+  gemv3_step 30 cuda-gemv_final_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
+  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|xsum)"|error' "$OUT/cuda-gemv_final_sweep_w4z1.jsonl" | tee -a "$F"
   gemv3_step 50 cuda-gemv_final_profile_int4.txt env STRATA_CUDA_PROFILE=1 \
     $S0 --synthetic-dtype int4-g128 -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-gemv_final_profile_int4.txt" | head -40 | tee -a "$F"
-  gemv3_step 30 cuda-gemv_final_sweep_w4z1.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1
-  grep -E 'qgemv_sweep_best|"variant":"(mma|default|read|xsum)"|error' "$OUT/cuda-gemv_final_sweep_w4z1.jsonl" | tee -a "$F"
+  # A/B: the previous default (tensor-core GEMV) and INT4's x-sum form, one repetition each.
+  gemv3_step 45 cuda-gemv_final_decode_int4_mma.json env STRATA_CUDA_QGEMV_KERNEL=mma $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int4_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_int4_xsum.json env STRATA_CUDA_QGEMV_XSUM=1 $S --synthetic-dtype int4-g128 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int4_xsum.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 35 cuda-gemv_final_sweep_w8.jsonl "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1,8 --formats w8a16 --quick 1
   grep -E 'qgemv_sweep_best|"variant":"(mma|default|read)"|error' "$OUT/cuda-gemv_final_sweep_w8.jsonl" | tee -a "$F"
+  gemv3_step 45 cuda-gemv_final_decode_int8_mma.json env STRATA_CUDA_QGEMV_KERNEL=mma $S --synthetic-dtype int8 -r 1
+  grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int8_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
 }
