@@ -870,7 +870,7 @@ phase_gemv3() {
   fi
 }
 
-# gemv3_final (call 2 of cuda-gemv): the streaming GEMV as the default (no environment), its
+# gemv3_final (call 2 of cuda-gemv): the streaming GEMV (STRATA_CUDA_QGEMV_KERNEL=stream), its
 # tests, the figures (batch-1 decode 128/128 -r 3, W4A16 and W8A16), one eager W4A16
 # step's op profile (kernels and non-product time per step), then the one-token sweeps and the
 # A/B figures as the budget allows. Everything in $OUT/cuda-gemv_final*.
@@ -889,6 +889,9 @@ phase_gemv3_final() {
   gemv3_step 75 cuda-gemv_final_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*}"
   grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|elements off|Which is" "$OUT/cuda-gemv_final_test.txt" | head -20 | tee -a "$F"
+  # After the tests (which set it themselves): the streaming GEMV for the runs below, whether or
+  # not the merged tree makes it the default (cuda-gemv-next does).
+  export STRATA_CUDA_QGEMV_KERNEL=${STRATA_GEMV3_KERNEL:-stream}
   local d
   for d in int4-g128 int8; do
     gemv3_step 60 cuda-gemv_final_decode_$d.json $S --synthetic-dtype $d -r 3
@@ -910,6 +913,7 @@ phase_gemv3_final() {
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int8_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  unset STRATA_CUDA_QGEMV_KERNEL
 }
 
 phase_serve256() {
