@@ -620,7 +620,8 @@ phase_w8a8_ncu() {
 }
 
 # Issue 28, the 4,096-token W8A8 prefill (helper cuda-prefill; STRATA_PREFILL_BUDGET seconds,
-# default 120: a step starts only with 10 s left and is cut at the budget; everything in
+# default 120, which holds the tests and two prefill figures: each `strata bench --synthetic
+# llama3-8b` takes ~30 s, most of it making the model; 300 runs everything; a step starts only with 10 s left and is cut at the budget; everything in
 # $OUT/cuda-prefill_*.txt): the 8-bit cuda_quant_test cases (1 .. 4,096 tokens), the
 # end-to-end prefill figures (w8a8, w8a8 with the GEMM's multicast pairs, fp8, bf16), the
 # W8A8 prefill op by op (eager, STRATA_CUDA_PROFILE=1: the activation quantization apart from
@@ -646,12 +647,12 @@ phase_w8a8_prefill() {
   grep -E "FAILED|PASSED|Failure|worst error.*n=4096" "$OUT/cuda-prefill_test.txt" | head -24; tail -1 "$OUT/cuda-prefill_test.txt"
   pb test_bf16_wgmma 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaWgmmaGemm.*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_bf16_wgmma.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_bf16_wgmma.txt"
-  for d in w8a8 fp8 bf16; do pb "e2e_$d" 30 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
+  for d in w8a8 fp8 bf16; do pb "e2e_$d" 50 $S --synthetic-dtype $d $P -r 3; figure "e2e_$d"; done
   pb test_options 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmPrefillOptions*'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-prefill_test_options.txt" | head -8; tail -1 "$OUT/cuda-prefill_test_options.txt"
-  STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
-  STRATA_CUDA_WGMMA_PERSISTENT=on pb e2e_w8a8_persistent 30 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_persistent
-  STRATA_CUDA_PROFILE=1 pb profile_w8a8 30 $S --synthetic-dtype w8a8 $P -r 1 --enforce-eager
+  STRATA_CUDA_WGMMA_MULTICAST=on pb e2e_w8a8_multicast 50 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_multicast
+  STRATA_CUDA_WGMMA_PERSISTENT=on pb e2e_w8a8_persistent 50 $S --synthetic-dtype w8a8 $P -r 3; figure e2e_w8a8_persistent
+  STRATA_CUDA_PROFILE=1 pb profile_w8a8 50 $S --synthetic-dtype w8a8 $P -r 1 --enforce-eager
   sed -n '/strata cuda op profile/,$p' "$OUT/cuda-prefill_profile_w8a8.txt" | head -30
   STRATA_CUDA_PROFILE=1 pb products_auto 25 "${M[@]}" --formats w8a8,fp8
   grep -E "quantize activations|^\{" "$OUT/cuda-prefill_products_auto.txt" | head -20
@@ -1046,7 +1047,7 @@ phase_gemv3() {
   fi
 }
 
-# gemv3_final (call 2 of cuda-gemv): the streaming GEMV as the default (no environment), its
+# gemv3_final (call 2 of cuda-gemv): the streaming GEMV (STRATA_CUDA_QGEMV_KERNEL=stream), its
 # tests, the issue's figures (batch-1 decode 128/128 -r 3, W4A16 and W8A16), one eager W4A16
 # step's op profile (kernels and non-product time per step), then the one-token sweeps and the
 # A/B figures as the budget allows. Everything in $OUT/cuda-gemv_final*.
@@ -1065,6 +1066,9 @@ phase_gemv3_final() {
   gemv3_step 75 cuda-gemv_final_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*}"
   grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|elements off|Which is" "$OUT/cuda-gemv_final_test.txt" | head -20 | tee -a "$F"
+  # After the tests (which set it themselves): the streaming GEMV for the runs below, whether or
+  # not the merged tree makes it the default (cuda-gemv-next does).
+  export STRATA_CUDA_QGEMV_KERNEL=${STRATA_GEMV3_KERNEL:-stream}
   local d
   for d in int4-g128 int8; do
     gemv3_step 60 cuda-gemv_final_decode_$d.json $S --synthetic-dtype $d -r 3
@@ -1086,6 +1090,7 @@ phase_gemv3_final() {
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_int8_mma.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
+  unset STRATA_CUDA_QGEMV_KERNEL
 }
 
 phase_serve256() {
