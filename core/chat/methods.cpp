@@ -69,7 +69,7 @@ absl::StatusOr<Value> StrSplit(const Value& self, const CallArgs& args, std::str
   return StringList(
       Cat(name, "()"),
       [&](absl::FunctionRef<void(std::string_view)> part) { PySplitParts(s, *sep, *maxsplit, from_right, part); },
-      /*reverse=*/from_right && *maxsplit >= 0);
+      /*reverse=*/from_right);
 }
 
 absl::StatusOr<Value> StrAffix(const Value& self, const CallArgs& args, std::string_view name) {

@@ -140,7 +140,6 @@ std::string PyStrip(std::string_view s, const std::optional<std::string>& chars,
 
 void PySplitParts(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
                   bool from_right, absl::FunctionRef<void(std::string_view)> part) {
-  if (from_right && maxsplit < 0) from_right = false;  // rsplit without a limit is split
   if (sep && !from_right) {
     size_t start = 0;
     for (int64_t n = 0; maxsplit < 0 || n < maxsplit; ++n) {
@@ -154,7 +153,7 @@ void PySplitParts(std::string_view s, const std::optional<std::string>& sep, int
   }
   if (sep) {
     size_t end = s.size();
-    for (int64_t n = 0; n < maxsplit; ++n) {
+    for (int64_t n = 0; maxsplit < 0 || n < maxsplit; ++n) {
       if (end < sep->size()) break;
       size_t at = s.rfind(*sep, end - sep->size());
       if (at == std::string_view::npos) break;
@@ -172,14 +171,8 @@ void PySplitParts(std::string_view s, const std::optional<std::string>& sep, int
       while (i < s.size() && space_at(i, Utf8CharLen(s, i))) i += Utf8CharLen(s, i);
       if (i == s.size()) break;
       if (maxsplit >= 0 && n == maxsplit) {
-        // The unsplit remainder, without its trailing whitespace (as Python does).
-        size_t e = s.size();
-        while (e > i) {
-          const size_t p = PrevStart(s, e);
-          if (!space_at(p, e - p)) break;
-          e = p;
-        }
-        part(s.substr(i, e - i));
+        // The unsplit remainder, trailing whitespace included (as CPython does).
+        part(s.substr(i));
         break;
       }
       const size_t b = i;
@@ -194,10 +187,8 @@ void PySplitParts(std::string_view s, const std::optional<std::string>& sep, int
     while (i > 0 && space_at(PrevStart(s, i), i - PrevStart(s, i))) i = PrevStart(s, i);
     if (i == 0) break;
     if (n == maxsplit) {
-      // The unsplit remainder, without its leading whitespace.
-      size_t b = 0;
-      while (b < i && space_at(b, Utf8CharLen(s, b))) b += Utf8CharLen(s, b);
-      part(s.substr(b, i - b));
+      // The unsplit remainder, leading whitespace included (as CPython does).
+      part(s.substr(0, i));
       break;
     }
     const size_t e = i;

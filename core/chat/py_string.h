@@ -75,8 +75,9 @@ std::string PyStrip(std::string_view s, const std::optional<std::string>& chars,
                     bool left, bool right);
 // Python's s.split(sep, maxsplit) (from_right: s.rsplit(sep, maxsplit)); sep == nullopt
 // splits on runs of whitespace, dropping empty parts. Calls part() with each part, a view
-// into s: left to right, except for rsplit with maxsplit >= 0, which hands them over RIGHT TO
-// LEFT (the caller reverses them). rsplit with maxsplit < 0 is split.
+// into s: left to right for split, RIGHT TO LEFT for rsplit (the caller reverses them; rsplit
+// matches the separator from the right, as CPython does, which differs from split when
+// occurrences overlap: "aaa".rsplit("aa") is ['a', '']).
 void PySplitParts(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
                   bool from_right, absl::FunctionRef<void(std::string_view)> part);
 // Python's s.splitlines(): calls line() with each line (a view into s, without its break).
