@@ -244,17 +244,22 @@ absl::StatusOr<Value> Indent(const Value& input, const Args& a) {
     indention = std::string(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
   }
   bool first = a[1].Truthy(), blank = a[2].Truthy();
-  std::vector<std::string> lines = PySplitLines(input.Str() + "\n");
+  const std::string text = input.Str() + "\n";
+  // Jinja: (text + "\n").splitlines(), indented, joined with "\n". Sized and charged first.
   size_t bytes = indention.size();
-  for (const std::string& l : lines) bytes += l.size() + 1 + indention.size();
+  PySplitLinesParts(text, [&](std::string_view l) { bytes += l.size() + 1 + indention.size(); });
   STRATA_RETURN_IF_ERROR(ChargeMemory(bytes, "indent()"));
   std::string rv;
-  if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
-  } else {
-    rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : indention + lines[i]);
-  }
+  rv.reserve(bytes);
+  bool first_line = true;
+  PySplitLinesParts(text, [&](std::string_view l) {
+    if (!first_line) {
+      rv += '\n';
+      if (blank || !l.empty()) rv += indention;
+    }
+    rv += l;
+    first_line = false;
+  });
   return Value::String(first ? indention + rv : rv);
 }
 
@@ -384,9 +389,14 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
   }
   if (name == "reverse") {
     if (in.is_string()) {
-      std::vector<std::string> chars = Utf8Chars(in.as_string());
-      std::string out;
-      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
+      // Code points in reverse order, written from the back of a result of the same size.
+      const std::string& s = in.as_string();
+      std::string out(s.size(), '\0');
+      size_t at = s.size();
+      for (std::string_view ch : Utf8CodePoints(s)) {
+        at -= ch.size();
+        out.replace(at, ch.size(), ch);
+      }
       return Value::String(std::move(out));
     }
     STRATA_ASSIGN_OR_RETURN(ValueList items, Items(name, in));
@@ -510,9 +520,17 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
     // after whitespace, '-', '(', '{', '[' or '<'.
     std::string out;
     bool start = true;
-    for (const std::string& ch : Utf8Chars(s)) {
+    out.reserve(s.size());
+    for (std::string_view ch : Utf8CodePoints(s)) {
       bool sep = IsPySpace(ch) || ch == "-" || ch == "(" || ch == "{" || ch == "[" || ch == "<";
-      out += sep ? ch : start ? AsciiUpper(ch) : AsciiLower(ch);
+      if (sep || ch.size() > 1) {
+        out += ch;  // AsciiUpper/AsciiLower leave non-ASCII bytes as they are
+      } else {
+        char c = ch[0];
+        if (start && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+        if (!start && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        out += c;
+      }
       start = sep;
     }
     return Value::String(std::move(out));
@@ -526,18 +544,19 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
       else if (c == '>' && in_tag) in_tag = false;
       else if (!in_tag) out += c;
     }
-    return Value::String(PySplit(out, std::nullopt, -1).empty()
-                             ? std::string()
-                             : [&] {
-                                 std::string j;
-                                 for (const auto& w : PySplit(out, std::nullopt, -1)) j += (j.empty() ? "" : " ") + w;
-                                 return j;
-                               }());
+    // Jinja: " ".join(text.split()) — whitespace runs become one space, none at the ends.
+    std::string joined;
+    joined.reserve(out.size());
+    PySplitParts(out, std::nullopt, -1, /*from_right=*/false, [&](std::string_view w) {
+      if (!joined.empty()) joined += ' ';
+      joined += w;
+    });
+    return Value::String(std::move(joined));
   }
   if (name == "wordcount") {
     int64_t words = 0;
     bool in_word = false;
-    for (const std::string& ch : Utf8Chars(s)) {
+    for (std::string_view ch : Utf8CodePoints(s)) {
       unsigned char c = static_cast<unsigned char>(ch[0]);
       bool word = ch.size() > 1 || std::isalnum(c) || c == '_';
       if (word && !in_word) ++words;
@@ -573,11 +592,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& in, const 
     STRATA_ASSIGN_OR_RETURN(int64_t length, IntArg(name, "length", a[0], 255));
     STRATA_ASSIGN_OR_RETURN(std::string end, StringArg(name, "end", a[2], "..."));
     STRATA_ASSIGN_OR_RETURN(int64_t leeway, IntArg(name, "leeway", a[3], 5));
-    std::vector<std::string> chars = Utf8Chars(s);
-    if (static_cast<int64_t>(chars.size()) <= length + leeway) return Value::String(s);
+    if (static_cast<int64_t>(Utf8Length(s)) <= length + leeway) return Value::String(s);
     int64_t keep = std::max<int64_t>(0, length - static_cast<int64_t>(Utf8Length(end)));
-    std::string head;
-    for (int64_t i = 0; i < keep; ++i) head += chars[static_cast<size_t>(i)];
+    // Python's s[:keep] (past the end when leeway < 0 only clamps).
+    std::string head = s.substr(0, Utf8OffsetOf(s, static_cast<size_t>(keep)));
     if (!a[1].Truthy()) {
       size_t sp = head.rfind(' ');
       if (sp != std::string::npos) head.resize(sp);

@@ -14,7 +14,7 @@ namespace {
 
 void AppendJsonString(std::string_view s, bool ensure_ascii, std::string& out) {
   out += '"';
-  for (const std::string& ch : Utf8Chars(s)) {
+  for (std::string_view ch : Utf8CodePoints(s)) {
     unsigned char c = static_cast<unsigned char>(ch[0]);
     if (ch.size() == 1 && c < 0x80) {
       switch (c) {

@@ -1,9 +1,11 @@
 #include "core/chat/methods.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "core/chat/cat.h"
 #include "core/chat/call_args.h"
@@ -23,9 +25,25 @@ absl::StatusOr<std::optional<std::string>> OptString(std::string_view fn, const 
   return std::optional<std::string>(v.as_string());
 }
 
-Value StringList(std::vector<std::string> parts) {
+// A list of strings made from parts produced by `produce` (which calls its argument with
+// each part, a view into a string that outlives this call). The parts are counted first and
+// the list is charged to the memory budget before any of it is made: a long string of
+// separators would otherwise make millions of values before the render could refuse them.
+absl::StatusOr<Value> StringList(std::string_view what,
+                                 absl::FunctionRef<void(absl::FunctionRef<void(std::string_view)>)> produce,
+                                 bool reverse = false) {
+  size_t count = 0, bytes = 0;
+  produce([&](std::string_view p) {
+    ++count;
+    bytes += p.size();
+  });
+  // As the renderer charges every list result (sizeof(Value) per item), and the parts' text.
+  if (absl::Status s = ChargeMemory(count * sizeof(Value), what); !s.ok()) return s;
+  if (absl::Status s = ChargeMemory(bytes, what); !s.ok()) return s;
   ValueList out;
-  for (auto& p : parts) out.push_back(Value::String(std::move(p)));
+  out.reserve(count);
+  produce([&](std::string_view p) { out.push_back(Value::String(std::string(p))); });
+  if (reverse) std::reverse(out.begin(), out.end());
   return Value::List(std::move(out));
 }
 
@@ -46,8 +64,12 @@ absl::StatusOr<Value> StrSplit(const Value& self, const CallArgs& args, std::str
   if (*sep && (*sep)->empty()) return absl::InvalidArgumentError("empty separator");
   auto maxsplit = IntArg(name, "maxsplit", (*a)[1], -1);
   if (!maxsplit.ok()) return maxsplit.status();
-  return StringList(name == "split" ? PySplit(self.as_string(), *sep, *maxsplit)
-                                    : PyRSplit(self.as_string(), *sep, *maxsplit));
+  const bool from_right = name == "rsplit";
+  const std::string& s = self.as_string();
+  return StringList(
+      Cat(name, "()"),
+      [&](absl::FunctionRef<void(std::string_view)> part) { PySplitParts(s, *sep, *maxsplit, from_right, part); },
+      /*reverse=*/from_right);
 }
 
 absl::StatusOr<Value> StrAffix(const Value& self, const CallArgs& args, std::string_view name) {
@@ -87,7 +109,7 @@ absl::StatusOr<Value> StrPredicate(const Value& self, const CallArgs& args, std:
   const std::string& s = self.as_string();
   if (s.empty()) return Value::Bool(false);
   bool all = true, any_cased = false;
-  for (const std::string& ch : Utf8Chars(s)) {
+  for (std::string_view ch : Utf8CodePoints(s)) {
     char c = ch[0];
     bool ascii = ch.size() == 1;
     bool digit = ascii && c >= '0' && c <= '9';
@@ -142,7 +164,9 @@ absl::StatusOr<Value> StrFind(const Value& self, const CallArgs& args, std::stri
 absl::StatusOr<Value> StrSplitLines(const Value& self, const CallArgs& args, std::string_view name) {
   auto a = BindArgs(name, args, {}, 0);
   if (!a.ok()) return a.status();
-  return StringList(PySplitLines(self.as_string()));
+  const std::string& s = self.as_string();
+  return StringList("splitlines()",
+                    [&](absl::FunctionRef<void(std::string_view)> line) { PySplitLinesParts(s, line); });
 }
 
 absl::StatusOr<Value> StrJoin(const Value& self, const CallArgs& args, std::string_view name) {

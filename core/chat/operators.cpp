@@ -210,13 +210,16 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
         return Value::String(std::string(1, obj.as_string()[*i]));
       }
     } else {
-      // Splitting into code points costs a std::string per character, on every index.
-      if (absl::Status s = ChargeMemory(Utf8Length(obj.as_string()) * sizeof(std::string), "string index");
-          !s.ok()) {
-        return s;
+      // Charged as if split into one std::string per code point, as it was once; it is now
+      // walked in place, but each index still walks the string, and the charge bounds that.
+      const std::string& s = obj.as_string();
+      if (absl::Status st = ChargeMemory(Utf8Length(s) * sizeof(std::string), "string index"); !st.ok()) {
+        return st;
       }
-      std::vector<std::string> chars = Utf8Chars(obj.as_string());
-      if (auto i = NormalizeIndex(key.as_int(), chars.size())) return Value::String(chars[*i]);
+      if (auto i = NormalizeIndex(key.as_int(), Utf8Length(s))) {
+        const size_t at = Utf8OffsetOf(s, *i);
+        return Value::String(s.substr(at, Utf8CharLen(s, at)));
+      }
     }
   }
   if (key.is_string()) {
@@ -261,14 +264,12 @@ absl::StatusOr<Value> GetSlice(const Value& obj, const Value& start_v, const Val
   if (!step_o.ok()) return step_o.status();
   int64_t step = step_o->value_or(1);
   if (step == 0) return absl::InvalidArgumentError("slice step cannot be zero");
-  std::vector<std::string> chars;
   size_t n;
   if (obj.is_string()) {
-    if (absl::Status s = ChargeMemory(Utf8Length(obj.as_string()) * sizeof(std::string), "string slice"); !s.ok()) {
-      return s;
-    }
-    chars = Utf8Chars(obj.as_string());
-    n = chars.size();
+    // Charged as if split into one std::string per code point, as it was once (it is now
+    // walked in place; see GetItem).
+    n = Utf8Length(obj.as_string());
+    if (absl::Status s = ChargeMemory(n * sizeof(std::string), "string slice"); !s.ok()) return s;
   } else if (obj.is_list()) {
     n = obj.list().size();
   } else {
@@ -289,16 +290,34 @@ absl::StatusOr<Value> GetSlice(const Value& obj, const Value& start_v, const Val
   };
   int64_t b = adjust(*start, step < 0 ? len - 1 : 0);
   int64_t e = adjust(*stop, step < 0 ? -1 : len);
+  if (obj.is_string()) {
+    // Code point i is taken when it is one of b, b + step, ... before e. Two walks: the
+    // result's size, then its bytes (written from the back when step < 0).
+    auto taken = [&](int64_t i) {
+      return step > 0 ? (i >= b && i < e && (i - b) % step == 0) : (i <= b && i > e && (b - i) % step == 0);
+    };
+    const std::string& s = obj.as_string();
+    size_t bytes = 0;
+    int64_t i = 0;
+    for (std::string_view ch : Utf8CodePoints(s)) {
+      if (taken(i++)) bytes += ch.size();
+    }
+    std::string out(bytes, '\0');
+    size_t at = step > 0 ? 0 : bytes;
+    i = 0;
+    for (std::string_view ch : Utf8CodePoints(s)) {
+      if (!taken(i++)) continue;
+      if (step < 0) at -= ch.size();
+      out.replace(at, ch.size(), ch);
+      if (step > 0) at += ch.size();
+    }
+    return Value::String(std::move(out));
+  }
   std::vector<size_t> idx;
   if (step > 0) {
     for (int64_t i = b; i < e; i += step) idx.push_back(static_cast<size_t>(i));
   } else {
     for (int64_t i = b; i > e; i += step) idx.push_back(static_cast<size_t>(i));
-  }
-  if (obj.is_string()) {
-    std::string out;
-    for (size_t i : idx) out += chars[i];
-    return Value::String(std::move(out));
   }
   ValueList out;
   for (size_t i : idx) out.push_back(obj.list()[i]);
@@ -321,7 +340,8 @@ absl::StatusOr<ValueList> Iterate(const Value& v) {
       return s;
     }
     ValueList out;
-    for (std::string& c : Utf8Chars(v.as_string())) out.push_back(Value::String(std::move(c)));
+    out.reserve(Utf8Length(v.as_string()));
+    for (std::string_view c : Utf8CodePoints(v.as_string())) out.push_back(Value::String(std::string(c)));
     return out;
   }
   return absl::InvalidArgumentError(Cat("'", v.TypeName(), "' object is not iterable"));
