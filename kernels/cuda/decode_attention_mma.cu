@@ -135,12 +135,16 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(n) : "memory");
 }
 
+// Kernel flags (DecodeMmaFlags): BF16 caches multiply P as hi + lo BF16 parts; the
+// accumulators are rescaled only in chunks where a row's maximum moved.
+constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
+
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
 template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
-                    int32_t* __restrict__ arrivals, DecodeRopeArgs rope) {
+                    int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
   constexpr bool kKv8 = kIsKv8<KS>;
@@ -598,13 +602,17 @@ __global__ void __launch_bounds__(kThreads, 2)
         sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
       }
     }
+    // Rows whose maximum did not move keep their scale exactly (alpha 1); the accumulators
+    // are rescaled only when some row of the warp moved (after the first chunks, rarely):
+    // the 2 x D / 4 multiplies were a fifth of a chunk's instructions.
+    float alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float mx =
           QuadMax(fmaxf(fmaxf(sacc[0][2 * r], sacc[0][2 * r + 1]), fmaxf(sacc[1][2 * r], sacc[1][2 * r + 1])));
       const float m_new = fmaxf(m[r], mx);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
-      const float alpha = Exp2(fmaf(m[r], mult, -m_use));
+      alpha[r] = m_new == m[r] ? 1.0f : Exp2(fmaf(m[r], mult, -m_use));
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -612,12 +620,16 @@ __global__ void __launch_bounds__(kThreads, 2)
         sacc[j][2 * r + 1] = Exp2(fmaf(sacc[j][2 * r + 1], mult, -m_use));
         sum += sacc[j][2 * r] + sacc[j][2 * r + 1];
       }
-      l[r] = l[r] * alpha + sum;
+      l[r] = l[r] * alpha[r] + sum;
       m[r] = m_new;
+    }
+    if (!(flags & kLazyRescale) || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * r] *= alpha;
-        o[j][2 * r + 1] *= alpha;
+        o[j][0] *= alpha[0];
+        o[j][1] *= alpha[0];
+        o[j][2] *= alpha[1];
+        o[j][3] *= alpha[1];
       }
     }
     // 3. O += P V: the accumulators of the two 8-key tiles are the A fragment of 16 keys.
@@ -633,6 +645,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     pf[1] = PackPair<K>(sacc[0][2], sacc[0][3]);
     pf[2] = PackPair<K>(sacc[1][0], sacc[1][1]);
     pf[3] = PackPair<K>(sacc[1][2], sacc[1][3]);
+    // BF16 operands: P as hi + lo. One BF16 rounding of P (relative error up to 2^-8, against
+    // F16's 2^-11 for the 8-bit caches) put the output off by up to 2^-8 x sum_j p_j |v_j| / l,
+    // which for short contexts whose values cancel exceeded 1e-2 x (|ref| + rms) (cuda_kv8_test,
+    // BF16 caches at 130 sequences: 1.05e-2, reproduced off the device by emulating this
+    // arithmetic). The residual lo = bf16(p - hi) makes P exact to ~2^-16: one more mma per
+    // output tile, the same B fragments.
+    constexpr bool kBf16 = std::is_same_v<K, __nv_bfloat16>;
+    [[maybe_unused]] const bool p_lo = kBf16 && (flags & kBf16PLo);
+    uint32_t pl[4] = {0u, 0u, 0u, 0u};
+    if constexpr (kBf16) {
+      if (p_lo) {
+        auto lo_of = [](float x0, float x1, uint32_t hi) {
+          return PackPair<K>(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
+        };
+        pl[0] = lo_of(sacc[0][0], sacc[0][1], pf[0]);
+        pl[1] = lo_of(sacc[0][2], sacc[0][3], pf[1]);
+        pl[2] = lo_of(sacc[1][0], sacc[1][1], pf[2]);
+        pl[3] = lo_of(sacc[1][2], sacc[1][3], pf[3]);
+      }
+    }
     if constexpr (DIRECT) {
       // The output columns in the direct order: n-tile jn's column n is dim 16n + jn, so
       // lane (g, tig)'s B operands for all 16 tiles come from one 16-byte column (g) of its
@@ -664,6 +696,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         LdMatrixX4Trans(b, Vt + v_row * kLd + dp * 16 + v_col);
         Mma<K>(o[2 * dp], pf, b[0], b[1]);
         Mma<K>(o[2 * dp + 1], pf, b[2], b[3]);
+        if (p_lo) {
+          Mma<K>(o[2 * dp], pl, b[0], b[1]);
+          Mma<K>(o[2 * dp + 1], pl, b[2], b[3]);
+        }
       }
     }
     __syncwarp();  // every lane is done with this slot before it is refilled
@@ -723,15 +759,32 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (splits > 1 && arrivals != nullptr) arrive_and_merge();
 }
 
-// STRATA_CUDA_DECODE_MMA_KV8=direct: 8-bit caches at head_dim 128 build the B fragments
-// from the raw rows in registers (WarpSmem's DIRECT); otherwise (convert) each chunk is
-// converted to F16 rows in shared memory and read with ldmatrix.
+// 8-bit caches at head_dim 128 build the B fragments from the raw rows in registers
+// (WarpSmem's DIRECT) by default: on the H200 at 32 x 4,096 (cuda_op_bench, 2026-12-03) FP8
+// took 113.7 us that way against 139.2 converting each chunk to F16 rows in shared memory
+// (read with ldmatrix), I8 151.4 against 170.6. STRATA_CUDA_DECODE_MMA_KV8=convert keeps the
+// converted form, for A/B measurements.
 bool Kv8Direct() {
   static const bool direct = [] {
     const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
-    return e != nullptr && std::strcmp(e, "direct") == 0;
+    return e == nullptr || std::strcmp(e, "convert") != 0;
   }();
   return direct;
+}
+
+// The kernel's flags, both on unless an A/B measurement turns one off:
+// STRATA_CUDA_DECODE_MMA_BF16_P=single (BF16 caches: P rounded to BF16 once, the form that
+// missed the kv8 tests' tolerance) and STRATA_CUDA_DECODE_MMA_RESCALE=always (every chunk).
+uint32_t DecodeMmaFlags() {
+  static const uint32_t flags = [] {
+    uint32_t f = kBf16PLo | kLazyRescale;
+    const char* p = std::getenv("STRATA_CUDA_DECODE_MMA_BF16_P");
+    if (p != nullptr && std::strcmp(p, "single") == 0) f &= ~kBf16PLo;
+    const char* r = std::getenv("STRATA_CUDA_DECODE_MMA_RESCALE");
+    if (r != nullptr && std::strcmp(r, "always") == 0) f &= ~kLazyRescale;
+    return f;
+  }();
+  return flags;
 }
 
 template <typename K, int D, typename KS = K, bool DIRECT = false>
@@ -754,7 +807,7 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
   const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * splits;
   const unsigned blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
   kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads, splits, ws, arrivals,
-                                             rope != nullptr ? *rope : DecodeRopeArgs{});
+                                             rope != nullptr ? *rope : DecodeRopeArgs{}, DecodeMmaFlags());
   if (splits > 1 && arrivals == nullptr) return LaunchDecodeSplitCombine(a, D, splits, ws, stream);
   return cudaGetLastError();
 }

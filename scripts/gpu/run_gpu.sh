@@ -61,9 +61,11 @@
 #              kv8_step.jsonl, the attention kernels alone in kv8_attention_bench.jsonl), then stories260K perplexity with
 #              --kv-dtype f32/fp8/int8 on CUDA and CPU (kv8_ppl.jsonl; needs
 #              .gpu/shared/text/tinystories_sample.txt)
-#   kv8_splitk the split-K tensor-core decode attention (issue 28 item 6; about 120 s, files
-#              $OUT/cuda-attn_*.txt): decode tests, attention kernels alone, decode step, TPOT
-#              p50 32 x 4,096 BF16 vs FP8 KV
+#   kv8_splitk the split-K tensor-core decode attention (issue 28 item 6; about 300 s,
+#              KV8_SPLITK_BUDGET, files $OUT/cuda-attn2_*.txt): decode tests (a summary line
+#              first), attention kernels alone per form at 32 x 4,096 and 1 x 256, the KV read
+#              ceiling per row size, steady TPOT p50 32 x 4,096 BF16 vs FP8 KV, batch-1 decode
+#              128/128 per decode kernel
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
@@ -794,106 +796,114 @@ phase_kv8quick() {
 # cuda_decode_kernel_choice_test backend_conformance_test cuda_op_bench decode_step_bench strata
 # strata-backend-cuda strata-backend-cpu.
 phase_kv8_splitk() {
-  local P0=$(date +%s) O="$OUT/cuda-attn"
-  left() { echo $(( ${KV8_SPLITK_BUDGET:-120} - ($(date +%s) - P0) )); }  # seconds of phase time left
-  stamp "kv8_splitk: decode attention tests (split-K tensor-core kernel, every path, BF16 / FP8 / I8 vs float64)"
-  { timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no 2>&1 | tail -3
-    timeout 40 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.Decode*' 2>&1 | \
+  local P0=$(date +%s) O="$OUT/cuda-attn2"
+  left() { echo $(( ${KV8_SPLITK_BUDGET:-300} - ($(date +%s) - P0) )); }  # seconds of phase time left
+  stamp "kv8_splitk: decode attention tests (tensor-core kernel split and not, BF16 P as hi + lo, 8-bit direct form; vs float64)"
+  local T="${O}_tests.txt"
+  { echo "=== default forms"
+    timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no 2>&1 | tail -3
+    timeout 60 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter='CudaKv8Ops.Decode*' 2>&1 | \
       grep -vE "^\[ RUN|^\[       OK"
-    timeout 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaMmaDecode.*' 2>&1 | tail -4
-    STRATA_CUDA_DECODE_ATTENTION=mma timeout 15 "$BUILD/bin/backend_conformance_test" --gtest_color=no \
-      --gtest_filter='*Attention*/cuda' 2>&1 | grep -E "FAILED|Failure|PASSED|tests ran" | tail -8
-    echo "=== the direct 8-bit form and the fused merge (STRATA_CUDA_DECODE_MMA_KV8=direct STRATA_CUDA_DECODE_MMA_MERGE=fused)"
-    STRATA_CUDA_DECODE_MMA_KV8=direct STRATA_CUDA_DECODE_MMA_MERGE=fused timeout 25 "$BUILD/bin/cuda_kv8_test" \
+    timeout 25 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter='CudaMmaDecode.*' 2>&1 | \
+      grep -E "FAILED|Failure|PASSED|tests ran"
+    echo "=== the converted 8-bit form (STRATA_CUDA_DECODE_MMA_KV8=convert) and the fused merge (STRATA_CUDA_DECODE_MMA_MERGE=fused)"
+    STRATA_CUDA_DECODE_MMA_KV8=convert STRATA_CUDA_DECODE_MMA_MERGE=fused timeout 40 "$BUILD/bin/cuda_kv8_test" \
       --gtest_color=no --gtest_filter='CudaKv8Ops.DecodeMma*:CudaKv8Ops.DecodeSplitK*:CudaKv8Ops.DecodeTensorCore*' 2>&1 | \
       grep -vE "^\[ RUN|^\[       OK"
-    STRATA_CUDA_DECODE_MMA_MERGE=fused timeout 15 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
-      --gtest_filter='CudaMmaDecode.*' 2>&1 | tail -4
-  } > "${O}_tests.txt" 2>&1
-  grep -E "kv8 ops.*seqs|FAILED|Failure|PASSED|===" "${O}_tests.txt" | tail -40
-  stamp "kv8_splitk: decode attention alone, gqa vs mma (split-K), bf16 / fp8 / int8 ($(left) s left)"
-  STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 timeout 40 "$BUILD/bin/cuda_op_bench" \
-    > "${O}_attention.jsonl" 2>&1
-  python3 -c 'import json,sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"op\":\"decode_attention\"")]
-for r in rows: print("%-4s %-5s b%-4d ctx%-5d h%d/%d %-9s attn %7.1f us rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["block_tables"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
-    "${O}_attention.jsonl" > "${O}_attention.txt"
-  grep -E "ctx4096|b1 " "${O}_attention.txt"
-  : > "${O}_attention_direct.jsonl"
-  local v f m t x
-  for v in direct:kernel:fp8,int8:4096 direct:fused:bf16,fp8,int8:4096 direct:fused:bf16,fp8:256; do
-    IFS=: read -r f m t x <<< "$v"  # 8-bit form, merge, cache types, context
-    STRATA_CUDA_DECODE_MMA_KV8=$f STRATA_CUDA_DECODE_MMA_MERGE=$m STRATA_OP_BENCH=decode_attention \
-      STRATA_OP_BENCH_KV_DTYPES=$t STRATA_OP_BENCH_DECODE_CONTEXT=$x timeout 15 "$BUILD/bin/cuda_op_bench" 2>&1 | \
-      grep '"mma"' | sed "s/\"kernel\":\"mma\"/\"kernel\":\"mma-$f-$m\"/" >> "${O}_attention_direct.jsonl"
-  done
+    STRATA_CUDA_DECODE_MMA_MERGE=fused timeout 25 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+      --gtest_filter='CudaMmaDecode.*' 2>&1 | grep -E "FAILED|Failure|PASSED|tests ran"
+  } > "$T" 2>&1
+  # Control (expected to FAIL: the old single-rounding P, the cause found off the device).
+  STRATA_CUDA_DECODE_MMA_BF16_P=single timeout 30 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+    --gtest_filter='CudaKv8Ops.DecodeSplitKTensorCoreKernel:CudaKv8Ops.DecodeTensorCoreKernelBf16ShortContextsAmongLong' 2>&1 | grep -E "BF16.*seqs|elements outside" \
+    > "${O}_control_single_p.txt"
+  if grep -qE "FAILED|Failure|Segmentation|Aborted|core dumped" "$T" || ! grep -q PASSED "$T"; then
+    echo "cuda-attn2 TESTS: FAILED"; grep -E "FAILED|Failure|outside|Segmentation|Aborted" "$T" | head -20
+  else
+    echo "cuda-attn2 TESTS: all passed ($(grep -c PASSED "$T") suites)"
+  fi
+  grep -E "BF16.*130 seqs|worst error" "$T" | awk '{print}' | grep -E "BF16" | head -12
+  echo "control, BF16 P rounded once (expected to fail): $(grep -c 'elements outside' "${O}_control_single_p.txt") cases outside"
+  grep -E "elements outside" "${O}_control_single_p.txt" | head -3
+
+  stamp "kv8_splitk: decode attention alone, gqa vs mma, bf16 / fp8 / int8 at 32 x 4,096 and 1 x 256 ($(left) s left)"
+  : > "${O}_attention.jsonl"
+  ab() {  # $1 label, $2 cache types, $3 context, then env assignments
+    local label=$1 types=$2 ctx=$3
+    shift 3
+    env "$@" STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=$types STRATA_OP_BENCH_DECODE_CONTEXT=$ctx \
+      timeout 20 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '^{"op":"decode_attention"' | \
+      sed "s/\"kernel\":\"mma\"/\"kernel\":\"mma-$label\"/; s/\"kernel\":\"gqa\"/\"kernel\":\"gqa-$label\"/" >> "${O}_attention.jsonl"
+  }
+  ab default bf16,fp8,int8 4096
+  ab default bf16,fp8,int8 256
+  ab convert fp8,int8 4096 STRATA_CUDA_DECODE_MMA_KV8=convert
+  ab single-p bf16 4096 STRATA_CUDA_DECODE_MMA_BF16_P=single
+  ab rescale-always bf16,fp8 4096 STRATA_CUDA_DECODE_MMA_RESCALE=always
+  ab fused-merge bf16,fp8 4096 STRATA_CUDA_DECODE_MMA_MERGE=fused
+  ab fused-merge bf16,fp8 256 STRATA_CUDA_DECODE_MMA_MERGE=fused
+  local sp
+  for sp in 8 16 64; do ab splits$sp bf16 256 STRATA_CUDA_DECODE_MMA_SPLITS=$sp; done
+  ab splits64-fused bf16 256 STRATA_CUDA_DECODE_MMA_SPLITS=64 STRATA_CUDA_DECODE_MMA_MERGE=fused
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
-  r = json.loads(l); print("%-10s %-5s b%-4d ctx%-5d attn %7.1f us rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
-    "${O}_attention_direct.jsonl" | tee -a "${O}_attention.txt"
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --num-requests 32"
-  S="$S --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128 --max-num-seqs 32"
+  r = json.loads(l)
+  if r["kernel"].startswith("gqa-") and r["kernel"] != "gqa-default": continue
+  print("%-20s %-5s b%-3d ctx%-5d attn %7.1f us  rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
+    "${O}_attention.jsonl" > "${O}_attention.txt"
+  grep -E "b32 |b1 +ctx256" "${O}_attention.txt" | grep -E "default|convert|single|rescale" | head -30
+  timeout 20 "$BUILD/bin/kv_read_bench" 32 4096 1 256 2>&1 | grep -E '"variant":"(sequential|split_ring)' > "${O}_kv_read.txt"
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+  r = json.loads(l); print("kv_read %-22s b%-3d ctx%-5d %7.1f us %5.0f GB/s" % (r["variant"], r["batch"], r["context"], r["us"], r["GBps"]))' \
+    "${O}_kv_read.txt" | tee "${O}_kv_read_table.txt"
+
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local M="$S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128"
+  M="$M --max-num-seqs 32 --max-batched-tokens 131072 --kv-blocks 9000"  # steady: all 32 prompts in one prefill step
   : > "${O}_tpot.jsonl"
-  tpot() {  # $1 label, $2 kv dtype, $3 decode_attention (env), $4... more flags
-    [ "$(left)" -gt 25 ] || { echo "tpot $1: skipped (phase time)"; return; }
-    local label=$1 kv=$2 da=$3 form=convert merge=kernel
-    shift 3
-    case $label in *direct*) form=direct ;; esac
-    case $label in *fused*) merge=fused ;; esac
-    STRATA_CUDA_DECODE_MMA_KV8=$form STRATA_CUDA_DECODE_MMA_MERGE=$merge STRATA_CUDA_DECODE_ATTENTION=$da \
-      timeout 40 $S --kv-dtype $kv "$@" \
-      2>"${O}_tpot_$label.err" | \
+  tpot() {  # $1 label, $2 kv dtype, then env assignments
+    local label=$1 kv=$2
+    shift 2
+    [ "$(left)" -gt 45 ] || { echo "tpot $label: skipped (phase time)"; return; }
+    env "$@" timeout 75 $M --kv-dtype $kv 2>"${O}_tpot_$label.err" | \
       python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$label" 2>/dev/null \
       >> "${O}_tpot.jsonl" || tail -3 "${O}_tpot_$label.err"
   }
-  # Steady: all 32 prompts in one prefill step (the KV pool sized explicitly: 32 x 264 blocks
-  # of 16 tokens; the free-memory estimate does not know the 131,072-token workspace).
-  local steady="--max-batched-tokens 131072 --kv-blocks 9000" chunked="--max-batched-tokens 8192"
-  tpot_table() {
-    python3 -c 'import json,sys
+  stamp "kv8_splitk: steady TPOT p50, 32 x 4,096 prompts, 128 out, BF16 vs FP8 KV, default path ($(left) s left)"
+  tpot steady-bf16 auto
+  tpot steady-fp8 fp8
+  python3 -c 'import json,sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 p50 = {r["label"]: r["tpot_ms"]["p50"] for r in rows}
 for r in rows:
-  t = r["tpot_ms"]["p50"]; b = p50.get(r["label"].replace("fp8", "bf16").replace("-direct", ""))
-  if r["label"].endswith("direct-fused"): b = p50.get("steady-bf16-fused")
-  print("%-16s TPOT p50 %6.2f ms (%s of bf16, same path)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
+  t = r["tpot_ms"]["p50"]; b = p50.get("steady-bf16")
+  print("%-18s TPOT p50 %6.2f ms (%s of bf16)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
         "%.3f" % (t / b) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
-      "${O}_tpot.jsonl" | tee "${O}_tpot.txt"
-  }
-  stamp "kv8_splitk: TPOT p50, 32 x 4,096 prompts, 128 out, BF16 / FP8 KV, default path: steady, then 8,192/step ($(left) s left)"
-  tpot steady-bf16 auto auto $steady
-  tpot steady-fp8 fp8 auto $steady
-  tpot steady-fp8-direct fp8 auto $steady
-  tpot_table
-  tpot chunked-bf16 auto auto $chunked
-  tpot chunked-fp8 fp8 auto $chunked
-  tpot_table
-  stamp "kv8_splitk: decode step alone, 32 x 4,096, default vs gqa ($(left) s left)"
-  : > "${O}_step.jsonl"
-  for run in bf16:auto fp8:auto bf16:gqa fp8:gqa int8:auto; do
-    [ "$(left)" -gt 15 ] || { echo "step $run: skipped (phase time)"; continue; }
-    local kv=${run%%:*} da=${run#*:}
-    timeout 25 "$BUILD/bin/decode_step_bench" --plugin "$BUILD/bin/libstrata-backend-cuda.so" \
-      --options "activations=bf16;decode_attention=$da" --shape llama3-8b --format bf16 --act bf16 --kv-dtype $kv \
-      --mode decode --batch 32 --context 4096 --reps 10 2>&1 | grep '^{' | \
-      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$run" 2>/dev/null \
-      >> "${O}_step.jsonl"
+    "${O}_tpot.jsonl" | tee "${O}_tpot.txt"
+
+  stamp "kv8_splitk: batch-1 decode 128/128 bf16, decode_attention auto vs mma vs gqa ($(left) s left)"
+  : > "${O}_batch1.txt"
+  local da
+  for da in ${KV8_BATCH1_KERNELS:-mma gqa}; do  # auto is gqa at batch 1 unless the rule changes
+    [ "$(left)" -gt 35 ] || { echo "batch-1 $da: skipped (phase time)" | tee -a "${O}_batch1.txt"; continue; }
+    STRATA_CUDA_DECODE_ATTENTION=$da timeout 60 $S --prompt-tokens 128 --gen-tokens 128 -r 3 2>"${O}_batch1_$da.err" | \
+      python3 -c 'import json,sys
+t = sys.stdin.read(); i = t.find("{"); r = json.loads(t[i:]) if i >= 0 else {}
+print("batch-1 decode_attention=%-4s decode %s tok/s  prefill %s tok/s  graph replays %s %s" % (sys.argv[1],
+      r.get("decode_tokens_per_s"), r.get("prefill_tokens_per_s"), r.get("decode_graph_replays"), r.get("decode_graph_failure", "")))' "$da" \
+      | tee -a "${O}_batch1.txt" || tail -3 "${O}_batch1_$da.err"
   done
+  stamp "kv8_splitk: if time is left, steady FP8 TPOT with the converted 8-bit form ($(left) s left)"
+  tpot steady-fp8-convert fp8 STRATA_CUDA_DECODE_MMA_KV8=convert
+  tpot steady-bf16-gqa auto STRATA_CUDA_DECODE_ATTENTION=gqa
   python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-  r = json.loads(l); print("%-10s decode step %.2f ms" % (r["label"], r["median_ms"]))' "${O}_step.jsonl" | tee "${O}_step.txt"
-  stamp "kv8_splitk: where time is left: steady TPOT with decode_attention=gqa, split sweep ($(left) s left)"
-  tpot steady-bf16-fused auto auto $steady
-  tpot steady-fp8-direct-fused fp8 auto $steady
-  tpot steady-bf16-gqa auto gqa $steady
-  tpot steady-fp8-gqa fp8 gqa $steady
-  tpot_table
-  for sp in 1 2 8; do
-    [ "$(left)" -gt 10 ] || break
-    STRATA_CUDA_DECODE_MMA_SPLITS=$sp STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_KV_DTYPES=bf16,fp8 \
-      STRATA_OP_BENCH_DECODE_CONTEXT=4096 timeout 10 "$BUILD/bin/cuda_op_bench" 2>&1 | grep '"mma"' | \
-      sed "s/\"kernel\":\"mma\"/\"kernel\":\"mma-splits$sp\"/" >> "${O}_splits.jsonl"
-  done
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+p50 = {r["label"]: r["tpot_ms"]["p50"] for r in rows}
+for r in rows[2:]:
+  t = r["tpot_ms"]["p50"]; b = p50.get("steady-bf16")
+  print("%-18s TPOT p50 %6.2f ms (%s of bf16)" % (r["label"], t, "%.3f" % (t / b) if b else "-"))' \
+    "${O}_tpot.jsonl" | tee -a "${O}_tpot.txt"
   stamp "kv8_splitk: done ($(left) s left)"
 }
 
