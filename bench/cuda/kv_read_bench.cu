@@ -162,19 +162,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2) CpAsyncRing(Cache c, uint32_t*
 // STAGES 16-key chunks (STAGES - 1 in flight), ROW / 16 lanes per row so that every copy
 // instruction covers whole rows; the rows stored unpadded. The same bytes per sequence as the
 // other variants (the layout's row stride is ROW x 8 KV heads).
-template <int ROW, int STAGES>
+// HEADS = 2: a warp reads the rows of two adjacent KV heads as one contiguous 2 x ROW-byte row
+// (half the (sequence, head) items, each twice the bytes), to tell the row size apart from
+// the bytes per position.
+template <int ROW, int STAGES, int HEADS = 1>
 __global__ void __launch_bounds__(kWarps * 32) RingSplit(Cache c, int32_t splits, uint32_t* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t pairs = static_cast<int64_t>(c.batch) * kKvh;
+  constexpr int kItemsPerPos = kKvh / HEADS, kRow = ROW * HEADS;
+  const int64_t pairs = static_cast<int64_t>(c.batch) * kItemsPerPos;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (item >= pairs * splits) return;
   const int32_t split = static_cast<int32_t>(item / pairs);
   const int64_t pair = item - split * pairs;
-  const int32_t seq = static_cast<int32_t>(pair / kKvh), kvh = static_cast<int32_t>(pair % kKvh);
+  const int32_t seq = static_cast<int32_t>(pair / kItemsPerPos), kvh = static_cast<int32_t>(pair % kItemsPerPos) * HEADS;
   const int32_t slice = ((c.ctx + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
   const int32_t p0 = min(c.ctx, split * slice), p1 = min(c.ctx, p0 + slice);
-  constexpr int kSlot = 2 * kChunk * ROW, kLanesPerRow = ROW / 16, kRowsPerCopy = 32 / kLanesPerRow;
+  constexpr int kSlot = 2 * kChunk * kRow, kLanesPerRow = kRow / 16, kRowsPerCopy = 32 / kLanesPerRow;
   uint8_t* ring = smem + warp * STAGES * kSlot;
   const int32_t chunks = (p1 - p0 + kChunk - 1) / kChunk;
   const int col = (lane % kLanesPerRow) * 16;
@@ -188,8 +192,8 @@ __global__ void __launch_bounds__(kWarps * 32) RingSplit(Cache c, int32_t splits
         const bool ok = p < p1;
         const int32_t blk = ok ? __ldg(c.tables + static_cast<int64_t>(seq) * c.bps + p / kBs) : 0;
         const int64_t off = ok ? ((static_cast<int64_t>(blk) * kBs + p % kBs) * kKvh + kvh) * ROW + col : 0;
-        CpAsync16(slot + r * ROW + col, c.k + off, ok);
-        CpAsync16(slot + (kChunk + r) * ROW + col, c.v + off, ok);
+        CpAsync16(slot + r * kRow + col, c.k + off, ok);
+        CpAsync16(slot + (kChunk + r) * kRow + col, c.v + off, ok);
       }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -367,21 +371,23 @@ int main(int argc, char** argv) {
     const int64_t pairs = static_cast<int64_t>(batch) * kKvh;
     const int32_t splits = static_cast<int32_t>(std::max<int64_t>(
         1, std::min<int64_t>({64, ctx / 64, prop.multiProcessorCount * 8LL / pairs})));
-    auto ring_split = [&](auto kernel, int row, int stages, const char* name) {
-      const int smem = kWarps * stages * 2 * kChunk * row;
+    auto ring_split = [&](auto kernel, int row, int stages, const char* name, int heads = 1) {
+      const int smem = kWarps * stages * 2 * kChunk * row * heads;
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      const unsigned blocks = static_cast<unsigned>((pairs * splits + kWarps - 1) / kWarps);
-      const double us = MedianUs([&](int i) { kernel<<<blocks, kWarps * 32, smem>>>(cache(i), splits, sink); });
+      const int32_t sp = std::min(64, splits * heads);  // the same number of warps
+      const unsigned blocks = static_cast<unsigned>((pairs / heads * sp + kWarps - 1) / kWarps);
+      const double us = MedianUs([&](int i) { kernel<<<blocks, kWarps * 32, smem>>>(cache(i), sp, sink); });
       const double b = 2.0 * batch * ctx * kKvh * row;
       std::printf("{\"bench\":\"kv_read\",\"variant\":\"%s\",\"batch\":%d,\"context\":%d,\"splits\":%d,"
                   "\"row_bytes\":%d,\"stages\":%d,\"us\":%.1f,\"GBps\":%.0f}\n",
-                  name, batch, ctx, splits, row, stages, us, b / us / 1e3);
+                  name, batch, ctx, sp, row, stages, us, b / us / 1e3);
       std::fflush(stdout);
     };
     ring_split(RingSplit<256, 3>, 256, 3, "split_ring_bf16_st3");
     ring_split(RingSplit<128, 5>, 128, 5, "split_ring_8bit_st5");
     ring_split(RingSplit<128, 3>, 128, 3, "split_ring_8bit_st3");
     ring_split(RingSplit<128, 8>, 128, 8, "split_ring_8bit_st8");
+    ring_split(RingSplit<128, 3, 2>, 128, 3, "split_ring_8bit_2heads_st3", 2);
     for (auto& b : bufs) cudaFree(b);
     cudaFree(dt);
   }
