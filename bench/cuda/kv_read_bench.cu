@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
     ring_split(RingSplit<256, 3>, 256, 3, "split_ring_bf16_st3");
     ring_split(RingSplit<128, 5>, 128, 5, "split_ring_8bit_st5");
     ring_split(RingSplit<128, 3>, 128, 3, "split_ring_8bit_st3");
-    ring_split(RingSplit<128, 8>, 128, 8, "split_ring_8bit_st8");
+    ring_split(RingSplit<128, 7>, 128, 7, "split_ring_8bit_st7");
     ring_split(RingSplit<128, 3, 2>, 128, 3, "split_ring_8bit_2heads_st3", 2);
     for (auto& b : bufs) cudaFree(b);
     cudaFree(dt);

@@ -64,6 +64,7 @@ constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
 constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
 constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
 constexpr int kDirectStages = 5;  // ... and for their direct form (no converted slot)
+constexpr int kDeepStages = 7;    // ... and for its deep form (FP8; no staging area)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -87,14 +88,18 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
 // in registers straight from the raw rows, so the converted slot shrinks to the query's
 // staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
-template <int D, bool KV8, bool DIRECT = false>
+// DEEP (FP8 in the direct form, STRATA_CUDA_DECODE_MMA_KV8=deep, opt-in): no staging area;
+// the query is staged in the ring's last two raw slots, whose chunk copies are issued once
+// the query is in registers, so the ring holds kDeepStages chunks (6 in flight, 24 KiB a
+// warp) in 112 KiB a block.
+template <int D, bool KV8, bool DIRECT = false, bool DEEP = false>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kRing = !KV8 ? kStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
+  static constexpr int kRing = !KV8 ? kStages : DEEP ? kDeepStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
   static constexpr int kRawBytes = 2 * kKeys * D;  // one raw 8-bit chunk
   // 8-bit: the converted slot (or the query's staging: 16 rows and the raw key) first.
-  static constexpr int kFirstBytes = DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
+  static constexpr int kFirstBytes = DEEP ? 0 : DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
   static constexpr size_t kBytes = KV8 ? size_t{kFirstBytes} + size_t{kRing} * kRawBytes : size_t{kRing} * kStage * 2;
   static constexpr int kElems = static_cast<int>(kBytes / 2);
   // The query (16 rows) and the raw key fit in one slot.
@@ -141,17 +146,21 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
-template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
+template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false, bool DEEP = false>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
+  using L = WarpSmem<D, kIsKv8<KS>, DIRECT, DEEP>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
   static_assert(!(kI8 && FUSE_ROPE), "I8 rows are written by rope_kv_write");
   static_assert(!DIRECT || (kKv8 && D == 128), "the direct form: 8-bit caches at head_dim 128");
+  static_assert(!DEEP || (DIRECT && !kI8), "the deep ring: FP8 in the direct form (I8's scale ring would not fit)");
+  // Chunks issued before the query is staged (DEEP: all but the two slots the query uses).
+  constexpr int kLead = DEEP ? L::kRing - 2 : L::kRing - 1;
+  static_assert(!DEEP || 16 * L::kLd * 2 + 2 * D <= 2 * L::kRawBytes, "the query staging fits two raw slots");
   constexpr int kLd = L::kLd;
   constexpr int kRing = L::kRing;
   constexpr int kVecElems = 16 / sizeof(KS);  // cache elements per 16-byte vector
@@ -370,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bool write_first = writes_kv && pos < start + (kRing - 1) * kKeys;
   if (!write_first) {
 #pragma unroll
-    for (int c = 0; c < kRing - 1; ++c) {
+    for (int c = 0; c < kLead; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
@@ -382,7 +391,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int32_t rot_dim = 2 * half;
   const bool interleaved = rope.rope.style == STRATA_ROPE_INTERLEAVED;
   // 16 query rows, in the slot chunk kStages - 1 (16-bit) or the first conversion (8-bit) overwrites.
-  K* qs = kKv8 ? ring : ring + (kStages - 1) * L::kStage;
+  // DEEP: the ring's last two raw slots (8 KiB), not yet copied into.
+  K* qs = DEEP ? reinterpret_cast<K*>(raw_slot(kRing - 2)) : kKv8 ? ring : ring + (kStages - 1) * L::kStage;
   uint16_t* qbits = reinterpret_cast<uint16_t*>(qs);  // the rows as raw 16-bit words
   uint16_t* s_k = reinterpret_cast<uint16_t*>(qs + 16 * kLd);
   float cs[kFreqsPerLane], sn[kFreqsPerLane];
@@ -492,13 +502,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (write_first) {
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kRing - 1; ++c) {
+    for (int c = 0; c < kLead; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
   }
   int32_t blk_next = block_of(kRing - 1);
   __syncwarp();  // every lane has read the query: its slot may be refilled
+  if constexpr (DEEP) {  // the first of the two staging slots (the loop's first issue fills the other)
+    issue(kRing - 2, block_of(kRing - 2), kRing - 2);
+    CpAsyncCommit();
+  }
 
   // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of
   // O = P V (read transposed), with the lane mappings of the FA2 kernel.
@@ -772,6 +786,16 @@ bool Kv8Direct() {
   return direct;
 }
 
+// STRATA_CUDA_DECODE_MMA_KV8=deep (opt-in, for A/B measurements): FP8 at head_dim 128 in the
+// direct form with the deep ring (WarpSmem's DEEP); I8 keeps the direct form.
+bool Kv8Deep() {
+  static const bool deep = [] {
+    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
+    return e != nullptr && std::strcmp(e, "deep") == 0;
+  }();
+  return deep;
+}
+
 // The kernel's flags, both on unless an A/B measurement turns one off:
 // STRATA_CUDA_DECODE_MMA_BF16_P=single (BF16 caches: P rounded to BF16 once, the form that
 // missed the kv8 tests' tolerance) and STRATA_CUDA_DECODE_MMA_RESCALE=always (every chunk).
@@ -787,19 +811,24 @@ uint32_t DecodeMmaFlags() {
   return flags;
 }
 
-template <typename K, int D, typename KS = K, bool DIRECT = false>
+template <typename K, int D, typename KS = K, bool DIRECT = false, bool DEEP = false>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws, int32_t* arrivals,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
-    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
+    if (Kv8Direct()) {
+      if constexpr (std::is_same_v<KS, __nv_fp8_e4m3>) {
+        if (Kv8Deep()) return LaunchTyped<K, D, KS, true, true>(a, kv, splits, ws, arrivals, rope, stream);
+      }
+      return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
+    }
   }
-  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
+  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT, DEEP>::kBytes +
                                 (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
-  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT>;
+  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT, DEEP>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT>;
+    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT, DEEP>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

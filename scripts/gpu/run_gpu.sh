@@ -812,6 +812,10 @@ phase_kv8_splitk() {
       grep -vE "^\[ RUN|^\[       OK"
     STRATA_CUDA_DECODE_MMA_MERGE=fused timeout 25 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
       --gtest_filter='CudaMmaDecode.*' 2>&1 | grep -E "FAILED|Failure|PASSED|tests ran"
+    echo "=== FP8's deep ring (STRATA_CUDA_DECODE_MMA_KV8=deep, opt-in)"
+    STRATA_CUDA_DECODE_MMA_KV8=deep timeout 40 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeMma*:CudaKv8Ops.DecodeSplitK*:CudaKv8Ops.DecodeTensorCore*' 2>&1 | \
+      grep -vE "^\[ RUN|^\[       OK"
   } > "$T" 2>&1
   # Control (expected to FAIL: the old single-rounding P, the cause found off the device).
   STRATA_CUDA_DECODE_MMA_BF16_P=single timeout 30 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
@@ -838,6 +842,8 @@ phase_kv8_splitk() {
   ab default bf16,fp8,int8 4096
   ab default bf16,fp8,int8 256
   ab convert fp8,int8 4096 STRATA_CUDA_DECODE_MMA_KV8=convert
+  ab deep fp8 4096 STRATA_CUDA_DECODE_MMA_KV8=deep
+  ab deep fp8 256 STRATA_CUDA_DECODE_MMA_KV8=deep
   ab single-p bf16 4096 STRATA_CUDA_DECODE_MMA_BF16_P=single
   ab rescale-always bf16,fp8 4096 STRATA_CUDA_DECODE_MMA_RESCALE=always
   ab fused-merge bf16,fp8 4096 STRATA_CUDA_DECODE_MMA_MERGE=fused
@@ -851,7 +857,7 @@ for l in open(sys.argv[1]):
   if r["kernel"].startswith("gqa-") and r["kernel"] != "gqa-default": continue
   print("%-20s %-5s b%-3d ctx%-5d attn %7.1f us  rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
     "${O}_attention.jsonl" > "${O}_attention.txt"
-  grep -E "b32 |b1 +ctx256" "${O}_attention.txt" | grep -E "default|convert|single|rescale" | head -30
+  grep -E "b32 |b1 +ctx256" "${O}_attention.txt" | grep -E "default|convert|deep|single|rescale" | head -30
   timeout 20 "$BUILD/bin/kv_read_bench" 32 4096 1 256 2>&1 | grep -E '"variant":"(sequential|split_ring)' > "${O}_kv_read.txt"
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -896,7 +902,8 @@ print("batch-1 decode_attention=%-4s decode %s tok/s  prefill %s tok/s  graph re
       r.get("decode_tokens_per_s"), r.get("prefill_tokens_per_s"), r.get("decode_graph_replays"), r.get("decode_graph_failure", "")))' \
       "$da" "${O}_batch1_$da.json" | tee -a "${O}_batch1.txt"
   done
-  stamp "kv8_splitk: if time is left, steady FP8 TPOT with the converted 8-bit form ($(left) s left)"
+  stamp "kv8_splitk: if time is left, steady FP8 TPOT with the deep ring, the converted form; BF16 on gqa ($(left) s left)"
+  tpot steady-fp8-deep fp8 STRATA_CUDA_DECODE_MMA_KV8=deep
   tpot steady-fp8-convert fp8 STRATA_CUDA_DECODE_MMA_KV8=convert
   tpot steady-bf16-gqa auto STRATA_CUDA_DECODE_ATTENTION=gqa
   python3 -c 'import json,sys
