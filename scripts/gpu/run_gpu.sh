@@ -841,6 +841,7 @@ phase_kv8_splitk() {
   }
   ab default bf16,fp8,int8 4096
   ab default bf16,fp8,int8 256
+  ab sweep bf16,fp8 ""  # every shape of the sweep: where auto's choice between the kernels stands
   ab convert fp8,int8 4096 STRATA_CUDA_DECODE_MMA_KV8=convert
   ab deep fp8 4096 STRATA_CUDA_DECODE_MMA_KV8=deep
   ab deep fp8 256 STRATA_CUDA_DECODE_MMA_KV8=deep
@@ -854,10 +855,19 @@ phase_kv8_splitk() {
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
   r = json.loads(l)
-  if r["kernel"].startswith("gqa-") and r["kernel"] != "gqa-default": continue
+  if r["kernel"].startswith("gqa-") and r["kernel"] not in ("gqa-default", "gqa-sweep"): continue
   print("%-20s %-5s b%-3d ctx%-5d attn %7.1f us  rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
     "${O}_attention.jsonl" > "${O}_attention.txt"
   grep -E "b32 |b1 +ctx256" "${O}_attention.txt" | grep -E "default|convert|deep|single|rescale" | head -30
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+key = lambda r: (r["kv_dtype"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["block_tables"])
+g = {key(r): r for r in rows if r["kernel"] == "gqa-sweep"}
+for r in rows:
+  if r["kernel"] != "mma-sweep" or key(r) not in g: continue
+  q = g[key(r)]
+  print("sweep %-5s b%-4d ctx%-5d h%d/%d %-9s gqa %7.1f  mma %7.1f us (rope_attn gqa %7.1f  mma %7.1f)  mma/gqa %.2f" % (key(r) + (q["attention_us"], r["attention_us"], q["rope_attention_us"], r["rope_attention_us"], r["rope_attention_us"] / q["rope_attention_us"])))' \
+    "${O}_attention.jsonl" | tee "${O}_sweep.txt"
   timeout 20 "$BUILD/bin/kv_read_bench" 32 4096 1 256 2>&1 | grep -E '"variant":"(sequential|split_ring)' > "${O}_kv_read.txt"
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
