@@ -277,6 +277,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   const int32_t bs = kv.block_size;
+  // p / bs for positions 0 <= p < 2^31 by a multiply-high and a shift (CUTLASS's FastDivmod;
+  // checked against the division for every block size up to 4,096 on the host): an integer
+  // division by a runtime divisor is ~20 instructions, and one ran per chunk and one per row
+  // copied (p % bs), a large part of an 8-bit chunk's instructions.
+  uint32_t bs_mul = 0, bs_shr = 0;
+  if (bs > 1) {
+    const uint32_t l = 32 - __clz(bs - 1);  // ceil(log2 bs)
+    bs_mul = static_cast<uint32_t>(((1ull << (31 + l)) + static_cast<uint64_t>(bs) - 1) / static_cast<uint64_t>(bs));
+    bs_shr = l - 1;
+  }
+  auto div_bs = [&](int32_t p) -> int32_t {
+    return bs == 1 ? p : static_cast<int32_t>(__umulhi(static_cast<uint32_t>(p), bs_mul) >> bs_shr);
+  };
   const KS* kbase = static_cast<const KS*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
                     static_cast<int64_t>(kvh) * D;
   const KS* vbase = kbase + kv.layer_half_elems;
@@ -294,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int copy_lane_row = lane / kVecs, copy_col = (lane % kVecs) * kVecElems;
   auto block_of = [&](int32_t c) -> int32_t {
     const int32_t p = start + c * kKeys + (lane & (kKeys - 1));
-    return c < n_chunks && p < end ? __ldg(bt + p / bs) : -1;
+    return c < n_chunks && p < end ? __ldg(bt + div_bs(p)) : -1;
   };
   // Positions past the context, and rows whose block-table entry is out of range, are
   // zero-filled (and masked below; a bad entry also sets kErrBlockTable).
@@ -310,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const bool valid = in && rb >= 0 && rb < kv.num_blocks;
       if (in && !valid && copy_col == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
       const int64_t off =
-          valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
+          valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p - div_bs(p) * bs) * pos_stride + copy_col : 0;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
         if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
@@ -573,8 +586,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
 
-    // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1.
+    // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1. Two
+    // accumulator chains per tile (halves of the k-steps, summed after), so that the
+    // dependent mma run half as deep.
     float sacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float sacc2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const unsigned char* rawc = nullptr;
     if constexpr (DIRECT) {
       // B of key tile j for lane (g, tig): row 8j + g, the 16 columns 64h + 16tig.. (the
@@ -589,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           uint32_t hk[8];
           Kv8ToHalf16(kw, KS{}, hk);
 #pragma unroll
-          for (int t = 0; t < 4; ++t) Mma<K>(sacc[j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
+          for (int t = 0; t < 4; ++t) Mma<K>(h % 2 == 0 ? sacc[j] : sacc2[j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
         }
       }
     } else {
@@ -597,9 +613,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t b[4];
         LdMatrixX4(b, Kt + k_row * kLd + kk * 16 + k_col);
-        Mma<K>(sacc[0], qf[kk], b[0], b[1]);
-        Mma<K>(sacc[1], qf[kk], b[2], b[3]);
+        Mma<K>(kk % 2 == 0 ? sacc[0] : sacc2[0], qf[kk], b[0], b[1]);
+        Mma<K>(kk % 2 == 0 ? sacc[1] : sacc2[1], qf[kk], b[2], b[3]);
       }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[j][e] += sacc2[j][e];
     }
     // 2. Scores in units with exp(score) = 2^(u * mult), keys past the context masked.
     const int32_t key0 = start + c * kKeys;
