@@ -310,20 +310,25 @@ __global__ void __launch_bounds__(kThreads, 2)
     return c < n_chunks && p < end ? __ldg(bt + div_bs(p)) : -1;
   };
   // Positions past the context, and rows whose block-table entry is out of range, are
-  // zero-filled (and masked below; a bad entry also sets kErrBlockTable).
+  // zero-filled (and masked below; a bad entry also sets kErrBlockTable). Lane r (and r + 16)
+  // computes row r's offset once, in 16-byte vectors (a layer half of up to 64 GiB), and the
+  // copying lanes take it by shuffle: the 64-bit address arithmetic ran per row copied.
   auto issue = [&](int32_t c, int32_t blk, int stage) {
     if (c >= n_chunks) return;  // warp-uniform: the shuffles below see every lane
     K* kslot = ring + stage * L::kStage;
+    const int32_t pr = start + c * kKeys + (lane & (kKeys - 1));
+    const bool in_r = pr < end, valid_r = in_r && blk >= 0 && blk < kv.num_blocks;
+    if (lane < kKeys && in_r && !valid_r && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+    const uint32_t vec_r =
+        valid_r ? static_cast<uint32_t>((static_cast<int64_t>(blk) * blk_stride +
+                                         static_cast<int64_t>(pr - div_bs(pr) * bs) * pos_stride) / kVecElems)
+                : 0xffffffffu;
 #pragma unroll
     for (int j = 0; j < kKeys / kRowsPerCopy; ++j) {
       const int r = j * kRowsPerCopy + copy_lane_row;
-      const int32_t rb = __shfl_sync(0xffffffffu, blk, r);
-      const int32_t p = start + c * kKeys + r;
-      const bool in = p < end;
-      const bool valid = in && rb >= 0 && rb < kv.num_blocks;
-      if (in && !valid && copy_col == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
-      const int64_t off =
-          valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p - div_bs(p) * bs) * pos_stride + copy_col : 0;
+      const uint32_t vec = __shfl_sync(0xffffffffu, vec_r, r);
+      const bool valid = vec != 0xffffffffu;
+      const int64_t off = valid ? static_cast<int64_t>(vec) * kVecElems + copy_col : 0;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
         if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
@@ -334,6 +339,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
         }
         if constexpr (kI8) {
+          const int32_t rb = __shfl_sync(0xffffffffu, blk, r);
           if (copy_col == 0) {
             float* sc = scale_ring + stage * 2 * kKeys;
             const int32_t b = valid ? rb : 0;
@@ -930,6 +936,8 @@ bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (kv.block_size <= 0 || kv.num_blocks <= 0 || a.max_blocks_per_seq <= 0) return false;
   // 16-byte copies of K/V rows, 4-byte stores of output pairs.
   if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * (kv8 ? 1 : 2)) % 16 != 0) return false;
+  // Row offsets are held as 32-bit counts of 16-byte vectors within a layer half.
+  if (kv.layer_half_elems * (kv8 ? 1 : 2) / 16 >= 0xffffffffLL) return false;
   if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
   return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * kMaxSplits / kWarps < 0x7fffffffLL;
 }
