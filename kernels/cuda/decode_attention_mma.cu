@@ -937,7 +937,7 @@ bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   // 16-byte copies of K/V rows, 4-byte stores of output pairs.
   if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * (kv8 ? 1 : 2)) % 16 != 0) return false;
   // Row offsets are held as 32-bit counts of 16-byte vectors within a layer half.
-  if (kv.layer_half_elems * (kv8 ? 1 : 2) / 16 >= 0xffffffffLL) return false;
+  if (kv.layer_half_elems * (kv8 ? 1 : 2) / 16 > 0xffffffffLL) return false;  // 0xffffffff: no row
   if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
   return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * kMaxSplits / kWarps < 0x7fffffffLL;
 }

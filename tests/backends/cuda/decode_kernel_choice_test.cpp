@@ -70,6 +70,11 @@ TEST(DecodeKernelChoice, TensorCoreKernelSupportsSixteenBitCachesAndSmallGroups)
   rejects("a cache not 16-byte aligned", [](Batch& b) { b.kv.data = FakeDevicePtr(0x40000008); });
   rejects("an odd output stride", [](Batch& b) { b.a.out_stride = 32 * 128 + 1; });
   rejects("no block tables", [](Batch& b) { b.a.block_tables = nullptr; });
+  // Row offsets are 32-bit counts of 16-byte vectors within a layer half.
+  rejects("a layer half of 64 GiB", [](Batch& b) { b.kv.layer_half_elems = int64_t{1} << 35; });
+  Batch big(128);
+  big.kv.layer_half_elems = (int64_t{1} << 35) - 8;  // just under: 2^32 - 1 vectors
+  EXPECT_TRUE(DecodeMmaSupports(big.a, big.kv));
 }
 
 // The default path takes it from 6 warps per SM on, counting split-K slices: 128 sequences
