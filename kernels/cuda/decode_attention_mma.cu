@@ -640,7 +640,16 @@ __global__ void __launch_bounds__(kThreads, 2)
           x *= qk_scale;
           x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
         }
-        sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
+        sacc[j][e] = x;
+      }
+    }
+    if (key0 + kKeys > end) {  // only a slice's last chunk has keys past the context
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (key0 + 8 * j + 2 * tig + (e & 1) >= end) sacc[j][e] = -INFINITY;
+        }
       }
     }
     // Rows whose maximum did not move keep their scale exactly (alpha 1); the accumulators
