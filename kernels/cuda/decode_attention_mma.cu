@@ -28,11 +28,14 @@
 //    same angles in double, the same rounded rotation, element_access.cuh): the warp stores
 //    the token's new key and value before it issues the copy of the chunk that holds them.
 // Scores and softmax are F32, in base 2 with the scale folded into the exponent (soft-capped
-// scores are transformed first), as in the FA2 kernel.
+// scores are transformed first), as in the FA2 kernel. With BF16 operands the probabilities
+// P are multiplied as hi + lo BF16 parts (see step 3), with F16 operands as F16.
 // 8-bit caches (KS = FP8 E4M3 or I8, kv_element_access.cuh): the chunks' raw rows are copied
-// into a 4-stage ring of raw chunks (rows of D bytes; WarpSmem), and once one has landed the
-// warp converts it in registers to F16 (exact for both: E4M3 and |q| <= 127 are F16 values)
-// into the one padded slot the ldmatrix loads read; the tensor-core math then runs in F16
+// into a ring of raw chunks (rows of D bytes; WarpSmem). At head_dim 128 (the default, "direct")
+// each lane builds its mma B fragments from the raw rows in registers; otherwise ("convert",
+// and head_dim 64) once a chunk has landed the warp converts it to F16 (exact for both: E4M3
+// and |q| <= 127 are F16 values) into the one padded slot the ldmatrix loads read. The
+// tensor-core math then runs in F16
 // (K = __half, the query converted as for an F16 cache). FP8's per-tensor k_scale is folded
 // into the score scale and v_scale into the output. An I8 row's scale (per block and kv
 // head) is copied beside the ring (kStages x 32 floats per warp) and applied exactly: the
@@ -64,7 +67,6 @@ constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
 constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
 constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
 constexpr int kDirectStages = 5;  // ... and for their direct form (no converted slot)
-constexpr int kDeepStages = 7;    // ... and for its deep form (FP8; no staging area)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -88,18 +90,14 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
 // in registers straight from the raw rows, so the converted slot shrinks to the query's
 // staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
-// DEEP (FP8 in the direct form, STRATA_CUDA_DECODE_MMA_KV8=deep, opt-in): no staging area;
-// the query is staged in the ring's last two raw slots, whose chunk copies are issued once
-// the query is in registers, so the ring holds kDeepStages chunks (6 in flight, 24 KiB a
-// warp) in 112 KiB a block.
-template <int D, bool KV8, bool DIRECT = false, bool DEEP = false>
+template <int D, bool KV8, bool DIRECT = false>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kRing = !KV8 ? kStages : DEEP ? kDeepStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
+  static constexpr int kRing = !KV8 ? kStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
   static constexpr int kRawBytes = 2 * kKeys * D;  // one raw 8-bit chunk
   // 8-bit: the converted slot (or the query's staging: 16 rows and the raw key) first.
-  static constexpr int kFirstBytes = DEEP ? 0 : DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
+  static constexpr int kFirstBytes = DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
   static constexpr size_t kBytes = KV8 ? size_t{kFirstBytes} + size_t{kRing} * kRawBytes : size_t{kRing} * kStage * 2;
   static constexpr int kElems = static_cast<int>(kBytes / 2);
   // The query (16 rows) and the raw key fit in one slot.
@@ -146,21 +144,17 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
-template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false, bool DEEP = false>
+template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
 __global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D, kIsKv8<KS>, DIRECT, DEEP>;
+  using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
   static_assert(!(kI8 && FUSE_ROPE), "I8 rows are written by rope_kv_write");
   static_assert(!DIRECT || (kKv8 && D == 128), "the direct form: 8-bit caches at head_dim 128");
-  static_assert(!DEEP || (DIRECT && !kI8), "the deep ring: FP8 in the direct form (I8's scale ring would not fit)");
-  // Chunks issued before the query is staged (DEEP: all but the two slots the query uses).
-  constexpr int kLead = DEEP ? L::kRing - 2 : L::kRing - 1;
-  static_assert(!DEEP || 16 * L::kLd * 2 + 2 * D <= 2 * L::kRawBytes, "the query staging fits two raw slots");
   constexpr int kLd = L::kLd;
   constexpr int kRing = L::kRing;
   constexpr int kVecElems = 16 / sizeof(KS);  // cache elements per 16-byte vector
@@ -277,19 +271,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   const int32_t bs = kv.block_size;
-  // p / bs for positions 0 <= p < 2^31 by a multiply-high and a shift (CUTLASS's FastDivmod;
-  // checked against the division for every block size up to 4,096 on the host): an integer
-  // division by a runtime divisor is ~20 instructions, and one ran per chunk and one per row
-  // copied (p % bs), a large part of an 8-bit chunk's instructions.
-  uint32_t bs_mul = 0, bs_shr = 0;
-  if (bs > 1) {
-    const uint32_t l = 32 - __clz(bs - 1);  // ceil(log2 bs)
-    bs_mul = static_cast<uint32_t>(((1ull << (31 + l)) + static_cast<uint64_t>(bs) - 1) / static_cast<uint64_t>(bs));
-    bs_shr = l - 1;
-  }
-  auto div_bs = [&](int32_t p) -> int32_t {
-    return bs == 1 ? p : static_cast<int32_t>(__umulhi(static_cast<uint32_t>(p), bs_mul) >> bs_shr);
-  };
   const KS* kbase = static_cast<const KS*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems +
                     static_cast<int64_t>(kvh) * D;
   const KS* vbase = kbase + kv.layer_half_elems;
@@ -307,28 +288,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int copy_lane_row = lane / kVecs, copy_col = (lane % kVecs) * kVecElems;
   auto block_of = [&](int32_t c) -> int32_t {
     const int32_t p = start + c * kKeys + (lane & (kKeys - 1));
-    return c < n_chunks && p < end ? __ldg(bt + div_bs(p)) : -1;
+    return c < n_chunks && p < end ? __ldg(bt + p / bs) : -1;
   };
   // Positions past the context, and rows whose block-table entry is out of range, are
-  // zero-filled (and masked below; a bad entry also sets kErrBlockTable). Lane r (and r + 16)
-  // computes row r's offset once, in 16-byte vectors (a layer half of up to 64 GiB), and the
-  // copying lanes take it by shuffle: the 64-bit address arithmetic ran per row copied.
+  // zero-filled (and masked below; a bad entry also sets kErrBlockTable).
   auto issue = [&](int32_t c, int32_t blk, int stage) {
     if (c >= n_chunks) return;  // warp-uniform: the shuffles below see every lane
     K* kslot = ring + stage * L::kStage;
-    const int32_t pr = start + c * kKeys + (lane & (kKeys - 1));
-    const bool in_r = pr < end, valid_r = in_r && blk >= 0 && blk < kv.num_blocks;
-    if (lane < kKeys && in_r && !valid_r && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
-    const uint32_t vec_r =
-        valid_r ? static_cast<uint32_t>((static_cast<int64_t>(blk) * blk_stride +
-                                         static_cast<int64_t>(pr - div_bs(pr) * bs) * pos_stride) / kVecElems)
-                : 0xffffffffu;
 #pragma unroll
     for (int j = 0; j < kKeys / kRowsPerCopy; ++j) {
       const int r = j * kRowsPerCopy + copy_lane_row;
-      const uint32_t vec = __shfl_sync(0xffffffffu, vec_r, r);
-      const bool valid = vec != 0xffffffffu;
-      const int64_t off = valid ? static_cast<int64_t>(vec) * kVecElems + copy_col : 0;
+      const int32_t rb = __shfl_sync(0xffffffffu, blk, r);
+      const int32_t p = start + c * kKeys + r;
+      const bool in = p < end;
+      const bool valid = in && rb >= 0 && rb < kv.num_blocks;
+      if (in && !valid && copy_col == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
+      const int64_t off =
+          valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
         if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
@@ -339,7 +315,6 @@ __global__ void __launch_bounds__(kThreads, 2)
           CpAsync16(raw + (kKeys + r) * D + copy_col, vbase + off, valid);
         }
         if constexpr (kI8) {
-          const int32_t rb = __shfl_sync(0xffffffffu, blk, r);
           if (copy_col == 0) {
             float* sc = scale_ring + stage * 2 * kKeys;
             const int32_t b = valid ? rb : 0;
@@ -398,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bool write_first = writes_kv && pos < start + (kRing - 1) * kKeys;
   if (!write_first) {
 #pragma unroll
-    for (int c = 0; c < kLead; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
@@ -410,8 +385,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int32_t rot_dim = 2 * half;
   const bool interleaved = rope.rope.style == STRATA_ROPE_INTERLEAVED;
   // 16 query rows, in the slot chunk kStages - 1 (16-bit) or the first conversion (8-bit) overwrites.
-  // DEEP: the ring's last two raw slots (8 KiB), not yet copied into.
-  K* qs = DEEP ? reinterpret_cast<K*>(raw_slot(kRing - 2)) : kKv8 ? ring : ring + (kStages - 1) * L::kStage;
+  K* qs = kKv8 ? ring : ring + (kStages - 1) * L::kStage;
   uint16_t* qbits = reinterpret_cast<uint16_t*>(qs);  // the rows as raw 16-bit words
   uint16_t* s_k = reinterpret_cast<uint16_t*>(qs + 16 * kLd);
   float cs[kFreqsPerLane], sn[kFreqsPerLane];
@@ -521,17 +495,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (write_first) {
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kLead; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, block_of(c), c);
       CpAsyncCommit();
     }
   }
   int32_t blk_next = block_of(kRing - 1);
   __syncwarp();  // every lane has read the query: its slot may be refilled
-  if constexpr (DEEP) {  // the first of the two staging slots (the loop's first issue fills the other)
-    issue(kRing - 2, block_of(kRing - 2), kRing - 2);
-    CpAsyncCommit();
-  }
 
   // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of
   // O = P V (read transposed), with the lane mappings of the FA2 kernel.
@@ -592,11 +562,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
 
-    // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1. Two
-    // accumulator chains per tile (halves of the k-steps, summed after), so that the
-    // dependent mma run half as deep.
+    // 1. S = Q K^T: sacc[j] holds keys 8j..8j+7; lane: rows g, g+8, keys 8j+2tig, +1.
     float sacc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    float sacc2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const unsigned char* rawc = nullptr;
     if constexpr (DIRECT) {
       // B of key tile j for lane (g, tig): row 8j + g, the 16 columns 64h + 16tig.. (the
@@ -611,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           uint32_t hk[8];
           Kv8ToHalf16(kw, KS{}, hk);
 #pragma unroll
-          for (int t = 0; t < 4; ++t) Mma<K>(h % 2 == 0 ? sacc[j] : sacc2[j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
+          for (int t = 0; t < 4; ++t) Mma<K>(sacc[j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
         }
       }
     } else {
@@ -619,14 +586,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t b[4];
         LdMatrixX4(b, Kt + k_row * kLd + kk * 16 + k_col);
-        Mma<K>(kk % 2 == 0 ? sacc[0] : sacc2[0], qf[kk], b[0], b[1]);
-        Mma<K>(kk % 2 == 0 ? sacc[1] : sacc2[1], qf[kk], b[2], b[3]);
+        Mma<K>(sacc[0], qf[kk], b[0], b[1]);
+        Mma<K>(sacc[1], qf[kk], b[2], b[3]);
       }
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sacc[j][e] += sacc2[j][e];
     }
     // 2. Scores in units with exp(score) = 2^(u * mult), keys past the context masked.
     const int32_t key0 = start + c * kKeys;
@@ -640,16 +602,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           x *= qk_scale;
           x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
         }
-        sacc[j][e] = x;
-      }
-    }
-    if (key0 + kKeys > end) {  // only a slice's last chunk has keys past the context
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (key0 + 8 * j + 2 * tig + (e & 1) >= end) sacc[j][e] = -INFINITY;
-        }
+        sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
       }
     }
     // Rows whose maximum did not move keep their scale exactly (alpha 1); the accumulators
@@ -822,16 +775,6 @@ bool Kv8Direct() {
   return direct;
 }
 
-// STRATA_CUDA_DECODE_MMA_KV8=deep (opt-in, for A/B measurements): FP8 at head_dim 128 in the
-// direct form with the deep ring (WarpSmem's DEEP); I8 keeps the direct form.
-bool Kv8Deep() {
-  static const bool deep = [] {
-    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
-    return e != nullptr && std::strcmp(e, "deep") == 0;
-  }();
-  return deep;
-}
-
 // The kernel's flags, both on unless an A/B measurement turns one off:
 // STRATA_CUDA_DECODE_MMA_BF16_P=single (BF16 caches: P rounded to BF16 once, the form that
 // missed the kv8 tests' tolerance) and STRATA_CUDA_DECODE_MMA_RESCALE=always (every chunk).
@@ -847,24 +790,19 @@ uint32_t DecodeMmaFlags() {
   return flags;
 }
 
-template <typename K, int D, typename KS = K, bool DIRECT = false, bool DEEP = false>
+template <typename K, int D, typename KS = K, bool DIRECT = false>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws, int32_t* arrivals,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
-    if (Kv8Direct()) {
-      if constexpr (std::is_same_v<KS, __nv_fp8_e4m3>) {
-        if (Kv8Deep()) return LaunchTyped<K, D, KS, true, true>(a, kv, splits, ws, arrivals, rope, stream);
-      }
-      return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
-    }
+    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
   }
-  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT, DEEP>::kBytes +
+  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
                                 (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
-  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT, DEEP>;
+  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT, DEEP>;
+    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -945,8 +883,6 @@ bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (kv.block_size <= 0 || kv.num_blocks <= 0 || a.max_blocks_per_seq <= 0) return false;
   // 16-byte copies of K/V rows, 4-byte stores of output pairs.
   if (reinterpret_cast<uintptr_t>(kv.data) % 16 != 0 || (kv.layer_half_elems * (kv8 ? 1 : 2)) % 16 != 0) return false;
-  // Row offsets are held as 32-bit counts of 16-byte vectors within a layer half.
-  if (kv.layer_half_elems * (kv8 ? 1 : 2) / 16 > 0xffffffffLL) return false;  // 0xffffffff: no row
   if (reinterpret_cast<uintptr_t>(a.out) % 4 != 0 || a.out_stride % 2 != 0) return false;
   return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * kMaxSplits / kWarps < 0x7fffffffLL;
 }
@@ -960,7 +896,16 @@ bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_
   // 64 sequences (4 per SM) 33 against 30 and 142 against 101 for the GQA kernel.
   // With split-K, the warps of the split slices count (a batch of 32 at a 4,096-token context:
   // 256 pairs x 4 splits).
-  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * DecodeMmaSplits(a, kv, num_sms) >= sms * 6;
+  // Also where each pair is split the most ways (kMaxSplits: one sequence, or a few, whose
+  // max_seq_len allows slices of 64 keys 64 ways; in a captured decode step max_seq_len is the
+  // model's context, so this is batch-1 decode): measured on the H200 (cuda_op_bench, one
+  // token, Llama-3-8B heads, BF16 cache, 2026-12-03) at 64 splits 11.3 us against the GQA
+  // kernel's 15.1 at 256 keys and 17.6 against 19.6 at 4,096, and batch-1 decode 128/128 bf16
+  // in graphs at 232.1 against 226.6 tok/s; with fewer splits (the slices 64 keys of a short
+  // max_seq_len: 4 at 256, 16 at 1,024) it was slower than the GQA kernel (17.1 against 15.1,
+  // 17.4 against 15.2), so those stay on the GQA kernel.
+  const int32_t splits = DecodeMmaSplits(a, kv, num_sms);
+  return static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * splits >= sms * 6 || splits >= kMaxSplits;
 }
 
 cudaError_t LaunchDecodeAttentionMma(const AttentionArgs& a, const KvLayout& kv, float* workspace, int32_t num_sms,

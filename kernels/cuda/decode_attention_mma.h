@@ -26,7 +26,8 @@ namespace strata::cuda {
 bool DecodeMmaSupports(const AttentionArgs& a, const KvLayout& kv);
 
 // Whether the default path (decode_attention=auto) prefers this kernel to the GQA kernel on
-// a GPU with num_sms SMs: from 6 warps (token, KV head and split) per SM on (one wave holds 8).
+// a GPU with num_sms SMs: from 6 warps (token, KV head and split) per SM on (one wave holds 8),
+// and where the pairs are split kMaxSplits (64) ways (batch-1 decode in a captured step).
 bool DecodeMmaPreferred(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms);
 
 // The number of splits of each (token, KV head)'s keys: enough warps for one wave of

@@ -1074,7 +1074,8 @@ TEST_P(CudaOps, RopeAttentionEqualsRopeKvWriteThenAttention) {
 // to rope_kv_write + attention on the same device), against the CPU backend: a serving-sized
 // batch in the Llama-3-8B head layout, a 4,000-token context in one warp, group sizes 1, 2,
 // 4 and 16, head_dim 64 and 128, sliding window, soft-capping, the decode part of a mixed
-// step, BF16 and F16 caches. (The default path picks it only for batches that fill the GPU.)
+// step, BF16 and F16 caches. (The default path picks it for batches that fill the GPU with
+// their split slices, and for pairs split 64 ways: batch-1 decode in graphs.)
 TEST(CudaMmaDecode, MatchesCpuForEveryShapeItSupports) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(2024);

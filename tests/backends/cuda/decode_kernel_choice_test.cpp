@@ -70,11 +70,6 @@ TEST(DecodeKernelChoice, TensorCoreKernelSupportsSixteenBitCachesAndSmallGroups)
   rejects("a cache not 16-byte aligned", [](Batch& b) { b.kv.data = FakeDevicePtr(0x40000008); });
   rejects("an odd output stride", [](Batch& b) { b.a.out_stride = 32 * 128 + 1; });
   rejects("no block tables", [](Batch& b) { b.a.block_tables = nullptr; });
-  // Row offsets are 32-bit counts of 16-byte vectors within a layer half.
-  rejects("a layer half of 64 GiB", [](Batch& b) { b.kv.layer_half_elems = int64_t{1} << 35; });
-  Batch big(128);
-  big.kv.layer_half_elems = (int64_t{1} << 35) - 8;  // just under: 2^32 - 1 vectors
-  EXPECT_TRUE(DecodeMmaSupports(big.a, big.kv));
 }
 
 // The default path takes it from 6 warps per SM on, counting split-K slices: 128 sequences
@@ -89,6 +84,22 @@ TEST(DecodeKernelChoice, DefaultPathPrefersTensorCoresOnlyForBatchesThatFillTheG
   Batch short_ctx(32);
   short_ctx.a.max_seq_len = 192;  // 3 slices of 64 keys at most: 768 warps
   EXPECT_FALSE(DecodeMmaPreferred(short_ctx.a, short_ctx.kv, 132));
+}
+
+// Batch-1 decode: the tensor-core kernel where its pair is split 64 ways (a captured step's
+// max_seq_len is the model's context, 8,192 for Llama-3-8B; or a context of 4,096 keys), the
+// GQA kernel where a short max_seq_len leaves fewer, longer slices (measured slower there).
+TEST(DecodeKernelChoice, BatchOneTakesTensorCoresWhereSplitSixtyFourWays) {
+  auto at = [](int32_t ctx) {
+    Batch b(1);
+    b.a.max_seq_len = ctx;
+    return DecodeMmaPreferred(b.a, b.kv, 132);
+  };
+  EXPECT_TRUE(at(8192));
+  EXPECT_TRUE(at(4096));
+  EXPECT_FALSE(at(4095));  // 63 slices of 64 keys
+  EXPECT_FALSE(at(1024));  // 16
+  EXPECT_FALSE(at(256));   // 4
 }
 
 // Split-K: one wave of resident warps (8 per SM), slices of >= 64 keys, at most 64 splits,
