@@ -67,7 +67,6 @@ constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
 constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
 constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
 constexpr int kDirectStages = 5;  // ... and for their direct form (no converted slot)
-constexpr int kLeanStages = 3;    // ... and for the lean direct form (three blocks an SM)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -91,15 +90,11 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
 // in registers straight from the raw rows, so the converted slot shrinks to the query's
 // staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
-// LEAN (FP8 in the direct form, STRATA_CUDA_DECODE_MMA_KV8=lean, opt-in, for an A/B): a ring
-// of kLeanStages chunks (2 in flight; kv_read_bench reads 8-bit rows at ~4 TB/s with that) so
-// that three blocks fit an SM (12 warps instead of 8, registers capped at 168 a thread): more
-// warps to hide the per-chunk instruction latency the FP8 kernel is bound by.
-template <int D, bool KV8, bool DIRECT = false, bool LEAN = false>
+template <int D, bool KV8, bool DIRECT = false>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kRing = !KV8 ? kStages : LEAN ? kLeanStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
+  static constexpr int kRing = !KV8 ? kStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
   static constexpr int kRawBytes = 2 * kKeys * D;  // one raw 8-bit chunk
   // 8-bit: the converted slot (or the query's staging: 16 rows and the raw key) first.
   static constexpr int kFirstBytes = DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
@@ -149,13 +144,12 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
-template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false, bool LEAN = false>
-__global__ void __launch_bounds__(kThreads, LEAN ? 3 : 2)
+template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
+__global__ void __launch_bounds__(kThreads, 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D, kIsKv8<KS>, DIRECT, LEAN>;
-  static_assert(!LEAN || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the lean form: FP8, direct");
+  using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
@@ -781,16 +775,6 @@ bool Kv8Direct() {
   return direct;
 }
 
-// STRATA_CUDA_DECODE_MMA_KV8=lean (opt-in, for A/B measurements): FP8 at head_dim 128 in the
-// direct form with WarpSmem's LEAN ring (12 warps an SM); I8 keeps the direct form.
-bool Kv8Lean() {
-  static const bool lean = [] {
-    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
-    return e != nullptr && std::strcmp(e, "lean") == 0;
-  }();
-  return lean;
-}
-
 // The kernel's flags, both on unless an A/B measurement turns one off:
 // STRATA_CUDA_DECODE_MMA_BF16_P=single (BF16 caches: P rounded to BF16 once, the form that
 // missed the kv8 tests' tolerance) and STRATA_CUDA_DECODE_MMA_RESCALE=always (every chunk).
@@ -806,24 +790,19 @@ uint32_t DecodeMmaFlags() {
   return flags;
 }
 
-template <typename K, int D, typename KS = K, bool DIRECT = false, bool LEAN = false>
+template <typename K, int D, typename KS = K, bool DIRECT = false>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws, int32_t* arrivals,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
-    if (Kv8Direct()) {
-      if constexpr (std::is_same_v<KS, __nv_fp8_e4m3>) {
-        if (Kv8Lean()) return LaunchTyped<K, D, KS, true, true>(a, kv, splits, ws, arrivals, rope, stream);
-      }
-      return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
-    }
+    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
   }
-  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT, LEAN>::kBytes +
+  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
                                 (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
-  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT, LEAN>;
+  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT, LEAN>;
+    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

@@ -820,8 +820,6 @@ phase_kv8_splitk() {
   run_suite "CudaMmaDecode (vs CPU, bad block table)" 40 - cuda_backend_test 'CudaMmaDecode.*'
   run_suite "kv8 split-K, convert form + fused merge" 60 "STRATA_CUDA_DECODE_MMA_KV8=convert STRATA_CUDA_DECODE_MMA_MERGE=fused" \
     cuda_kv8_test 'CudaKv8Ops.DecodeSplitKTensorCoreKernel'
-  run_suite "kv8 split-K, FP8 lean form (opt-in A/B)" 60 "STRATA_CUDA_DECODE_MMA_KV8=lean" \
-    cuda_kv8_test 'CudaKv8Ops.DecodeSplitKTensorCoreKernel*'
   if grep -qvE " passed  \(" "$R"; then echo "cuda-attn2 TESTS: NOT ALL PASSED (see above; failures:)"; grep -E "^\[  FAILED|Failure|outside" "$T" | head -12
   else echo "cuda-attn2 TESTS: all $(wc -l < "$R") runs passed"; fi
   grep -E "^\[ kv8 ops  \] BF16" "$T" | head -20
@@ -840,15 +838,13 @@ phase_kv8_splitk() {
   ab rescale-always bf16,fp8 4096 STRATA_CUDA_DECODE_MMA_RESCALE=always
   ab convert fp8 4096 STRATA_CUDA_DECODE_MMA_KV8=convert
   ab splits64 bf16,fp8 256 STRATA_CUDA_DECODE_MMA_SPLITS=64
-  ab lean fp8 4096 STRATA_CUDA_DECODE_MMA_KV8=lean
-  ab lean-splits6 fp8 4096 STRATA_CUDA_DECODE_MMA_KV8=lean STRATA_CUDA_DECODE_MMA_SPLITS=6
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
   r = json.loads(l)
   if r["kernel"].startswith("gqa-") and r["kernel"] != "gqa-sweep": continue
   print("%-20s %-5s b%-4d ctx%-5d h%d/%d %-9s attn %7.1f us  rope_attn %7.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["block_tables"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
     "${O}_attention.jsonl" > "${O}_attention.txt"
-  grep -E "b32  ctx4096|b1   ctx256" "${O}_attention.txt" | grep -E "sweep|single|rescale|convert|splits64|lean"
+  grep -E "b32  ctx4096|b1   ctx256" "${O}_attention.txt" | grep -E "sweep|single|rescale|convert|splits64"
   python3 -c 'import json,sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda r: (r["kv_dtype"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["block_tables"])
@@ -874,7 +870,6 @@ for r in rows:
   stamp "kv8_splitk: steady TPOT p50, 32 x 4,096 prompts, 128 out, BF16 vs FP8 KV, default path ($(left) s left)"
   tpot steady-bf16 auto
   tpot steady-fp8 fp8
-  [ "$(left)" -gt 110 ] && tpot steady-fp8-lean fp8 STRATA_CUDA_DECODE_MMA_KV8=lean
   python3 -c 'import json,sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 p50 = {r["label"]: r["tpot_ms"]["p50"] for r in rows}
