@@ -40,10 +40,11 @@
 //                      accumulators, cp.async double buffering)
 //   prefill_attention=wmma    the same batches on the older WMMA kernel (prefill_attention_tc.cu)
 //   prefill_attention=simple  always the SIMT kernels of paged_attention.cu (the oldest path)
-//   decode_attention=auto (default) decode batches with enough (token, KV head) pairs to fill
-//                      the GPU (>= 6 per SM) run the tensor-core kernel of
-//                      kernels/cuda/decode_attention_mma.cu (one warp per pair, BF16
-//                      activations, BF16/F16 cache, head_dim 64/128); the others the GQA kernel
+//   decode_attention=auto (default) decode batches with enough (token, KV head) pairs, times
+//                      split-K slices, to fill the GPU (>= 6 warps per SM) run the tensor-core
+//                      kernel of kernels/cuda/decode_attention_mma.cu (one warp per pair and
+//                      slice, BF16 activations, BF16/F16/FP8/I8 cache, head_dim 64/128); the
+//                      others the GQA kernel
 //   decode_attention=gqa      every decode batch on kernels/cuda/decode_attention_gqa.cu: one
 //                      pass over each KV head's rows for all query heads that share it
 //   decode_attention=mma      the tensor-core kernel for every decode batch it supports

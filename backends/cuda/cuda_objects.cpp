@@ -52,6 +52,7 @@ Device::~Device() {
   }
   if (attn_ws != nullptr) cudaFree(attn_ws);
   for (float* p : retired_attn_ws) cudaFree(p);
+  if (decode_arrivals != nullptr) cudaFree(decode_arrivals);
   if (small != nullptr) cudaFree(small);
   quant_gemm.reset();
   if (quant_ws != nullptr) cudaFree(quant_ws);

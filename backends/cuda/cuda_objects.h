@@ -100,6 +100,9 @@ struct Device {
   // with, so a workspace is never freed while the device is open (growth doubles, so these
   // add up to less than the current one).
   std::vector<float*> retired_attn_ws;
+  // The tensor-core decode kernel's arrival counts for its fused split merge
+  // (kDecodeMmaArrivals int32, zeroed once; every launch leaves them zeroed).
+  int32_t* decode_arrivals = nullptr;
   void* small = nullptr;
   uint64_t small_bytes = 0;
   // Scratch of the quantized products (quantized activations, int32/F32 products, a weight

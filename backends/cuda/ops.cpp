@@ -982,6 +982,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
     path = Path::kWmma;
   }
   const int64_t ws = path == Path::kGqaDecode ? DecodeGqaWorkspaceFloats(a, l, dev->num_sms)
+                     : path == Path::kMmaDecode ? DecodeMmaWorkspaceFloats(a, l, dev->num_sms)
                      : path == Path::kSimt    ? AttentionWorkspaceFloats(a, l, dev->num_sms)
                                               : 0;
   if (ws > dev->attn_ws_floats) {
@@ -1000,7 +1001,19 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
   switch (path) {
     case Path::kGqaDecode:
       return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
-    case Path::kMmaDecode: return Launched(LaunchDecodeAttentionMma(a, l, dev->stream, fused_rope), op);
+    case Path::kMmaDecode:
+      if (DecodeMmaFusedMerge(a, l, dev->num_sms) && dev->decode_arrivals == nullptr) {
+        if (dev->recording) {
+          return InvalidArgument(op, ": the decode arrival counts must be allocated, which a graph cannot record; "
+                                 "run the same step unrecorded first");
+        }
+        STRATA_CUDA_CALL(cudaMalloc(&dev->decode_arrivals, kDecodeMmaArrivals * sizeof(int32_t)), "attention: arrivals");
+        STRATA_CUDA_CALL(cudaMemsetAsync(dev->decode_arrivals, 0, kDecodeMmaArrivals * sizeof(int32_t), dev->stream),
+                         "attention: arrivals");
+      }
+      return Launched(LaunchDecodeAttentionMma(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope,
+                                               dev->decode_arrivals),
+                      op);
     case Path::kWgmma: return Launched(LaunchPrefillAttentionWgmma(a, l, dev->stream), op);
     case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
     case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);

@@ -156,6 +156,60 @@ __global__ void __launch_bounds__(kWarps * 32, 2) CpAsyncRing(Cache c, uint32_t*
   Sink(acc, sink);
 }
 
+// The split-K tensor-core decode kernel's pattern (decode_attention_mma.cu) for a cache whose
+// rows are ROW bytes (256: BF16 at head_dim 128; 128: FP8 / I8): one warp per (split, sequence,
+// KV head), the KV head fastest, each reading its slice of ctx / splits keys through a ring of
+// STAGES 16-key chunks (STAGES - 1 in flight), ROW / 16 lanes per row so that every copy
+// instruction covers whole rows; the rows stored unpadded. The same bytes per sequence as the
+// other variants (the layout's row stride is ROW x 8 KV heads).
+// HEADS = 2: a warp reads the rows of two adjacent KV heads as one contiguous 2 x ROW-byte row
+// (half the (sequence, head) items, each twice the bytes), to tell the row size apart from
+// the bytes per position.
+template <int ROW, int STAGES, int HEADS = 1>
+__global__ void __launch_bounds__(kWarps * 32) RingSplit(Cache c, int32_t splits, uint32_t* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int kItemsPerPos = kKvh / HEADS, kRow = ROW * HEADS;
+  const int64_t pairs = static_cast<int64_t>(c.batch) * kItemsPerPos;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (item >= pairs * splits) return;
+  const int32_t split = static_cast<int32_t>(item / pairs);
+  const int64_t pair = item - split * pairs;
+  const int32_t seq = static_cast<int32_t>(pair / kItemsPerPos), kvh = static_cast<int32_t>(pair % kItemsPerPos) * HEADS;
+  const int32_t slice = ((c.ctx + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
+  const int32_t p0 = min(c.ctx, split * slice), p1 = min(c.ctx, p0 + slice);
+  constexpr int kSlot = 2 * kChunk * kRow, kLanesPerRow = kRow / 16, kRowsPerCopy = 32 / kLanesPerRow;
+  uint8_t* ring = smem + warp * STAGES * kSlot;
+  const int32_t chunks = (p1 - p0 + kChunk - 1) / kChunk;
+  const int col = (lane % kLanesPerRow) * 16;
+  auto issue = [&](int32_t ch) {
+    if (ch < chunks) {
+      uint8_t* slot = ring + (ch % STAGES) * kSlot;
+#pragma unroll
+      for (int j = 0; j < kChunk / kRowsPerCopy; ++j) {
+        const int r = j * kRowsPerCopy + lane / kLanesPerRow;
+        const int32_t p = p0 + ch * kChunk + r;
+        const bool ok = p < p1;
+        const int32_t blk = ok ? __ldg(c.tables + static_cast<int64_t>(seq) * c.bps + p / kBs) : 0;
+        const int64_t off = ok ? ((static_cast<int64_t>(blk) * kBs + p % kBs) * kKvh + kvh) * ROW + col : 0;
+        CpAsync16(slot + r * kRow + col, c.k + off, ok);
+        CpAsync16(slot + (kChunk + r) * kRow + col, c.v + off, ok);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  uint32_t acc = 0;
+  for (int s = 0; s < STAGES - 1; ++s) issue(s);
+  for (int32_t ch = 0; ch < chunks; ++ch) {
+    issue(ch + STAGES - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+    __syncwarp();
+    acc ^= *reinterpret_cast<const uint32_t*>(ring + (ch % STAGES) * kSlot + lane * (kSlot / 32));
+    __syncwarp();
+  }
+  Sink(acc, sink);
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KV_BENCH_SM90 1
 #endif
@@ -311,6 +365,29 @@ int main(int argc, char** argv) {
       CK(cudaFuncSetAttribute(BulkRing, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
       report("bulk_ring", MedianUs([&](int i) { BulkRing<<<warp_blocks, kWarps * 32, bulk_smem>>>(cache(i), sink); }));
     }
+    // The split-K kernel's pattern over BF16 rows (256 bytes) and over 8-bit rows (128 bytes:
+    // the same layout with kRowBytes / 2 per row, so the first half of each cache copy), at
+    // the kernel's planned splits (one wave of 8 warps per SM) and ring depths.
+    const int64_t pairs = static_cast<int64_t>(batch) * kKvh;
+    const int32_t splits = static_cast<int32_t>(std::max<int64_t>(
+        1, std::min<int64_t>({64, ctx / 64, prop.multiProcessorCount * 8LL / pairs})));
+    auto ring_split = [&](auto kernel, int row, int stages, const char* name, int heads = 1) {
+      const int smem = kWarps * stages * 2 * kChunk * row * heads;
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      const int32_t sp = std::min(64, splits * heads);  // the same number of warps
+      const unsigned blocks = static_cast<unsigned>((pairs / heads * sp + kWarps - 1) / kWarps);
+      const double us = MedianUs([&](int i) { kernel<<<blocks, kWarps * 32, smem>>>(cache(i), sp, sink); });
+      const double b = 2.0 * batch * ctx * kKvh * row;
+      std::printf("{\"bench\":\"kv_read\",\"variant\":\"%s\",\"batch\":%d,\"context\":%d,\"splits\":%d,"
+                  "\"row_bytes\":%d,\"stages\":%d,\"us\":%.1f,\"GBps\":%.0f}\n",
+                  name, batch, ctx, sp, row, stages, us, b / us / 1e3);
+      std::fflush(stdout);
+    };
+    ring_split(RingSplit<256, 3>, 256, 3, "split_ring_bf16_st3");
+    ring_split(RingSplit<128, 5>, 128, 5, "split_ring_8bit_st5");
+    ring_split(RingSplit<128, 3>, 128, 3, "split_ring_8bit_st3");
+    ring_split(RingSplit<128, 7>, 128, 7, "split_ring_8bit_st7");
+    ring_split(RingSplit<128, 3, 2>, 128, 3, "split_ring_8bit_2heads_st3", 2);
     for (auto& b : bufs) cudaFree(b);
     cudaFree(dt);
   }

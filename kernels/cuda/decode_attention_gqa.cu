@@ -875,18 +875,30 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPla
   const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(plan.splits));
   kernel<<<grid, kThreads, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
-  if (plan.splits > 1) {
-    // Just enough threads for one float4 column of every split (few splits: small blocks).
-    const int32_t vec = kv.head_dim / 4;
-    const int32_t rows = std::max(1, std::min(plan.splits, kCombineThreads / vec));
-    const int32_t threads = std::min(kCombineThreads, (vec * rows + 31) / 32 * 32);
-    CombineKernel<T><<<dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
-                       static_cast<unsigned>(threads), 0, stream>>>(a, kv.head_dim, plan.splits, ws);
-  }
+  if (plan.splits > 1) return LaunchDecodeSplitCombine(a, kv.head_dim, plan.splits, ws, stream);
   return cudaGetLastError();
 }
 
 }  // namespace
+
+cudaError_t LaunchDecodeSplitCombine(const AttentionArgs& a, int32_t head_dim, int32_t splits, const float* ws,
+                                     cudaStream_t stream) {
+  if (splits < 2 || splits > kMaxSplits || head_dim % 8 != 0 || ws == nullptr) return cudaErrorInvalidValue;
+  if (a.num_tokens == 0) return cudaSuccess;
+  // Just enough threads for one float4 column of every split (few splits: small blocks).
+  const int32_t vec = head_dim / 4;
+  const int32_t rows = std::max(1, std::min(splits, kCombineThreads / vec));
+  const int32_t threads = std::min(kCombineThreads, (vec * rows + 31) / 32 * 32);
+  const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
+  if (a.act_dtype == STRATA_DTYPE_BF16) {
+    CombineKernel<__nv_bfloat16><<<grid, static_cast<unsigned>(threads), 0, stream>>>(a, head_dim, splits, ws);
+  } else if (a.act_dtype == STRATA_DTYPE_F32) {
+    CombineKernel<float><<<grid, static_cast<unsigned>(threads), 0, stream>>>(a, head_dim, splits, ws);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 bool DecodeGqaSupports(const AttentionArgs& a, const KvLayout& kv) {
   if (a.max_query_len != 1 || a.num_tokens < 0 || a.num_tokens > 65535 || a.num_seqs <= 0) return false;

@@ -49,6 +49,15 @@ struct DecodeRopeArgs {
 cudaError_t LaunchDecodeAttentionGqa(const AttentionArgs& a, const KvLayout& kv, float* workspace,
                                      int32_t num_sms, cudaStream_t stream, const DecodeRopeArgs* rope = nullptr);
 
+// Merges split-K partials of a decode attention into a.out (the act dtype, BF16 or F32):
+// `ws` holds, for slot = (token * num_heads + head) * splits + split, the unnormalised output
+// (head_dim floats at ws + slot * head_dim) and, after all num_tokens * num_heads * splits
+// such rows, the pair (max in log2 units, i.e. score * scale * log2(e); sum of 2^(u - max))
+// at 2 * slot; a split that saw no key has sum 0. Used by this kernel and by the tensor-core
+// decode kernel's split-K form (decode_attention_mma.h). 2 <= splits <= 64.
+cudaError_t LaunchDecodeSplitCombine(const AttentionArgs& a, int32_t head_dim, int32_t splits, const float* ws,
+                                     cudaStream_t stream);
+
 }  // namespace strata::cuda
 
 #endif  // STRATA_KERNELS_CUDA_DECODE_ATTENTION_GQA_H_

@@ -1074,7 +1074,8 @@ TEST_P(CudaOps, RopeAttentionEqualsRopeKvWriteThenAttention) {
 // to rope_kv_write + attention on the same device), against the CPU backend: a serving-sized
 // batch in the Llama-3-8B head layout, a 4,000-token context in one warp, group sizes 1, 2,
 // 4 and 16, head_dim 64 and 128, sliding window, soft-capping, the decode part of a mixed
-// step, BF16 and F16 caches. (The default path picks it only for batches that fill the GPU.)
+// step, BF16 and F16 caches. (The default path picks it for batches that fill the GPU with
+// their split slices, and for pairs split 64 ways: batch-1 decode in graphs.)
 TEST(CudaMmaDecode, MatchesCpuForEveryShapeItSupports) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(2024);
@@ -1101,6 +1102,39 @@ TEST(CudaMmaDecode, MatchesCpuForEveryShapeItSupports) {
         RunRopeAttention(P, rng, c, STRATA_ROPE_NEOX, c.head_dim, kv_t);
         RunRopeAttention(P, rng, c, STRATA_ROPE_INTERLEAVED, c.head_dim / 2, kv_t);
       }
+    }
+  }
+}
+
+// A block-table entry outside the cache is reported at synchronize() by the tensor-core
+// decode kernel (which computes each row's offset in one lane and shuffles it to the copying
+// lanes), split or not, in a chunk copied before its loop or from inside it, and the device
+// works on afterwards.
+TEST(CudaMmaDecode, BadBlockTableIsAnError) {
+  SKIP_WITHOUT_GPU();
+  Dev D(CudaPlugin().info->backend, "activations=bf16;decode_attention=mma");
+  ASSERT_TRUE(D.ok()) << D.err();
+  // One sequence of 1,000 keys on 2 KV heads: 15 splits of 80 keys (5 chunks each); entry 30
+  // (keys 480..495) starts split 6, entry 3 (keys 48..63) is split 0's fourth chunk. 130
+  // sequences of 40 keys: no split; entry 2 of sequence 0 is its third chunk.
+  struct Case { std::vector<int32_t> lens; int32_t bad; };
+  for (const Case& c : {Case{{1000}, 30}, Case{{1000}, 3}, Case{std::vector<int32_t>(130, 40), 2}}) {
+    for (int32_t kv_t : {BF16, F16}) {
+      SCOPED_TRACE(std::to_string(c.lens.size()) + " seqs, entry " + std::to_string(c.bad));
+      std::mt19937 rng(5);
+      const int32_t heads = 8, kv_heads = 2, d = 128, bs = 16, nb = 400;
+      Ragged r = MakeRagged(rng, std::vector<int32_t>(c.lens.size(), 1), c.lens, bs, nb);
+      r.tables[c.bad] = nb + 7;  // keys 16 bad .. 16 bad + 15 point past the cache
+      strata_kv_cache kv = D.Kv(1, nb, bs, kv_heads, d, kv_t);
+      BatchOn batch(D, r);
+      const int64_t n = r.num_tokens, qd = int64_t{heads} * d;
+      strata_buffer qb = D.Floats(Random(rng, n * qd, 1.0f), BF16), ob = D.Alloc(n * qd * 2);
+      strata_tensor qt = T(qb, BF16, {n, qd}), ot = T(ob, BF16, {n, qd});
+      strata_attention_params ap = AttnParams(heads, kv_heads, d, 0.088f);
+      ASSERT_EQ(D.api()->attention(D.dev(), &ap, &batch.desc, &qt, kv, 0, &ot), STRATA_OK) << D.err();
+      EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(D.err()).find("block_tables entries outside the KV cache"), std::string::npos) << D.err();
+      EXPECT_EQ(D.api()->synchronize(D.dev()), STRATA_OK);
     }
   }
 }

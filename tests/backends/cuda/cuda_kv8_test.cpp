@@ -151,8 +151,21 @@ TEST(CudaKv8, RefusesCachesWithoutTheirScaleMode) {
 
 // ---- Op level: every attention kernel path over 8-bit caches vs float64. ----
 
-constexpr int32_t kH = 32, kKvh = 8, kD = 128, kBs = 16;
-constexpr int64_t kQRow = int64_t{kH} * kD, kKvRow = int64_t{kKvh} * kD;
+constexpr int32_t kD = 128, kBs = 16;
+// The head layout of the op-level tests: Llama-3-8B's 32 query heads over 8 KV heads unless a
+// test sets another for its scope (HeadLayout below; one test at a time, as gtest runs them).
+int32_t g_h = 32, g_kvh = 8;
+int64_t g_qrow = int64_t{32} * kD, g_kvrow = int64_t{8} * kD;
+struct HeadLayout {
+  HeadLayout(int32_t h, int32_t kvh) { Set(h, kvh); }
+  ~HeadLayout() { Set(32, 8); }
+  static void Set(int32_t h, int32_t kvh) {
+    g_h = h;
+    g_kvh = kvh;
+    g_qrow = int64_t{h} * kD;
+    g_kvrow = int64_t{kvh} * kD;
+  }
+};
 
 uint16_t ToBf16(float f) {  // round to nearest even
   uint32_t b;
@@ -179,13 +192,21 @@ struct CacheKind {
 class CacheModel {
  public:
   CacheModel(const CacheKind& kind, int32_t num_blocks) : kind_(kind), nb_(num_blocks) {
-    q_.assign(static_cast<size_t>(2) * nb_ * kBs * kKvRow, 0);
-    s_.assign(static_cast<size_t>(2) * nb_ * kKvh, 0.0f);
+    if (kind_.dtype == STRATA_DTYPE_BF16) {  // the rows as written (BF16 values already)
+      f_.assign(static_cast<size_t>(2) * nb_ * kBs * g_kvrow, 0.0f);
+      return;
+    }
+    q_.assign(static_cast<size_t>(2) * nb_ * kBs * g_kvrow, 0);
+    s_.assign(static_cast<size_t>(2) * nb_ * g_kvh, 0.0f);
   }
-  // Row x[kKvRow] (all kv heads) of K (which 0) or V at `slot`.
+  // Row x[g_kvrow] (all kv heads) of K (which 0) or V at `slot`.
   void Store(int which, int32_t slot, const float* x) {
     const int32_t blk = slot / kBs, off = slot % kBs;
-    for (int32_t h = 0; h < kKvh; ++h) {
+    if (kind_.dtype == STRATA_DTYPE_BF16) {
+      std::copy(x, x + g_kvrow, f_.data() + (static_cast<int64_t>(which) * nb_ * kBs + slot) * g_kvrow);
+      return;
+    }
+    for (int32_t h = 0; h < g_kvh; ++h) {
       const float* xh = x + h * kD;
       if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
         const float inv = 1.0f / (which == 0 ? kind_.k_scale : kind_.v_scale);
@@ -215,6 +236,7 @@ class CacheModel {
   // The value the cache holds at (slot, kv head h, column d).
   double Value(int which, int32_t slot, int32_t h, int32_t d) {
     const int32_t blk = slot / kBs, off = slot % kBs;
+    if (kind_.dtype == STRATA_DTYPE_BF16) return f_[(static_cast<int64_t>(which) * nb_ * kBs + slot) * g_kvrow + h * kD + d];
     const int8_t q = Q(which, blk, off, h)[d];
     if (kind_.dtype == STRATA_DTYPE_FP8_E4M3) {
       return static_cast<double>(Fp8E4M3ToF32(static_cast<uint8_t>(q))) * (which == 0 ? kind_.k_scale : kind_.v_scale);
@@ -225,13 +247,14 @@ class CacheModel {
  private:
   static int8_t I8(float v) { return static_cast<int8_t>(std::clamp(std::nearbyint(v), -127.0f, 127.0f)); }
   int8_t* Q(int which, int32_t blk, int32_t off, int32_t h) {
-    return q_.data() + ((static_cast<int64_t>(which) * nb_ + blk) * kBs + off) * kKvRow + int64_t{h} * kD;
+    return q_.data() + ((static_cast<int64_t>(which) * nb_ + blk) * kBs + off) * g_kvrow + int64_t{h} * kD;
   }
-  float& S(int which, int32_t blk, int32_t h) { return s_[(static_cast<size_t>(which) * nb_ + blk) * kKvh + h]; }
+  float& S(int which, int32_t blk, int32_t h) { return s_[(static_cast<size_t>(which) * nb_ + blk) * g_kvh + h]; }
   CacheKind kind_;
   int32_t nb_;
   std::vector<int8_t> q_;
   std::vector<float> s_;
+  std::vector<float> f_;  // BF16
 };
 
 // One device-side batch of rows [from[s], to[s]) of each sequence.
@@ -267,10 +290,10 @@ class Kv8Ops {
     values_.resize(S);
     for (int32_t s = 0; s < S; ++s) {
       for (auto* kvs : {&keys_[s], &values_[s]}) {
-        kvs->resize(static_cast<size_t>(after_[s]) * kKvRow);
+        kvs->resize(static_cast<size_t>(after_[s]) * g_kvrow);
         for (int32_t p = 0; p < after_[s]; ++p) {
           const float m = mag(rng);
-          for (int64_t e = 0; e < kKvRow; ++e) (*kvs)[p * kKvRow + e] = FromBf16(ToBf16(u(rng) * m));
+          for (int64_t e = 0; e < g_kvrow; ++e) (*kvs)[p * g_kvrow + e] = FromBf16(ToBf16(u(rng) * m));
         }
       }
     }
@@ -283,7 +306,7 @@ class Kv8Ops {
     d.num_layers = 2;
     d.num_blocks = nb_;
     d.block_size = kBs;
-    d.num_kv_heads = kKvh;
+    d.num_kv_heads = g_kvh;
     d.head_dim = kD;
     d.dtype = kind_.dtype;
     d.scale_mode = kind_.dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
@@ -310,10 +333,10 @@ class Kv8Ops {
       for (int32_t p = from[s]; p < to[s]; ++p) {
         b.positions.push_back(p);
         b.slots.push_back(tables_[s * mb_ + p / kBs] * kBs + p % kBs);
-        k.insert(k.end(), keys_[s].begin() + p * kKvRow, keys_[s].begin() + (p + 1) * kKvRow);
-        v.insert(v.end(), values_[s].begin() + p * kKvRow, values_[s].begin() + (p + 1) * kKvRow);
-        model_->Store(0, b.slots.back(), keys_[s].data() + p * kKvRow);
-        model_->Store(1, b.slots.back(), values_[s].data() + p * kKvRow);
+        k.insert(k.end(), keys_[s].begin() + p * g_kvrow, keys_[s].begin() + (p + 1) * g_kvrow);
+        v.insert(v.end(), values_[s].begin() + p * g_kvrow, values_[s].begin() + (p + 1) * g_kvrow);
+        model_->Store(0, b.slots.back(), keys_[s].data() + p * g_kvrow);
+        model_->Store(1, b.slots.back(), values_[s].data() + p * g_kvrow);
       }
       b.qsl.push_back(static_cast<int32_t>(b.positions.size()));
       b.lens.push_back(to[s]);
@@ -326,7 +349,7 @@ class Kv8Ops {
     }
     std::mt19937 rng(11 + static_cast<uint32_t>(n));
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> q(static_cast<size_t>(n) * kQRow);
+    std::vector<float> q(static_cast<size_t>(n) * g_qrow);
     for (float& x : q) x = FromBf16(ToBf16(u(rng)));
     // The values are BF16-rounded already, so both activation types carry them exactly.
     auto bf16_tensor = [&](const std::vector<float>& x, int64_t cols) {
@@ -335,7 +358,7 @@ class Kv8Ops {
       for (size_t i = 0; i < x.size(); ++i) h[i] = ToBf16(x[i]);
       return Upload(b, h.data(), h.size() * 2, STRATA_DTYPE_BF16, n, cols);
     };
-    const strata_tensor qt = bf16_tensor(q, kQRow), kt = bf16_tensor(k, kKvRow), vt = bf16_tensor(v, kKvRow);
+    const strata_tensor qt = bf16_tensor(q, g_qrow), kt = bf16_tensor(k, g_kvrow), vt = bf16_tensor(v, g_kvrow);
     b.t_pos = Upload(b, b.positions.data(), n * 4, STRATA_DTYPE_I32, n, 0);
     b.t_slots = Upload(b, b.slots.data(), n * 4, STRATA_DTYPE_I32, n, 0);
     b.t_qsl = Upload(b, b.qsl.data(), (S + 1) * 4, STRATA_DTYPE_I32, S + 1, 0);
@@ -360,8 +383,8 @@ class Kv8Ops {
     rope.attention_factor = 1.0f;
     strata_attention_params ap{};
     ap.struct_size = sizeof(ap);
-    ap.num_heads = kH;
-    ap.num_kv_heads = kKvh;
+    ap.num_heads = g_h;
+    ap.num_kv_heads = g_kvh;
     ap.head_dim = kD;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(kD));
     const strata_backend_v1& api = dev_->api();
@@ -374,8 +397,8 @@ class Kv8Ops {
     }
     // The output, poisoned (NaN bytes) first.
     const size_t out_es = act_ == STRATA_DTYPE_F32 ? 4 : 2;
-    std::vector<uint8_t> poison(static_cast<size_t>(n) * kQRow * out_es, 0xff);
-    const strata_tensor ot = Upload(b, poison.data(), poison.size(), act_, n, kQRow);
+    std::vector<uint8_t> poison(static_cast<size_t>(n) * g_qrow * out_es, 0xff);
+    const strata_tensor ot = Upload(b, poison.data(), poison.size(), act_, n, g_qrow);
     if (fused) {
       ASSERT_EQ(api.rope_attention(dev_->handle(), &rope, &ap, &b.desc, &qt, &kt, &vt, kv_.handle(), layer, &ot),
                 STRATA_OK)
@@ -386,10 +409,10 @@ class Kv8Ops {
       ASSERT_EQ(api.attention(dev_->handle(), &ap, &b.desc, &qt, kv_.handle(), layer, &ot), STRATA_OK)
           << api.last_error();
     }
-    std::vector<uint8_t> raw(static_cast<size_t>(n) * kQRow * out_es);
+    std::vector<uint8_t> raw(static_cast<size_t>(n) * g_qrow * out_es);
     ASSERT_TRUE(dev_->Download(raw.data(), b.bufs.back(), 0, raw.size()).ok());
     ASSERT_TRUE(dev_->Synchronize().ok()) << "attention " << what;
-    std::vector<float> got(static_cast<size_t>(n) * kQRow);
+    std::vector<float> got(static_cast<size_t>(n) * g_qrow);
     for (size_t e = 0; e < got.size(); ++e) {
       if (act_ == STRATA_DTYPE_F32) {
         std::memcpy(&got[e], &raw[e * 4], 4);
@@ -403,24 +426,24 @@ class Kv8Ops {
     std::vector<double> ref(got.size());
     int64_t i = 0;
     for (int32_t s = 0; s < S; ++s) {
-      std::vector<double> kd(static_cast<size_t>(to[s]) * kKvRow), vd(kd.size());
+      std::vector<double> kd(static_cast<size_t>(to[s]) * g_kvrow), vd(kd.size());
       for (int32_t j = 0; j < to[s]; ++j) {
         const int32_t slot = tables_[s * mb_ + j / kBs] * kBs + j % kBs;
-        for (int32_t h = 0; h < kKvh; ++h) {
+        for (int32_t h = 0; h < g_kvh; ++h) {
           for (int32_t d = 0; d < kD; ++d) {
-            kd[j * kKvRow + h * kD + d] = model_->Value(0, slot, h, d);
-            vd[j * kKvRow + h * kD + d] = model_->Value(1, slot, h, d);
+            kd[j * g_kvrow + h * kD + d] = model_->Value(0, slot, h, d);
+            vd[j * g_kvrow + h * kD + d] = model_->Value(1, slot, h, d);
           }
         }
       }
       for (int32_t p = from[s]; p < to[s]; ++p, ++i) {
-        for (int32_t h = 0; h < kH; ++h) {
-          const int32_t kvh = h / (kH / kKvh);
-          const float* qh = q.data() + i * kQRow + int64_t{h} * kD;
+        for (int32_t h = 0; h < g_h; ++h) {
+          const int32_t kvh = h / (g_h / g_kvh);
+          const float* qh = q.data() + i * g_qrow + int64_t{h} * kD;
           std::vector<double> sc(p + 1);
           double m = -INFINITY;
           for (int32_t j = 0; j <= p; ++j) {
-            const double* kr = kd.data() + j * kKvRow + kvh * kD;
+            const double* kr = kd.data() + j * g_kvrow + kvh * kD;
             double dot = 0.0;
             for (int32_t d = 0; d < kD; ++d) dot += static_cast<double>(qh[d]) * kr[d];
             sc[j] = dot * ap.scale;
@@ -429,12 +452,12 @@ class Kv8Ops {
           double l = 0.0;
           std::vector<double> o(kD, 0.0);
           for (int32_t j = 0; j <= p; ++j) {
-            const double* vr = vd.data() + j * kKvRow + kvh * kD;
+            const double* vr = vd.data() + j * g_kvrow + kvh * kD;
             const double w = std::exp(sc[j] - m);
             l += w;
             for (int32_t d = 0; d < kD; ++d) o[d] += w * vr[d];
           }
-          for (int32_t d = 0; d < kD; ++d) ref[i * kQRow + int64_t{h} * kD + d] = o[d] / l;
+          for (int32_t d = 0; d < kD; ++d) ref[i * g_qrow + int64_t{h} * kD + d] = o[d] / l;
         }
       }
     }
@@ -504,6 +527,96 @@ TEST(CudaKv8Ops, DecodeGqaKernelFusedRopeAttention) { RunDecode("gqa", true); }
 TEST(CudaKv8Ops, DecodeMmaKernel) { RunDecode("mma", false); }
 TEST(CudaKv8Ops, DecodeMmaKernelFusedRopeAttention) { RunDecode("mma", true); }
 TEST(CudaKv8Ops, DecodeSimtKernel) { RunDecode("simple", false); }
+
+// The tensor-core decode kernel's split-K form (flash-decoding) and its no-split form, as the
+// default path (decode_attention=auto) picks them, over BF16 and the 8-bit caches: contexts
+// of 1, 17, 128, 2,049, 4,100 and 4,113 keys (ragged last blocks) in batches whose (token,
+// KV head) pairs give 22 splits (6 sequences), 4 (33 sequences: issue 28's TPOT shape at
+// 32 x 4,096 has 4) and none (130 short sequences); plain and with the fused rope/KV write.
+// DecodeKernelChoice.SplitsFillOneWaveOfWarps pins those split counts on 132 SMs.
+void RunDecodeSplitK(bool fused) {
+  CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=auto");
+  REQUIRE_CUDA(c);
+  std::mt19937 rng(5);
+  std::vector<int32_t> batch33 = {4113, 4096, 1, 17, 128, 2049};
+  while (batch33.size() < 33) batch33.push_back(1 + static_cast<int32_t>(rng() % 300));
+  std::vector<int32_t> batch130;
+  while (batch130.size() < 130) batch130.push_back(1 + static_cast<int32_t>(rng() % 200));
+  const std::vector<int32_t> batches[] = {{1, 17, 128, 4100, 4113, 2049}, batch33, batch130};
+  const CacheKind kinds[] = {{"BF16", STRATA_DTYPE_BF16, 1.0f, 1.0f}, kCaches[0], kCaches[1], kCaches[2]};
+  for (const CacheKind& kind : kinds) {
+    for (const std::vector<int32_t>& after : batches) {
+      std::vector<int32_t> zero(after.size(), 0), before(after.size());
+      for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
+      Kv8Ops t(c.device.get(), kind, before, after);
+      if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+      t.Step(zero, before, false, false, "");
+      t.Step(before, after, true, fused,
+             std::string(kind.name) + ", " + std::to_string(after.size()) + " seqs, auto" +
+                 (fused ? " (rope_attention)" : ""));
+    }
+  }
+}
+
+TEST(CudaKv8Ops, DecodeSplitKTensorCoreKernel) { RunDecodeSplitK(false); }
+
+// Other GQA ratios on the tensor-core kernel, split and not: 1 (8 / 8), 2 (16 / 8) and 16
+// (32 / 2) query heads per KV head, with BF16, FP8 (scaled) and I8 caches, contexts of 1 to
+// 4,113 keys; 6 and 130 sequences.
+TEST(CudaKv8Ops, DecodeTensorCoreKernelGqaRatios) {
+  CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=mma");
+  REQUIRE_CUDA(c);
+  std::mt19937 rng(9);
+  std::vector<int32_t> batch130;
+  while (batch130.size() < 130) batch130.push_back(1 + static_cast<int32_t>(rng() % 100));
+  const std::vector<int32_t> batches[] = {{4113, 1, 17, 128, 700, 2049}, batch130};
+  const CacheKind kinds[] = {{"BF16", STRATA_DTYPE_BF16, 1.0f, 1.0f}, kCaches[1], kCaches[2]};
+  const std::pair<int32_t, int32_t> layouts[] = {{8, 8}, {16, 8}, {32, 2}};
+  for (const auto& [h, kvh] : layouts) {
+    HeadLayout scope(h, kvh);
+    for (const CacheKind& kind : kinds) {
+      for (const std::vector<int32_t>& after : batches) {
+        std::vector<int32_t> zero(after.size(), 0), before(after.size());
+        for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
+        Kv8Ops t(c.device.get(), kind, before, after);
+        if (const char* e = t.Open()) FAIL() << kind.name << ": " << e;
+        t.Step(zero, before, false, false, "");
+        t.Step(before, after, true, kind.dtype != STRATA_DTYPE_I8,
+               std::string(kind.name) + ", " + std::to_string(h) + "/" + std::to_string(kvh) + " heads, " +
+                   std::to_string(after.size()) + " seqs");
+      }
+    }
+  }
+}
+TEST(CudaKv8Ops, DecodeSplitKTensorCoreKernelFusedRopeAttention) { RunDecodeSplitK(true); }
+
+// BF16 caches on the tensor-core kernel, where one BF16 rounding of the probabilities P (unit
+// roundoff 2^-8) bounds the error by 2^-8 x sum_j p_j |v_j| / l, not by |ref|: contexts of 300
+// to 499 keys (they set a small rms) with one in 32 sequences at 2-3 keys, whose two or three
+// values cancel in some columns. The kernel multiplies P as hi + lo BF16 parts; with P rounded
+// once, 14 of these 532,480 elements fell outside 1e-2 x (|ref| + rms), worst 1.32e-2 (an
+// emulation of the kernel's arithmetic over this test's data; the first such failures were
+// DecodeSplitKTensorCoreKernel's and DecodeTensorCoreKernelGqaRatios' 130-sequence batches,
+// 1.05e-2, on the H200). 130 sequences: no split; plain and with the fused rope/KV write.
+TEST(CudaKv8Ops, DecodeTensorCoreKernelBf16ShortContextsAmongLong) {
+  CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=mma");
+  REQUIRE_CUDA(c);
+  std::mt19937 rng(4);
+  std::vector<int32_t> after;
+  for (int i = 0; i < 130; ++i) {
+    after.push_back(i % 32 == 0 ? 2 + static_cast<int32_t>(rng() % 2) : 300 + static_cast<int32_t>(rng() % 200));
+  }
+  const CacheKind bf16{"BF16", STRATA_DTYPE_BF16, 1.0f, 1.0f};
+  for (const bool fused : {false, true}) {
+    std::vector<int32_t> zero(after.size(), 0), before(after.size());
+    for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
+    Kv8Ops t(c.device.get(), bf16, before, after);
+    if (const char* e = t.Open()) FAIL() << e;
+    t.Step(zero, before, false, false, "");
+    t.Step(before, after, true, fused,
+           std::string("BF16, 130 seqs, 5 of 2-3 keys") + (fused ? " (rope_attention)" : ""));
+  }
+}
 
 // Prefill: a whole prompt, a chunk after earlier context, and a chunk that starts mid-block.
 void RunPrefill(const char* prefill_kernel) {

@@ -336,7 +336,8 @@ void DecodeAttentionSweep() {
   struct Config { int32_t batch, ctx, heads, kv_heads; bool shuffled; };
   const Config configs[] = {{128, 192, 32, 8, false}, {128, 192, 32, 8, true},  {128, 1024, 32, 8, false},
                             {64, 192, 32, 8, false},  {64, 1024, 32, 8, false}, {32, 192, 32, 8, false},
-                            {32, 1024, 32, 8, false}, {16, 1024, 32, 8, false}, {1, 4096, 32, 8, false},
+                            {32, 1024, 32, 8, false}, {16, 1024, 32, 8, false}, {1, 128, 32, 8, false},
+                            {1, 256, 32, 8, false},   {1, 1024, 32, 8, false}, {1, 4096, 32, 8, false},
                             {32, 4096, 32, 8, false}, {1024, 192, 4, 1, false}};
   constexpr int32_t BF16 = STRATA_DTYPE_BF16, D = 128, BS = 16, kLayers = 4;
   std::vector<std::pair<std::string, int32_t>> kv_types = {{"bf16", BF16}};

@@ -72,14 +72,57 @@ TEST(DecodeKernelChoice, TensorCoreKernelSupportsSixteenBitCachesAndSmallGroups)
   rejects("no block tables", [](Batch& b) { b.a.block_tables = nullptr; });
 }
 
-// The default path takes it from 6 (token, KV head) pairs per SM on: 128 sequences of the
-// 8B shape on 132 SMs (1,024 pairs) yes, 64 (512) no; the boundary is 792 pairs.
+// The default path takes it from 6 warps per SM on, counting split-K slices: 128 sequences
+// of the 8B shape on 132 SMs (1,024 pairs, no split) yes; 98 at a 300-token context (784
+// pairs, one wave without room for a second split) no; 64 (512 pairs x 2 splits) yes.
 TEST(DecodeKernelChoice, DefaultPathPrefersTensorCoresOnlyForBatchesThatFillTheGpu) {
   EXPECT_TRUE(DecodeMmaPreferred(Batch(128).a, Batch(128).kv, 132));
-  EXPECT_FALSE(DecodeMmaPreferred(Batch(64).a, Batch(64).kv, 132));
   EXPECT_TRUE(DecodeMmaPreferred(Batch(99).a, Batch(99).kv, 132));   // 792 pairs
   EXPECT_FALSE(DecodeMmaPreferred(Batch(98).a, Batch(98).kv, 132));  // 784
+  EXPECT_TRUE(DecodeMmaPreferred(Batch(64).a, Batch(64).kv, 132));   // 512 x 2
   EXPECT_TRUE(DecodeMmaPreferred(Batch(32).a, Batch(32).kv, 40));    // a smaller GPU: 256 >= 240
+  Batch short_ctx(32);
+  short_ctx.a.max_seq_len = 192;  // 3 slices of 64 keys at most: 768 warps
+  EXPECT_FALSE(DecodeMmaPreferred(short_ctx.a, short_ctx.kv, 132));
+}
+
+// Batch-1 decode: the tensor-core kernel where its pair is split 64 ways (a captured step's
+// max_seq_len is the model's context, 8,192 for Llama-3-8B; or a context of 4,096 keys), the
+// GQA kernel where a short max_seq_len leaves fewer, longer slices (measured slower there).
+TEST(DecodeKernelChoice, BatchOneTakesTensorCoresWhereSplitSixtyFourWays) {
+  auto at = [](int32_t ctx) {
+    Batch b(1);
+    b.a.max_seq_len = ctx;
+    return DecodeMmaPreferred(b.a, b.kv, 132);
+  };
+  EXPECT_TRUE(at(8192));
+  EXPECT_TRUE(at(4096));
+  EXPECT_FALSE(at(4095));  // 63 slices of 64 keys
+  EXPECT_FALSE(at(1024));  // 16
+  EXPECT_FALSE(at(256));   // 4
+}
+
+// Split-K: one wave of resident warps (8 per SM), slices of >= 64 keys, at most 64 splits,
+// from the launch shape only; the workspace holds every split's rows and (max, sum) pairs.
+TEST(DecodeKernelChoice, SplitsFillOneWaveOfWarps) {
+  auto at = [](int32_t tokens, int32_t ctx, int32_t window = 0) {
+    Batch b(tokens);
+    b.a.max_seq_len = ctx;
+    b.a.sliding_window = window;
+    return DecodeMmaSplits(b.a, b.kv, 132);
+  };
+  EXPECT_EQ(at(128, 300), 1);
+  EXPECT_EQ(at(64, 4096), 2);
+  EXPECT_EQ(at(32, 4096), 4);   // issue 28's TPOT shape: 1,024 warps of 1,056
+  EXPECT_EQ(at(16, 1024), 8);
+  EXPECT_EQ(at(1, 4096), 64);   // the combine's limit
+  EXPECT_EQ(at(1, 256), 4);     // slices of 64 keys
+  EXPECT_EQ(at(1, 100), 1);
+  EXPECT_EQ(at(32, 4096, 100), 1);  // the window bounds the keys
+  Batch b(32);
+  b.a.max_seq_len = 4096;
+  EXPECT_EQ(DecodeMmaWorkspaceFloats(b.a, b.kv, 132), int64_t{32} * 32 * 4 * (128 + 2));
+  EXPECT_EQ(DecodeMmaWorkspaceFloats(Batch(128).a, Batch(128).kv, 132), 0);
 }
 
 }  // namespace
