@@ -18,12 +18,14 @@
 #include "backends/opencl/objects.h"
 #include "backends/opencl/ops.h"
 #include "backends/opencl/platform.h"
+#include "backends/opencl/profile.h"
 #include "backends/opencl/program.h"
 #include "backends/opencl/tensor_view.h"
 
 // ---- Handles ----
 
 strata_device_s::~strata_device_s() {
+  for (auto& pe : prof_events) clReleaseEvent(pe.event);
   for (auto& [name, k] : kernels) clReleaseKernel(k);
   for (cl_mem m : {err_word, act_q, act_scale, att_blocks, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
@@ -231,13 +233,15 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     }
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    dev->compute_units = DeviceValue<cl_uint>(cl.id, CL_DEVICE_MAX_COMPUTE_UNITS);
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     cl_int e = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(cl.platform),
                                            0};
     dev->context = clCreateContext(props, 1, &cl.id, nullptr, nullptr, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateContext");
-    dev->queue = clCreateCommandQueue(dev->context, cl.id, 0, &e);
+    dev->profile = ProfileRequested();
+    dev->queue = clCreateCommandQueue(dev->context, cl.id, dev->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateCommandQueue");
     while (static_cast<size_t>(dev->gemv_wg) > dev->max_work_group && dev->gemv_wg > 1) dev->gemv_wg /= 2;
     const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
@@ -292,6 +296,7 @@ void DeviceClose(strata_device dev) {
   if (!IsLiveHandle(dev, HandleKind::kDevice)) return;
   UnregisterHandle(dev);
   clFinish(dev->queue);
+  ProfilePrint(dev);
   delete dev;
 }
 

@@ -7,6 +7,7 @@
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
+#include "backends/opencl/profile.h"
 
 namespace strata::opencl {
 
@@ -29,6 +30,7 @@ Status SyncAndCheck(strata_device_s* dev, const char* what) {
   cl_int word = 0;
   cl_int e = clEnqueueReadBuffer(dev->queue, dev->err_word, CL_TRUE, 0, sizeof(word), &word, 0, nullptr, nullptr);
   if (e != CL_SUCCESS) return ClFailure(dev, e, what);
+  ProfileHarvest(dev);
   if (word == 0) return Ok();
   const cl_int zero = 0;
   e = clEnqueueWriteBuffer(dev->queue, dev->err_word, CL_TRUE, 0, sizeof(zero), &zero, 0, nullptr, nullptr);

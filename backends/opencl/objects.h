@@ -36,6 +36,7 @@ struct strata_device_s {
   bool is_cpu = false;
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  cl_uint compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
   // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
   // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
@@ -60,6 +61,26 @@ struct strata_device_s {
   uint64_t att_blocks_bytes = 0;
   std::vector<cl_int> att_blocks_host;  // what att_blocks holds
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
+  // STRATA_OPENCL_PROFILE=1 (profile.h): the queue records profiling events; every kernel's
+  // event is kept until the next synchronization point, then added to its kernel's totals,
+  // which device_close prints to stderr.
+  bool profile = false;
+  struct ProfEvent {
+    std::string kernel;
+    cl_event event;
+    double host_us;  // host time spent setting arguments and enqueueing
+  };
+  std::vector<ProfEvent> prof_events;
+  struct ProfStat {
+    uint64_t count = 0;
+    double device_us = 0;  // END - START
+    double host_us = 0;
+  };
+  std::map<std::string, ProfStat> prof_stats;
+  double prof_busy_us = 0;  // sum of kernel times
+  double prof_span_us = 0;  // first START to last END, per synchronization window
+  uint64_t prof_windows = 0;
+  std::vector<double> prof_window_busy, prof_window_span;  // per window, in us
   ~strata_device_s();
 };
 

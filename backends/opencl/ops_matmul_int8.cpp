@@ -32,12 +32,24 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
                                  "matmul: W8A8 activation scratch"));
   STRATA_RETURN_IF_ERROR(Reserve(dev, &dev->act_scale, &dev->act_scale_bytes, static_cast<uint64_t>(n) * 4,
                                  "matmul: W8A8 activation scales"));
+  const bool static_mode = w->act_scale_mode == STRATA_ACT_SCALE_STATIC;
+  if (dev->is_cpu) {
+    // One work-item per token, no barriers (kernels/opencl/matmul_w8a8.cl).
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(n), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act_cpu")
+                               .Mem(x.mem).U64(x.off).I64(x.stride).I64(cols)
+                               .Mem(w->smooth ? w->smooth : w->scales).I32(w->smooth ? 1 : 0)
+                               .I32(static_mode ? 1 : 0).F32(w->act_scale)
+                               .Mem(dev->act_q).Mem(dev->act_scale)
+                               .Mem(dev->counters).I32(w->counter_slot).I64(n)
+                               .Run(1, &global, &local));
+  }
   size_t ls = 1;
   // GPUs: as many work-items per token as allowed (see ReduceGroupSize in ops_rows.cpp).
   while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 1024, dev->max_work_group)) ls *= 2;
   const size_t qglobal = static_cast<size_t>(n) * ls;
-  const bool static_mode = w->act_scale_mode == STRATA_ACT_SCALE_STATIC;
-  STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
+  if (!dev->is_cpu) STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
                              .Mem(x.mem).U64(x.off).I64(x.stride).I64(cols)
                              .Mem(w->smooth ? w->smooth : w->scales).I32(w->smooth ? 1 : 0)
                              .I32(static_mode ? 1 : 0).F32(w->act_scale)
@@ -86,6 +98,25 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
                                  .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
                                  .Mem(out.mem).U64(out.off).I64(out.stride)
                                  .Run(1, &global, &wls));
+    }
+    return Ok();
+  }
+  // CPU devices, one scale per row: kernels/opencl/gemv_cpu.cl, up to 8 tokens a launch.
+  if (dev->is_cpu && gs == 0) {
+    for (int64_t t0 = 0; t0 < n; t0 += kTokensPerLaunch) {
+      const int32_t cnt = static_cast<int32_t>(std::min(kTokensPerLaunch, n - t0));
+      int32_t nt = 1;
+      while (nt < cnt) nt *= 2;
+      const int64_t per_item = nt == 1 ? 8 : nt <= 4 ? 4 : 2;  // GEMV_CPU_ROWS
+      size_t global = 0, local = 0;
+      CpuLaunchShape(dev, static_cast<size_t>((rows + per_item - 1) / per_item), &global, &local);
+      const std::string k = StrCat("w8a8_gemv_cpu_", nt);
+      STRATA_RETURN_IF_ERROR(Launch(dev, k.c_str())
+                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
+                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
+                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+                                 .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Run(1, &global, &local));
     }
     return Ok();
   }

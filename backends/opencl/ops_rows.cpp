@@ -41,6 +41,16 @@ Status Elementwise2(strata_device_s* dev, const char* kernel, const char* op, co
 
 }  // namespace
 
+void CpuLaunchShape(const strata_device_s* dev, size_t items, size_t* global, size_t* local) {
+  // Groups of up to 8 items, at least 8 groups per compute unit where there are enough items
+  // (so that a thread that is descheduled on a shared machine leaves little behind).
+  const size_t want_groups = static_cast<size_t>(std::max<cl_uint>(dev->compute_units, 1)) * 8;
+  size_t ls = 8;
+  while (ls > 1 && items / ls < want_groups) ls /= 2;
+  *local = ls;
+  *global = (items + ls - 1) / ls * ls;
+}
+
 Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
                  const strata_tensor* feedback, const strata_tensor* out) {
   if (table->format != STRATA_WEIGHT_DENSE) return Unsupported("embedding: the table must be a DENSE weight");
