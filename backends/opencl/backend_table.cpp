@@ -261,7 +261,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
                                      " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide);
     // A device that runs the CPU-shaped kernels only builds a smaller program (PoCL's
     // compile time grows with the kernel count).
-    if (dev->is_cpu) gpu_options += " -DSTRATA_NO_GPU_KERNELS=1";
+    // and a GPU-shaped one leaves out the CPU kernels (kernels/opencl/gemv_cpu.cl and the
+    // *_cpu kernels), so that a GPU compiler never sees them.
+    gpu_options += dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1";
     if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
     const Status built =
@@ -271,7 +273,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       // still gets every op (slower); the first error is reported when this fails too.
       std::string plain = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
                                  " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide, " -DSTRATA_NO_UNROLL_PRAGMA=1",
-                                 dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : "");
+                                 dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1");
       if (!build_options.empty()) plain += " " + build_options;
       if (!BuildProgram(dev.get(), cl, plain).ok()) return built;
       std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "

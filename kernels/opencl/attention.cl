@@ -149,6 +149,7 @@ __kernel void paged_attention(__global const float* q, ulong q_off, long q_strid
   }
 }
 
+#ifndef STRATA_NO_CPU_KERNELS
 // The same attention for CPU devices (PoCL): one work-item per (head, token), no barriers
 // (PoCL turns every barrier into a separate loop over the work-group's items, and the
 // reductions above cost more than the arithmetic at decode sizes). One kernel per cache
@@ -268,3 +269,4 @@ ATT_CPU_KERNEL(f32)
 ATT_CPU_KERNEL(f16)
 ATT_CPU_KERNEL(bf16)
 ATT_CPU_KERNEL(i8)
+#endif  // STRATA_NO_CPU_KERNELS

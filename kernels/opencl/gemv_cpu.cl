@@ -17,6 +17,7 @@
 //   The result is the int32 dot product the other W8A8 kernels compute, bit for bit; the
 //   f32 form is what a CPU without VNNI multiplies fastest (sign-extend, convert, FMA: three
 //   instructions per 16 bytes and row, against five for 32-bit integer multiplies).
+#ifndef STRATA_NO_CPU_KERNELS  // built for CPU devices only (backend_table.cpp)
 #ifdef STRATA_NO_UNROLL_PRAGMA
 #define GEMV_CPU_UNROLL
 #else
@@ -133,3 +134,4 @@ W8A8_GEMV_CPU(1)
 W8A8_GEMV_CPU(2)
 W8A8_GEMV_CPU(4)
 W8A8_GEMV_CPU(8)
+#endif  // STRATA_NO_CPU_KERNELS

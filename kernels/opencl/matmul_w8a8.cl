@@ -59,6 +59,7 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
   }
 }
 
+#ifndef STRATA_NO_CPU_KERNELS
 // quantize_act for CPU devices (PoCL): one work-item per token, no barriers, 16 lanes at a
 // time; the same values and counters as quantize_act.
 __kernel void quantize_act_cpu(__global const float* x, ulong x_off, long x_stride, long cols,
@@ -120,6 +121,7 @@ __kernel void quantize_act_cpu(__global const float* x, ulong x_off, long x_stri
     if (nonfinite > 0) atomic_add(counters + 1024 + slot, nonfinite);
   }
 }
+#endif  // STRATA_NO_CPU_KERNELS
 
 // The int32 dot product of n int8 values (a multiple of 4 apart from the tail).
 inline int dot_i8(__global const char* a, __global const char* b, long n) {

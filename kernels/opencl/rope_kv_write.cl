@@ -54,6 +54,7 @@ __kernel void kv_write(__global const float* k, ulong k_off, long k_stride,
   store_elem(cache, dtype, v_base + idx, v[v_off + i * v_stride + e]);
 }
 
+#ifndef STRATA_NO_CPU_KERNELS
 // Both steps for CPU devices (PoCL) in one launch, one work-item per token: the rotation's
 // cosines and sines once per (token, pair) rather than once per head (the same values as
 // `rope`, computed the same way), every head of q and k rotated, then the token's K and V
@@ -127,3 +128,4 @@ __kernel void rope_kv_write_cpu(__global float* q, ulong q_off, long q_stride,
     }
   }
 }
+#endif  // STRATA_NO_CPU_KERNELS
