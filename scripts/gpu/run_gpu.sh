@@ -17,6 +17,9 @@
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
 #   oclfinal   the OpenCL int8 kernels on NVIDIA's OpenCL, short (150 s): conformance, model checks,
 #              the three W8A8 figures, all in ocl_final.txt
+#   oclprof    the OpenCL W8A8 decode step (1 and 32 sequences, Llama-3-8B shape) on NVIDIA's OpenCL
+#              with STRATA_OPENCL_PROFILE=1: device time per kernel and the gaps between kernels
+#              (about 60 s, ocl_prof.txt)
 #   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
 #              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
@@ -246,6 +249,26 @@ phase_oclfinal() {
     stamp "oclfinal done"
   } > "$F" 2>&1
   tail -30 "$F"
+}
+
+# Where the OpenCL step's time goes on NVIDIA's OpenCL (issue 29 follow-up, about 60 s, one file
+# $OUT/ocl_prof.txt): the Llama-3-8B-shape W8A8 decode step at 1 and 32 sequences with
+# STRATA_OPENCL_PROFILE=1 (backends/opencl/profile.h): per kernel the launches and device time,
+# and the time the device sat between kernels, per step (the median window) and in total.
+phase_oclprof() {
+  local F="$OUT/ocl_prof.txt"
+  {
+    opencl_icd_setup
+    export XDG_CACHE_HOME="/tmp/strata-ocl-cache"
+    local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+    stamp "profiled W8A8 decode step, 1 sequence"
+    STRATA_OPENCL_VERBOSE=1 STRATA_OPENCL_PROFILE=1 timeout 30 $B --mode decode --batch 1 --context 128 --reps 10 \
+      || echo "rc=$? (124: timed out)"
+    stamp "profiled W8A8 decode step, 32 sequences"
+    STRATA_OPENCL_PROFILE=1 timeout 30 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
+    stamp "oclprof done"
+  } > "$F" 2>&1
+  tail -40 "$F"
 }
 
 phase_opencl() {
