@@ -27,7 +27,7 @@
 strata_device_s::~strata_device_s() {
   for (auto& pe : prof_events) clReleaseEvent(pe.event);
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, att_blocks, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);
@@ -110,6 +110,9 @@ strata_status OnDevice(strata_device dev, const char* op, F&& f) {
   return Guarded(op, [&]() -> Status {
     STRATA_RETURN_IF_ERROR(CheckHandle(dev, HandleKind::kDevice, op));
     std::lock_guard<std::mutex> lock(dev->mu);
+    // Any op but a product may write the activations a fused quantization describes
+    // (act_pending, objects.h); rms_norm and silu_mul set it again after their launch.
+    if (std::strcmp(op, "matmul") != 0) dev->act_pending.valid = false;
     return f();
   });
 }

@@ -231,6 +231,10 @@ Status CreateWeight(strata_device_s* dev, const strata_weight_desc* desc, strata
   const std::string what = StrCat("weight_create: weight '", name, "'");
   STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, what.c_str(), &w->data));
   STRATA_RETURN_IF_ERROR(Upload(dev, w->data, desc->data, bytes, what.c_str()));
+  if (w->format == STRATA_WEIGHT_W8A8 && w->group_size == 0 && w->smooth == nullptr &&
+      w->act_scale_mode == STRATA_ACT_SCALE_DYNAMIC) {
+    dev->w8a8_dynamic = true;  // rms_norm / silu_mul start quantizing their outputs (ops_matmul_int8.h)
+  }
   *out = w.release();
   return Ok();
 }

@@ -56,6 +56,21 @@ struct strata_device_s {
   uint64_t act_q_bytes = 0;
   cl_mem act_scale = nullptr;
   uint64_t act_scale_bytes = 0;
+  cl_mem act_cnt = nullptr;  // uint [tokens][2]: each token's clamped and non-finite counts
+  uint64_t act_cnt_bytes = 0;
+  // CPU devices: the activations act_q / act_scale / act_cnt hold the dynamic quantization of
+  // (rms_norm or silu_mul quantize their output as they write it, kernels/opencl/
+  // fused_quant_cpu.cl; quantize_act_cpu its input), so that a W8A8 product of exactly that
+  // view skips its own quantization. Cleared by every other op (backend_table.cpp, OnDevice),
+  // by a product that quantizes something else, and by a product that writes over the view.
+  struct PendingQuant {
+    bool valid = false;
+    cl_mem mem = nullptr;
+    uint64_t off = 0;
+    int64_t stride = 0, rows = 0, cols = 0;
+    uint64_t byte_begin = 0, byte_end = 0;
+  } act_pending;
+  bool w8a8_dynamic = false;  // a W8A8 weight with dynamic scales and no smoothing exists
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;

@@ -42,6 +42,7 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
     return InvalidArgument("matmul: out overlaps x");
   }
   if (n == 0) return Ok();
+  ClearPendingIfWritten(dev, ov);
   if (w->format == STRATA_WEIGHT_W8A8) return MatmulW8A8(dev, xv, w, bias ? &bv : nullptr, ov);
   const cl_mem bias_mem = bias ? bv.mem : w->data;
   // INT8_PER_CHANNEL (W8A16): the float kernels over int8 values, times the row's scale.

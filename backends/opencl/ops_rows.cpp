@@ -5,6 +5,7 @@
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
+#include "backends/opencl/ops_matmul_int8.h"
 #include "backends/opencl/tensor_view.h"
 
 namespace strata::opencl {
@@ -112,6 +113,25 @@ Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor
     STRATA_RETURN_IF_ERROR(SameShape(xv, rv, "rms_norm", "x", "residual"));
   }
   if (xv.cols == 0) return Ok();
+  if (dev->is_cpu) {
+    // One work-item per row, no barriers; with a W8A8 weight about, the rows are quantized as
+    // they are written (kernels/opencl/fused_quant_cpu.cl).
+    const bool quant = WantFusedQuant(dev);
+    if (quant) STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, xv.rows, xv.cols, "rms_norm: W8A8 activation scratch"));
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(xv.rows), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rms_norm_cpu")
+                               .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+                               .Mem(residual ? rv.mem : xv.mem).U64(residual ? rv.off : 0)
+                               .I64(residual ? rv.stride : 0).I32(residual ? 1 : 0)
+                               .Mem(wv.mem).U64(wv.off)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(xv.cols).F32(eps)
+                               .I32(quant ? 1 : 0).Mem(quant ? dev->act_q : ov.mem).Mem(quant ? dev->act_scale : ov.mem)
+                               .Mem(quant ? dev->act_cnt : ov.mem).I64(xv.rows)
+                               .Run(1, &global, &local));
+    if (quant) SetPendingQuant(dev, ov);
+    return Ok();
+  }
   return LaunchRmsNorm(dev, xv, residual ? &rv : nullptr, wv, 0, ov, xv.cols, 1, eps);
 }
 
@@ -134,6 +154,22 @@ Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_ten
   STRATA_RETURN_IF_ERROR(CheckTensor(dev, out, "silu_mul: out", {STRATA_DTYPE_F32}, &ov));
   STRATA_RETURN_IF_ERROR(SameShape(gv, uv, "silu_mul", "gate", "up"));
   STRATA_RETURN_IF_ERROR(SameShape(gv, ov, "silu_mul", "gate", "out"));
+  if (dev->is_cpu && gv.cols > 0) {
+    // As rms_norm: one work-item per row, the rows quantized as they are written.
+    const bool quant = WantFusedQuant(dev);
+    if (quant) STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, gv.rows, gv.cols, "silu_mul: W8A8 activation scratch"));
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(gv.rows), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "silu_mul_cpu")
+                               .Mem(gv.mem).U64(gv.off).I64(gv.stride)
+                               .Mem(uv.mem).U64(uv.off).I64(uv.stride)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(gv.cols)
+                               .I32(quant ? 1 : 0).Mem(quant ? dev->act_q : ov.mem).Mem(quant ? dev->act_scale : ov.mem)
+                               .Mem(quant ? dev->act_cnt : ov.mem).I64(gv.rows)
+                               .Run(1, &global, &local));
+    if (quant) SetPendingQuant(dev, ov);
+    return Ok();
+  }
   return Elementwise2(dev, "silu_mul", "silu_mul", gv, uv, ov);
 }
 

@@ -10,8 +10,9 @@
 // - gemv_cpu_{f32,f16,bf16,i8}_NT: dense weights (i8 = INT8_PER_CHANNEL, W8A16), f32 sums,
 //   times the row's scale (has_rscale) plus bias.
 // - w8a8_gemv_cpu_NT: W8A8 with one scale per row: the int8 activations of
-//   quantize_act (matmul_w8a8.cl) times the int8 weights. The products are summed in f32
-//   lanes, which is exact: |x| <= 127 and |w| <= 128 make every product an integer of at
+//   quantize_act_cpu or a fused producer (fused_quant_cpu.cl) times the int8 weights (with
+//   add_counts, the activations' per-token counts, act_cnt, go to the weight's counters).
+//   The products are summed in f32 lanes, which is exact: |x| <= 127 and |w| <= 128 make every product an integer of at
 //   most 16,256, so a lane stays an exact integer (< 2^24) for 1,032 products; each lane is
 //   moved into an int32 sum every GEMV_CPU_I8_FLUSH columns (1,024 products per lane).
 //   The result is the int32 dot product the other W8A8 kernels compute, bit for bit; the
@@ -60,11 +61,11 @@
         GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t) acc[t][r] = fma(xv[t], wv, acc[t][r]);        \
       }                                                                                              \
     }                                                                                                \
-    GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) {                                                  \
+    for (int r = 0; r < R; ++r) {                                                                    \
       if (r0 + r >= rows) break;                                                                     \
       const float rs = has_rscale ? rscale[r0 + r] : 1.0f;                                           \
       const float b = has_bias ? bias[b_off + r0 + r] : 0.0f;                                        \
-      GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t) {                                               \
+      for (int t = 0; t < NT; ++t) {                                                                 \
         if (t >= n) break;                                                                           \
         float tail = 0.0f;                                                                           \
         for (long c = c16; c < cols; ++c) tail += GEMV_CPU_LOAD_##SUF(w, wo[r] + c) * x[xo[t] + c];  \
@@ -89,8 +90,16 @@ GEMV_CPU_DENSE_ALL(i8, char)
   __kernel void w8a8_gemv_cpu_##NT(__global const char* q, __global const float* a_scale, long t0,   \
                                    int n, __global const char* w, __global const float* ws,          \
                                    long rows, long cols, __global const float* bias, ulong b_off,     \
-                                   int has_bias, __global float* out, ulong o_off, long o_stride) {   \
+                                   int has_bias, __global float* out, ulong o_off, long o_stride,     \
+                                   __global const uint* act_cnt, int add_counts, __global uint* counters, \
+                                   int slot) {                                                        \
     enum { R = GEMV_CPU_ROWS(NT) };                                                                  \
+    if (add_counts && slot >= 0 && get_global_id(0) == 0) {                                          \
+      for (int t = 0; t < n; ++t) {                                                                  \
+        if (act_cnt[2 * (t0 + t)] > 0) atomic_add(counters + slot, act_cnt[2 * (t0 + t)]);           \
+        if (act_cnt[2 * (t0 + t) + 1] > 0) atomic_add(counters + 1024 + slot, act_cnt[2 * (t0 + t) + 1]); \
+      }                                                                                              \
+    }                                                                                                \
     const long r0 = (long)get_global_id(0) * R;                                                      \
     if (r0 >= rows) return;                                                                          \
     long wo[R];                                                                                      \
@@ -117,10 +126,10 @@ GEMV_CPU_DENSE_ALL(i8, char)
       GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t)                                                 \
         GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) iacc[t][r] += convert_int16(acc[t][r]);        \
     }                                                                                                \
-    GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) {                                                  \
+    for (int r = 0; r < R; ++r) {                                                                    \
       if (r0 + r >= rows) break;                                                                     \
       const float b = has_bias ? bias[b_off + r0 + r] : 0.0f;                                        \
-      GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t) {                                               \
+      for (int t = 0; t < NT; ++t) {                                                                 \
         if (t >= n) break;                                                                           \
         int tail = 0;                                                                                \
         for (long c = c16; c < cols; ++c) tail += (int)w[wo[r] + c] * (int)q[xo[t] + c];             \

@@ -59,69 +59,6 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
   }
 }
 
-#ifndef STRATA_NO_CPU_KERNELS
-// quantize_act for CPU devices (PoCL): one work-item per token, no barriers, 16 lanes at a
-// time; the same values and counters as quantize_act.
-__kernel void quantize_act_cpu(__global const float* x, ulong x_off, long x_stride, long cols,
-                               __global const float* smooth, int has_smooth, int static_mode, float static_scale,
-                               __global char* q, __global float* a_scale,
-                               __global uint* counters, int slot, long n) {
-  const long t = get_global_id(0);
-  if (t >= n) return;
-  __global const float* xr = x + x_off + t * x_stride;
-  const long c16 = cols & ~15L;
-  float16 amax16 = (float16)(0.0f);
-  int16 bad16 = (int16)(0);
-  for (long c = 0; c < c16; c += 16) {
-    float16 v = vload16(0, xr + c);
-    if (has_smooth) v = v / vload16(0, smooth + c);
-    const int16 fin = isfinite(v);  // -1 where finite
-    amax16 = fmax(amax16, select((float16)(0.0f), fabs(v), fin));
-    bad16 += fin + 1;  // 1 where not finite
-  }
-  float amax = 0.0f;
-  uint nonfinite = 0;
-  for (long c = c16; c < cols; ++c) {
-    const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
-    if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
-  }
-  {
-    const float8 m8 = fmax(amax16.lo, amax16.hi);
-    const float4 m4 = fmax(m8.lo, m8.hi);
-    amax = fmax(amax, fmax(fmax(m4.s0, m4.s1), fmax(m4.s2, m4.s3)));
-    nonfinite += (uint)gemv_cpu_hsum_i(bad16);
-  }
-  const float scale = static_mode ? static_scale : amax / 127.0f;
-  uint saturated = 0;
-  __global char* qr = q + t * cols;
-  int16 sat16 = (int16)(0);
-  for (long c = 0; c < c16; c += 16) {
-    float16 v = vload16(0, xr + c);
-    if (has_smooth) v = v / vload16(0, smooth + c);
-    const int16 ok = isfinite(v) & (int16)(scale > 0.0f ? -1 : 0);
-    float16 r = select((float16)(0.0f), rint(v / scale), ok);
-    const int16 over = isgreater(r, (float16)(127.0f)) | isless(r, (float16)(-127.0f));
-    sat16 -= over;
-    r = clamp(r, -127.0f, 127.0f);
-    vstore16(convert_char16(r), 0, qr + c);
-  }
-  for (long c = c16; c < cols; ++c) {
-    const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
-    float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-    if (r > 127.0f || r < -127.0f) {
-      ++saturated;
-      r = clamp(r, -127.0f, 127.0f);
-    }
-    qr[c] = (char)r;
-  }
-  saturated += (uint)gemv_cpu_hsum_i(sat16);
-  a_scale[t] = scale;
-  if (slot >= 0) {
-    if (saturated > 0) atomic_add(counters + slot, saturated);
-    if (nonfinite > 0) atomic_add(counters + 1024 + slot, nonfinite);
-  }
-}
-#endif  // STRATA_NO_CPU_KERNELS
 
 // The int32 dot product of n int8 values (a multiple of 4 apart from the tail).
 inline int dot_i8(__global const char* a, __global const char* b, long n) {
