@@ -216,6 +216,14 @@ Status Argmax(strata_device_s* dev, const strata_tensor* logits, const strata_te
   if (!ov.packed() || ov.numel() != lv.rows) {
     return InvalidArgument("argmax: out_ids has ", ov.numel(), " elements, logits have ", lv.rows, " rows");
   }
+  if (dev->is_cpu) {
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(lv.rows), &global, &local);
+    return Launch(dev, "argmax_rows_cpu")
+        .Mem(lv.mem).U64(lv.off).I64(lv.stride).I64(lv.cols)
+        .Mem(ov.mem).U64(ov.off).I64(lv.rows)
+        .Run(1, &global, &local);
+  }
   const size_t ls = ReduceGroupSize(dev);
   const size_t global = static_cast<size_t>(lv.rows) * ls;
   return Launch(dev, "argmax_rows")
