@@ -207,18 +207,20 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->id = cl.id;
     dev->name = StrCat(index, " '", cl.name, "' (", cl.platform_name, ", driver ", cl.driver_version, ")");
     dev->is_cpu = cl.is_cpu();
+    dev->host_huge_pages = cl.is_cpu();
     // Options "kernels=gpu" / "kernels=cpu": which kernel shapes to use whatever the device
     // type (tests run the GPU kernels on PoCL this way).
     // "cl_build_options=...": appended to the OpenCL C compiler's options (up to the next ';').
     // "gemv_wg=N", "gemv_rows=N", "gemv_rows_wide=N", "gemv_max_tokens=N": the GPU GEMV
     // shape (objects.h); "int_dot=plain": no dp4a or mma probe, "int_mma=off": no mma probe
-    // (int_dot_probe.h).
+    // (int_dot_probe.h); "host_pages=small": a CPU device's large buffers without huge pages.
     std::string build_options, opts;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
         options->options != nullptr) {
       opts = options->options;
       if (opts.find("kernels=gpu") != std::string::npos) dev->is_cpu = false;
       if (opts.find("kernels=cpu") != std::string::npos) dev->is_cpu = true;
+      if (opts.find("host_pages=small") != std::string::npos) dev->host_huge_pages = false;
       const size_t at = opts.find("cl_build_options=");
       if (at != std::string::npos) {
         const size_t from = at + std::strlen("cl_build_options=");

@@ -33,7 +33,8 @@ struct strata_device_s {
   cl_command_queue queue = nullptr;
   cl_program program = nullptr;
   std::string name;  // "NVIDIA H200 (OpenCL 3.0 CUDA, driver 550.54)" style, for messages
-  bool is_cpu = false;
+  bool is_cpu = false;          // runs the CPU-shaped kernels
+  bool host_huge_pages = false;  // a CPU device: large buffers on huge pages of our own (memory.cpp)
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
   cl_uint compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS
