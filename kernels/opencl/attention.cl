@@ -168,6 +168,30 @@ __kernel void paged_attention(__global const float* q, ulong q_off, long q_strid
 #define ATT_CPU_DT_bf16 DT_BF16
 #define ATT_CPU_DT_i8 DT_I8
 
+#define ATT_CPU_ES_f32 4
+#define ATT_CPU_ES_f16 2
+#define ATT_CPU_ES_bf16 2
+#define ATT_CPU_ES_i8 1
+
+// Asks for the K and V rows of the tile at key P0 ahead of use: a decode step reads each
+// layer's cache from memory (the weights in between evict it) one key at a time, and the
+// hardware prefetchers do not follow rows num_kv_heads * head_dim apart.
+#define ATT_CPU_PREFETCH_TILE(SUF, P0)                                                                \
+  {                                                                                                   \
+    const int pe_ = min(pos, (P0) + ATT_CPU_TILE - 1);                                                \
+    for (int pp_ = (P0); pp_ <= pe_; ++pp_) {                                                         \
+      const int b_ = table[pp_ / block_size];                                                         \
+      if (b_ < 0 || b_ >= num_blocks) continue;                                                       \
+      const ulong e_ = (ulong)b_ * block_elems + (ulong)(pp_ % block_size) * row_elems + (ulong)kvh * D; \
+      __global const char* k_ = (__global const char*)cache + e_ * ATT_CPU_ES_##SUF;                   \
+      __global const char* v_ = (__global const char*)cache + (v_base + e_) * ATT_CPU_ES_##SUF;        \
+      for (int o_ = 0; o_ < D * ATT_CPU_ES_##SUF; o_ += 64) {                                         \
+        __builtin_prefetch(k_ + o_, 0, 3);                                                            \
+        __builtin_prefetch(v_ + o_, 0, 3);                                                            \
+      }                                                                                               \
+    }                                                                                                 \
+  }
+
 #define ATT_CPU_KERNEL(SUF)                                                                             \
   __kernel void paged_attention_cpu_##SUF(                                                             \
       __global const float* q, ulong q_off, long q_stride, __global const void* cache, ulong v_base,  \
@@ -208,8 +232,10 @@ __kernel void paged_attention(__global const float* q, ulong q_off, long q_strid
     for (int d = 0; d < D; ++d) acc[d] = 0.0f;                                                        \
     float sc[ATT_CPU_TILE];                                                                           \
     float m = -INFINITY, l = 0.0f;                                                                    \
+    ATT_CPU_PREFETCH_TILE(SUF, start)                                                                 \
     for (int p0 = start; p0 <= pos; p0 += ATT_CPU_TILE) {                                             \
       const int cnt = min(ATT_CPU_TILE, pos - p0 + 1);                                                \
+      if (p0 + ATT_CPU_TILE <= pos) ATT_CPU_PREFETCH_TILE(SUF, p0 + ATT_CPU_TILE)                     \
       float tile_max = -INFINITY;                                                                     \
       for (int t = 0; t < cnt; ++t) {                                                                 \
         const int p = p0 + t;                                                                         \

@@ -24,6 +24,15 @@
 #else
 #define GEMV_CPU_UNROLL _Pragma("unroll")
 #endif
+// Prefetches the next BYTES bytes at P (not past END) and advances P: each work-item asks
+// for the next one's rows while it reads its own, so that a thread streams weights at more
+// than one 4 KiB page's worth of hardware prefetch ahead.
+#define GEMV_CPU_PREFETCH(P, END, BYTES)                           \
+  for (long pb_ = 0; pb_ < (BYTES); pb_ += 64) {                   \
+    if ((P) + pb_ < (END)) __builtin_prefetch((P) + pb_, 0, 1);    \
+  }                                                                \
+  (P) += (BYTES);
+
 #define GEMV_CPU_ROWS(NT) ((NT) == 1 ? 8 : (NT) <= 4 ? 4 : 2)
 #define GEMV_CPU_I8_FLUSH 16384
 
@@ -53,7 +62,11 @@
     GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t)                                                   \
       GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) acc[t][r] = (float16)(0.0f);                     \
     const long c16 = cols & ~15L;                                                                    \
+    /* The next work-item's rows follow this one's: asked for at the pace this one reads. */       \
+    __global const char* pf_ = (__global const char*)(w + min(r0 + R, rows - 1) * cols);              \
+    __global const char* pf_end_ = (__global const char*)(w + rows * cols);                           \
     for (long c = 0; c < c16; c += 16) {                                                             \
+      GEMV_CPU_PREFETCH(pf_, pf_end_, R * 16 * (long)sizeof(WT))                                     \
       float16 xv[NT];                                                                                \
       GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t) xv[t] = vload16(0, x + xo[t] + c);             \
       GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) {                                                \
@@ -115,7 +128,10 @@ GEMV_CPU_DENSE_ALL(i8, char)
       float16 acc[NT][R];                                                                            \
       GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t)                                                 \
         GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) acc[t][r] = (float16)(0.0f);                   \
+      __global const char* pf_ = w + min(r0 + R, rows - 1) * cols + b0 * R;                           \
+      __global const char* pf_end_ = w + rows * cols;                                                 \
       for (long c = b0; c < b1; c += 16) {                                                           \
+        GEMV_CPU_PREFETCH(pf_, pf_end_, R * 16)                                                      \
         float16 xv[NT];                                                                              \
         GEMV_CPU_UNROLL for (int t = 0; t < NT; ++t) xv[t] = convert_float16(vload16(0, q + xo[t] + c)); \
         GEMV_CPU_UNROLL for (int r = 0; r < R; ++r) {                                              \
