@@ -213,7 +213,8 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     // "cl_build_options=...": appended to the OpenCL C compiler's options (up to the next ';').
     // "gemv_wg=N", "gemv_rows=N", "gemv_rows_wide=N", "gemv_max_tokens=N": the GPU GEMV
     // shape (objects.h); "int_dot=plain": no dp4a or mma probe, "int_mma=off": no mma probe
-    // (int_dot_probe.h); "host_pages=small": a CPU device's large buffers without huge pages.
+    // (int_dot_probe.h); "host_pages=small": a CPU device's large buffers without huge pages;
+    // "fuse_quant=on|off": rms_norm / silu_mul quantize their output for the next W8A8 product.
     std::string build_options, opts;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
         options->options != nullptr) {
@@ -227,6 +228,11 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
         build_options = opts.substr(from, opts.find(';', from) - from);
       }
     }
+    // Fused activation quantization (act_pending, objects.h): on by default where the CPU
+    // kernels run; on GPUs only when asked (fuse_quant=on) until timed there.
+    dev->fuse_quant = dev->is_cpu;
+    if (opts.find("fuse_quant=on") != std::string::npos) dev->fuse_quant = true;
+    if (opts.find("fuse_quant=off") != std::string::npos) dev->fuse_quant = false;
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_wg", 32, 1024, true, &dev->gemv_wg));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows", 1, 16, false, &dev->gemv_rows));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows_wide", 1, 16, false, &dev->gemv_rows_wide));

@@ -72,6 +72,7 @@ struct strata_device_s {
     uint64_t byte_begin = 0, byte_end = 0;
   } act_pending;
   bool w8a8_dynamic = false;  // a W8A8 weight with dynamic scales and no smoothing exists
+  bool fuse_quant = false;    // the above is on (CPU devices by default; option fuse_quant=on|off)
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;

@@ -38,7 +38,7 @@ Status ReserveActScratch(strata_device_s* dev, int64_t rows, int64_t cols, const
   return Reserve(dev, &dev->act_cnt, &dev->act_cnt_bytes, c_bytes, what);
 }
 
-bool WantFusedQuant(const strata_device_s* dev) { return dev->is_cpu && dev->w8a8_dynamic; }
+bool WantFusedQuant(const strata_device_s* dev) { return dev->fuse_quant && dev->w8a8_dynamic; }
 
 void SetPendingQuant(strata_device_s* dev, const View& v) {
   auto& p = dev->act_pending;
@@ -64,8 +64,10 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   const bool static_mode = w->act_scale_mode == STRATA_ACT_SCALE_STATIC;
   const bool plain = !static_mode && w->smooth == nullptr;  // dynamic scales, no smoothing
   const auto& p = dev->act_pending;
-  // CPU devices, one scale per row: the activations may already be quantized (act_pending).
-  const bool reuse = dev->is_cpu && w->group_size == 0 && plain && p.valid && p.mem == x.mem && p.off == x.off &&
+  // One scale per row, the CPU GEMV or the GPU GEMV (both add the producer's counts to this
+  // weight's counters): the activations may already be quantized (act_pending).
+  const bool gemv = dev->is_cpu || (cols % 16 == 0 && n <= dev->gemv_max_tokens);
+  const bool reuse = gemv && w->group_size == 0 && plain && p.valid && p.mem == x.mem && p.off == x.off &&
                      p.stride == x.stride && p.rows == n && p.cols == cols;
   if (!reuse) {
     STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, n, cols, "matmul: W8A8 activation scratch"));
@@ -89,8 +91,7 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   // GPUs: as many work-items per token as allowed (see ReduceGroupSize in ops_rows.cpp).
   while (ls * 2 <= std::min<size_t>(dev->is_cpu ? 16 : 1024, dev->max_work_group)) ls *= 2;
   const size_t qglobal = static_cast<size_t>(n) * ls;
-  // (reuse implies a CPU device; there the quantization ran above.)
-  if (!dev->is_cpu) STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
+  if (!dev->is_cpu && !reuse) STRATA_RETURN_IF_ERROR(Launch(dev, "quantize_act")
                              .Mem(x.mem).U64(x.off).I64(x.stride).I64(cols)
                              .Mem(w->smooth ? w->smooth : w->scales).I32(w->smooth ? 1 : 0)
                              .I32(static_mode ? 1 : 0).F32(w->act_scale)
@@ -138,8 +139,10 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
                                  .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
                                  .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
                                  .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot)
                                  .Run(1, &global, &wls));
     }
+    ClearPendingIfWritten(dev, out);
     return Ok();
   }
   // CPU devices, one scale per row: kernels/opencl/gemv_cpu.cl, up to 8 tokens a launch.

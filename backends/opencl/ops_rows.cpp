@@ -132,6 +132,25 @@ Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor
     if (quant) SetPendingQuant(dev, ov);
     return Ok();
   }
+  if (WantFusedQuant(dev) && xv.rows <= dev->gemv_max_tokens) {
+    // GPUs with fuse_quant=on, as many rows as the W8A8 GEMV takes (the GEMMs quantize on
+    // their own): rms_norm and the quantization of its rows in one launch
+    // (kernels/opencl/fused_quant.cl).
+    STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, xv.rows, xv.cols, "rms_norm: W8A8 activation scratch"));
+    const size_t ls = ReduceGroupSize(dev);
+    const size_t global = static_cast<size_t>(xv.rows) * ls;
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rms_norm_quant")
+                               .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+                               .Mem(residual ? rv.mem : xv.mem).U64(residual ? rv.off : 0)
+                               .I64(residual ? rv.stride : 0).I32(residual ? 1 : 0)
+                               .Mem(wv.mem).U64(wv.off)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(xv.cols).F32(eps)
+                               .Mem(dev->act_q).Mem(dev->act_scale).Mem(dev->act_cnt)
+                               .Local(ls * sizeof(float)).Local(ls * sizeof(cl_uint))
+                               .Run(1, &global, &ls));
+    SetPendingQuant(dev, ov);
+    return Ok();
+  }
   return LaunchRmsNorm(dev, xv, residual ? &rv : nullptr, wv, 0, ov, xv.cols, 1, eps);
 }
 
@@ -168,6 +187,22 @@ Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_ten
                                .Mem(quant ? dev->act_cnt : ov.mem).I64(gv.rows)
                                .Run(1, &global, &local));
     if (quant) SetPendingQuant(dev, ov);
+    return Ok();
+  }
+  if (WantFusedQuant(dev) && gv.cols > 0 && gv.rows <= dev->gemv_max_tokens) {
+    // GPUs with fuse_quant=on (up to the GEMV's token count, as rms_norm): one work-group per
+    // row, the rows quantized as they are written.
+    STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, gv.rows, gv.cols, "silu_mul: W8A8 activation scratch"));
+    const size_t ls = ReduceGroupSize(dev);
+    const size_t global = static_cast<size_t>(gv.rows) * ls;
+    STRATA_RETURN_IF_ERROR(Launch(dev, "silu_mul_quant")
+                               .Mem(gv.mem).U64(gv.off).I64(gv.stride)
+                               .Mem(uv.mem).U64(uv.off).I64(uv.stride)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(gv.cols)
+                               .Mem(dev->act_q).Mem(dev->act_scale).Mem(dev->act_cnt)
+                               .Local(ls * sizeof(float)).Local(ls * sizeof(cl_uint))
+                               .Run(1, &global, &ls));
+    SetPendingQuant(dev, ov);
     return Ok();
   }
   return Elementwise2(dev, "silu_mul", "silu_mul", gv, uv, ov);

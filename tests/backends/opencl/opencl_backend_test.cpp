@@ -229,15 +229,18 @@ TEST_F(OpenClBackendTest, GemvShapeOptionsAreCheckedAndOddShapesAreExact) {
   api_->device_close(dev);
 }
 
-// On CPU devices rms_norm and silu_mul quantize the rows they write when a W8A8 weight is
-// about, and the next W8A8 product of exactly those rows uses that quantization instead of
-// its own (act_pending, backends/opencl/objects.h). Checked here: the product equals the one
+// On CPU devices (and on GPUs with fuse_quant=on) rms_norm and silu_mul quantize the rows they
+// write when a W8A8 weight is about, and the next W8A8 product of exactly those rows uses that
+// quantization instead of its own (act_pending, backends/opencl/objects.h). Checked here: the product equals the one
 // made after an op that discards the fused quantization, bit for bit; a write into the rows
 // between the two (upload) is seen; each product counts the non-finite activations into its
 // own weight's counter slot. On other devices the same calls check the unfused path.
-TEST_F(OpenClBackendTest, FusedActivationQuantizationIsExactAndNeverStale) {
+class FusedQuantTest : public OpenClBackendTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(FusedQuantTest, FusedActivationQuantizationIsExactAndNeverStale) {
   strata_device_options o{};
   o.struct_size = sizeof(o);
+  o.options = GetParam()[0] != '\0' ? GetParam() : nullptr;
   strata_device dev = nullptr;
   ASSERT_EQ(api_->device_open(0, &o, &dev), STRATA_OK) << api_->last_error();
   const int64_t rows = 37, cols = 96, n = 3;
@@ -336,6 +339,13 @@ TEST_F(OpenClBackendTest, FusedActivationQuantizationIsExactAndNeverStale) {
   api_->weight_free(dev, w6);
   api_->device_close(dev);
 }
+
+// The device's own kernels (the CPU-shaped ones on PoCL, fused by default there), and the
+// GPU-shaped ones with the fusion asked for (fuse_quant=on; on a GPU the default is off).
+INSTANTIATE_TEST_SUITE_P(Kernels, FusedQuantTest, ::testing::Values("", "kernels=gpu;fuse_quant=on"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.index == 0 ? "default" : "gpu_kernels_fused");
+                         });
 
 TEST_F(OpenClBackendTest, OutOfMemoryNamesTheDevice) {
   strata_device_options o{};
