@@ -271,7 +271,7 @@ phase_oclprof() {
     stamp "profiled W8A8 decode step, 32 sequences"
     STRATA_OPENCL_PROFILE=1 timeout 30 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
     stamp "fuse_quant=on: its test and the model checks on opencl:0"
-    STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/opencl_backend_test" --gtest_color=no \
+    STRATA_REQUIRE_BACKENDS=opencl timeout 60 "$BUILD/bin/opencl_backend_test" --gtest_color=no \
       --gtest_filter='*Fused*' 2>&1 | grep -E "FAILED|PASSED|OK \]|Failure|Which is" | head -12
     STRATA_TEST_DEVICE_OPTIONS="fuse_quant=on" STRATA_REQUIRE_BACKENDS=opencl timeout 30 \
       "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 | grep -E "FAILED|PASSED|Failure" | head -12
