@@ -18,14 +18,16 @@
 #include "backends/opencl/objects.h"
 #include "backends/opencl/ops.h"
 #include "backends/opencl/platform.h"
+#include "backends/opencl/profile.h"
 #include "backends/opencl/program.h"
 #include "backends/opencl/tensor_view.h"
 
 // ---- Handles ----
 
 strata_device_s::~strata_device_s() {
+  for (auto& pe : prof_events) clReleaseEvent(pe.event);
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, att_blocks, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);
@@ -108,6 +110,9 @@ strata_status OnDevice(strata_device dev, const char* op, F&& f) {
   return Guarded(op, [&]() -> Status {
     STRATA_RETURN_IF_ERROR(CheckHandle(dev, HandleKind::kDevice, op));
     std::lock_guard<std::mutex> lock(dev->mu);
+    // Any op but a product may write the activations a fused quantization describes
+    // (act_pending, objects.h); rms_norm and silu_mul set it again after their launch.
+    if (std::strcmp(op, "matmul") != 0) dev->act_pending.valid = false;
     return f();
   });
 }
@@ -202,24 +207,32 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->id = cl.id;
     dev->name = StrCat(index, " '", cl.name, "' (", cl.platform_name, ", driver ", cl.driver_version, ")");
     dev->is_cpu = cl.is_cpu();
+    dev->host_huge_pages = cl.is_cpu();
     // Options "kernels=gpu" / "kernels=cpu": which kernel shapes to use whatever the device
     // type (tests run the GPU kernels on PoCL this way).
     // "cl_build_options=...": appended to the OpenCL C compiler's options (up to the next ';').
     // "gemv_wg=N", "gemv_rows=N", "gemv_rows_wide=N", "gemv_max_tokens=N": the GPU GEMV
     // shape (objects.h); "int_dot=plain": no dp4a or mma probe, "int_mma=off": no mma probe
-    // (int_dot_probe.h).
+    // (int_dot_probe.h); "host_pages=small": a CPU device's large buffers without huge pages;
+    // "fuse_quant=on|off": rms_norm / silu_mul quantize their output for the next W8A8 product.
     std::string build_options, opts;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(void*) &&
         options->options != nullptr) {
       opts = options->options;
       if (opts.find("kernels=gpu") != std::string::npos) dev->is_cpu = false;
       if (opts.find("kernels=cpu") != std::string::npos) dev->is_cpu = true;
+      if (opts.find("host_pages=small") != std::string::npos) dev->host_huge_pages = false;
       const size_t at = opts.find("cl_build_options=");
       if (at != std::string::npos) {
         const size_t from = at + std::strlen("cl_build_options=");
         build_options = opts.substr(from, opts.find(';', from) - from);
       }
     }
+    // Fused activation quantization (act_pending, objects.h): on by default where the CPU
+    // kernels run; on GPUs only when asked (fuse_quant=on) until timed there.
+    dev->fuse_quant = dev->is_cpu;
+    if (opts.find("fuse_quant=on") != std::string::npos) dev->fuse_quant = true;
+    if (opts.find("fuse_quant=off") != std::string::npos) dev->fuse_quant = false;
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_wg", 32, 1024, true, &dev->gemv_wg));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows", 1, 16, false, &dev->gemv_rows));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_rows_wide", 1, 16, false, &dev->gemv_rows_wide));
@@ -231,13 +244,15 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     }
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    dev->compute_units = DeviceValue<cl_uint>(cl.id, CL_DEVICE_MAX_COMPUTE_UNITS);
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     cl_int e = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(cl.platform),
                                            0};
     dev->context = clCreateContext(props, 1, &cl.id, nullptr, nullptr, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateContext");
-    dev->queue = clCreateCommandQueue(dev->context, cl.id, 0, &e);
+    dev->profile = ProfileRequested();
+    dev->queue = clCreateCommandQueue(dev->context, cl.id, dev->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
     if (e != CL_SUCCESS) return ClFailure(dev.get(), e, "device_open: clCreateCommandQueue");
     while (static_cast<size_t>(dev->gemv_wg) > dev->max_work_group && dev->gemv_wg > 1) dev->gemv_wg /= 2;
     const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
@@ -257,7 +272,9 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
                                      " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide);
     // A device that runs the CPU-shaped kernels only builds a smaller program (PoCL's
     // compile time grows with the kernel count).
-    if (dev->is_cpu) gpu_options += " -DSTRATA_NO_GPU_KERNELS=1";
+    // and a GPU-shaped one leaves out the CPU kernels (kernels/opencl/gemv_cpu.cl and the
+    // *_cpu kernels), so that a GPU compiler never sees them.
+    gpu_options += dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1";
     if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
     const Status built =
@@ -267,7 +284,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       // still gets every op (slower); the first error is reported when this fails too.
       std::string plain = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
                                  " -DSTRATA_GEMV_ROWS_WIDE=", dev->gemv_rows_wide, " -DSTRATA_NO_UNROLL_PRAGMA=1",
-                                 dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : "");
+                                 dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1");
       if (!build_options.empty()) plain += " " + build_options;
       if (!BuildProgram(dev.get(), cl, plain).ok()) return built;
       std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "
@@ -292,6 +309,7 @@ void DeviceClose(strata_device dev) {
   if (!IsLiveHandle(dev, HandleKind::kDevice)) return;
   UnregisterHandle(dev);
   clFinish(dev->queue);
+  ProfilePrint(dev);
   delete dev;
 }
 

@@ -1,5 +1,7 @@
 #include "backends/opencl/launch.h"
 
+#include "backends/opencl/profile.h"
+
 namespace strata::opencl {
 
 Status ClFailure(strata_device_s* dev, cl_int e, const char* what) {
@@ -26,10 +28,17 @@ Status Launch::Run(cl_uint dims, const size_t* global, const size_t* local) {
   for (cl_uint i = 0; i < dims; ++i) {
     if (global[i] == 0) return Ok();
   }
-  const cl_int e = clEnqueueNDRangeKernel(dev_->queue, k_, dims, nullptr, global, local, 0, nullptr, nullptr);
+  cl_event ev = nullptr;
+  const cl_int e =
+      clEnqueueNDRangeKernel(dev_->queue, k_, dims, nullptr, global, local, 0, nullptr, dev_->profile ? &ev : nullptr);
   if (e != CL_SUCCESS) {
     const std::string what = StrCat("kernel '", name_, "'");
     return ClFailure(dev_, e, what.c_str());
+  }
+  if (ev != nullptr) {
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+    dev_->prof_events.push_back({name_, ev, us});
+    if (dev_->prof_events.size() >= 65536) ProfileHarvest(dev_);
   }
   return Ok();
 }

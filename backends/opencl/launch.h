@@ -4,6 +4,7 @@
 #define STRATA_BACKENDS_OPENCL_LAUNCH_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 
 #include "backends/opencl/objects.h"
@@ -14,6 +15,7 @@ namespace strata::opencl {
 class Launch {
  public:
   Launch(strata_device_s* dev, const char* kernel) : dev_(dev), name_(kernel) {
+    if (dev->profile) t0_ = std::chrono::steady_clock::now();
     status_ = GetKernel(dev, kernel, &k_);
   }
   Launch& Mem(cl_mem m) { return Set(sizeof(cl_mem), &m); }
@@ -33,6 +35,7 @@ class Launch {
   cl_kernel k_ = nullptr;
   cl_uint next_ = 0;
   Status status_;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 // Maps a failed OpenCL call to a status naming the device and what was being done.

@@ -1,19 +1,79 @@
 // Device memory: allocation with clear out-of-memory errors, the error word check, weights
 // and the paged KV cache with its block copies and host swaps.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
+#include "backends/opencl/profile.h"
 
 namespace strata::opencl {
+
+namespace {
+
+constexpr uint64_t kHugePage = uint64_t{2} << 20;
+
+struct HostPages {
+  void* p;
+  size_t bytes;
+};
+
+void CL_CALLBACK FreeHostPages(cl_mem, void* user) {
+  auto* h = static_cast<HostPages*>(user);
+  ::munmap(h->p, h->bytes);
+  delete h;
+}
+
+// A buffer of a CPU device over memory of our own: 2 MiB aligned, advised as transparent huge
+// pages (the device reads it in place, CL_MEM_USE_HOST_PTR). Null when that fails; the caller
+// then allocates as usual.
+cl_mem AllocHugePageBuffer(strata_device_s* dev, uint64_t bytes) {
+  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* raw = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > begin) ::munmap(raw, aligned - begin);
+  const uintptr_t end = begin + size + kHugePage;
+  if (end > aligned + size) ::munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+  void* p = reinterpret_cast<void*>(aligned);
+  ::madvise(p, size, MADV_HUGEPAGE);  // advice only
+  cl_int e = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, p, &e);
+  if (e != CL_SUCCESS) {
+    ::munmap(p, size);
+    return nullptr;
+  }
+  auto* h = new HostPages{p, size};
+  if (clSetMemObjectDestructorCallback(m, FreeHostPages, h) != CL_SUCCESS) {
+    clReleaseMemObject(m);
+    ::munmap(p, size);
+    delete h;
+    return nullptr;
+  }
+  return m;
+}
+
+}  // namespace
 
 Status AllocMem(strata_device_s* dev, uint64_t bytes, const char* what, cl_mem* out) {
   if (bytes > dev->max_alloc) {
     return Error(STRATA_ERROR_OUT_OF_MEMORY, what, ": ", bytes, " bytes is more than OpenCL device ", dev->name,
                  " allocates at once (CL_DEVICE_MAX_MEM_ALLOC_SIZE ", dev->max_alloc, ")");
+  }
+  // CPU devices, buffers of 2 MiB and more (weights, KV cache): huge pages, as the CPU
+  // backend's weights (backends/cpu/page_memory.cpp): fewer TLB misses while streaming.
+  if (dev->host_huge_pages && bytes >= kHugePage) {
+    if (cl_mem m = AllocHugePageBuffer(dev, bytes); m != nullptr) {
+      *out = m;
+      return Ok();
+    }
   }
   cl_int e = CL_SUCCESS;
   cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, std::max<uint64_t>(bytes, 4), nullptr, &e);
@@ -29,6 +89,7 @@ Status SyncAndCheck(strata_device_s* dev, const char* what) {
   cl_int word = 0;
   cl_int e = clEnqueueReadBuffer(dev->queue, dev->err_word, CL_TRUE, 0, sizeof(word), &word, 0, nullptr, nullptr);
   if (e != CL_SUCCESS) return ClFailure(dev, e, what);
+  ProfileHarvest(dev);
   if (word == 0) return Ok();
   const cl_int zero = 0;
   e = clEnqueueWriteBuffer(dev->queue, dev->err_word, CL_TRUE, 0, sizeof(zero), &zero, 0, nullptr, nullptr);
@@ -229,6 +290,10 @@ Status CreateWeight(strata_device_s* dev, const strata_weight_desc* desc, strata
   const std::string what = StrCat("weight_create: weight '", name, "'");
   STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, what.c_str(), &w->data));
   STRATA_RETURN_IF_ERROR(Upload(dev, w->data, desc->data, bytes, what.c_str()));
+  if (w->format == STRATA_WEIGHT_W8A8 && w->group_size == 0 && w->smooth == nullptr &&
+      w->act_scale_mode == STRATA_ACT_SCALE_DYNAMIC) {
+    dev->w8a8_dynamic = true;  // rms_norm / silu_mul start quantizing their outputs (ops_matmul_int8.h)
+  }
   *out = w.release();
   return Ok();
 }

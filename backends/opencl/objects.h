@@ -33,9 +33,11 @@ struct strata_device_s {
   cl_command_queue queue = nullptr;
   cl_program program = nullptr;
   std::string name;  // "NVIDIA H200 (OpenCL 3.0 CUDA, driver 550.54)" style, for messages
-  bool is_cpu = false;
+  bool is_cpu = false;          // runs the CPU-shaped kernels
+  bool host_huge_pages = false;  // a CPU device: large buffers on huge pages of our own (memory.cpp)
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  cl_uint compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
   // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
   // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
@@ -55,11 +57,47 @@ struct strata_device_s {
   uint64_t act_q_bytes = 0;
   cl_mem act_scale = nullptr;
   uint64_t act_scale_bytes = 0;
+  cl_mem act_cnt = nullptr;  // uint [tokens][2]: each token's clamped and non-finite counts
+  uint64_t act_cnt_bytes = 0;
+  // CPU devices: the activations act_q / act_scale / act_cnt hold the dynamic quantization of
+  // (rms_norm or silu_mul quantize their output as they write it, kernels/opencl/
+  // fused_quant_cpu.cl; quantize_act_cpu its input), so that a W8A8 product of exactly that
+  // view skips its own quantization. Cleared by every other op (backend_table.cpp, OnDevice),
+  // by a product that quantizes something else, and by a product that writes over the view.
+  struct PendingQuant {
+    bool valid = false;
+    cl_mem mem = nullptr;
+    uint64_t off = 0;
+    int64_t stride = 0, rows = 0, cols = 0;
+    uint64_t byte_begin = 0, byte_end = 0;
+  } act_pending;
+  bool w8a8_dynamic = false;  // a W8A8 weight with dynamic scales and no smoothing exists
+  bool fuse_quant = false;    // the above is on (CPU devices by default; option fuse_quant=on|off)
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;
   std::vector<cl_int> att_blocks_host;  // what att_blocks holds
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
+  // STRATA_OPENCL_PROFILE=1 (profile.h): the queue records profiling events; every kernel's
+  // event is kept until the next synchronization point, then added to its kernel's totals,
+  // which device_close prints to stderr.
+  bool profile = false;
+  struct ProfEvent {
+    std::string kernel;
+    cl_event event;
+    double host_us;  // host time spent setting arguments and enqueueing
+  };
+  std::vector<ProfEvent> prof_events;
+  struct ProfStat {
+    uint64_t count = 0;
+    double device_us = 0;  // END - START
+    double host_us = 0;
+  };
+  std::map<std::string, ProfStat> prof_stats;
+  double prof_busy_us = 0;  // sum of kernel times
+  double prof_span_us = 0;  // first START to last END, per synchronization window
+  uint64_t prof_windows = 0;
+  std::vector<double> prof_window_busy, prof_window_span;  // per window, in us
   ~strata_device_s();
 };
 

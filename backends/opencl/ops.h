@@ -40,6 +40,12 @@ Status QuantCounters(strata_device_s* dev, int32_t num_slots, uint64_t* saturate
 // out-of-range indices in device memory.
 Status SyncAndCheck(strata_device_s* dev, const char* what);
 
+// The launch shape of a CPU-device kernel over `items` independent work-items (no barriers):
+// small work-groups (PoCL runs a work-group's items one after another on one thread), enough
+// of them to keep every compute unit busy; global rounded up to a whole number of groups (the
+// kernels skip the items past the end).
+void CpuLaunchShape(const strata_device_s* dev, size_t items, size_t* global, size_t* local);
+
 // Allocates `bytes` of device memory (at least 4), with a clear out-of-memory message.
 Status AllocMem(strata_device_s* dev, uint64_t bytes, const char* what, cl_mem* out);
 

@@ -90,7 +90,30 @@ Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope, const s
   }
   STRATA_RETURN_IF_ERROR(CheckI32Array(dev, batch->slot_mapping, n, "rope_kv_write: slot_mapping", &sv));
   if (n == 0) return Ok();
-  if (style != STRATA_ROPE_NONE) {
+  const int32_t row_elems = KVH * D;
+  const int64_t num_slots = int64_t{kv->desc.num_blocks} * kv->desc.block_size;
+  const bool i8_cache = kv->desc.dtype == STRATA_DTYPE_I8;
+  // CPU devices: rope and the cache write in one launch, one work-item per token
+  // (kernels/opencl/rope_kv_write.cl); an I8 cache still takes kv_write_i8 below.
+  const bool cpu_fused = dev->is_cpu && half <= 256;
+  if (cpu_fused) {
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(n), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rope_kv_write_cpu")
+                               .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+                               .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+                               .Mem(vv.mem).U64(vv.off).I64(vv.stride)
+                               .I32(H).I32(KVH).I32(D).I32(half).I32(style).F32(factor)
+                               .Mem(style != STRATA_ROPE_NONE ? fv.mem : qv.mem).U64(fv.off)
+                               .Mem(style != STRATA_ROPE_NONE ? pv.mem : qv.mem).U64(pv.off)
+                               .I32(i8_cache ? 0 : 1).Mem(kv->layers[layer]).I32(kv->desc.dtype)
+                               .U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+                               .I32(kv->desc.block_size).I64(num_slots)
+                               .Mem(sv.mem).U64(sv.off).Mem(dev->err_word).I64(n)
+                               .Run(1, &global, &local));
+    if (!i8_cache) return Ok();
+  }
+  if (style != STRATA_ROPE_NONE && !cpu_fused) {
     const size_t global[3] = {static_cast<size_t>(half), static_cast<size_t>(H + KVH), static_cast<size_t>(n)};
     STRATA_RETURN_IF_ERROR(Launch(dev, "rope")
                                .Mem(qv.mem).U64(qv.off).I64(qv.stride)
@@ -100,9 +123,7 @@ Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope, const s
                                .Mem(pv.mem).U64(pv.off)
                                .Run(3, global, nullptr));
   }
-  const int32_t row_elems = KVH * D;
-  const int64_t num_slots = int64_t{kv->desc.num_blocks} * kv->desc.block_size;
-  if (kv->desc.dtype == STRATA_DTYPE_I8) {
+  if (i8_cache) {
     // One work-group per (kv head, K/V): the tokens of a block share its scale, so they are
     // written in order (see kv_write_i8 in kernels/opencl/kv_write_i8.cl).
     size_t ls = 1;
@@ -224,6 +245,27 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
           .Mem(dev->err_word)
           .Run(2, global, local);
     }
+  }
+  // CPU devices: one work-item per (head, token), no barriers (kernels/opencl/attention.cl).
+  if (dev->is_cpu && D <= 512) {
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(n) * H, &global, &local);
+    const char* kernel = kv->desc.dtype == STRATA_DTYPE_F16    ? "paged_attention_cpu_f16"
+                         : kv->desc.dtype == STRATA_DTYPE_BF16 ? "paged_attention_cpu_bf16"
+                         : i8                                  ? "paged_attention_cpu_i8"
+                                                               : "paged_attention_cpu_f32";
+    return Launch(dev, kernel)
+        .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+        .Mem(kv->layers[layer]).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+        .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+        .I32(bs).I32(KVH).I32(D).I32(H)
+        .Mem(qslv.mem).U64(qslv.off)
+        .Mem(lensv.mem).U64(lensv.off)
+        .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
+        .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+        .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+        .Mem(dev->err_word).I64(n)
+        .Run(1, &global, &local);
   }
   // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).
   size_t ls = dev->is_cpu ? 16 : 64;

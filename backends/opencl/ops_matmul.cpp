@@ -42,6 +42,7 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
     return InvalidArgument("matmul: out overlaps x");
   }
   if (n == 0) return Ok();
+  ClearPendingIfWritten(dev, ov);
   if (w->format == STRATA_WEIGHT_W8A8) return MatmulW8A8(dev, xv, w, bias ? &bv : nullptr, ov);
   const cl_mem bias_mem = bias ? bv.mem : w->data;
   // INT8_PER_CHANNEL (W8A16): the float kernels over int8 values, times the row's scale.
@@ -66,15 +67,20 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
   }
   if (n <= kGemvMaxTokens) {
     if (dev->is_cpu) {
-      const size_t global = static_cast<size_t>(w->rows);
-      const std::string k = "matmul_rows_" + suffix;
+      // kernels/opencl/gemv_cpu.cl: a few rows per work-item, the token count built in.
+      int32_t nt = 1;
+      while (nt < n) nt *= 2;
+      const int64_t per_item = nt == 1 ? 8 : nt <= 4 ? 4 : 2;  // GEMV_CPU_ROWS
+      size_t global = 0, local = 0;
+      CpuLaunchShape(dev, static_cast<size_t>((w->rows + per_item - 1) / per_item), &global, &local);
+      const std::string k = StrCat("gemv_cpu_", suffix, "_", nt);
       return Launch(dev, k.c_str())
           .Mem(xv.mem).U64(xv.off).I64(xv.stride)
           .Mem(w->data).I64(w->rows).I64(w->cols)
           .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
           .Mem(rscale).I32(w->format == STRATA_WEIGHT_INT8_PER_CHANNEL ? 1 : 0)
           .Mem(ov.mem).U64(ov.off).I64(ov.stride).I32(static_cast<int32_t>(n))
-          .Run(1, &global, nullptr);
+          .Run(1, &global, &local);
     }
     const size_t ls = dev->max_work_group >= 128 ? 128 : 32;
     const size_t global = static_cast<size_t>(w->rows) * ls;

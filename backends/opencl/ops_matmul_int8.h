@@ -11,6 +11,16 @@ namespace strata::opencl {
 
 Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const View* bias, const View& out);
 
+// Grows the device's activation scratch (act_q, act_scale, act_cnt) to `rows` tokens of `cols`.
+Status ReserveActScratch(strata_device_s* dev, int64_t rows, int64_t cols, const char* what);
+
+// Whether rms_norm / silu_mul should quantize the rows they write (CPU devices that hold a
+// W8A8 weight with dynamic scales), and the bookkeeping of act_pending (objects.h).
+bool WantFusedQuant(const strata_device_s* dev);
+void SetPendingQuant(strata_device_s* dev, const View& v);
+// Clears act_pending when `written` overlaps it.
+void ClearPendingIfWritten(strata_device_s* dev, const View& written);
+
 }  // namespace strata::opencl
 
 #endif  // STRATA_BACKENDS_OPENCL_OPS_MATMUL_INT8_H_

@@ -5,6 +5,7 @@
 
 #include "backends/opencl/launch.h"
 #include "backends/opencl/ops.h"
+#include "backends/opencl/ops_matmul_int8.h"
 #include "backends/opencl/tensor_view.h"
 
 namespace strata::opencl {
@@ -40,6 +41,16 @@ Status Elementwise2(strata_device_s* dev, const char* kernel, const char* op, co
 }
 
 }  // namespace
+
+void CpuLaunchShape(const strata_device_s* dev, size_t items, size_t* global, size_t* local) {
+  // Groups of up to 8 items, at least 8 groups per compute unit where there are enough items
+  // (so that a thread that is descheduled on a shared machine leaves little behind).
+  const size_t want_groups = static_cast<size_t>(std::max<cl_uint>(dev->compute_units, 1)) * 8;
+  size_t ls = 8;
+  while (ls > 1 && items / ls < want_groups) ls /= 2;
+  *local = ls;
+  *global = (items + ls - 1) / ls * ls;
+}
 
 Status Embedding(strata_device_s* dev, strata_weight_s* table, const strata_tensor* ids,
                  const strata_tensor* feedback, const strata_tensor* out) {
@@ -102,6 +113,44 @@ Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor
     STRATA_RETURN_IF_ERROR(SameShape(xv, rv, "rms_norm", "x", "residual"));
   }
   if (xv.cols == 0) return Ok();
+  if (dev->is_cpu) {
+    // One work-item per row, no barriers; with a W8A8 weight about, the rows are quantized as
+    // they are written (kernels/opencl/fused_quant_cpu.cl).
+    const bool quant = WantFusedQuant(dev);
+    if (quant) STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, xv.rows, xv.cols, "rms_norm: W8A8 activation scratch"));
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(xv.rows), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rms_norm_cpu")
+                               .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+                               .Mem(residual ? rv.mem : xv.mem).U64(residual ? rv.off : 0)
+                               .I64(residual ? rv.stride : 0).I32(residual ? 1 : 0)
+                               .Mem(wv.mem).U64(wv.off)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(xv.cols).F32(eps)
+                               .I32(quant ? 1 : 0).Mem(quant ? dev->act_q : ov.mem).Mem(quant ? dev->act_scale : ov.mem)
+                               .Mem(quant ? dev->act_cnt : ov.mem).I64(xv.rows)
+                               .Run(1, &global, &local));
+    if (quant) SetPendingQuant(dev, ov);
+    return Ok();
+  }
+  if (WantFusedQuant(dev) && xv.rows <= dev->gemv_max_tokens) {
+    // GPUs with fuse_quant=on, as many rows as the W8A8 GEMV takes (the GEMMs quantize on
+    // their own): rms_norm and the quantization of its rows in one launch
+    // (kernels/opencl/fused_quant.cl).
+    STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, xv.rows, xv.cols, "rms_norm: W8A8 activation scratch"));
+    const size_t ls = ReduceGroupSize(dev);
+    const size_t global = static_cast<size_t>(xv.rows) * ls;
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rms_norm_quant")
+                               .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+                               .Mem(residual ? rv.mem : xv.mem).U64(residual ? rv.off : 0)
+                               .I64(residual ? rv.stride : 0).I32(residual ? 1 : 0)
+                               .Mem(wv.mem).U64(wv.off)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(xv.cols).F32(eps)
+                               .Mem(dev->act_q).Mem(dev->act_scale).Mem(dev->act_cnt)
+                               .Local(ls * sizeof(float)).Local(ls * sizeof(cl_uint))
+                               .Run(1, &global, &ls));
+    SetPendingQuant(dev, ov);
+    return Ok();
+  }
   return LaunchRmsNorm(dev, xv, residual ? &rv : nullptr, wv, 0, ov, xv.cols, 1, eps);
 }
 
@@ -124,6 +173,38 @@ Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_ten
   STRATA_RETURN_IF_ERROR(CheckTensor(dev, out, "silu_mul: out", {STRATA_DTYPE_F32}, &ov));
   STRATA_RETURN_IF_ERROR(SameShape(gv, uv, "silu_mul", "gate", "up"));
   STRATA_RETURN_IF_ERROR(SameShape(gv, ov, "silu_mul", "gate", "out"));
+  if (dev->is_cpu && gv.cols > 0) {
+    // As rms_norm: one work-item per row, the rows quantized as they are written.
+    const bool quant = WantFusedQuant(dev);
+    if (quant) STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, gv.rows, gv.cols, "silu_mul: W8A8 activation scratch"));
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(gv.rows), &global, &local);
+    STRATA_RETURN_IF_ERROR(Launch(dev, "silu_mul_cpu")
+                               .Mem(gv.mem).U64(gv.off).I64(gv.stride)
+                               .Mem(uv.mem).U64(uv.off).I64(uv.stride)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(gv.cols)
+                               .I32(quant ? 1 : 0).Mem(quant ? dev->act_q : ov.mem).Mem(quant ? dev->act_scale : ov.mem)
+                               .Mem(quant ? dev->act_cnt : ov.mem).I64(gv.rows)
+                               .Run(1, &global, &local));
+    if (quant) SetPendingQuant(dev, ov);
+    return Ok();
+  }
+  if (WantFusedQuant(dev) && gv.cols > 0 && gv.rows <= dev->gemv_max_tokens) {
+    // GPUs with fuse_quant=on (up to the GEMV's token count, as rms_norm): one work-group per
+    // row, the rows quantized as they are written.
+    STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, gv.rows, gv.cols, "silu_mul: W8A8 activation scratch"));
+    const size_t ls = ReduceGroupSize(dev);
+    const size_t global = static_cast<size_t>(gv.rows) * ls;
+    STRATA_RETURN_IF_ERROR(Launch(dev, "silu_mul_quant")
+                               .Mem(gv.mem).U64(gv.off).I64(gv.stride)
+                               .Mem(uv.mem).U64(uv.off).I64(uv.stride)
+                               .Mem(ov.mem).U64(ov.off).I64(ov.stride).I64(gv.cols)
+                               .Mem(dev->act_q).Mem(dev->act_scale).Mem(dev->act_cnt)
+                               .Local(ls * sizeof(float)).Local(ls * sizeof(cl_uint))
+                               .Run(1, &global, &ls));
+    SetPendingQuant(dev, ov);
+    return Ok();
+  }
   return Elementwise2(dev, "silu_mul", "silu_mul", gv, uv, ov);
 }
 
@@ -169,6 +250,14 @@ Status Argmax(strata_device_s* dev, const strata_tensor* logits, const strata_te
   if (lv.cols == 0) return InvalidArgument("argmax: logits have no columns");
   if (!ov.packed() || ov.numel() != lv.rows) {
     return InvalidArgument("argmax: out_ids has ", ov.numel(), " elements, logits have ", lv.rows, " rows");
+  }
+  if (dev->is_cpu) {
+    size_t global = 0, local = 0;
+    CpuLaunchShape(dev, static_cast<size_t>(lv.rows), &global, &local);
+    return Launch(dev, "argmax_rows_cpu")
+        .Mem(lv.mem).U64(lv.off).I64(lv.stride).I64(lv.cols)
+        .Mem(ov.mem).U64(ov.off).I64(lv.rows)
+        .Run(1, &global, &local);
   }
   const size_t ls = ReduceGroupSize(dev);
   const size_t global = static_cast<size_t>(lv.rows) * ls;

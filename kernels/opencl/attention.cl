@@ -148,3 +148,151 @@ __kernel void paged_attention(__global const float* q, ulong q_off, long q_strid
     if (d < D) o[d] = acc[j] * inv;
   }
 }
+
+#ifndef STRATA_NO_CPU_KERNELS
+// The same attention for CPU devices (PoCL): one work-item per (head, token), no barriers
+// (PoCL turns every barrier into a separate loop over the work-group's items, and the
+// reductions above cost more than the arithmetic at decode sizes). One kernel per cache
+// type (no type switch in the loops); keys in tiles of ATT_CPU_TILE: the tile's scores, its
+// maximum, the rescale of the running sums, then the tile's values into a private
+// accumulator of head_dim (<= ATT_CPU_MAX_DIM) floats, 16 at a time.
+#define ATT_CPU_TILE 32
+#define ATT_CPU_MAX_DIM 512
+
+#define ATT_CPU_LOAD16_f32(c, i) vload16(0, (__global const float*)(c) + (i))
+#define ATT_CPU_LOAD16_f16(c, i) vload_half16(0, (__global const half*)(c) + (i))
+#define ATT_CPU_LOAD16_bf16(c, i) as_float16(convert_uint16(vload16(0, (__global const ushort*)(c) + (i))) << 16)
+#define ATT_CPU_LOAD16_i8(c, i) convert_float16(vload16(0, (__global const char*)(c) + (i)))
+#define ATT_CPU_DT_f32 DT_F32
+#define ATT_CPU_DT_f16 DT_F16
+#define ATT_CPU_DT_bf16 DT_BF16
+#define ATT_CPU_DT_i8 DT_I8
+
+#define ATT_CPU_ES_f32 4
+#define ATT_CPU_ES_f16 2
+#define ATT_CPU_ES_bf16 2
+#define ATT_CPU_ES_i8 1
+
+// Asks for the K and V rows of the tile at key P0 ahead of use: a decode step reads each
+// layer's cache from memory (the weights in between evict it) one key at a time, and the
+// hardware prefetchers do not follow rows num_kv_heads * head_dim apart.
+#define ATT_CPU_PREFETCH_TILE(SUF, P0)                                                                \
+  {                                                                                                   \
+    const int pe_ = min(pos, (P0) + ATT_CPU_TILE - 1);                                                \
+    for (int pp_ = (P0); pp_ <= pe_; ++pp_) {                                                         \
+      const int b_ = table[pp_ / block_size];                                                         \
+      if (b_ < 0 || b_ >= num_blocks) continue;                                                       \
+      const ulong e_ = (ulong)b_ * block_elems + (ulong)(pp_ % block_size) * row_elems + (ulong)kvh * D; \
+      __global const char* k_ = (__global const char*)cache + e_ * ATT_CPU_ES_##SUF;                   \
+      __global const char* v_ = (__global const char*)cache + (v_base + e_) * ATT_CPU_ES_##SUF;        \
+      for (int o_ = 0; o_ < D * ATT_CPU_ES_##SUF; o_ += 64) {                                         \
+        __builtin_prefetch(k_ + o_, 0, 3);                                                            \
+        __builtin_prefetch(v_ + o_, 0, 3);                                                            \
+      }                                                                                               \
+    }                                                                                                 \
+  }
+
+#define ATT_CPU_KERNEL(SUF)                                                                             \
+  __kernel void paged_attention_cpu_##SUF(                                                             \
+      __global const float* q, ulong q_off, long q_stride, __global const void* cache, ulong v_base,  \
+      ulong block_elems, __global const float* kv_scales, ulong v_scale_base, int block_size,         \
+      int num_kv_heads, int head_dim, int num_heads, __global const int* qsl, ulong qsl_off,          \
+      __global const int* lens, ulong lens_off, __global const int* bt, ulong bt_off, int max_blocks, \
+      int num_seqs, int num_blocks, float scale, int window, float cap, __global float* out,          \
+      ulong o_off, long o_stride, __global volatile int* err, long n) {                               \
+    const int dtype = ATT_CPU_DT_##SUF;                                                               \
+    const long item = get_global_id(0);                                                               \
+    if (item >= n * num_heads) return;                                                                \
+    const int h = item % num_heads;                                                                   \
+    const long i = item / num_heads;                                                                  \
+    const int D = head_dim;                                                                           \
+    __global float* o = out + o_off + i * o_stride + (long)h * D;                                     \
+    int lo = 0, hi = num_seqs;                                                                        \
+    while (hi - lo > 1) {                                                                             \
+      const int mid = (lo + hi) / 2;                                                                  \
+      if (qsl[qsl_off + mid] <= i) lo = mid; else hi = mid;                                           \
+    }                                                                                                 \
+    const int s = lo;                                                                                 \
+    const int q0 = qsl[qsl_off + s], q1 = qsl[qsl_off + s + 1];                                       \
+    const int len = lens[lens_off + s];                                                               \
+    if (num_seqs <= 0 || i < q0 || i >= q1 || q1 - q0 > len ||                                        \
+        (long)len > (long)max_blocks * block_size) {                                                  \
+      if (h == 0) flag_error(err, ERR_BATCH);                                                         \
+      for (int d = 0; d < D; ++d) o[d] = 0.0f;                                                        \
+      return;                                                                                         \
+    }                                                                                                 \
+    const int pos = len - (q1 - q0) + (int)(i - q0);                                                  \
+    const int start = window > 0 ? max(0, pos - window + 1) : 0;                                      \
+    const int kvh = h / (num_heads / num_kv_heads);                                                   \
+    __global const int* table = bt + bt_off + (long)s * max_blocks;                                   \
+    __global const float* qr = q + q_off + i * q_stride + (long)h * D;                                \
+    const int D16 = D & ~15;                                                                          \
+    const ulong row_elems = (ulong)num_kv_heads * D;                                                  \
+    float acc[ATT_CPU_MAX_DIM];                                                                       \
+    for (int d = 0; d < D; ++d) acc[d] = 0.0f;                                                        \
+    float sc[ATT_CPU_TILE];                                                                           \
+    float m = -INFINITY, l = 0.0f;                                                                    \
+    ATT_CPU_PREFETCH_TILE(SUF, start)                                                                 \
+    for (int p0 = start; p0 <= pos; p0 += ATT_CPU_TILE) {                                             \
+      const int cnt = min(ATT_CPU_TILE, pos - p0 + 1);                                                \
+      if (p0 + ATT_CPU_TILE <= pos) ATT_CPU_PREFETCH_TILE(SUF, p0 + ATT_CPU_TILE)                     \
+      float tile_max = -INFINITY;                                                                     \
+      for (int t = 0; t < cnt; ++t) {                                                                 \
+        const int p = p0 + t;                                                                         \
+        const int blk = table[p / block_size];                                                        \
+        float v = -INFINITY;                                                                          \
+        if (blk < 0 || blk >= num_blocks) {                                                           \
+          flag_error(err, ERR_BLOCK_TABLE);                                                           \
+        } else {                                                                                      \
+          const ulong e = (ulong)blk * block_elems + (ulong)(p % block_size) * row_elems + (ulong)kvh * D; \
+          float16 a16 = (float16)(0.0f);                                                              \
+          for (int d = 0; d < D16; d += 16) a16 = fma(vload16(0, qr + d), ATT_CPU_LOAD16_##SUF(cache, e + d), a16); \
+          float dot = gemv_cpu_hsum(a16);                                                             \
+          for (int d = D16; d < D; ++d) dot += qr[d] * load_elem_i8(cache, dtype, e + d);             \
+          if (dtype == DT_I8) dot *= kv_scales[(ulong)blk * num_kv_heads + kvh];                      \
+          v = dot * scale;                                                                            \
+          if (cap > 0.0f) v = cap * tanh(v / cap);                                                    \
+        }                                                                                             \
+        sc[t] = v;                                                                                    \
+        tile_max = fmax(tile_max, v);                                                                 \
+      }                                                                                               \
+      const float new_m = fmax(m, tile_max);                                                          \
+      if (new_m == -INFINITY) continue;                                                               \
+      const float r = exp(m - new_m);                                                                 \
+      float wsum = 0.0f;                                                                              \
+      for (int t = 0; t < cnt; ++t) {                                                                 \
+        const float wt = sc[t] == -INFINITY ? 0.0f : exp(sc[t] - new_m);                              \
+        sc[t] = wt;                                                                                   \
+        wsum += wt;                                                                                   \
+      }                                                                                               \
+      l = l * r + wsum;                                                                               \
+      m = new_m;                                                                                      \
+      for (int d = 0; d < D; ++d) acc[d] *= r;                                                        \
+      for (int t = 0; t < cnt; ++t) {                                                                 \
+        float wv = sc[t];                                                                             \
+        if (wv == 0.0f) continue;                                                                     \
+        const int pt = p0 + t;                                                                        \
+        const int blk = table[pt / block_size];                                                       \
+        if (blk < 0 || blk >= num_blocks) continue;                                                   \
+        const ulong e = v_base + (ulong)blk * block_elems + (ulong)(pt % block_size) * row_elems + (ulong)kvh * D; \
+        if (dtype == DT_I8) wv *= kv_scales[v_scale_base + (ulong)blk * num_kv_heads + kvh];          \
+        for (int d = 0; d < D16; d += 16)                                                             \
+          vstore16(fma((float16)(wv), ATT_CPU_LOAD16_##SUF(cache, e + d), vload16(0, acc + d)), 0, acc + d); \
+        for (int d = D16; d < D; ++d) acc[d] += wv * load_elem_i8(cache, dtype, e + d);               \
+      }                                                                                               \
+    }                                                                                                 \
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;                                                     \
+    for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;                                                  \
+  }
+
+// Element i of an F32 / F16 / BF16 / I8 (unscaled) cache, as F32.
+inline float load_elem_i8(__global const void* p, int dtype, ulong i) {
+  if (dtype == DT_I8) return (float)((__global const char*)p)[i];
+  return load_elem(p, dtype, i);
+}
+
+ATT_CPU_KERNEL(f32)
+ATT_CPU_KERNEL(f16)
+ATT_CPU_KERNEL(bf16)
+ATT_CPU_KERNEL(i8)
+#endif  // STRATA_NO_CPU_KERNELS

@@ -48,3 +48,16 @@ inline void store_elem(__global void* p, int dtype, ulong i, float v) {
     ((__global float*)p)[i] = v;
   }
 }
+
+// Horizontal sums of 16 lanes (the CPU-shaped kernels: gemv_cpu.cl, attention.cl).
+inline float gemv_cpu_hsum(float16 v) {
+  const float8 h8 = v.lo + v.hi;
+  const float4 h4 = h8.lo + h8.hi;
+  return (h4.s0 + h4.s1) + (h4.s2 + h4.s3);
+}
+
+inline int gemv_cpu_hsum_i(int16 v) {
+  const int8 h8 = v.lo + v.hi;
+  const int4 h4 = h8.lo + h8.hi;
+  return (h4.s0 + h4.s1) + (h4.s2 + h4.s3);
+}

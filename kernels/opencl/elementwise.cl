@@ -72,3 +72,47 @@ __kernel void argmax_rows(__global const float* l, ulong l_off, long l_stride, l
   }
   if (lid == 0) out[o_off + r] = ri[0] == 0x7fffffff ? 0 : ri[0];
 }
+
+#ifndef STRATA_NO_CPU_KERNELS
+// argmax_rows for CPU devices (PoCL): one work-item per row, 16 lanes at a time (each lane
+// keeps its first largest number, or its first NaN while it has no number), then the lanes
+// and the tail by argmax_better. The same answer as argmax_rows.
+__kernel void argmax_rows_cpu(__global const float* l, ulong l_off, long l_stride, long cols,
+                              __global int* out, ulong o_off, long rows) {
+  const long r = get_global_id(0);
+  if (r >= rows) return;
+  __global const float* row = l + l_off + r * l_stride;
+  const long c16 = cols & ~15L;
+  float16 bv = (float16)(NAN);
+  int16 bi = (int16)(0x7fffffff);
+  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (long c = 0; c < c16; c += 16) {
+    const float16 v = vload16(0, row + c);
+    // argmax_better with every index of a lane larger than the lane's best so far: a number
+    // wins over NaN or a smaller number; a NaN only over the lane's initial NaN.
+    const int16 nan_v = isnan(v), nan_b = isnan(bv);
+    const int16 better = select(nan_b | isgreater(v, bv), nan_b & (bi == (int16)(0x7fffffff)), nan_v);
+    bv = select(bv, v, better);
+    bi = select(bi, lane + (int)c, better);
+  }
+  float vals[16];
+  int idx[16];
+  vstore16(bv, 0, vals);
+  vstore16(bi, 0, idx);
+  float best = NAN;
+  int besti = 0x7fffffff;
+  for (int j = 0; j < 16; ++j) {
+    if (idx[j] != 0x7fffffff && argmax_better(vals[j], idx[j], best, besti)) {
+      best = vals[j];
+      besti = idx[j];
+    }
+  }
+  for (long c = c16; c < cols; ++c) {
+    if (argmax_better(row[c], (int)c, best, besti)) {
+      best = row[c];
+      besti = (int)c;
+    }
+  }
+  out[o_off + r] = besti == 0x7fffffff ? 0 : besti;
+}
+#endif  // STRATA_NO_CPU_KERNELS

@@ -1,10 +1,7 @@
 // Dense matmul, out[n, rows] = x[n, cols] * W^T (+ bias), W row-major [rows, cols] in F32,
 // F16 or BF16 (one kernel per weight type, so the inner loops have no type switch).
 //
-// Three shapes of kernel:
-//  - matmul_rows_*: one work-item per output row for all (<= 8) tokens, each streaming
-//    its weight row once with 16-wide loads. CPU devices (PoCL): no barriers, and the
-//    16-wide loop maps onto the CPU's vector registers.
+// Two shapes of kernel (CPU devices run gemv_cpu.cl up to 8 tokens):
 //  - matmul_wg_*: one work-group per output row for all (<= 8) tokens, the work-items
 //    striding over the columns (coalesced on a GPU) and reducing in local memory.
 //  - matmul_tiled_*: 64x64 output tiles, 16x16 work-items with 4x4 outputs each, for
@@ -31,37 +28,6 @@ __kernel void broken_kernel(__global float* x) { x[0] = undefined_identifier; }
   as_float4(convert_uint4(vload4(0, (w) + (i))) << 16)
 
 #define STRATA_MATMUL_KERNELS(SUF, WT, LOAD, LOAD16)                                            \
-  __kernel void matmul_rows_##SUF(__global const float* x, ulong x_off, long x_stride,           \
-                                  __global const WT* w, long rows, long cols,                    \
-                                  __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale,                      \
-                                  __global float* out, ulong o_off, long o_stride, int n) {      \
-    const long r = get_global_id(0);                                                             \
-    if (r >= rows) return;                                                                       \
-    __global const WT* wr = w + r * cols;                                                        \
-    float16 acc16[MM_MAX_TOKENS];                                                                \
-    float acc[MM_MAX_TOKENS];                                                                    \
-    for (int t = 0; t < MM_MAX_TOKENS; ++t) {                                                    \
-      acc16[t] = (float16)(0.0f);                                                                \
-      acc[t] = 0.0f;                                                                             \
-    }                                                                                            \
-    const long c16 = cols & ~15L;                                                                \
-    for (long c = 0; c < c16; c += 16) {                                                         \
-      const float16 wv = LOAD16(wr, c);                                                          \
-      for (int t = 0; t < n; ++t) acc16[t] += wv * vload16(0, x + x_off + t * x_stride + c);     \
-    }                                                                                            \
-    for (long c = c16; c < cols; ++c) {                                                           \
-      const float wv = LOAD(wr, c);                                                              \
-      for (int t = 0; t < n; ++t) acc[t] += wv * x[x_off + t * x_stride + c];                    \
-    }                                                                                            \
-    const float b = has_bias ? bias[b_off + r] : 0.0f;                                           \
-    const float rs = has_rscale ? rscale[r] : 1.0f;                                                   \
-    for (int t = 0; t < n; ++t) {                                                                \
-      const float8 h8 = acc16[t].lo + acc16[t].hi;                                               \
-      const float4 h4 = h8.lo + h8.hi;                                                           \
-      out[o_off + t * o_stride + r] = (acc[t] + (h4.s0 + h4.s1) + (h4.s2 + h4.s3)) * rs + b;     \
-    }                                                                                            \
-  }                                                                                              \
-                                                                                                 \
   __kernel void matmul_wg_##SUF(__global const float* x, ulong x_off, long x_stride,             \
                                 __global const WT* w, long rows, long cols,                      \
                                 __global const float* bias, ulong b_off, int has_bias, __global const float* rscale, int has_rscale,                        \

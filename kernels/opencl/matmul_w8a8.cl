@@ -59,6 +59,7 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
   }
 }
 
+
 // The int32 dot product of n int8 values (a multiple of 4 apart from the tail).
 inline int dot_i8(__global const char* a, __global const char* b, long n) {
   int acc = 0;

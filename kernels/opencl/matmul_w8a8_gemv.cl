@@ -1,4 +1,6 @@
-// W8A8 GEMV for GPUs: 1-32 tokens (already quantized by quantize_act, matmul_w8a8.cl) times
+// W8A8 GEMV for GPUs: 1-32 tokens (already quantized by quantize_act, matmul_w8a8.cl, or by
+// rms_norm_quant / silu_mul_quant, fused_quant.cl: then add_counts adds their per-token
+// clamped / non-finite counts, act_cnt, to this weight's counters) times
 // int8 weights with one scale per row. Shape: gemv_reduce.cl. Each work-item reads 16-byte
 // chunks (int4) of R weight rows and of the NT tokens' int8 activations, R loads in flight
 // for the weights; every activation chunk it loads serves R rows from registers. Sums are
@@ -22,9 +24,16 @@
   __kernel __attribute__((reqd_work_group_size(STRATA_GEMV_WG, 1, 1))) void matmul_w8a8_gemv_##NT( \
       __global const char* q, __global const float* a_scale, long t0, int n, __global const char* w, \
       __global const float* ws, long rows, long cols, __global const float* bias, ulong b_off,   \
-      int has_bias, __global float* out, ulong o_off, long o_stride) {                           \
+      int has_bias, __global float* out, ulong o_off, long o_stride,                             \
+      __global const uint* act_cnt, int add_counts, __global uint* counters, int slot) {         \
     __local int red[GEMV_RED_ELEMS];                                                             \
     const int lid = get_local_id(0);                                                             \
+    if (add_counts && slot >= 0 && get_global_id(0) == 0) {                                      \
+      for (int t = 0; t < n; ++t) {                                                              \
+        if (act_cnt[2 * (t0 + t)] > 0) atomic_add(counters + slot, act_cnt[2 * (t0 + t)]);       \
+        if (act_cnt[2 * (t0 + t) + 1] > 0) atomic_add(counters + 1024 + slot, act_cnt[2 * (t0 + t) + 1]); \
+      }                                                                                          \
+    }                                                                                            \
     const long r0 = (long)get_group_id(0) * (R);                                                 \
     const long nch = cols >> 4;                                                                  \
     __global const int4* wq = (__global const int4*)w;                                           \

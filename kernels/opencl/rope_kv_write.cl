@@ -53,3 +53,79 @@ __kernel void kv_write(__global const float* k, ulong k_off, long k_stride,
   store_elem(cache, dtype, idx, k[k_off + i * k_stride + e]);
   store_elem(cache, dtype, v_base + idx, v[v_off + i * v_stride + e]);
 }
+
+#ifndef STRATA_NO_CPU_KERNELS
+// Both steps for CPU devices (PoCL) in one launch, one work-item per token: the rotation's
+// cosines and sines once per (token, pair) rather than once per head (the same values as
+// `rope`, computed the same way), every head of q and k rotated, then the token's K and V
+// rows stored when write_kv (F32 / F16 / BF16 caches; I8 caches run kv_write_i8 after).
+#define ROPE_CPU_MAX_HALF 256
+__kernel void rope_kv_write_cpu(__global float* q, ulong q_off, long q_stride,
+                                __global float* k, ulong k_off, long k_stride,
+                                __global const float* v, ulong v_off, long v_stride,
+                                int num_heads, int num_kv_heads, int head_dim, int half_dim, int style,
+                                float factor, __global const float* inv_freq, ulong if_off,
+                                __global const int* positions, ulong pos_off,
+                                int write_kv, __global void* cache, int dtype, ulong v_base, ulong block_elems,
+                                int block_size, long num_slots,
+                                __global const int* slots, ulong slots_off, __global volatile int* err, long n) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  const int D = head_dim;
+  if (style != 0) {
+    float cs[ROPE_CPU_MAX_HALF], sn[ROPE_CPU_MAX_HALF];
+    const int pos = positions[pos_off + i];
+    for (int f = 0; f < half_dim; ++f) {
+#ifdef STRATA_HAS_FP64
+      const double a = (double)pos * (double)inv_freq[if_off + f];
+      cs[f] = (float)(cos(a) * (double)factor);
+      sn[f] = (float)(sin(a) * (double)factor);
+#else
+      const float a = (float)pos * inv_freq[if_off + f];
+      cs[f] = cos(a) * factor;
+      sn[f] = sin(a) * factor;
+#endif
+    }
+    for (int h = 0; h < num_heads + num_kv_heads; ++h) {
+      __global float* base = h < num_heads ? q + q_off + i * q_stride + (long)h * D
+                                           : k + k_off + i * k_stride + (long)(h - num_heads) * D;
+      if (style == 1) {  // STRATA_ROPE_INTERLEAVED
+        for (int f = 0; f < half_dim; ++f) {
+          const float x0 = base[2 * f], x1 = base[2 * f + 1];
+          base[2 * f] = x0 * cs[f] - x1 * sn[f];
+          base[2 * f + 1] = x1 * cs[f] + x0 * sn[f];
+        }
+      } else {
+        for (int f = 0; f < half_dim; ++f) {
+          const float x0 = base[f], x1 = base[f + half_dim];
+          base[f] = x0 * cs[f] - x1 * sn[f];
+          base[f + half_dim] = x1 * cs[f] + x0 * sn[f];
+        }
+      }
+    }
+  }
+  if (!write_kv) return;
+  const int slot = slots[slots_off + i];
+  if (slot < 0) return;
+  if (slot >= num_slots) {
+    flag_error(err, ERR_SLOT);
+    return;
+  }
+  const int row_elems = num_kv_heads * D;
+  const ulong idx = (ulong)(slot / block_size) * block_elems + (ulong)(slot % block_size) * row_elems;
+  __global const float* kr = k + k_off + i * k_stride;
+  __global const float* vr = v + v_off + i * v_stride;
+  if (dtype == DT_F32) {
+    __global float* c = (__global float*)cache;
+    for (int e = 0; e < row_elems; ++e) {
+      c[idx + e] = kr[e];
+      c[v_base + idx + e] = vr[e];
+    }
+  } else {
+    for (int e = 0; e < row_elems; ++e) {
+      store_elem(cache, dtype, idx + e, kr[e]);
+      store_elem(cache, dtype, v_base + idx + e, vr[e]);
+    }
+  }
+}
+#endif  // STRATA_NO_CPU_KERNELS

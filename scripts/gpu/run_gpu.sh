@@ -17,6 +17,9 @@
 #   clocks     SM clock, power draw and throttle reasons during a 128-sequence run
 #   oclfinal   the OpenCL int8 kernels on NVIDIA's OpenCL, short (150 s): conformance, model checks,
 #              the three W8A8 figures, all in ocl_final.txt
+#   oclprof    the OpenCL W8A8 decode step (1 and 32 sequences, Llama-3-8B shape) on NVIDIA's OpenCL
+#              with STRATA_OPENCL_PROFILE=1: device time per kernel and the gaps between kernels;
+#              then fuse_quant=on (test, model checks, decode A/B) (about 120 s, ocl_prof.txt)
 #   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
 #              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
@@ -251,6 +254,43 @@ phase_oclfinal() {
     stamp "oclfinal done"
   } > "$F" 2>&1
   tail -30 "$F"
+}
+
+# Where the OpenCL step's time goes on NVIDIA's OpenCL (issue 29 follow-up, about 120 s, one
+# file $OUT/ocl_prof.txt): the Llama-3-8B-shape W8A8 decode step at 1 and 32 sequences with
+# STRATA_OPENCL_PROFILE=1 (backends/opencl/profile.h): per kernel the launches and device time,
+# and the time the device sat between kernels, per step (the median window) and in total.
+# Then the fused activation quantization on the GPU (device option fuse_quant=on, off by
+# default there: rms_norm / silu_mul write the int8 rows the next W8A8 GEMV reads, 3 launches
+# fewer per layer): its test and the model checks on opencl:0 with it, and the batch-1 /
+# 32-sequence steps without and with it, alternating.
+phase_oclprof() {
+  local F="$OUT/ocl_prof.txt"
+  {
+    opencl_icd_setup
+    export XDG_CACHE_HOME="/tmp/strata-ocl-cache"
+    local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+    stamp "profiled W8A8 decode step, 1 sequence"
+    STRATA_OPENCL_VERBOSE=1 STRATA_OPENCL_PROFILE=1 timeout 30 $B --mode decode --batch 1 --context 128 --reps 10 \
+      || echo "rc=$? (124: timed out)"
+    stamp "profiled W8A8 decode step, 32 sequences"
+    STRATA_OPENCL_PROFILE=1 timeout 30 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
+    stamp "fuse_quant=on: its test and the model checks on opencl:0"
+    STRATA_REQUIRE_BACKENDS=opencl timeout 60 "$BUILD/bin/opencl_backend_test" --gtest_color=no \
+      --gtest_filter='*Fused*' 2>&1 | grep -E "FAILED|PASSED|OK \]|Failure|Which is" | head -12
+    STRATA_TEST_DEVICE_OPTIONS="fuse_quant=on" STRATA_REQUIRE_BACKENDS=opencl timeout 30 \
+      "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 | grep -E "FAILED|PASSED|Failure" | head -12
+    stamp "W8A8 decode steps without / with fuse_quant=on, alternating"
+    for r in 1 2; do
+      for o in "" "fuse_quant=on"; do
+        timeout 20 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 || echo "rc=$? (124: timed out)"
+      done
+    done
+    STRATA_OPENCL_PROFILE=1 timeout 30 $B --options "fuse_quant=on" --mode decode --batch 1 --context 128 --reps 10 \
+      || echo "rc=$? (124: timed out)"
+    stamp "oclprof done"
+  } > "$F" 2>&1
+  tail -60 "$F"
 }
 
 phase_opencl() {

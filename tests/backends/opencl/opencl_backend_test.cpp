@@ -5,6 +5,7 @@
 // visibly without an OpenCL device (fails with STRATA_REQUIRE_BACKENDS=opencl).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -227,6 +228,124 @@ TEST_F(OpenClBackendTest, GemvShapeOptionsAreCheckedAndOddShapesAreExact) {
   api_->weight_free(dev, wt);
   api_->device_close(dev);
 }
+
+// On CPU devices (and on GPUs with fuse_quant=on) rms_norm and silu_mul quantize the rows they
+// write when a W8A8 weight is about, and the next W8A8 product of exactly those rows uses that
+// quantization instead of its own (act_pending, backends/opencl/objects.h). Checked here: the product equals the one
+// made after an op that discards the fused quantization, bit for bit; a write into the rows
+// between the two (upload) is seen; each product counts the non-finite activations into its
+// own weight's counter slot. On other devices the same calls check the unfused path.
+class FusedQuantTest : public OpenClBackendTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(FusedQuantTest, FusedActivationQuantizationIsExactAndNeverStale) {
+  strata_device_options o{};
+  o.struct_size = sizeof(o);
+  o.options = GetParam()[0] != '\0' ? GetParam() : nullptr;
+  strata_device dev = nullptr;
+  ASSERT_EQ(api_->device_open(0, &o, &dev), STRATA_OK) << api_->last_error();
+  const int64_t rows = 37, cols = 96, n = 3;
+  auto make_weight = [&](int32_t slot, int seed) {
+    std::vector<int8_t> w(rows * cols);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37 + seed) % 255) - 127);
+    const std::vector<float> scales(rows, 0.5f);
+    strata_weight_desc d{};
+    d.struct_size = sizeof(d);
+    d.format = STRATA_WEIGHT_W8A8;
+    d.dtype = STRATA_DTYPE_I8;
+    d.rows = rows;
+    d.cols = cols;
+    d.data = w.data();
+    d.scales = scales.data();
+    d.scales_dtype = STRATA_DTYPE_F32;
+    d.counter_slot = slot;
+    strata_weight wt = nullptr;
+    EXPECT_EQ(api_->weight_create(dev, &d, &wt), STRATA_OK) << api_->last_error();
+    return std::make_pair(wt, w);
+  };
+  const auto [w5, q5] = make_weight(5, 0);
+  const auto [w6, q6] = make_weight(6, 11);
+  auto buffer = [&](int64_t r, int64_t c, const std::vector<float>* init) {
+    strata_buffer b = nullptr;
+    EXPECT_EQ(api_->buffer_alloc(dev, r * c * 4, &b), STRATA_OK);
+    if (init != nullptr) EXPECT_EQ(api_->upload(dev, b, 0, init->data(), init->size() * 4), STRATA_OK);
+    return strata_tensor{b, 0, STRATA_DTYPE_F32, 2, {r, c}, 0};
+  };
+  // Nothing but the product runs between a producer and the product (any other op, even a
+  // buffer_alloc, discards the fused quantization), so the output buffer is made up front.
+  const strata_tensor y = buffer(n, rows, nullptr);
+  auto product = [&](const strata_tensor& x, strata_weight w) {
+    EXPECT_EQ(api_->matmul(dev, &x, w, nullptr, &y), STRATA_OK) << api_->last_error();
+    std::vector<float> out(n * rows);
+    EXPECT_EQ(api_->download(dev, out.data(), y.buffer, 0, out.size() * 4), STRATA_OK);
+    return out;
+  };
+  std::vector<float> xs(n * cols), ones(cols, 1.0f), gate(n * cols), up(n * cols), zeros(n * cols, 0.0f);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(static_cast<int>((i * 7919) % 201) - 100) / 37.0f;
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = xs[(i * 13) % xs.size()];
+  for (size_t i = 0; i < up.size(); ++i) up[i] = 1.0f + static_cast<float>(i % 5);
+  gate[cols + 3] = INFINITY;  // silu(inf) * up = inf: one non-finite activation, in token 1
+  strata_tensor x = buffer(n, cols, &xs), norm_w = buffer(1, cols, &ones), xn = buffer(n, cols, nullptr);
+  strata_tensor g = buffer(n, cols, &gate), u = buffer(n, cols, &up), act = buffer(n, cols, nullptr);
+  strata_tensor zero = buffer(n, cols, &zeros);
+
+  // rms_norm -> product, against rms_norm -> add(xn, 0) -> product (the add discards it).
+  ASSERT_EQ(api_->rms_norm(dev, &x, nullptr, &norm_w, 1e-5f, &xn), STRATA_OK) << api_->last_error();
+  const std::vector<float> fused = product(xn, w5);
+  ASSERT_EQ(api_->rms_norm(dev, &x, nullptr, &norm_w, 1e-5f, &xn), STRATA_OK);
+  ASSERT_EQ(api_->add(dev, &xn, &zero, &xn), STRATA_OK) << api_->last_error();
+  EXPECT_EQ(product(xn, w5), fused);
+
+  // A write into the rows after rms_norm is what the product sees: integer rows with a 127
+  // in each (activation scale 1, so the product is an exact integer sum).
+  std::vector<float> ints(n * cols);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t c = 0; c < cols; ++c) ints[t * cols + c] = static_cast<float>(((t * 31 + c * 17) % 255) - 127);
+    ints[t * cols + (t % cols)] = 127.0f;
+  }
+  ASSERT_EQ(api_->rms_norm(dev, &x, nullptr, &norm_w, 1e-5f, &xn), STRATA_OK);
+  ASSERT_EQ(api_->upload(dev, xn.buffer, 0, ints.data(), ints.size() * 4), STRATA_OK);
+  const std::vector<float> yi = product(xn, w5);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += static_cast<int64_t>(ints[t * cols + c]) * q5[r * cols + c];
+      ASSERT_EQ(yi[t * rows + r], 0.5f * static_cast<float>(sum)) << "token " << t << " row " << r;
+    }
+  }
+
+  // silu_mul -> two products (slots 5 and 6, the second reusing the quantization too),
+  // against silu_mul -> add -> product; each product counts the one non-finite activation in
+  // its own slot.
+  std::vector<uint64_t> before(8), after(8);
+  ASSERT_EQ(api_->quant_counters(dev, 8, nullptr, before.data(), nullptr), STRATA_OK) << api_->last_error();
+  const strata_tensor y6 = buffer(n, rows, nullptr);
+  ASSERT_EQ(api_->silu_mul(dev, &g, &u, &act), STRATA_OK) << api_->last_error();
+  ASSERT_EQ(api_->matmul(dev, &act, w5, nullptr, &y), STRATA_OK) << api_->last_error();
+  ASSERT_EQ(api_->matmul(dev, &act, w6, nullptr, &y6), STRATA_OK) << api_->last_error();
+  std::vector<float> fused5(n * rows), fused6(n * rows);
+  ASSERT_EQ(api_->download(dev, fused5.data(), y.buffer, 0, fused5.size() * 4), STRATA_OK);
+  ASSERT_EQ(api_->download(dev, fused6.data(), y6.buffer, 0, fused6.size() * 4), STRATA_OK);
+  ASSERT_EQ(api_->quant_counters(dev, 8, nullptr, after.data(), nullptr), STRATA_OK);
+  EXPECT_EQ(after[5] - before[5], 1u);
+  EXPECT_EQ(after[6] - before[6], 1u);
+  ASSERT_EQ(api_->silu_mul(dev, &g, &u, &act), STRATA_OK);
+  ASSERT_EQ(api_->add(dev, &act, &zero, &act), STRATA_OK);
+  EXPECT_EQ(product(act, w5), fused5);
+  EXPECT_EQ(product(act, w6), fused6);
+  for (const strata_tensor* t : std::initializer_list<const strata_tensor*>{&x, &norm_w, &xn, &g, &u, &act, &zero, &y, &y6}) {
+    api_->buffer_free(dev, t->buffer);
+  }
+  api_->weight_free(dev, w5);
+  api_->weight_free(dev, w6);
+  api_->device_close(dev);
+}
+
+// The device's own kernels (the CPU-shaped ones on PoCL, fused by default there), and the
+// GPU-shaped ones with the fusion asked for (fuse_quant=on; on a GPU the default is off).
+INSTANTIATE_TEST_SUITE_P(Kernels, FusedQuantTest, ::testing::Values("", "kernels=gpu;fuse_quant=on"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.index == 0 ? "default" : "gpu_kernels_fused");
+                         });
 
 TEST_F(OpenClBackendTest, OutOfMemoryNamesTheDevice) {
   strata_device_options o{};
