@@ -66,6 +66,9 @@
 #              with F32 activations
 #   quantppl   stories260K quantized (8 methods) with CUDA and CPU calibration: files compared,
 #              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
+#   cuda_quant the activation quantization kernels (issue 28; CUDA_QUANT_BUDGET s, default 240):
+#              tests, SASS counts, ncu, profiled products, 4,096-token prefill and 128 sequences
+#              W8A8, each beside STRATA_CUDA_QUANT_PROLOGUE=v1 (cuda-quant_*.txt)
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -665,6 +668,77 @@ phase_w8a8_prefill() {
     --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192
   grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-prefill_serving128_w8a8.txt"
   stamp "w8a8_prefill: $(( SECONDS - t_start ))s"
+}
+
+# Issue 28, the activation quantization kernels (helper cuda-quant; kernels/cuda/quant_prologue.cu's
+# QuantPrologueRegKernel, the prologue + per-token quantization before each 8-bit product;
+# CUDA_QUANT_BUDGET seconds, default 240; a step starts only with 10 s left and is cut at the
+# budget; results in $OUT/cuda-quant_*.txt). In order: the 8-bit cuda_quant_test cases (fused
+# prologue vs the float64 composed reference at 4,096 and 14,336 columns up to 4,096 tokens,
+# W8A8 / FP8 products, counters); the kernels' SASS instruction counts (this build's kernel
+# and the previous one, kept as QuantPrologueRegKernelV1 behind STRATA_CUDA_QUANT_PROLOGUE=v1);
+# ncu speed of light + duration + instructions executed of layer 0's four quantizations at
+# 128 and 4,096 tokens (new, then v1); quant_matmul_bench profiled (the quantize lines) new
+# and v1; the 4,096-token W8A8 prefill and 128 sequences W8A8 end to end (new, then v1).
+phase_cuda_quant() {
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" NCU=/usr/local/cuda/bin/ncu
+  local P="--prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096"
+  local t_start=$SECONDS budget=${CUDA_QUANT_BUDGET:-240}
+  local M=("$BUILD/bin/quant_matmul_bench" --ops layer)
+  local keep='quantize activations|quantized|^\{|total_ms|quant_matmul_bench:'
+  cq() {  # cq NAME LIMIT CMD...: CMD's stdout and stderr into cuda-quant_NAME.txt, within the budget
+    local name=$1 limit=$2 left
+    shift 2
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < 10 )); then stamp "skipped $name: the phase's ${budget}s"; return 1; fi
+    (( limit > left )) && limit=$left
+    stamp "$name (limit ${limit}s)"
+    timeout "$limit" "$@" > "$OUT/cuda-quant_$name.txt" 2>&1
+    echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-quant_$name.txt"
+  }
+  cq test 100 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.FusedPrologue*:CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.Counters*:CudaQuant.MatmulEx*:CudaQuant.EightBitGemmsMatchReference'
+  grep -E "FAILED|PASSED|Failure|worst error.*n=(1 |4096)" "$OUT/cuda-quant_test.txt" | head -30
+  tail -1 "$OUT/cuda-quant_test.txt"
+  cq conformance 30 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='Backends/Int8Test.*/cuda'
+  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-quant_conformance.txt" | head -8; tail -1 "$OUT/cuda-quant_conformance.txt"
+  # SASS per instantiation of the row-in-registers kernels (BF16 rows; static counts: every
+  # path, the exact per-element fallback included).
+  local obj; obj=$(find "$BUILD" -name 'quant_prologue.cu.o' | head -1)
+  if [ -n "$obj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
+    /usr/local/cuda/bin/cuobjdump -sass "$obj" | awk '
+      /Function :/ {f=$3; next}
+      /^ *\/\*[0-9a-f]+\*\/ / && f ~ /QuantPrologueReg/ {n[f]++; if ($0 ~ /MUFU/) m[f]++; if ($0 ~ /CALL/) c[f]++}
+      END {for (k in n) print k, "sass=" n[k], "mufu=" m[k]+0, "call=" c[k]+0}' | c++filt | \
+      sed 's/.*QuantPrologueRegKernel/RegKernel/; s/(strata::cuda::QuantActArgs)//' | sort > "$OUT/cuda-quant_sass.txt"
+    grep -E "bfloat16, [012], (128, 4|256, 4|448, 4|1024, 1|1024, 2|256, 8|512, 8)" "$OUT/cuda-quant_sass.txt"
+  else
+    stamp "no cuobjdump or no quant_prologue.cu.o"
+  fi
+  local v sfx tk
+  for v in new v1; do  # this build's kernel, then the previous one (STRATA_CUDA_QUANT_PROLOGUE=v1)
+    sfx=; [ "$v" = v1 ] && sfx=_v1
+    if [ -x "$NCU" ]; then
+      for tk in 1 128 4096; do
+        STRATA_CUDA_QUANT_PROLOGUE=$v cq "ncu_${tk}${sfx}" 30 "$NCU" --kernel-name regex:QuantPrologueReg --launch-count 4 \
+          --section SpeedOfLight --section Occupancy --metrics smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+          "${M[@]}" --formats w8a8 --tokens $tk --reps 1 && \
+          grep -E "QuantPrologueReg|Duration|DRAM Throughput|Compute \(SM\)|inst_executed|warps_active|Achieved Occupancy|Registers Per|==ERROR==" \
+            "$OUT/cuda-quant_ncu_${tk}${sfx}.txt" | sed 's/(QuantActArgs).*//' | head -40
+      done
+    else
+      stamp "no ncu at $NCU"
+    fi
+    STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cq "bench${sfx}" 40 "${M[@]}" --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
+      grep -E "$keep" "$OUT/cuda-quant_bench${sfx}.txt" | grep -E "quantize|^\{|total_ms" | head -40
+    STRATA_CUDA_QUANT_PROLOGUE=$v cq "e2e_w8a8${sfx}" 50 $S --synthetic-dtype w8a8 $P -r 3 && \
+      { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; }
+    STRATA_CUDA_QUANT_PROLOGUE=$v cq "serving128_w8a8${sfx}" 45 $S --synthetic-dtype w8a8 --num-requests 128 \
+      --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 \
+      --max-batched-tokens 8192 && \
+      { grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; }
+  done
+  stamp "cuda_quant: $(( SECONDS - t_start ))s"
 }
 
 phase_kv8() {
