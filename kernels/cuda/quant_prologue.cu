@@ -198,6 +198,17 @@ __device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// silu(g) = g / (1 + e^-g) with the approximate exp2 and reciprocal, flushing denormals (one
+// MUFU each, no subnormal fix-ups): within 2 ulp of the division, and rounded to the activation
+// type after the product with up anyway. Where 1 + e^-g > 2^126 (g < -87) the result is -0,
+// not a |value| under 1e-36; g = -Inf gives NaN as the division does.
+__device__ __forceinline__ float FastSilu(float g) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return g * r;
+}
+
 // Sum or max over a block of `warps` warps (two warp-level steps, one barrier): every thread
 // gets it. Each reduction needs its own `red` (kMaxT / 32 floats): it is not reused.
 __device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, float* red, int warps) {
@@ -218,11 +229,12 @@ __device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, floa
 // pass (the factors are a small array that stays in L1), bit for bit the same.
 //
 // Per element it does as little as it can (the kernel is bound by instructions, not HBM,
-// at 4,096 tokens): SiLU's division is __fdividef (the result is rounded to X anyway);
+// at 4,096 tokens): SiLU is FastSilu (no division; the result is rounded to X anyway);
 // without SmoothQuant factors the max |v| is a running integer max of the values' bits
 // (BF16: two a 32-bit word), which also says whether the thread holds any non-finite value;
-// and q = v * (1 / scale), the reciprocal taken once per row. A thread that holds a NaN or
-// Inf, or a row whose 1 / scale overflows, takes the exact per-element form of
+// q = v * (1 / scale), the reciprocal taken once per row; and where the thread's own max
+// cannot clamp (always, with a dynamic scale) no clamp or count per element. A thread that
+// holds a NaN or Inf, or a row whose 1 / scale overflows, takes the exact per-element form of
 // quant_activations.cu instead (v / scale, NaN -> 0, Inf -> +-qmax counted).
 template <typename X, int kPro, int kMaxT, int kVpt, int kMinBlocks>
 __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(QuantActArgs a) {
@@ -303,8 +315,8 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
             v0 = v0 * inv * nw.v[e];
             v1 = v1 * inv * nw.v[e + 1];
           } else {
-            v0 = __fdividef(v0, 1.0f + __expf(-v0)) * ToF32(ue[i].v[e]);
-            v1 = __fdividef(v1, 1.0f + __expf(-v1)) * ToF32(ue[i].v[e + 1]);
+            v0 = FastSilu(v0) * ToF32(ue[i].v[e]);
+            v1 = FastSilu(v1) * ToF32(ue[i].v[e + 1]);
           }
           if constexpr (kBf16) {
             const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);  // both rounded to nearest even
@@ -364,6 +376,7 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
     }
   }
   if (nonfinite != 0) atomicAdd(&s_nonfinite, nonfinite);
+  const float tmax = amax;  // the thread's own max |v| (of its finite values)
   amax = BlockReduceOnce(amax, true, s_red[1], warps);
   const float scale = a.static_scale ? a.act_scale : amax / qmax;
   // scale 0 (a row of zeros, or no finite value) or not a number: q = 0 for finite v, as v / scale
@@ -375,6 +388,10 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
   // the division of quant_activations.cu counts such a row's max as saturated 8% of the time);
   // the E4M3 conversion saturates it to 448 either way. INT8 rounds it back to 127.
   const float fp8_sat = a.static_scale ? 448.0f : 448.0f * (1.0f + 0x1p-20f);
+  // Whether any of the thread's values can clamp: rounding is monotonic, so |v| <= tmax gives
+  // |v * rscale| <= tmax * rscale, and under 127.5 nothing rounds past 127 (FP8: nothing counts).
+  // Always false with a dynamic scale (tmax <= max |v| of the row): no clamp, no count per element.
+  const bool clamps = !(tmax * rscale < (int8 ? 127.5f : fp8_sat));
 
   unsigned sat = 0;
   uint8_t* qr = static_cast<uint8_t*>(a.q) + t * a.ldq;
@@ -382,16 +399,37 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
   for (int i = 0; i < kVpt; ++i) {
     const int j = static_cast<int>(threadIdx.x) + i * kT;
     if (j < nv) {
-      Vec<V, float> sm;
-      if (smoothed) sm = LoadF32<V>(a.smooth, j);
+      // The values to quantize (v / smooth: one uniform branch a vector, not one an element).
+      Vec<V, float> f;
+#pragma unroll
+      for (int e = 0; e < V; ++e) f.v[e] = ToF32(xe[i].v[e]);
+      if (smoothed) {
+        const Vec<V, float> sm = LoadF32<V>(a.smooth, j);
+#pragma unroll
+        for (int e = 0; e < V; ++e) f.v[e] = f.v[e] / sm.v[e];
+      }
       Vec<V, uint8_t> b;
-      if (fast) {
+      if (fast && !clamps) {
+        if (int8) {
+          // |v * rscale| < 127.5: fma(v, rscale, 1.5 * 2^23) lands in [2^23, 2^24), where floats are
+          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v * rscale) (one rounding of
+          // the exact product) and its low byte is q in two's complement: one FFMA, no F2I.
+#pragma unroll
+          for (int e = 0; e < V; ++e) b.v[e] = static_cast<uint8_t>(__float_as_uint(fmaf(f.v[e], rscale, 12582912.0f)));
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; e += 2) {
+            const __nv_fp8x2_storage_t p =
+                __nv_cvt_float2_to_fp8x2(make_float2(f.v[e] * rscale, f.v[e + 1] * rscale), __NV_SATFINITE, __NV_E4M3);
+            b.v[e] = static_cast<uint8_t>(p & 0xff);
+            b.v[e + 1] = static_cast<uint8_t>(p >> 8);
+          }
+        }
+      } else if (fast) {
         if (int8) {
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            float v = ToF32(xe[i].v[e]);
-            if (smoothed) v = v / sm.v[e];
-            int q = __float2int_rn(v * rscale);  // round to nearest even
+            int q = __float2int_rn(f.v[e] * rscale);  // round to nearest even
             sat += static_cast<unsigned>(q) + 127u > 254u;  // |q| > 127 (also INT_MAX / INT_MIN: overflow)
             q = min(max(q, -127), 127);
             b.v[e] = static_cast<uint8_t>(static_cast<int8_t>(q));
@@ -399,13 +437,7 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
         } else {
 #pragma unroll
           for (int e = 0; e < V; e += 2) {
-            float v0 = ToF32(xe[i].v[e]), v1 = ToF32(xe[i].v[e + 1]);
-            if (smoothed) {
-              v0 = v0 / sm.v[e];
-              v1 = v1 / sm.v[e + 1];
-            }
-            v0 *= rscale;
-            v1 *= rscale;
+            const float v0 = f.v[e] * rscale, v1 = f.v[e + 1] * rscale;
             sat += (fabsf(v0) > fp8_sat) + (fabsf(v1) > fp8_sat);
             // E4M3 pair, rounded to nearest even, |v| > 448 saturated to +-448 (the clamp)
             const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
@@ -415,11 +447,7 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
         }
       } else {
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          float v = ToF32(xe[i].v[e]);
-          if (smoothed) v = v / sm.v[e];
-          b.v[e] = QuantByte(QuantValue(v, scale, qmax, int8, &sat), int8);
-        }
+        for (int e = 0; e < V; ++e) b.v[e] = QuantByte(QuantValue(f.v[e], scale, qmax, int8, &sat), int8);
       }
       *reinterpret_cast<Vec<V, uint8_t>*>(qr + static_cast<int64_t>(j) * V) = b;
     }
