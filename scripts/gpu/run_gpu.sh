@@ -677,9 +677,10 @@ phase_w8a8_prefill() {
 # prologue vs the float64 composed reference at 4,096 and 14,336 columns up to 4,096 tokens,
 # W8A8 / FP8 products, counters); the kernels' SASS instruction counts (this build's kernel
 # and the previous one, kept as QuantPrologueRegKernelV1 behind STRATA_CUDA_QUANT_PROLOGUE=v1);
-# ncu speed of light + duration + instructions executed of layer 0's four quantizations at
-# 128 and 4,096 tokens (new, then v1); quant_matmul_bench profiled (the quantize lines) new
-# and v1; the 4,096-token W8A8 prefill and 128 sequences W8A8 end to end (new, then v1).
+# then for this build's kernel and (budget permitting) v1: ncu speed of light + duration +
+# instructions executed of layer 0's four quantizations at 128 and 4,096 tokens, the 4,096-token
+# W8A8 prefill and 128 sequences W8A8 end to end, quant_matmul_bench profiled (the quantize
+# lines), ncu at 1 token, (new only) W8A8 batch-1 decode.
 phase_cuda_quant() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" NCU=/usr/local/cuda/bin/ncu
   local P="--prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096"
@@ -715,29 +716,35 @@ phase_cuda_quant() {
   else
     stamp "no cuobjdump or no quant_prologue.cu.o"
   fi
-  local v sfx tk
-  for v in new v1; do  # this build's kernel, then the previous one (STRATA_CUDA_QUANT_PROLOGUE=v1)
+  local v sfx
+  cq_ncu() {  # cq_ncu TOKENS SUFFIX: layer 0's four quantize kernels at TOKENS under ncu
+    [ -x "$NCU" ] || { stamp "no ncu at $NCU"; return; }
+    cq "ncu_$1$2" 30 "$NCU" --kernel-name regex:QuantPrologueReg --launch-count 4 \
+      --section SpeedOfLight --section Occupancy --metrics smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+      "${M[@]}" --formats w8a8 --tokens "$1" --reps 1 && \
+      grep -E "QuantPrologueReg|Duration|DRAM Throughput|Compute \(SM\)|inst_executed|warps_active|Achieved Occupancy|Registers Per|==ERROR==" \
+        "$OUT/cuda-quant_ncu_$1$2.txt" | sed 's/(QuantActArgs).*//' | head -40
+  }
+  # This build's kernel first (what the default budget covers), then the previous one
+  # (STRATA_CUDA_QUANT_PROLOGUE=v1; a budget of ~480 s reaches it).
+  for v in new v1; do
     sfx=; [ "$v" = v1 ] && sfx=_v1
-    if [ -x "$NCU" ]; then
-      for tk in 1 128 4096; do
-        STRATA_CUDA_QUANT_PROLOGUE=$v cq "ncu_${tk}${sfx}" 30 "$NCU" --kernel-name regex:QuantPrologueReg --launch-count 4 \
-          --section SpeedOfLight --section Occupancy --metrics smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-          "${M[@]}" --formats w8a8 --tokens $tk --reps 1 && \
-          grep -E "QuantPrologueReg|Duration|DRAM Throughput|Compute \(SM\)|inst_executed|warps_active|Achieved Occupancy|Registers Per|==ERROR==" \
-            "$OUT/cuda-quant_ncu_${tk}${sfx}.txt" | sed 's/(QuantActArgs).*//' | head -40
-      done
-    else
-      stamp "no ncu at $NCU"
-    fi
-    STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cq "bench${sfx}" 40 "${M[@]}" --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
-      grep -E "$keep" "$OUT/cuda-quant_bench${sfx}.txt" | grep -E "quantize|^\{|total_ms" | head -40
-    STRATA_CUDA_QUANT_PROLOGUE=$v cq "e2e_w8a8${sfx}" 50 $S --synthetic-dtype w8a8 $P -r 3 && \
+    export STRATA_CUDA_QUANT_PROLOGUE=$v
+    cq_ncu 128 "$sfx"
+    cq_ncu 4096 "$sfx"
+    cq "e2e_w8a8${sfx}" 50 $S --synthetic-dtype w8a8 $P -r 3 && \
       { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; }
-    STRATA_CUDA_QUANT_PROLOGUE=$v cq "serving128_w8a8${sfx}" 45 $S --synthetic-dtype w8a8 --num-requests 128 \
+    cq "serving128_w8a8${sfx}" 45 $S --synthetic-dtype w8a8 --num-requests 128 \
       --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 \
       --max-batched-tokens 8192 && \
       { grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; }
+    STRATA_CUDA_PROFILE=1 cq "bench${sfx}" 50 "${M[@]}" --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
+      grep -E "$keep" "$OUT/cuda-quant_bench${sfx}.txt" | grep -E "quantize|^\{|total_ms" | head -40
+    cq_ncu 1 "$sfx"  # batch-1 decode: the kernel's own time (the eager profile adds host launch gaps)
+    [ "$v" = new ] && cq decode1_w8a8 45 $S --synthetic-dtype w8a8 --prompt-tokens 128 --gen-tokens 128 -r 1 && \
+      { grep -oE '"decode_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_decode1_w8a8.txt"; tail -1 "$OUT/cuda-quant_decode1_w8a8.txt"; }
   done
+  unset STRATA_CUDA_QUANT_PROLOGUE
   stamp "cuda_quant: $(( SECONDS - t_start ))s"
 }
 
