@@ -18,8 +18,10 @@
 //     per block left 3 blocks an SM, each issuing its loads a few at a time).
 //     The per-element work (no division on the common path) and the thread x vector split by
 //     row count (few rows: up to 1,024 threads a row for latency; many: several blocks an SM)
-//     are at QuantPrologueRegKernel and WithRegKernelOf; STRATA_CUDA_QUANT_PROLOGUE=v1 selects
-//     the previous form (QuantPrologueRegKernelV1) for A/B on the device.
+//     are at QuantPrologueRegKernel and WithRegKernelOf. NOT the default yet: it runs only with
+//     STRATA_CUDA_QUANT_PROLOGUE=v2 (its first device run, 2026-12-03, failed
+//     FusedPrologueQuantizationMatchesComposedReference in two cases, cause not found without
+//     a device: see docs/benchmarks.md); the default is the previous form, QuantPrologueRegKernelV1.
 //   - RowInShared (anything else: unaligned rows, odd widths): the row as F32 in shared memory.
 #include <cuda_fp8.h>
 
@@ -340,11 +342,12 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
           }
         }
       } else if constexpr (kBf16) {
-        const uint4 w = *reinterpret_cast<const uint4*>(&xe[i]);
-        mbits = MaxU16x2(mbits, w.x & 0x7fff7fffu);
-        mbits = MaxU16x2(mbits, w.y & 0x7fff7fffu);
-        mbits = MaxU16x2(mbits, w.z & 0x7fff7fffu);
-        mbits = MaxU16x2(mbits, w.w & 0x7fff7fffu);
+#pragma unroll
+        for (int e = 0; e < V; e += 2) {  // the pair's bits as one word (no type punning)
+          const uint32_t w = static_cast<uint32_t>(__bfloat16_as_ushort(xe[i].v[e])) |
+                             (static_cast<uint32_t>(__bfloat16_as_ushort(xe[i].v[e + 1])) << 16);
+          mbits = MaxU16x2(mbits, w & 0x7fff7fffu);
+        }
       } else {
 #pragma unroll
         for (int e = 0; e < V; ++e) mbits = max(mbits, AbsBits(ToF32(xe[i].v[e])));
@@ -505,9 +508,9 @@ bool WithRegKernel(int32_t prologue, int64_t n, int64_t nv, F&& f) {
   return false;
 }
 
-// ---- The kernel before 2026-12-03 (helper cuda-quant), kept for A/B on the device with
-// STRATA_CUDA_QUANT_PROLOGUE=v1 (read once per process): per element a full-precision
-// division for SiLU and for q = v / scale, fp32 isfinite / max, one config per row width.
+// ---- The kernel before 2026-12-03, unchanged, and still the default (the form above runs
+// only with STRATA_CUDA_QUANT_PROLOGUE=v2): per element a full-precision division for SiLU and
+// for q = v / scale, fp32 isfinite / max, one config per row width.
 // The row-in-registers form (see the top), for one prologue kind kPro. With T = blockDim.x
 // threads (a multiple of 32, at most kMaxT), thread i owns vectors i, i + T, ..., i + (kVpt
 // - 1) T of the row (V = 16 / sizeof(X) elements each; j < cols / V), so a warp's loads are
@@ -664,11 +667,12 @@ bool WithRegKernelV1(int32_t prologue, int64_t nv, F&& f) {
   return false;
 }
 
-// True when STRATA_CUDA_QUANT_PROLOGUE=v1 asks for the kernel above.
+// True unless STRATA_CUDA_QUANT_PROLOGUE=v2 asks for QuantPrologueRegKernel (read once per
+// process).
 bool UseRegKernelV1() {
   static const bool v1 = [] {
     const char* e = std::getenv("STRATA_CUDA_QUANT_PROLOGUE");
-    return e != nullptr && std::strcmp(e, "v1") == 0;
+    return e == nullptr || std::strcmp(e, "v2") != 0;
   }();
   return v1;
 }
