@@ -710,6 +710,14 @@ phase_cuda_quant() {
     grep -E "FAILED|PASSED|Repeating|n=(1 |4096) +worst error" "$OUT/cuda-quant_test_$tv.txt" | head -40
     tail -1 "$OUT/cuda-quant_test_$tv.txt"
   done
+  # If v2 failed: the failing test once more under v2 with programmatic dependent launch off (the
+  # 8-bit GEMM then starts only after the quantization kernel ends): passing here points at the
+  # overlap with the GEMM, failing again at the kernel's values.
+  if grep -q "FAILED" "$OUT/cuda-quant_test_v2.txt" 2>/dev/null; then
+    STRATA_CUDA_QUANT_PROLOGUE=v2 STRATA_CUDA_PDL=off cq test_v2_nopdl 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+      --gtest_filter='CudaQuant.FusedPrologueQuantizationMatchesComposedReference'
+    grep -E -A4 "Failure" "$OUT/cuda-quant_test_v2_nopdl.txt" | head -20; tail -1 "$OUT/cuda-quant_test_v2_nopdl.txt"
+  fi
   cq conformance 30 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='Backends/Int8Test.*/cuda'
   grep -E "FAILED|PASSED|Failure" "$OUT/cuda-quant_conformance.txt" | head -8; tail -1 "$OUT/cuda-quant_conformance.txt"
   # SASS per instantiation of the row-in-registers kernels (BF16 rows; static counts: every
