@@ -16,11 +16,20 @@
 //     block needs no shared row: at 4,096 tokens the kernel streams at HBM speed (the
 //     shared-row form ran SiLU*mul over 4,096 x 14,336 at ~1.1 TB/s: 56 KB of shared memory
 //     per block left 3 blocks an SM, each issuing its loads a few at a time).
+//     The per-element work (no division on the common path) and the thread x vector split by
+//     row count (few rows: up to 1,024 threads a row for latency; many: several blocks an SM)
+//     are at QuantPrologueRegKernel and WithRegKernelOf. NOT the default yet: it runs only with
+//     STRATA_CUDA_QUANT_PROLOGUE=v2 (its first device run, 2026-12-03, failed
+//     FusedPrologueQuantizationMatchesComposedReference in two cases, cause not found without
+//     a device: see docs/benchmarks.md); the default is the previous form, QuantPrologueRegKernelV1.
 //   - RowInShared (anything else: unaligned rows, odd widths): the row as F32 in shared memory.
 #include <cuda_fp8.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/quant.h"
@@ -177,6 +186,331 @@ __device__ __forceinline__ Vec<V, float> LoadF32(const float* p, int j) {
   return r;
 }
 
+// The bits of |v| for a running max: positive floats (and BF16 pairs) order as unsigned
+// integers, with +Inf above every finite value and NaN above +Inf.
+__device__ __forceinline__ uint32_t AbsBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+// Lane-wise max of two pairs of unsigned 16-bit integers (one VIMNMX.U16x2 on sm_90).
+__device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return __vmaxu2(a, b);
+#endif
+}
+
+// silu(g) = g / (1 + e^-g) with the approximate exp2 and reciprocal, flushing denormals (one
+// MUFU each, no subnormal fix-ups): within 2 ulp of the division, and rounded to the activation
+// type after the product with up anyway. Where 1 + e^-g > 2^126 (g < -87) the result is -0,
+// not a |value| under 1e-36; g = -Inf gives NaN as the division does.
+__device__ __forceinline__ float FastSilu(float g) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return g * r;
+}
+
+// Sum or max over a block of `warps` warps (two warp-level steps, one barrier): every thread
+// gets it. Each reduction needs its own `red` (kMaxT / 32 floats): it is not reused.
+__device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, float* red, int warps) {
+  v = max_not_sum ? WarpMax(v) : WarpSum(v);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  if (lane == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const float r = lane < warps ? red[lane] : 0.0f;  // |v| >= 0: 0 is also the max's identity
+  return max_not_sum ? WarpMax(r) : WarpSum(r);
+}
+
+// The row-in-registers form (see the top), for one prologue kind kPro. With T = blockDim.x
+// threads (a multiple of 32, at most kMaxT), thread i owns vectors i, i + T, ..., i + (kVpt
+// - 1) T of the row (V = 16 / sizeof(X) elements each; j < cols / V), so a warp's loads are
+// contiguous 512-byte runs. Requires whole 16-byte vectors (the launcher checks alignment).
+// What stays in registers between the passes is the prologue's output rounded to X, the
+// value the unfused op would have stored; the SmoothQuant division is redone in the second
+// pass (the factors are a small array that stays in L1), bit for bit the same.
+//
+// Per element it does as little as it can (the kernel is bound by instructions, not HBM,
+// at 4,096 tokens): SiLU is FastSilu (no division; the result is rounded to X anyway);
+// without SmoothQuant factors the max |v| is a running integer max of the values' bits
+// (BF16: two a 32-bit word), which also says whether the thread holds any non-finite value;
+// q = v * (1 / scale), the reciprocal taken once per row; and where the thread's own max
+// cannot clamp (always, with a dynamic scale) no clamp or count per element. A thread that
+// holds a NaN or Inf, or a row whose 1 / scale overflows, takes the exact per-element form of
+// quant_activations.cu instead (v / scale, NaN -> 0, Inf -> +-qmax counted).
+template <typename X, int kPro, int kMaxT, int kVpt, int kMinBlocks>
+__global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(QuantActArgs a) {
+  AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  constexpr int V = 16 / static_cast<int>(sizeof(X));
+  constexpr bool kBf16 = std::is_same_v<X, __nv_bfloat16>;
+  // RMSNorm: the weights' loads issued with the row's (before the reduction) where they fit.
+  constexpr bool kPreloadNorm = kPro == kQuantPrologueRmsNorm && kVpt * V <= 16;
+  using XV = Vec<V, X>;
+  __shared__ float s_red[2][kMaxT / 32];
+  __shared__ unsigned s_sat, s_nonfinite;
+  const int64_t t = blockIdx.x;
+  const int kT = static_cast<int>(blockDim.x);
+  const int warps = kT / 32;
+  const int nv = static_cast<int>(a.cols / V);
+  const XV* xr = reinterpret_cast<const XV*>(static_cast<const X*>(a.x) + t * a.ldx);
+  const XV* ur = kPro == kQuantPrologueSiluMul ? reinterpret_cast<const XV*>(static_cast<const X*>(a.up) + t * a.ldup)
+                                                : nullptr;
+  const float qmax = a.values == kQuantFp8 ? 448.0f : 127.0f;
+  const bool int8 = a.values == kQuantInt8;
+  const bool smoothed = a.smooth != nullptr;
+  if (threadIdx.x == 0) {
+    s_sat = 0;
+    s_nonfinite = 0;
+  }
+
+  // Every load of the row at once.
+  XV xe[kVpt];
+  XV ue[kPro == kQuantPrologueSiluMul ? kVpt : 1];
+  Vec<V, float> nwp[kPreloadNorm ? kVpt : 1];
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      xe[i] = xr[j];
+      if constexpr (kPro == kQuantPrologueSiluMul) ue[i] = ur[j];
+      if constexpr (kPreloadNorm) nwp[i] = LoadF32<V>(a.norm_weight, j);
+    }
+  }
+
+  float inv = 1.0f;
+  if constexpr (kPro == kQuantPrologueRmsNorm) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpt; ++i) {
+      if (static_cast<int>(threadIdx.x) + i * kT < nv) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float v = ToF32(xe[i].v[e]);
+          ss = fmaf(v, v, ss);
+        }
+      }
+    }
+    inv = rsqrtf(BlockReduceOnce(ss, false, s_red[0], warps) / static_cast<float>(a.cols) + a.eps);
+  } else {
+    __syncthreads();  // the counters' reset above before any atomic below (RMSNorm: its reduction's)
+  }
+
+  // The prologue's output, rounded to X, replaces x in registers; its max |v / smooth|.
+  uint32_t mbits = 0;  // without smooth: the running max of |v|'s bits (BF16: per half)
+  float amax = 0.0f;   // with smooth
+  unsigned nonfinite = 0;
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      Vec<V, float> nw;
+      if constexpr (kPreloadNorm) {
+        nw = nwp[i];
+      } else if constexpr (kPro == kQuantPrologueRmsNorm) {
+        nw = LoadF32<V>(a.norm_weight, j);
+      }
+      if constexpr (kPro != kQuantPrologueNone) {
+#pragma unroll
+        for (int e = 0; e < V; e += 2) {
+          float v0 = ToF32(xe[i].v[e]), v1 = ToF32(xe[i].v[e + 1]);
+          if constexpr (kPro == kQuantPrologueRmsNorm) {
+            v0 = v0 * inv * nw.v[e];
+            v1 = v1 * inv * nw.v[e + 1];
+          } else {
+            v0 = FastSilu(v0) * ToF32(ue[i].v[e]);
+            v1 = FastSilu(v1) * ToF32(ue[i].v[e + 1]);
+          }
+          if constexpr (kBf16) {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);  // both rounded to nearest even
+            xe[i].v[e] = p.x;
+            xe[i].v[e + 1] = p.y;
+          } else {
+            xe[i].v[e] = FromF32<X>(v0);
+            xe[i].v[e + 1] = FromF32<X>(v1);
+          }
+        }
+      }
+      if (smoothed) {
+        const Vec<V, float> sm = LoadF32<V>(a.smooth, j);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float v = ToF32(xe[i].v[e]) / sm.v[e];
+          if (!isfinite(v)) {
+            ++nonfinite;
+          } else {
+            amax = fmaxf(amax, fabsf(v));
+          }
+        }
+      } else if constexpr (kBf16) {
+#pragma unroll
+        for (int e = 0; e < V; e += 2) {  // the pair's bits as one word (no type punning)
+          const uint32_t w = static_cast<uint32_t>(__bfloat16_as_ushort(xe[i].v[e])) |
+                             (static_cast<uint32_t>(__bfloat16_as_ushort(xe[i].v[e + 1])) << 16);
+          mbits = MaxU16x2(mbits, w & 0x7fff7fffu);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) mbits = max(mbits, AbsBits(ToF32(xe[i].v[e])));
+      }
+    }
+  }
+  if (!smoothed) {
+    // The thread's values are all finite unless the max's bits reach +Inf's; then count them
+    // and take the max of the finite ones element by element (rare: never in a healthy model).
+    uint32_t m = mbits;
+    if constexpr (kBf16) m = max(m & 0xffffu, m >> 16) << 16;
+    if (m >= 0x7f800000u) {
+#pragma unroll
+      for (int i = 0; i < kVpt; ++i) {
+        if (static_cast<int>(threadIdx.x) + i * kT < nv) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const float v = ToF32(xe[i].v[e]);
+            if (!isfinite(v)) {
+              ++nonfinite;
+            } else {
+              amax = fmaxf(amax, fabsf(v));
+            }
+          }
+        }
+      }
+    } else {
+      amax = __uint_as_float(m);
+    }
+  }
+  if (nonfinite != 0) atomicAdd(&s_nonfinite, nonfinite);
+  const float tmax = amax;  // the thread's own max |v| (of its finite values)
+  amax = BlockReduceOnce(amax, true, s_red[1], warps);
+  const float scale = a.static_scale ? a.act_scale : amax / qmax;
+  // scale 0 (a row of zeros, or no finite value) or not a number: q = 0 for finite v, as v / scale
+  // would be replaced by 0.
+  const float rscale = scale > 0.0f ? 1.0f / scale : 0.0f;
+  const bool fast = nonfinite == 0 && rscale <= 3.0e38f;  // 1 / scale did not overflow
+  // FP8 clamps counted: with a dynamic scale |v| <= max |v| puts every finite v / scale at or
+  // under 448, so anything over it is the rounding of scale and 1 / scale (up to 448 + 1 ulp:
+  // the division of quant_activations.cu counts such a row's max as saturated 8% of the time);
+  // the E4M3 conversion saturates it to 448 either way. INT8 rounds it back to 127.
+  const float fp8_sat = a.static_scale ? 448.0f : 448.0f * (1.0f + 0x1p-20f);
+  // Whether any of the thread's values can clamp: rounding is monotonic, so |v| <= tmax gives
+  // |v * rscale| <= tmax * rscale, and under 127.5 nothing rounds past 127 (FP8: nothing counts).
+  // Always false with a dynamic scale (tmax <= max |v| of the row): no clamp, no count per element.
+  const bool clamps = !(tmax * rscale < (int8 ? 127.5f : fp8_sat));
+
+  unsigned sat = 0;
+  uint8_t* qr = static_cast<uint8_t*>(a.q) + t * a.ldq;
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = static_cast<int>(threadIdx.x) + i * kT;
+    if (j < nv) {
+      // The values to quantize (v / smooth: one uniform branch a vector, not one an element).
+      Vec<V, float> f;
+#pragma unroll
+      for (int e = 0; e < V; ++e) f.v[e] = ToF32(xe[i].v[e]);
+      if (smoothed) {
+        const Vec<V, float> sm = LoadF32<V>(a.smooth, j);
+#pragma unroll
+        for (int e = 0; e < V; ++e) f.v[e] = f.v[e] / sm.v[e];
+      }
+      Vec<V, uint8_t> b;
+      if (fast && !clamps) {
+        if (int8) {
+          // |v * rscale| < 127.5: fma(v, rscale, 1.5 * 2^23) lands in [2^23, 2^24), where floats are
+          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v * rscale) (one rounding of
+          // the exact product) and its low byte is q in two's complement: one FFMA, no F2I.
+#pragma unroll
+          for (int e = 0; e < V; ++e) b.v[e] = static_cast<uint8_t>(__float_as_uint(fmaf(f.v[e], rscale, 12582912.0f)));
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; e += 2) {
+            const __nv_fp8x2_storage_t p =
+                __nv_cvt_float2_to_fp8x2(make_float2(f.v[e] * rscale, f.v[e + 1] * rscale), __NV_SATFINITE, __NV_E4M3);
+            b.v[e] = static_cast<uint8_t>(p & 0xff);
+            b.v[e + 1] = static_cast<uint8_t>(p >> 8);
+          }
+        }
+      } else if (fast) {
+        if (int8) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            int q = __float2int_rn(f.v[e] * rscale);  // round to nearest even
+            sat += static_cast<unsigned>(q) + 127u > 254u;  // |q| > 127 (also INT_MAX / INT_MIN: overflow)
+            q = min(max(q, -127), 127);
+            b.v[e] = static_cast<uint8_t>(static_cast<int8_t>(q));
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; e += 2) {
+            const float v0 = f.v[e] * rscale, v1 = f.v[e + 1] * rscale;
+            sat += (fabsf(v0) > fp8_sat) + (fabsf(v1) > fp8_sat);
+            // E4M3 pair, rounded to nearest even, |v| > 448 saturated to +-448 (the clamp)
+            const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
+            b.v[e] = static_cast<uint8_t>(p & 0xff);
+            b.v[e + 1] = static_cast<uint8_t>(p >> 8);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) b.v[e] = QuantByte(QuantValue(f.v[e], scale, qmax, int8, &sat), int8);
+      }
+      *reinterpret_cast<Vec<V, uint8_t>*>(qr + static_cast<int64_t>(j) * V) = b;
+    }
+  }
+  if (sat != 0) atomicAdd(&s_sat, sat);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.scale[t] = scale;
+    if (a.counters != nullptr && a.slot >= 0 && a.slot < STRATA_MAX_QUANT_COUNTER_SLOTS) {
+      if (s_sat != 0) atomicAdd(a.counters + a.slot, static_cast<unsigned long long>(s_sat));
+      if (s_nonfinite != 0) {
+        atomicAdd(a.counters + STRATA_MAX_QUANT_COUNTER_SLOTS + a.slot, static_cast<unsigned long long>(s_nonfinite));
+      }
+    }
+  }
+}
+
+// The row-in-registers configurations, by the row's vector count nv and the row count n:
+//  - few rows (n <= kFewRows: decode steps, up to 256 sequences): the row over up to 1,024
+//    threads with 1, 2 or 4 vectors each, so each thread's serial work is short (one block
+//    per SM or fewer: the kernel's time is its latency); a 4,096-wide BF16 row is 512
+//    threads x 1 vector, a 14,336-wide one 896 x 2;
+//  - many rows (prefill): just enough warps to cover the row with 4 or 8 vectors a thread,
+//    and launch bounds that leave several blocks per SM: 4,096 wide, 128 threads x 4 (64
+//    registers, up to 8 blocks an SM); 14,336 wide, 448 x 4 (64 registers, 2 blocks: 28
+//    warps, where 224 x 8 at 128 registers had 14).
+// Wider rows take the shared form.
+constexpr int kRegMaxVecs = 512 * 8;
+constexpr int64_t kFewRows = 256;
+
+template <typename X, int kPro, typename F>
+bool WithRegKernelOf(int64_t n, int64_t nv, F&& f) {
+  const auto threads = [nv](int vpt) { return static_cast<int>((nv + vpt * 32 - 1) / (vpt * 32) * 32); };
+  if (n <= kFewRows) {
+    if (nv <= 1024) return f(&QuantPrologueRegKernel<X, kPro, 1024, 1, 1>, threads(1));
+    if (nv <= 2048) return f(&QuantPrologueRegKernel<X, kPro, 1024, 2, 1>, threads(2));
+    if (nv <= kRegMaxVecs) return f(&QuantPrologueRegKernel<X, kPro, 1024, 4, 1>, threads(4));
+    return false;
+  }
+  if (nv <= 128) return f(&QuantPrologueRegKernel<X, kPro, 128, 1, 8>, threads(1));
+  if (nv <= 256) return f(&QuantPrologueRegKernel<X, kPro, 128, 2, 8>, threads(2));
+  if (nv <= 1024) return f(&QuantPrologueRegKernel<X, kPro, 256, 4, 4>, threads(4));
+  // (448 x 4: a 14,336-wide row; 2 blocks of 448 leave 72 registers, of 512 only 64)
+  if (nv <= 1792) return f(&QuantPrologueRegKernel<X, kPro, 448, 4, 2>, threads(4));
+  if (nv <= 2048) return f(&QuantPrologueRegKernel<X, kPro, 512, 4, 2>, threads(4));
+  if (nv <= kRegMaxVecs) return f(&QuantPrologueRegKernel<X, kPro, 512, 8, 1>, threads(8));
+  return false;
+}
+
+template <typename X, typename F>
+bool WithRegKernel(int32_t prologue, int64_t n, int64_t nv, F&& f) {
+  if (prologue == kQuantPrologueRmsNorm) return WithRegKernelOf<X, kQuantPrologueRmsNorm>(n, nv, f);
+  if (prologue == kQuantPrologueSiluMul) return WithRegKernelOf<X, kQuantPrologueSiluMul>(n, nv, f);
+  if (prologue == kQuantPrologueNone) return WithRegKernelOf<X, kQuantPrologueNone>(n, nv, f);
+  return false;
+}
+
+// ---- The kernel before 2026-12-03, unchanged, and still the default (the form above runs
+// only with STRATA_CUDA_QUANT_PROLOGUE=v2): per element a full-precision division for SiLU and
+// for q = v / scale, fp32 isfinite / max, one config per row width.
 // The row-in-registers form (see the top), for one prologue kind kPro. With T = blockDim.x
 // threads (a multiple of 32, at most kMaxT), thread i owns vectors i, i + T, ..., i + (kVpt
 // - 1) T of the row (V = 16 / sizeof(X) elements each; j < cols / V), so a warp's loads are
@@ -185,7 +519,7 @@ __device__ __forceinline__ Vec<V, float> LoadF32(const float* p, int j) {
 // value the unfused op would have stored; the SmoothQuant division is redone in the second
 // pass (the factors are a small array that stays in L1), bit for bit the same.
 template <typename X, int kPro, int kMaxT, int kVpt>
-__global__ void __launch_bounds__(kMaxT, kMaxT == 256 && kVpt == 8 ? 2 : 1) QuantPrologueRegKernel(QuantActArgs a) {
+__global__ void __launch_bounds__(kMaxT, kMaxT == 256 && kVpt == 8 ? 2 : 1) QuantPrologueRegKernelV1(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
   constexpr int V = 16 / static_cast<int>(sizeof(X));
   using XV = Vec<V, X>;
@@ -312,26 +646,35 @@ __global__ void __launch_bounds__(kMaxT, kMaxT == 256 && kVpt == 8 ? 2 : 1) Quan
 // The row-in-registers configurations: vectors per thread by the row's vector count, and
 // just enough warps to cover the row: a 4,096-wide BF16 row is 128 threads x 4 vectors, a
 // 14,336-wide one 224 threads x 8 (every thread full). Wider rows take the shared form.
-constexpr int kRegMaxVecs = 512 * 8;
 
 template <typename X, int kPro, typename F>
-bool WithRegKernelOf(int64_t nv, F&& f) {
+bool WithRegKernelOfV1(int64_t nv, F&& f) {
   const auto threads = [nv](int vpt) { return static_cast<int>((nv + vpt * 32 - 1) / (vpt * 32) * 32); };
-  if (nv <= 128) return f(&QuantPrologueRegKernel<X, kPro, 128, 1>, threads(1));
-  if (nv <= 256) return f(&QuantPrologueRegKernel<X, kPro, 128, 2>, threads(2));
-  if (nv <= 1024) return f(&QuantPrologueRegKernel<X, kPro, 256, 4>, threads(4));
+  if (nv <= 128) return f(&QuantPrologueRegKernelV1<X, kPro, 128, 1>, threads(1));
+  if (nv <= 256) return f(&QuantPrologueRegKernelV1<X, kPro, 128, 2>, threads(2));
+  if (nv <= 1024) return f(&QuantPrologueRegKernelV1<X, kPro, 256, 4>, threads(4));
   // (a bound of 256 threads lets the SiLU*mul row's 16 loads a thread keep their registers)
-  if (nv <= 2048) return f(&QuantPrologueRegKernel<X, kPro, 256, 8>, threads(8));
-  if (nv <= kRegMaxVecs) return f(&QuantPrologueRegKernel<X, kPro, 512, 8>, threads(8));
+  if (nv <= 2048) return f(&QuantPrologueRegKernelV1<X, kPro, 256, 8>, threads(8));
+  if (nv <= kRegMaxVecs) return f(&QuantPrologueRegKernelV1<X, kPro, 512, 8>, threads(8));
   return false;
 }
 
 template <typename X, typename F>
-bool WithRegKernel(int32_t prologue, int64_t nv, F&& f) {
-  if (prologue == kQuantPrologueRmsNorm) return WithRegKernelOf<X, kQuantPrologueRmsNorm>(nv, f);
-  if (prologue == kQuantPrologueSiluMul) return WithRegKernelOf<X, kQuantPrologueSiluMul>(nv, f);
-  if (prologue == kQuantPrologueNone) return WithRegKernelOf<X, kQuantPrologueNone>(nv, f);
+bool WithRegKernelV1(int32_t prologue, int64_t nv, F&& f) {
+  if (prologue == kQuantPrologueRmsNorm) return WithRegKernelOfV1<X, kQuantPrologueRmsNorm>(nv, f);
+  if (prologue == kQuantPrologueSiluMul) return WithRegKernelOfV1<X, kQuantPrologueSiluMul>(nv, f);
+  if (prologue == kQuantPrologueNone) return WithRegKernelOfV1<X, kQuantPrologueNone>(nv, f);
   return false;
+}
+
+// True unless STRATA_CUDA_QUANT_PROLOGUE=v2 asks for QuantPrologueRegKernel (read once per
+// process).
+bool UseRegKernelV1() {
+  static const bool v1 = [] {
+    const char* e = std::getenv("STRATA_CUDA_QUANT_PROLOGUE");
+    return e == nullptr || std::strcmp(e, "v2") != 0;
+  }();
+  return v1;
 }
 
 }  // namespace
@@ -352,10 +695,13 @@ cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
     bool launched = false;
     if (!DispatchAct(a.x_dtype, [&](auto tag) {
           using X = decltype(tag);
-          launched = WithRegKernel<X>(a.prologue, a.cols / (16 / static_cast<int64_t>(sizeof(X))), [&](auto kernel, int threads) {
+          const int64_t nv = a.cols / (16 / static_cast<int64_t>(sizeof(X)));
+          const auto launch = [&](auto kernel, int threads) {
             kernel<<<static_cast<unsigned>(a.n), threads, 0, stream>>>(a);
             return true;
-          });
+          };
+          launched = UseRegKernelV1() ? WithRegKernelV1<X>(a.prologue, nv, launch)
+                                      : WithRegKernel<X>(a.prologue, a.n, nv, launch);
         })) {
       return cudaErrorInvalidValue;
     }

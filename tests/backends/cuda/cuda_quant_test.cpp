@@ -1126,8 +1126,9 @@ TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
 // The fused prologue counts like the quantization kernel: an Inf in up (silu(x) * Inf) is
 // non-finite and clamped (saturated), a NaN in x non-finite and quantized as 0; the other
 // tokens' products stay finite. Rows of 512 (one vector a thread), 4,096 and 14,336 columns
-// (the row-in-registers kernel's shapes; the last token's last column poisoned too), each
-// with its own counter slot.
+// (the row-in-registers kernel's shapes; the last token's last column poisoned too), at 3
+// tokens (the few-rows configurations: 512 x 1 and 896 x 2 threads x vectors) and 300 (the
+// many-rows ones: 128 x 4 and 448 x 4), each with its own counter slot.
 TEST(CudaQuant, FusedPrologueCountsSaturationAndNonFinite) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16;quant_fuse=on");
@@ -1137,7 +1138,8 @@ TEST(CudaQuant, FusedPrologueCountsSaturationAndNonFinite) {
     int64_t cols, n;
     int32_t slot;
   };
-  for (const Case& c : {Case{512, 3, 9}, Case{4096, 300, 10}, Case{14336, 300, 11}}) {
+  for (const Case& c : {Case{512, 3, 9}, Case{4096, 300, 10}, Case{14336, 300, 11}, Case{4096, 3, 12},
+                        Case{14336, 3, 13}}) {
     const int64_t rows = 64, cols = c.cols, n = c.n;
     const std::string what = "cols=" + std::to_string(cols) + " n=" + std::to_string(n);
     QWeight w = RandomWeight(rng, STRATA_WEIGHT_W8A8, rows, cols, 0);
@@ -1174,6 +1176,64 @@ TEST(CudaQuant, FusedPrologueCountsSaturationAndNonFinite) {
     for (int64_t t = 0; t < n; ++t) {  // token 0: silu(1) * Inf quantized as the clamp value
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_TRUE(std::isfinite(out[t * rows + r])) << what << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+// With a dynamic (per-token) scale no finite activation is clamped: v / scale <= 448 (FP8)
+// or 127 (INT8) up to rounding, so the fused kernels count no saturation and no non-finite
+// value on healthy rows. RMSNorm, SiLU*mul and no prologue; 3 and 300 tokens. FP8 only with
+// the row-in-registers kernel of STRATA_CUDA_QUANT_PROLOGUE=v2 (the row's max times the rounded
+// 1 / scale may land one ulp over 448, which the E4M3 conversion saturates anyway: v2 does not
+// count it; the default kernel's v / scale does, for ~9% of random rows).
+TEST(CudaQuant, FusedPrologueCountsNoSaturationWithDynamicScales) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16;quant_fuse=on");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(44);
+  int32_t slot = 20;
+  const char* kernel = std::getenv("STRATA_CUDA_QUANT_PROLOGUE");
+  const bool v2 = kernel != nullptr && std::string(kernel) == "v2";
+  if (!v2) std::printf("FusedPrologueCountsNoSaturationWithDynamicScales: FP8 part skipped (needs STRATA_CUDA_QUANT_PROLOGUE=v2)\n");
+  for (int32_t format : {STRATA_WEIGHT_FP8, STRATA_WEIGHT_W8A8}) {
+    if (format == STRATA_WEIGHT_FP8 && !v2) continue;
+    for (int32_t prologue : {STRATA_PROLOGUE_RMS_NORM, STRATA_PROLOGUE_SILU_MUL, STRATA_PROLOGUE_NONE}) {
+      for (int64_t n : {int64_t{3}, int64_t{300}}) {
+        const int64_t rows = 64, cols = prologue == STRATA_PROLOGUE_SILU_MUL ? 14336 : 4096;
+        const std::string what = std::string(format == STRATA_WEIGHT_FP8 ? "fp8" : "w8a8") + " prologue " +
+                                 std::to_string(prologue) + " n=" + std::to_string(n);
+        QWeight w = RandomWeight(rng, format, rows, cols, 0);
+        w.slot = slot;
+        strata_weight W = nullptr;
+        ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+        const std::vector<float> x = RandomX(rng, n, cols, BF16), up = RandomX(rng, n, cols, BF16);
+        std::vector<float> norm_w(cols, 1.0f);
+        strata_buffer xb = dev.Bytes(EncodeAct(x, BF16)), ub = dev.Bytes(EncodeAct(up, BF16)),
+                      nb = dev.Bytes(EncodeAct(norm_w, F32)), ob = dev.Bytes(std::vector<uint8_t>(n * rows * 2, 0xff)),
+                      ps = dev.Bytes(std::vector<uint8_t>(n * cols * 2, 0xff));
+        strata_tensor xt = T(xb, BF16, n, cols), ut = T(ub, BF16, n, cols), ot = T(ob, BF16, n, rows),
+                      pt = T(ps, BF16, n, cols), nt = T(nb, F32, 1, cols);
+        nt.ndim = 1;
+        nt.shape[0] = cols;
+        if (prologue == STRATA_PROLOGUE_NONE) {
+          ASSERT_EQ(dev.api()->matmul(dev.dev(), &xt, W, nullptr, &ot), STRATA_OK) << what << ": " << dev.err();
+        } else {
+          strata_matmul_params p{};
+          p.struct_size = sizeof(p);
+          p.prologue = prologue;
+          p.norm_weight = &nt;
+          p.eps = 1e-5f;
+          p.up = &ut;
+          p.prologue_scratch = &pt;
+          ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << what << ": " << dev.err();
+        }
+        std::vector<uint64_t> sat(32), nonfinite(32), outliers(32);
+        ASSERT_EQ(dev.api()->quant_counters(dev.dev(), 32, sat.data(), nonfinite.data(), outliers.data()), STRATA_OK)
+            << dev.err();
+        EXPECT_EQ(sat[slot], 0u) << what;
+        EXPECT_EQ(nonfinite[slot], 0u) << what;
+        ++slot;
       }
     }
   }
