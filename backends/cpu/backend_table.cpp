@@ -155,6 +155,8 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     // Backend options "key=value;..." (the device option wins over the environment).
     std::string int4_acts;
     if (const char* e = std::getenv("STRATA_CPU_INT4_ACTIVATIONS"); e != nullptr) int4_acts = e;
+    std::string amx_prefill;
+    if (const char* e = std::getenv("STRATA_CPU_AMX_PREFILL"); e != nullptr) amx_prefill = e;
     if (options != nullptr && options->struct_size >= offsetof(strata_device_options, options) + sizeof(options->options) &&
         options->options != nullptr) {
       for (absl::string_view kv : absl::StrSplit(options->options, ';', absl::SkipWhitespace())) {
@@ -163,8 +165,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
         const absl::string_view value = eq == absl::string_view::npos ? "" : absl::StripAsciiWhitespace(kv.substr(eq + 1));
         if (key == "int4_activations") {
           int4_acts = std::string(value);
+        } else if (key == "amx_prefill") {
+          amx_prefill = std::string(value);
         } else {
-          return absl::InvalidArgumentError(absl::StrCat("device_open: unknown CPU option '", key, "' (known: int4_activations)"));
+          return absl::InvalidArgumentError(absl::StrCat("device_open: unknown CPU option '", key, "' (known: int4_activations, amx_prefill)"));
         }
       }
     }
@@ -172,7 +176,14 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       return absl::InvalidArgumentError(
           absl::StrCat("device_open: int4_activations=", int4_acts, " (auto, int8 or int16)"));
     }
+    if (!amx_prefill.empty() && amx_prefill != "on" && amx_prefill != "off" && amx_prefill != "1" &&
+        amx_prefill != "0") {
+      return absl::InvalidArgumentError(absl::StrCat("device_open: amx_prefill=", amx_prefill, " (on or off)"));
+    }
     auto dev = std::make_unique<strata_device_s>();
+    // On by default where oneDNN has AMX (ops_dense.cpp, PrefillMatmulAmx); amx_prefill=off
+    // (or STRATA_CPU_AMX_PREFILL=0) keeps the f32 path.
+    dev->amx_prefill = amx_prefill != "off" && amx_prefill != "0" && DnnlMatmul::HasAmx();
     dev->int4_activations = int4_acts == "int8"    ? strata_device_s::Int4Activations::kInt8
                             : int4_acts == "int16" ? strata_device_s::Int4Activations::kInt16
                                                    : strata_device_s::Int4Activations::kAuto;

@@ -52,6 +52,10 @@ struct strata_device_s {
   // int4_activations=auto|int8|int16 or STRATA_CPU_INT4_ACTIVATIONS.
   enum class Int4Activations { kAuto, kInt8, kInt16 };
   Int4Activations int4_activations = Int4Activations::kAuto;
+  // F16/BF16 prefill matmuls as split bf16 GEMMs on AMX (ops_dense.cpp, PrefillMatmulAmx):
+  // device option amx_prefill=on|off or STRATA_CPU_AMX_PREFILL=1|0; on by default where
+  // oneDNN has AMX, off on CPUs without it whatever is asked.
+  bool amx_prefill = false;
   ~strata_device_s();
 };
 

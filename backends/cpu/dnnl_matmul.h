@@ -22,6 +22,17 @@ class DnnlMatmul {
            const float* bias, float* y, int64_t ldc, int32_t num_threads);
   // Int8 x int8 with int32 results (W8A8 prefill): x s8 [m, k] (stride lda), W s8 row-major
   // [n, k], y s32 [m, n] (stride ldc); scales are applied by the caller.
+  // The AMX prefill's transposed form (ops_dense.cpp): y^T = W x^T with the activations as the
+  // B operand, packed once per matmul into the layout oneDNN's bf16 kernel reads directly.
+  // PackedB: the layout for B = x^T ([k, ntok], x bf16 row-major [ntok, k]) of a product with
+  // `rows`-row A. PackB: reorders x into it (out: packed.get_size() bytes).
+  dnnl::memory::desc PackedB(int64_t rows, int64_t k, int64_t ntok);
+  void PackB(const uint16_t* x, int64_t ntok, int64_t k, const dnnl::memory::desc& packed, void* out);
+  // a bf16 [rows, k] row-major (stride k) x packed B -> y f32 [rows, ntok] dense. Single-threaded.
+  void RunBf16PackedB(const uint16_t* a, int64_t rows, int64_t k, const void* b,
+                      const dnnl::memory::desc& packed, int64_t ntok, float* y);
+  // Whether oneDNN runs on a CPU with AMX (avx512_core_amx): bf16 matmuls then use the tiles.
+  static bool HasAmx();
   void RunS8S8(const int8_t* x, int64_t m, int64_t k, int64_t lda, const int8_t* w, int64_t n,
                int32_t* y, int64_t ldc, int32_t num_threads);
 
@@ -38,6 +49,8 @@ class DnnlMatmul {
     dnnl::memory::desc scratchpad_md;
   };
   std::map<Key, F32Primitive> cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, F32Primitive> cache_packed_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, dnnl::memory::desc> packed_b_;
   std::map<Key, dnnl::matmul> cache_s8_;
 };
 

@@ -277,6 +277,51 @@ void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {
   }
 }
 
+// Top halves of f32 lanes rounded to the nearest-even bf16 (non-finite lanes truncated).
+template <class DU>
+HWY_INLINE hn::Vec<DU> RoundBf16Bits(DU du, hn::Vec<DU> b) {
+  const auto exp = hn::Set(du, 0x7F800000u);
+  const auto top = hn::Set(du, 0xFFFF0000u);
+  const auto rounded = hn::And(
+      hn::Add(b, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u)))), top);
+  return hn::IfThenElse(hn::Eq(hn::And(b, exp), exp), hn::And(b, top), rounded);
+}
+
+template <typename T>
+void SplitToBf16T(const T* src, uint16_t* hi, uint16_t* hi2, uint16_t* lo, int64_t n) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const VF v = LoadAsF32(df, src + i);
+    const auto hb = RoundBf16Bits(du, hn::BitCast(du, v));
+    const VF r = hn::Sub(v, hn::BitCast(df, hb));
+    const auto lb = RoundBf16Bits(du, hn::BitCast(du, r));
+    const auto h16 = hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hb)));
+    hn::StoreU(h16, d16, hi + i);
+    if (hi2 != nullptr) hn::StoreU(h16, d16, hi2 + i);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(lb))), d16, lo + i);
+  }
+  for (; i < n; ++i) {
+    const float f = ScalarF32(src + i);
+    const uint16_t h = F32ToBf16(f);
+    hi[i] = h;
+    if (hi2 != nullptr) hi2[i] = h;
+    lo[i] = F32ToBf16(f - Bf16ToF32(h));
+  }
+}
+
+void SplitToBf16(const void* src, int32_t dtype, uint16_t* hi, uint16_t* hi2, uint16_t* lo, int64_t n) {
+  switch (dtype) {
+    case STRATA_DTYPE_BF16: return SplitToBf16T(static_cast<const Bf16*>(src), hi, hi2, lo, n);
+    case STRATA_DTYPE_F16: return SplitToBf16T(static_cast<const F16*>(src), hi, hi2, lo, n);
+    default: return SplitToBf16T(static_cast<const float*>(src), hi, hi2, lo, n);
+  }
+}
+
 float SumSquaresF32(const float* x, int64_t n) { return DotT(x, x, n); }
 
 void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n) {
@@ -329,6 +374,7 @@ HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(MulAccRowsF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ConvertToF32);
+HWY_EXPORT(SplitToBf16);
 HWY_EXPORT(SumSquaresF32);
 HWY_EXPORT(MulScaleWeightF32);
 HWY_EXPORT(AddF32);
@@ -357,6 +403,9 @@ void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, 
 void ScaleF32(float* x, float s, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, s, n); }
 void ConvertToF32(const void* src, int32_t dtype, float* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ConvertToF32)(src, dtype, dst, n);
+}
+void SplitToBf16(const void* src, int32_t dtype, uint16_t* hi, uint16_t* hi2, uint16_t* lo, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SplitToBf16)(src, dtype, hi, hi2, lo, n);
 }
 float SumSquaresF32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresF32)(x, n); }
 void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n) {

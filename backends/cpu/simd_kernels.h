@@ -28,6 +28,10 @@ void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, 
                    int32_t count, int64_t n);
 void ScaleF32(float* x, float s, int64_t n);
 void ConvertToF32(const void* src, int32_t src_dtype, float* dst, int64_t n);
+// hi[i] = bf16(v), lo[i] = bf16(v - hi[i]) of each element v (F32, F16 or BF16), both rounded to
+// nearest even: hi + lo is v exactly for F16/BF16, within 2^-16 |v| for F32 (ops_dense.cpp, AMX).
+// hi2, when not null, gets a second copy of hi.
+void SplitToBf16(const void* src, int32_t src_dtype, uint16_t* hi, uint16_t* hi2, uint16_t* lo, int64_t n);
 float SumSquaresF32(const float* x, int64_t n);
 // out[i] = x[i] * s * w[i]
 void MulScaleWeightF32(const float* x, const float* w, float s, float* out, int64_t n);
