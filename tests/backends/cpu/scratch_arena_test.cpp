@@ -16,6 +16,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_objects.h"
+#include "backends/cpu/dnnl_matmul.h"
 
 namespace strata::cpu {
 namespace {
@@ -106,10 +107,12 @@ TEST(ScratchArenaTest, EachThreadHasItsOwn) {
 
 // The prefill product of an F16 weight converts tiles of rows into the calling thread's
 // arena (one thread: every tile runs here): at most 1 MiB of F32 rows at k = 768 (ops_dense's
-// kScratchBytes), all released when the op returns.
-TEST(ScratchArenaTest, PrefillMatmulTileIsBoundedAndReleased) {
+// kScratchBytes), all released when the op returns. On the AMX path (amx_prefill, CPUs with
+// AMX) the caller's arena also holds the split activations packed for oneDNN:
+// tokens x 3k bf16 (`extra_bytes`).
+void CheckPrefillMatmulScratch(const char* options, uint64_t extra_bytes) {
   const strata_backend_v1* be = strata_cpu_plugin_info()->backend;
-  strata_device_options opts{sizeof(opts), 1, nullptr};
+  strata_device_options opts{sizeof(opts), 1, options};
   strata_device dev = nullptr;
   ASSERT_EQ(be->device_open(0, &opts, &dev), STRATA_OK);
   constexpr int64_t kRows = 4096, kCols = 768, kTokens = 64;
@@ -135,7 +138,7 @@ TEST(ScratchArenaTest, PrefillMatmulTileIsBoundedAndReleased) {
   ASSERT_EQ(be->matmul(dev, &xt, wt, nullptr, &yt), STRATA_OK) << be->last_error();
   EXPECT_EQ(arena.used(), 0u);
   EXPECT_GT(arena.high_water(), std::max<uint64_t>(before, 128 * kCols * 4 - 1));  // a tile was converted here
-  EXPECT_LE(arena.high_water(), std::max<uint64_t>(before, (uint64_t{1} << 20) + (uint64_t{64} << 10)));
+  EXPECT_LE(arena.high_water(), std::max<uint64_t>(before, (uint64_t{1} << 20) + (uint64_t{64} << 10) + extra_bytes));
   // Every row of W is 1.0, so each output is the sum of the token's x row: 768 / 4 * 1.5.
   const float* y = static_cast<const float*>(be->buffer_host_ptr(dev, yb));
   for (int64_t i = 0; i < kTokens * kRows; i += 997) EXPECT_FLOAT_EQ(y[i], 288.0f) << i;
@@ -151,6 +154,13 @@ TEST(ScratchArenaTest, PrefillMatmulTileIsBoundedAndReleased) {
   be->buffer_free(dev, yb);
   be->weight_free(dev, wt);
   be->device_close(dev);
+}
+
+TEST(ScratchArenaTest, PrefillMatmulTileIsBoundedAndReleased) { CheckPrefillMatmulScratch("amx_prefill=off", 0); }
+
+TEST(ScratchArenaTest, AmxPrefillMatmulScratchIsBoundedAndReleased) {
+  if (!DnnlMatmul::HasAmx()) GTEST_SKIP() << "this CPU (or oneDNN) has no AMX: the amx_prefill path is not taken";
+  CheckPrefillMatmulScratch("amx_prefill=on", uint64_t{64} * 3 * 768 * 2);  // 64 tokens x [x_hi|x_lo|x_hi]
 }
 
 }  // namespace
