@@ -61,3 +61,31 @@ inline int gemv_cpu_hsum_i(int16 v) {
   const int4 h4 = h8.lo + h8.hi;
   return (h4.s0 + h4.s1) + (h4.s2 + h4.s3);
 }
+
+// One row's RMSNorm factor 1 / sqrt(mean(v^2) + eps), by a work-group of power-of-two size
+// (`red`: one float per work-item), where v = x + residual written back to the residual
+// (has_res) or x. Shared by rms_norm and rms_norm_quant so that both normalize to the same
+// bits. Ends with a barrier: `red` may be reused right after.
+inline float rms_inv_with_residual(__global const float* xr, __global float* rr, int has_res, long d,
+                                   float eps, __local float* red) {
+  const int lid = get_local_id(0);
+  const int ls = get_local_size(0);
+  float ss = 0.0f;
+  for (long c = lid; c < d; c += ls) {
+    float v = xr[c];
+    if (has_res) {
+      v += rr[c];
+      rr[c] = v;
+    }
+    ss += v * v;
+  }
+  red[lid] = ss;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = ls / 2; s > 0; s >>= 1) {
+    if (lid < s) red[lid] += red[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float inv = 1.0f / sqrt(red[0] / (float)d + eps);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return inv;
+}

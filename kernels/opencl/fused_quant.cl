@@ -63,23 +63,7 @@ __kernel void rms_norm_quant(__global const float* x, ulong x_off, long x_stride
   __global float* rr = res + res_off + row * res_stride;
   __global const float* wr = w + w_off;
   __global float* orow = out + out_off + row * out_stride;
-  float ss = 0.0f;
-  for (long c = lid; c < d; c += ls) {
-    float v = xr[c];
-    if (has_res) {
-      v += rr[c];
-      rr[c] = v;
-    }
-    ss += v * v;
-  }
-  red[lid] = ss;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) red[lid] += red[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float inv = 1.0f / sqrt(red[0] / (float)d + eps);
-  barrier(CLK_LOCAL_MEM_FENCE);
+  const float inv = rms_inv_with_residual(xr, rr, has_res, d, eps, red);
   float amax = 0.0f;
   uint nonfinite = 0;
   for (long c = lid; c < d; c += ls) {
