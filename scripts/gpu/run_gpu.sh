@@ -1128,6 +1128,17 @@ phase_lead_diag1() {
     timeout 60 "$BUILD/bin/cuda_op_bench" > "$OUT/diag1_attention.jsonl" 2>&1; tail -12 "$OUT/diag1_attention.jsonl"
 }
 
+# gemv3_step LIMIT OUTFILE CMD...: one step of phase_gemv3 / phase_gemv3_final under timeout,
+# skipped when past the phase's budget (the caller's locals t_start, budget and summary file F).
+gemv3_step() {
+  local limit=$1 out=$2
+  shift 2
+  if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
+  stamp "$out (limit ${limit}s)" | tee -a "$F"
+  timeout "$limit" "$@" > "$OUT/$out" 2>&1
+  echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
+}
+
 # gemv3 (issue 28 items 1-2, helper cuda-gemv): why the streaming GEMV was faster in the sweep
 # than in the model, and the fix. Everything in $OUT/cuda-gemv_*.txt / .jsonl; each step is
 # skipped (said so) when it could take the phase past ${STRATA_GEMV3_BUDGET:-120} s:
@@ -1144,15 +1155,6 @@ phase_gemv3() {
   local S="$S0 --prompt-tokens 128 --gen-tokens 128"
   local F="$OUT/cuda-gemv_gemv3.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
   local K=${STRATA_GEMV3_KERNEL:-stream}
-  # gemv3_step LIMIT OUTFILE CMD...: one step under timeout, skipped when past the budget.
-  gemv3_step() {
-    local limit=$1 out=$2
-    shift 2
-    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
-    stamp "$out (limit ${limit}s)" | tee -a "$F"
-    timeout "$limit" "$@" > "$OUT/$out" 2>&1
-    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
-  }
   gemv3_step 60 cuda-gemv_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.MatmulEx*}"
   grep -E "^\[  PASSED|^\[  FAILED|Failure|elements off|Which is" "$OUT/cuda-gemv_test.txt" | head -20 | tee -a "$F"
@@ -1193,14 +1195,6 @@ phase_gemv3_final() {
   local S0="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local S="$S0 --prompt-tokens 128 --gen-tokens 128"
   local F="$OUT/cuda-gemv_final.txt" t_start=$SECONDS budget=${STRATA_GEMV3_BUDGET:-120}
-  gemv3_step() {
-    local limit=$1 out=$2
-    shift 2
-    if (( SECONDS - t_start + limit > budget + 30 )); then stamp "skipped $out: the phase's ${budget}s" | tee -a "$F"; return; fi
-    stamp "$out (limit ${limit}s)" | tee -a "$F"
-    timeout "$limit" "$@" > "$OUT/$out" 2>&1
-    echo "rc=$? after $(( SECONDS - t_start ))s" | tee -a "$F"
-  }
   gemv3_step 75 cuda-gemv_final_test.txt "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter="${STRATA_GEMV3_TESTS:-CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.Int4*:CudaQuant.Int8*:CudaQuant.MatmulEx*}"
   grep -E "^\[  PASSED|^\[  FAILED|^\[==========\]|Failure|elements off|Which is" "$OUT/cuda-gemv_final_test.txt" | head -20 | tee -a "$F"
