@@ -213,10 +213,9 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
       // Charged as if split into one std::string per code point, as it was once; it is now
       // walked in place, but each index still walks the string, and the charge bounds that.
       const std::string& s = obj.as_string();
-      if (absl::Status st = ChargeMemory(Utf8Length(s) * sizeof(std::string), "string index"); !st.ok()) {
-        return st;
-      }
-      if (auto i = NormalizeIndex(key.as_int(), Utf8Length(s))) {
+      const size_t n = Utf8Length(s);
+      if (absl::Status st = ChargeMemory(n * sizeof(std::string), "string index"); !st.ok()) return st;
+      if (auto i = NormalizeIndex(key.as_int(), n)) {
         const size_t at = Utf8OffsetOf(s, *i);
         return Value::String(s.substr(at, Utf8CharLen(s, at)));
       }
@@ -336,11 +335,10 @@ absl::StatusOr<ValueList> Iterate(const Value& v) {
     // One Value per code point: ~sizeof(Value) per byte of the string, a 100x expansion that
     // the string's own charge did not cover (a fuzzer found 4 GB renders through `join` and
     // `for` over a long string).
-    if (absl::Status s = ChargeMemory(Utf8Length(v.as_string()) * sizeof(Value), "iterating a string"); !s.ok()) {
-      return s;
-    }
+    const size_t n = Utf8Length(v.as_string());
+    if (absl::Status s = ChargeMemory(n * sizeof(Value), "iterating a string"); !s.ok()) return s;
     ValueList out;
-    out.reserve(Utf8Length(v.as_string()));
+    out.reserve(n);
     for (std::string_view c : Utf8CodePoints(v.as_string())) out.push_back(Value::String(std::string(c)));
     return out;
   }
