@@ -74,7 +74,8 @@
 //   quant_gemm=cublas  always cuBLASLt (env STRATA_CUDA_QUANT_GEMM=auto|wgmma|cublas)
 //   quant_fuse=on|off  (default on) matmul_ex's RMSNorm / SiLU*mul prologue of a W8A8 / FP8
 //                      product quantizes the activations in the same kernel
-//                      (kernels/cuda/quant_prologue.cu; env STRATA_CUDA_QUANT_FUSE=off)
+//                      (kernels/cuda/quant_prologue.cu; env STRATA_CUDA_QUANT_FUSE=off;
+//                      env STRATA_CUDA_QUANT_PROLOGUE=v1: that file's previous kernel, for A/B)
 //   wgmma_splits=N     force the wgmma kernel's split-K factor (1..8; 0 = per shape, default):
 //                      for measurements
 //   wgmma_multicast=on|off  (default off) the 8-bit wgmma GEMM over several token tiles

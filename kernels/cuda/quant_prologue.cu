@@ -16,12 +16,13 @@
 //     block needs no shared row: at 4,096 tokens the kernel streams at HBM speed (the
 //     shared-row form ran SiLU*mul over 4,096 x 14,336 at ~1.1 TB/s: 56 KB of shared memory
 //     per block left 3 blocks an SM, each issuing its loads a few at a time).
-//     The per-element work (no division on the common path) and the thread x vector split by
-//     row count (few rows: up to 1,024 threads a row for latency; many: several blocks an SM)
-//     are at QuantPrologueRegKernel and WithRegKernelOf. NOT the default yet: it runs only with
-//     STRATA_CUDA_QUANT_PROLOGUE=v2 (its first device run, 2026-12-03, failed
-//     FusedPrologueQuantizationMatchesComposedReference in two cases, cause not found without
-//     a device: see docs/benchmarks.md); the default is the previous form, QuantPrologueRegKernelV1.
+//     The per-element work (no division: q = v / scale by Quotient, bit for bit the division)
+//     and the thread x vector split by row count (few rows: up to 1,024 threads a row for
+//     latency; many: several blocks an SM) are at QuantPrologueRegKernel and WithRegKernelOf.
+//     The default; STRATA_CUDA_QUANT_PROLOGUE=v1 selects the previous form,
+//     QuantPrologueRegKernelV1 (kept for A/B runs). Its first form took q = v * (1 / scale),
+//     which with BF16 activations and FP8 rounds the many exactly half-way quotients of a row
+//     the same way instead of to even (see Quotient; docs/benchmarks.md).
 //   - RowInShared (anything else: unaligned rows, odd widths): the row as F32 in shared memory.
 #include <cuda_fp8.h>
 
@@ -200,6 +201,26 @@ __device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// v / scale rounded to nearest even, bit for bit the IEEE division of quant_activations.cu
+// and QuantPrologueRegKernelV1, from rscale = 1 / scale (rounded once per row): q = v * rscale
+// is within 1.5 ulp of it, and the exact residual v - q * scale (one FMA) times rscale corrects
+// it to the rounded quotient (Markstein's step; nvcc's own division does it after its reciprocal
+// iteration). Three instructions, no division. The product alone is NOT the quotient: with
+// BF16 activations v / scale is often exactly half-way between two E4M3 values (v and max |v|
+// have 8 significant bits; e.g. 26 of a 4,096-wide RMSNorm row whose max is 2.59375 = 83 / 32),
+// and v * rscale, off by an ulp, rounds every such value of the row the same way instead of
+// to even: one E4M3 step (about a tenth of the value) off on each, which took
+// FusedPrologueQuantizationMatchesComposedReference's fp8 rms_norm BF16 case to 0.74-1.03 of
+// its tolerance (0.08-0.11 with the quotient: a host emulation of the test's data, see
+// docs/benchmarks.md). Host check, every BF16 max in [2^-60, 2^100) and every BF16 v with
+// |v| <= max, qmax 448 and 127, and 2e7 random F32 values: identical to the division wherever
+// either is >= 2^-12 (below, both quantize to 0; -0 gives +0).
+// __fmul_rn: the product must not be contracted into the FMA.
+__device__ __forceinline__ float Quotient(float v, float scale, float rscale) {
+  const float q = __fmul_rn(v, rscale);
+  return __fmaf_rn(__fmaf_rn(-q, scale, v), rscale, q);
+}
+
 // silu(g) = g / (1 + e^-g) with the approximate exp2 and reciprocal, flushing denormals (one
 // MUFU each, no subnormal fix-ups): within 2 ulp of the division, and rounded to the activation
 // type after the product with up anyway. Where 1 + e^-g > 2^126 (g < -87) the result is -0,
@@ -234,10 +255,15 @@ __device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, floa
 // at 4,096 tokens): SiLU is FastSilu (no division; the result is rounded to X anyway);
 // without SmoothQuant factors the max |v| is a running integer max of the values' bits
 // (BF16: two a 32-bit word), which also says whether the thread holds any non-finite value;
-// q = v * (1 / scale), the reciprocal taken once per row; and where the thread's own max
-// cannot clamp (always, with a dynamic scale) no clamp or count per element. A thread that
-// holds a NaN or Inf, or a row whose 1 / scale overflows, takes the exact per-element form of
-// quant_activations.cu instead (v / scale, NaN -> 0, Inf -> +-qmax counted).
+// q = v / scale by Quotient (the reciprocal taken once per row, then a multiply and two FMAs:
+// the division's bits, not v * (1 / scale)'s); and where the thread's own max cannot clamp
+// (always, with a dynamic scale) no clamp or count per element. A thread that holds a NaN or
+// Inf, or a row whose 1 / scale is outside [2^-60, 2^60], takes the exact per-element form of
+// quant_activations.cu instead (v / scale, NaN -> 0, Inf -> +-qmax counted). The quantized
+// bytes and scales are those of QuantPrologueRegKernelV1 and quant_activations.cu except
+// where the prologue's value itself differs (SiLU's approximate exp / reciprocal, the sum of
+// squares' order: one BF16 rounding the other way, rarely) and -0 (stored as +0); the FP8
+// saturation counter does not count a dynamic scale's 1-ulp overshoot of 448.
 template <typename X, int kPro, int kMaxT, int kVpt, int kMinBlocks>
 __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
@@ -385,16 +411,23 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
   // scale 0 (a row of zeros, or no finite value) or not a number: q = 0 for finite v, as v / scale
   // would be replaced by 0.
   const float rscale = scale > 0.0f ? 1.0f / scale : 0.0f;
-  const bool fast = nonfinite == 0 && rscale <= 3.0e38f;  // 1 / scale did not overflow
+  // The quotients by Quotient (bit for bit v / scale) where the row's 1 / scale is in
+  // [2^-60, 2^60] and the thread's largest quotient under 2^100 (no underflow or overflow in
+  // the residual step; see Quotient for the host check), or is 0 (q = 0, as v / scale would be
+  // replaced by); anything else, and a thread holding a NaN or Inf, divides per element.
+  const bool fast = nonfinite == 0 &&
+                    (rscale == 0.0f || (rscale >= 0x1p-60f && rscale <= 0x1p60f && tmax * rscale <= 0x1p100f));
   // FP8 clamps counted: with a dynamic scale |v| <= max |v| puts every finite v / scale at or
-  // under 448, so anything over it is the rounding of scale and 1 / scale (up to 448 + 1 ulp:
-  // the division of quant_activations.cu counts such a row's max as saturated 8% of the time);
-  // the E4M3 conversion saturates it to 448 either way. INT8 rounds it back to 127.
+  // under 448, so anything over it is the rounding of scale (up to 448 + 1 ulp: the division
+  // of quant_activations.cu counts such a row's max as saturated 8% of the time); the E4M3
+  // conversion saturates it to 448 either way. INT8 rounds it back to 127.
   const float fp8_sat = a.static_scale ? 448.0f : 448.0f * (1.0f + 0x1p-20f);
-  // Whether any of the thread's values can clamp: rounding is monotonic, so |v| <= tmax gives
-  // |v * rscale| <= tmax * rscale, and under 127.5 nothing rounds past 127 (FP8: nothing counts).
-  // Always false with a dynamic scale (tmax <= max |v| of the row): no clamp, no count per element.
-  const bool clamps = !(tmax * rscale < (int8 ? 127.5f : fp8_sat));
+  // Whether any of the thread's values can clamp (or count): rounding is monotonic, so
+  // |v| <= tmax gives |v / scale| <= tmax / scale, which is within 2 ulp of tmax * rscale; with
+  // the margins below nothing rounds past 127 and no FP8 value exceeds 448 (static) or
+  // fp8_sat. Always false with a dynamic scale (tmax <= max |v| of the row): no clamp, no count
+  // per element.
+  const bool clamps = !(tmax * rscale < (int8 ? 127.25f : a.static_scale ? 448.0f * (1.0f - 0x1p-20f) : fp8_sat));
 
   unsigned sat = 0;
   uint8_t* qr = static_cast<uint8_t*>(a.q) + t * a.ldq;
@@ -414,16 +447,19 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
       Vec<V, uint8_t> b;
       if (fast && !clamps) {
         if (int8) {
-          // |v * rscale| < 127.5: fma(v, rscale, 1.5 * 2^23) lands in [2^23, 2^24), where floats are
-          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v * rscale) (one rounding of
-          // the exact product) and its low byte is q in two's complement: one FFMA, no F2I.
+          // |v / scale| < 127.5: v / scale + 1.5 * 2^23 lands in [2^23, 2^24), where floats are
+          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v / scale) (rintf's result)
+          // and its low byte is q in two's complement: no F2I, no clamp.
 #pragma unroll
-          for (int e = 0; e < V; ++e) b.v[e] = static_cast<uint8_t>(__float_as_uint(fmaf(f.v[e], rscale, 12582912.0f)));
+          for (int e = 0; e < V; ++e) {
+            b.v[e] = static_cast<uint8_t>(__float_as_uint(__fadd_rn(Quotient(f.v[e], scale, rscale), 12582912.0f)));
+          }
         } else {
 #pragma unroll
           for (int e = 0; e < V; e += 2) {
             const __nv_fp8x2_storage_t p =
-                __nv_cvt_float2_to_fp8x2(make_float2(f.v[e] * rscale, f.v[e + 1] * rscale), __NV_SATFINITE, __NV_E4M3);
+                __nv_cvt_float2_to_fp8x2(make_float2(Quotient(f.v[e], scale, rscale), Quotient(f.v[e + 1], scale, rscale)),
+                                         __NV_SATFINITE, __NV_E4M3);
             b.v[e] = static_cast<uint8_t>(p & 0xff);
             b.v[e + 1] = static_cast<uint8_t>(p >> 8);
           }
@@ -432,7 +468,7 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
         if (int8) {
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            int q = __float2int_rn(f.v[e] * rscale);  // round to nearest even
+            int q = __float2int_rn(Quotient(f.v[e], scale, rscale));  // round to nearest even
             sat += static_cast<unsigned>(q) + 127u > 254u;  // |q| > 127 (also INT_MAX / INT_MIN: overflow)
             q = min(max(q, -127), 127);
             b.v[e] = static_cast<uint8_t>(static_cast<int8_t>(q));
@@ -440,7 +476,7 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
         } else {
 #pragma unroll
           for (int e = 0; e < V; e += 2) {
-            const float v0 = f.v[e] * rscale, v1 = f.v[e + 1] * rscale;
+            const float v0 = Quotient(f.v[e], scale, rscale), v1 = Quotient(f.v[e + 1], scale, rscale);
             sat += (fabsf(v0) > fp8_sat) + (fabsf(v1) > fp8_sat);
             // E4M3 pair, rounded to nearest even, |v| > 448 saturated to +-448 (the clamp)
             const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
@@ -508,9 +544,9 @@ bool WithRegKernel(int32_t prologue, int64_t n, int64_t nv, F&& f) {
   return false;
 }
 
-// ---- The kernel before 2026-12-03, unchanged, and still the default (the form above runs
-// only with STRATA_CUDA_QUANT_PROLOGUE=v2): per element a full-precision division for SiLU and
-// for q = v / scale, fp32 isfinite / max, one config per row width.
+// ---- The kernel before 2026-12-03, unchanged; runs only with STRATA_CUDA_QUANT_PROLOGUE=v1
+// (A/B against the form above): per element a full-precision division for SiLU and for
+// q = v / scale, fp32 isfinite / max, one config per row width.
 // The row-in-registers form (see the top), for one prologue kind kPro. With T = blockDim.x
 // threads (a multiple of 32, at most kMaxT), thread i owns vectors i, i + T, ..., i + (kVpt
 // - 1) T of the row (V = 16 / sizeof(X) elements each; j < cols / V), so a warp's loads are
@@ -667,12 +703,12 @@ bool WithRegKernelV1(int32_t prologue, int64_t nv, F&& f) {
   return false;
 }
 
-// True unless STRATA_CUDA_QUANT_PROLOGUE=v2 asks for QuantPrologueRegKernel (read once per
-// process).
+// True where STRATA_CUDA_QUANT_PROLOGUE=v1 asks for the previous kernel, QuantPrologueRegKernelV1
+// (for A/B runs; read once per process). Anything else (unset, v2): QuantPrologueRegKernel.
 bool UseRegKernelV1() {
   static const bool v1 = [] {
     const char* e = std::getenv("STRATA_CUDA_QUANT_PROLOGUE");
-    return e == nullptr || std::strcmp(e, "v2") != 0;
+    return e != nullptr && std::strcmp(e, "v1") == 0;
   }();
   return v1;
 }

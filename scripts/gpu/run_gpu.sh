@@ -74,9 +74,10 @@
 #              with F32 activations
 #   quantppl   stories260K quantized (8 methods) with CUDA and CPU calibration: files compared,
 #              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
-#   cuda_quant the activation quantization kernels (issue 28; CUDA_QUANT_BUDGET s, default 240):
-#              tests, SASS counts, ncu, profiled products, 4,096-token prefill and 128 sequences
-#              W8A8 for the opt-in STRATA_CUDA_QUANT_PROLOGUE=v2 kernel beside the default (cuda-quant_*.txt)
+#   cuda_quant the activation quantization kernel (issue 28; CUDA_QUANT_BUDGET s, default 200):
+#              its 8-bit tests (~40 s), then 4,096-token prefill and 128 sequences, W8A8 and FP8,
+#              under the default kernel, then (budget permitting: ~400 s for all) under
+#              STRATA_CUDA_QUANT_PROLOGUE=v1, profiled products v2 vs v1 (cuda-quant_*.txt)
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -715,58 +716,60 @@ phase_w8a8_prefill() {
   stamp "w8a8_prefill: $(( SECONDS - t_start ))s"
 }
 
-# Issue 28, the activation quantization kernels (helper cuda-quant; kernels/cuda/quant_prologue.cu's
-# QuantPrologueRegKernel, the prologue + per-token quantization before each 8-bit product;
-# CUDA_QUANT_BUDGET seconds, default 240; a step starts only with 10 s left and is cut at the
-# budget; results in $OUT/cuda-quant_*.txt). The new kernel is opt-in
-# (STRATA_CUDA_QUANT_PROLOGUE=v2; the default is the previous one, QuantPrologueRegKernelV1).
-# In order: the 8-bit cuda_quant_test cases (fused prologue vs the float64 composed reference
-# at 4,096 and 14,336 columns up to 4,096 tokens, W8A8 / FP8 products, counters) under v2
-# (twice) and under the default; the conformance INT8 tests; the kernels' SASS instruction
-# counts; then for v2 and (budget permitting) v1: ncu speed of light + duration +
-# instructions executed of layer 0's four quantizations at 128 and 4,096 tokens, the 4,096-token
-# W8A8 prefill and 128 sequences W8A8 end to end, quant_matmul_bench profiled (the quantize
-# lines), ncu at 1 token, (v2 only) W8A8 batch-1 decode.
+# Issue 28, the activation quantization kernels (kernels/cuda/quant_prologue.cu's
+# QuantPrologueRegKernel, the prologue + per-token quantization before each 8-bit product; the
+# default since helper cuda-quant2 fixed its rounding: q = v / scale bit for bit, not
+# v * (1 / scale); STRATA_CUDA_QUANT_PROLOGUE=v1 selects the previous kernel).
+# CUDA_QUANT_BUDGET seconds (default 200); a step starts only if its own minimum fits in what
+# is left and is cut at the budget; results in $OUT/cuda-quant_*.txt. In order:
+#   1. the 8-bit tests that exercise the kernel, once, under the default (about 40 s: the fused
+#      prologue vs the float64 composed reference up to 4,096 tokens, FP8 / W8A8 products, the
+#      new half-way-quotient test, counters); every failure message and the fp8 rms_norm and
+#      half-way lines printed;
+#   2. end to end under the default: the 4,096-token prefill and 128 sequences 128/128, W8A8
+#      then FP8 (about 30 s each: most of it making the synthetic model);
+#   3. (budget permitting) the same under STRATA_CUDA_QUANT_PROLOGUE=v1, and the products of a
+#      step profiled (the quantize kernels' times) under both; SASS counts where cuobjdump is.
 phase_cuda_quant() {
-  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json" NCU=/usr/local/cuda/bin/ncu
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local P="--prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096"
-  local t_start=$SECONDS budget=${CUDA_QUANT_BUDGET:-240}
-  local M=("$BUILD/bin/quant_matmul_bench" --ops layer)
-  local keep='quantize activations|quantized|^\{|total_ms|quant_matmul_bench:'
-  cq() {  # cq NAME LIMIT CMD...: CMD's stdout and stderr into cuda-quant_NAME.txt, within the budget
-    local name=$1 limit=$2 left
-    shift 2
+  local SV="--num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 --max-batched-tokens 8192"
+  local t_start=$SECONDS budget=${CUDA_QUANT_BUDGET:-200}
+  cq() {  # cq NAME LIMIT MIN CMD...: CMD's stdout and stderr into cuda-quant_NAME.txt if MIN s are left
+    local name=$1 limit=$2 min=$3 left
+    shift 3
     left=$(( budget - (SECONDS - t_start) ))
-    if (( left < 10 )); then stamp "skipped $name: the phase's ${budget}s"; return 1; fi
+    if (( left < min )); then stamp "skipped $name: ${left}s of the phase's ${budget}s left"; return 1; fi
     (( limit > left )) && limit=$left
     stamp "$name (limit ${limit}s)"
     timeout "$limit" "$@" > "$OUT/cuda-quant_$name.txt" 2>&1
     echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-quant_$name.txt"
   }
-  # The tests under the new kernel (opt-in, STRATA_CUDA_QUANT_PROLOGUE=v2; twice, to tell a
-  # deterministic failure from a flaky one), then under the default kernel; each failure's
-  # message lines (which case, token, row, values) are kept.
-  local filt='CudaQuant.FusedPrologue*:CudaQuant.W8A8*:CudaQuant.Fp8*:CudaQuant.Counters*:CudaQuant.MatmulEx*:CudaQuant.EightBitGemmsMatchReference'
-  local tv
-  for tv in v2 v1; do
-    STRATA_CUDA_QUANT_PROLOGUE=$tv cq "test_$tv" 110 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter="$filt" \
-      $( [ $tv = v2 ] && echo --gtest_repeat=2 )
-    grep -E -A4 "Failure" "$OUT/cuda-quant_test_$tv.txt" | head -40
-    grep -E "FAILED|PASSED|Repeating|n=(1 |4096) +worst error" "$OUT/cuda-quant_test_$tv.txt" | head -40
-    tail -1 "$OUT/cuda-quant_test_$tv.txt"
+  e2e() {  # e2e SUFFIX: the four end-to-end figures under the current STRATA_CUDA_QUANT_PROLOGUE
+    local d
+    for d in w8a8 fp8; do
+      cq "prefill_$d$1" 50 35 $S --synthetic-dtype $d $P -r 3 && \
+        echo "prefill $d$1: $(grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_prefill_$d$1.txt") $(tail -1 "$OUT/cuda-quant_prefill_$d$1.txt")"
+      cq "serving128_$d$1" 50 35 $S --synthetic-dtype $d $SV && \
+        echo "serving128 $d$1: $(grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_serving128_$d$1.txt") $(tail -1 "$OUT/cuda-quant_serving128_$d$1.txt")"
+    done
+  }
+  unset STRATA_CUDA_QUANT_PROLOGUE
+  cq test 90 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.FusedPrologue*:CudaQuant.Fp8*:CudaQuant.W8A8*:CudaQuant.Counters*'
+  grep -E -A4 "Failure" "$OUT/cuda-quant_test.txt" | head -60
+  grep -E "fp8 rms_norm .*worst error|half-way.*worst error|^\[  (FAILED|PASSED)|tests? ran" "$OUT/cuda-quant_test.txt" | head -60
+  tail -1 "$OUT/cuda-quant_test.txt"
+  e2e ""
+  export STRATA_CUDA_QUANT_PROLOGUE=v1
+  e2e _v1
+  unset STRATA_CUDA_QUANT_PROLOGUE
+  local v
+  for v in v2 v1; do
+    STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cq "products_$v" 30 20 "$BUILD/bin/quant_matmul_bench" --ops layer \
+      --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
+      grep -E "quantize activations|^\{" "$OUT/cuda-quant_products_$v.txt" | head -30
   done
-  # If v2 failed: the failing test once more under v2 with programmatic dependent launch off (the
-  # 8-bit GEMM then starts only after the quantization kernel ends): passing here points at the
-  # overlap with the GEMM, failing again at the kernel's values.
-  if grep -q "FAILED" "$OUT/cuda-quant_test_v2.txt" 2>/dev/null; then
-    STRATA_CUDA_QUANT_PROLOGUE=v2 STRATA_CUDA_PDL=off cq test_v2_nopdl 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
-      --gtest_filter='CudaQuant.FusedPrologueQuantizationMatchesComposedReference'
-    grep -E -A4 "Failure" "$OUT/cuda-quant_test_v2_nopdl.txt" | head -20; tail -1 "$OUT/cuda-quant_test_v2_nopdl.txt"
-  fi
-  cq conformance 30 "$BUILD/bin/backend_conformance_test" --gtest_color=no --gtest_filter='Backends/Int8Test.*/cuda'
-  grep -E "FAILED|PASSED|Failure" "$OUT/cuda-quant_conformance.txt" | head -8; tail -1 "$OUT/cuda-quant_conformance.txt"
-  # SASS per instantiation of the row-in-registers kernels (BF16 rows; static counts: every
-  # path, the exact per-element fallback included).
   local obj; obj=$(find "$BUILD" -name 'quant_prologue.cu.o' | head -1)
   if [ -n "$obj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
     /usr/local/cuda/bin/cuobjdump -sass "$obj" | awk '
@@ -774,39 +777,8 @@ phase_cuda_quant() {
       /^ *\/\*[0-9a-f]+\*\/ / && f ~ /QuantPrologueReg/ {n[f]++; if ($0 ~ /MUFU/) m[f]++; if ($0 ~ /CALL/) c[f]++}
       END {for (k in n) print k, "sass=" n[k], "mufu=" m[k]+0, "call=" c[k]+0}' | c++filt | \
       sed 's/.*QuantPrologueRegKernel/RegKernel/; s/(strata::cuda::QuantActArgs)//' | sort > "$OUT/cuda-quant_sass.txt"
-    grep -E "bfloat16, [012], (128, 4|256, 4|448, 4|1024, 1|1024, 2|256, 8|512, 8)" "$OUT/cuda-quant_sass.txt"
-  else
-    stamp "no cuobjdump or no quant_prologue.cu.o"
+    grep -E "bfloat16, [012], (256, 4|448, 4|1024, 1|1024, 2)" "$OUT/cuda-quant_sass.txt"
   fi
-  local v sfx
-  cq_ncu() {  # cq_ncu TOKENS SUFFIX: layer 0's four quantize kernels at TOKENS under ncu
-    [ -x "$NCU" ] || { stamp "no ncu at $NCU"; return; }
-    cq "ncu_$1$2" 30 "$NCU" --kernel-name regex:QuantPrologueReg --launch-count 4 \
-      --section SpeedOfLight --section Occupancy --metrics smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-      "${M[@]}" --formats w8a8 --tokens "$1" --reps 1 && \
-      grep -E "QuantPrologueReg|Duration|DRAM Throughput|Compute \(SM\)|inst_executed|warps_active|Achieved Occupancy|Registers Per|==ERROR==" \
-        "$OUT/cuda-quant_ncu_$1$2.txt" | sed 's/(QuantActArgs).*//' | head -40
-  }
-  # The new kernel first (STRATA_CUDA_QUANT_PROLOGUE=v2: what the default budget covers), then
-  # the default one (v1; a budget of ~550 s reaches it).
-  for v in v2 v1; do
-    sfx=; [ "$v" = v1 ] && sfx=_v1
-    export STRATA_CUDA_QUANT_PROLOGUE=$v
-    cq_ncu 128 "$sfx"
-    cq_ncu 4096 "$sfx"
-    cq "e2e_w8a8${sfx}" 50 $S --synthetic-dtype w8a8 $P -r 3 && \
-      { grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_e2e_w8a8${sfx}.txt"; }
-    cq "serving128_w8a8${sfx}" 45 $S --synthetic-dtype w8a8 --num-requests 128 \
-      --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128 --max-num-seqs 128 \
-      --max-batched-tokens 8192 && \
-      { grep -oE '"output_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; tail -1 "$OUT/cuda-quant_serving128_w8a8${sfx}.txt"; }
-    STRATA_CUDA_PROFILE=1 cq "bench${sfx}" 50 "${M[@]}" --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
-      grep -E "$keep" "$OUT/cuda-quant_bench${sfx}.txt" | grep -E "quantize|^\{|total_ms" | head -40
-    cq_ncu 1 "$sfx"  # batch-1 decode: the kernel's own time (the eager profile adds host launch gaps)
-    [ "$v" = v2 ] && cq decode1_w8a8 45 $S --synthetic-dtype w8a8 --prompt-tokens 128 --gen-tokens 128 -r 1 && \
-      { grep -oE '"decode_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant_decode1_w8a8.txt"; tail -1 "$OUT/cuda-quant_decode1_w8a8.txt"; }
-  done
-  unset STRATA_CUDA_QUANT_PROLOGUE
   stamp "cuda_quant: $(( SECONDS - t_start ))s"
 }
 
