@@ -76,8 +76,8 @@
 #              perplexity on CUDA (bf16 and f32 activations) beside the CPU's (quantppl.jsonl)
 #   cuda_quant the activation quantization kernel (issue 28; CUDA_QUANT_BUDGET s, default 200):
 #              its 8-bit tests (~40 s), then 4,096-token prefill and 128 sequences, W8A8 and FP8,
-#              under the default kernel, then (budget permitting: ~400 s for all) under
-#              STRATA_CUDA_QUANT_PROLOGUE=v1, profiled products v2 vs v1 (cuda-quant_*.txt)
+#              under the default kernel, then (budget permitting: ~240 s) profiled products v2
+#              vs v1, (~400 s) the e2e figures under STRATA_CUDA_QUANT_PROLOGUE=v1 (cuda-quant_*.txt)
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -728,8 +728,9 @@ phase_w8a8_prefill() {
 #      half-way lines printed;
 #   2. end to end under the default: the 4,096-token prefill and 128 sequences 128/128, W8A8
 #      then FP8 (about 30 s each: most of it making the synthetic model);
-#   3. (budget permitting) the same under STRATA_CUDA_QUANT_PROLOGUE=v1, and the products of a
-#      step profiled (the quantize kernels' times) under both; SASS counts where cuobjdump is.
+#   3. (budget permitting: ~240 s) a step's products profiled (the quantize kernels' times),
+#      default then v1; (~400 s) the four end-to-end figures under
+#      STRATA_CUDA_QUANT_PROLOGUE=v1; SASS counts where cuobjdump is.
 phase_cuda_quant() {
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local P="--prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096"
@@ -758,18 +759,18 @@ phase_cuda_quant() {
   cq test 90 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
     --gtest_filter='CudaQuant.FusedPrologue*:CudaQuant.Fp8*:CudaQuant.W8A8*:CudaQuant.Counters*'
   grep -E -A4 "Failure" "$OUT/cuda-quant_test.txt" | head -60
-  grep -E "fp8 rms_norm .*worst error|half-way.*worst error|^\[  (FAILED|PASSED)|tests? ran" "$OUT/cuda-quant_test.txt" | head -60
+  grep -E "fp8 rms_norm .*worst error|half-way.*worst error|^\[  (FAILED|PASSED)|suites? ran" "$OUT/cuda-quant_test.txt" | head -60
   tail -1 "$OUT/cuda-quant_test.txt"
   e2e ""
+  local v
+  for v in v2 v1; do
+    STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cq "products_$v" 25 15 "$BUILD/bin/quant_matmul_bench" --ops layer \
+      --formats w8a8,fp8 --tokens 128,4096 --reps 3 && \
+      grep -E "quantize activations|^\{" "$OUT/cuda-quant_products_$v.txt" | head -30
+  done
   export STRATA_CUDA_QUANT_PROLOGUE=v1
   e2e _v1
   unset STRATA_CUDA_QUANT_PROLOGUE
-  local v
-  for v in v2 v1; do
-    STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cq "products_$v" 30 20 "$BUILD/bin/quant_matmul_bench" --ops layer \
-      --formats w8a8,fp8 --tokens 128,4096 --reps 5 && \
-      grep -E "quantize activations|^\{" "$OUT/cuda-quant_products_$v.txt" | head -30
-  done
   local obj; obj=$(find "$BUILD" -name 'quant_prologue.cu.o' | head -1)
   if [ -n "$obj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
     /usr/local/cuda/bin/cuobjdump -sass "$obj" | awk '
