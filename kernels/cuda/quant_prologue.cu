@@ -202,7 +202,7 @@ __device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 }
 
 // v / scale rounded to nearest even, bit for bit the IEEE division of quant_activations.cu
-// and QuantPrologueRegKernelV1, from rscale = 1 / scale (rounded once per row): q = v * rscale
+// and QuantPrologueRegKernelV1, from rscale = 1 / scale (rounded to nearest, once per row): q = v * rscale
 // is within 1.5 ulp of it, and the exact residual v - q * scale (one FMA) times rscale corrects
 // it to the rounded quotient (Markstein's step; nvcc's own division does it after its reciprocal
 // iteration). Three instructions, no division. The product alone is NOT the quotient: with
@@ -410,7 +410,8 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
   const float scale = a.static_scale ? a.act_scale : amax / qmax;
   // scale 0 (a row of zeros, or no finite value) or not a number: q = 0 for finite v, as v / scale
   // would be replaced by 0.
-  const float rscale = scale > 0.0f ? 1.0f / scale : 0.0f;
+  // (__frcp_rn: rounded to nearest whatever the compiler's division flags; Quotient needs it.)
+  const float rscale = scale > 0.0f ? __frcp_rn(scale) : 0.0f;
   // The quotients by Quotient (bit for bit v / scale) where the row's 1 / scale is in
   // [2^-60, 2^60] and the thread's largest quotient under 2^100 (no underflow or overflow in
   // the residual step; see Quotient for the host check), or is 0 (q = 0, as v / scale would be
