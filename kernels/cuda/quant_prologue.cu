@@ -16,7 +16,7 @@
 //     block needs no shared row: at 4,096 tokens the kernel streams at HBM speed (the
 //     shared-row form ran SiLU*mul over 4,096 x 14,336 at ~1.1 TB/s: 56 KB of shared memory
 //     per block left 3 blocks an SM, each issuing its loads a few at a time).
-//     The per-element work (no division: q = v / scale by Quotient, bit for bit the division)
+//     The per-element work (no division: FP8 q = v / scale by Quotient, bit for bit the division)
 //     and the thread x vector split by row count (few rows: up to 1,024 threads a row for
 //     latency; many: several blocks an SM) are at QuantPrologueRegKernel and WithRegKernelOf.
 //     The default; STRATA_CUDA_QUANT_PROLOGUE=v1 selects the previous form,
@@ -256,14 +256,19 @@ __device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, floa
 // without SmoothQuant factors the max |v| is a running integer max of the values' bits
 // (BF16: two a 32-bit word), which also says whether the thread holds any non-finite value;
 // q = v / scale by Quotient (the reciprocal taken once per row, then a multiply and two FMAs:
-// the division's bits, not v * (1 / scale)'s); and where the thread's own max cannot clamp
+// the division's bits, not v * (1 / scale)'s; INT8 without clamping: one FFMA, see below);
+// and where the thread's own max cannot clamp
 // (always, with a dynamic scale) no clamp or count per element. A thread that holds a NaN or
 // Inf, or a row whose 1 / scale is outside [2^-60, 2^60], takes the exact per-element form of
 // quant_activations.cu instead (v / scale, NaN -> 0, Inf -> +-qmax counted). The quantized
 // bytes and scales are those of QuantPrologueRegKernelV1 and quant_activations.cu except
 // where the prologue's value itself differs (SiLU's approximate exp / reciprocal, the sum of
-// squares' order: one BF16 rounding the other way, rarely) and -0 (stored as +0); the FP8
-// saturation counter does not count a dynamic scale's 1-ulp overshoot of 448.
+// squares' order: one BF16 rounding the other way, rarely), -0 (stored as +0), and INT8 where
+// no value can clamp (always, with a dynamic scale): there q is the exact product v * rscale
+// rounded once (one FFMA), one step off rint(v / scale) where v / scale is within an ulp of a
+// half-integer (~1e-5 of random values; FP8, whose half-way quotients are common, takes
+// Quotient everywhere); the FP8 saturation counter does not count a dynamic scale's 1-ulp
+// overshoot of 448.
 template <typename X, int kPro, int kMaxT, int kVpt, int kMinBlocks>
 __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
@@ -448,13 +453,16 @@ __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(Quan
       Vec<V, uint8_t> b;
       if (fast && !clamps) {
         if (int8) {
-          // |v / scale| < 127.5: v / scale + 1.5 * 2^23 lands in [2^23, 2^24), where floats are
-          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v / scale) (rintf's result)
-          // and its low byte is q in two's complement: no F2I, no clamp.
+          // |v * rscale| < 127.5: fma(v, rscale, 1.5 * 2^23) lands in [2^23, 2^24), where floats are
+          // the integers, so it is 1.5 * 2^23 + round_to_nearest_even(v * rscale) (one rounding of
+          // the exact product) and its low byte is q in two's complement: one FFMA, no F2I. Not
+          // Quotient (three instructions more an element; with Quotient on every path the quantize
+          // kernels took 17-53% longer than the first form, 2026-12-03, docs/benchmarks.md, INT8's
+          // share of that not measured): INT8's half-way quotients are rare (127 v / max is a half-integer
+          // only for v = +-max / 2, or where max's odd part is 127), and this differs from
+          // rint(v / scale) only where v / scale is within an ulp of a half-integer, by one step.
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            b.v[e] = static_cast<uint8_t>(__float_as_uint(__fadd_rn(Quotient(f.v[e], scale, rscale), 12582912.0f)));
-          }
+          for (int e = 0; e < V; ++e) b.v[e] = static_cast<uint8_t>(__float_as_uint(fmaf(f.v[e], rscale, 12582912.0f)));
         } else {
 #pragma unroll
           for (int e = 0; e < V; e += 2) {

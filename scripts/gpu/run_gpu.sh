@@ -78,6 +78,8 @@
 #              its 8-bit tests (~40 s), then 4,096-token prefill and 128 sequences, W8A8 and FP8,
 #              under the default kernel, then (budget permitting: ~240 s) profiled products v2
 #              vs v1, (~400 s) the e2e figures under STRATA_CUDA_QUANT_PROLOGUE=v1 (cuda-quant_*.txt)
+#   cuda_quant_final  the same kernel's final check (CUDA_QUANT_FINAL_BUDGET s, default 95): tests,
+#              products profiled per format default vs v1, W8A8 prefill (cuda-quant-final_*.txt)
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -781,6 +783,43 @@ phase_cuda_quant() {
     grep -E "bfloat16, [012], (256, 4|448, 4|1024, 1|1024, 2)" "$OUT/cuda-quant_sass.txt"
   fi
   stamp "cuda_quant: $(( SECONDS - t_start ))s"
+}
+
+# The final check of helper cuda-quant2's fix (CUDA_QUANT_FINAL_BUDGET s, default 95; files
+# $OUT/cuda-quant-final_*.txt): the 8-bit tests once under the default kernel (~26 s), then a
+# step's products profiled per format (the quantize kernels' own times, which a run over both
+# formats mixes into one median), default then STRATA_CUDA_QUANT_PROLOGUE=v1, W8A8 then FP8
+# (~10 s each), then the W8A8 4,096-token prefill if 30 s are left.
+phase_cuda_quant_final() {
+  local t_start=$SECONDS budget=${CUDA_QUANT_FINAL_BUDGET:-95} v f
+  cqf() {  # cqf NAME LIMIT MIN CMD...: as phase_cuda_quant's cq, into cuda-quant-final_NAME.txt
+    local name=$1 limit=$2 min=$3 left
+    shift 3
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < min )); then stamp "skipped $name: ${left}s of the phase's ${budget}s left"; return 1; fi
+    (( limit > left )) && limit=$left
+    stamp "$name (limit ${limit}s)"
+    timeout "$limit" "$@" > "$OUT/cuda-quant-final_$name.txt" 2>&1
+    echo "rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-quant-final_$name.txt"
+  }
+  unset STRATA_CUDA_QUANT_PROLOGUE
+  cqf test 50 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.FusedPrologue*:CudaQuant.Fp8*:CudaQuant.W8A8*:CudaQuant.Counters*'
+  grep -E -A4 "Failure" "$OUT/cuda-quant-final_test.txt" | head -40
+  grep -E "(fp8|w8a8) rms_norm .*bf16;quant_fuse=on .*worst error|half-way.*bf16.*worst error|^\[  (FAILED|PASSED)|suites? ran" \
+    "$OUT/cuda-quant-final_test.txt" | head -40
+  tail -1 "$OUT/cuda-quant-final_test.txt"
+  for v in v2 v1; do
+    for f in w8a8 fp8; do
+      STRATA_CUDA_QUANT_PROLOGUE=$v STRATA_CUDA_PROFILE=1 cqf "products_${f}_$v" 20 8 "$BUILD/bin/quant_matmul_bench" \
+        --ops layer --formats $f --tokens 128,4096 --reps 3 && \
+        grep -E "quantize activations|^\{" "$OUT/cuda-quant-final_products_${f}_$v.txt" | sed "s/^/$f $v: /" | head -12
+    done
+  done
+  cqf prefill_w8a8 40 30 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --json --synthetic-dtype w8a8 \
+    --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3 && \
+    echo "prefill w8a8: $(grep -oE '"prefill_tokens_per_s": *[0-9.]+' "$OUT/cuda-quant-final_prefill_w8a8.txt") $(tail -1 "$OUT/cuda-quant-final_prefill_w8a8.txt")"
+  stamp "cuda_quant_final: $(( SECONDS - t_start ))s"
 }
 
 phase_kv8() {
