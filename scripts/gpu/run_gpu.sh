@@ -69,6 +69,11 @@
 #              first), attention kernels alone per form at 32 x 4,096 and 1 x 256, the KV read
 #              ceiling per row size, steady TPOT p50 32 x 4,096 BF16 vs FP8 KV, batch-1 decode
 #              128/128 per decode kernel
+#   attn3      the FP8 decode attention's opt-in forms (helper cuda-attn3, issue 28 item 6; about
+#              100 s, ATTN3_BUDGET; everything in $OUT/attn3.txt): the tensor-core kernel alone at
+#              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=lean|lite|lean-lite, ATTN3_FORMS),
+#              the FP8 decode tests with the fastest form forced (ATTN3_TEST_FORM overrides the
+#              pick), steady TPOT p50 32 x 4,096 BF16 vs FP8 KV (default form and the fastest)
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
@@ -1033,6 +1038,76 @@ print("batch-1 decode_attention=%-4s decode %s tok/s  prefill %s tok/s  graph re
   done
   rm -f "${O}_run.tmp"
   stamp "kv8_splitk: done ($(left) s left)"
+}
+
+# FP8 decode attention forms (helper cuda-attn3). Targets: strata strata-backend-cuda
+# cuda_kv8_test cuda_op_bench. One output file, $OUT/attn3.txt.
+phase_attn3() {
+  local P0=$(date +%s) F="$OUT/attn3.txt" W=/tmp/strata-attn3 f envs
+  left() { echo $(( ${ATTN3_BUDGET:-100} - ($(date +%s) - P0) )); }
+  say() { echo "$*" | tee -a "$F"; }
+  rm -rf "$W"; mkdir -p "$W"; : > "$F"
+  say "=== attn3 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): decode attention alone, mma kernel, 32 x 4,096 (us; median of the op bench's calls)"
+  # The default form first and last (drift), each opt-in form between.
+  local forms="default ${ATTN3_FORMS:-lean lite lean-lite} default"
+  for f in $forms; do
+    [ "$(left)" -gt 60 ] || { say "attention $f: skipped (phase time)"; continue; }
+    envs="STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_DECODE_CONTEXT=4096 STRATA_OP_BENCH_DECODE_KERNELS=mma"
+    [ "$f" = default ] && envs="$envs STRATA_OP_BENCH_KV_DTYPES=bf16,fp8" || envs="$envs STRATA_OP_BENCH_KV_DTYPES=fp8 STRATA_CUDA_DECODE_MMA_KV8=$f"
+    env $envs timeout 20 "$BUILD/bin/cuda_op_bench" 2>"$W/bench_$f.err" | grep '^{"op":"decode_attention"' | \
+      sed "s/\"kernel\":\"mma\"/\"kernel\":\"$f\"/" >> "$W/attn.jsonl" || tail -2 "$W/bench_$f.err" | tee -a "$F"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for r in rows:
+  print("%-10s %-5s b%-3d ctx%d  attn %6.1f us  rope_attn %6.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))
+new = [r for r in rows if r["kv_dtype"] == "fp8" and r["batch"] == 32 and r["kernel"] != "default"]
+best = min(new, key=lambda r: r["rope_attention_us"]) if new else None
+if best: open(sys.argv[2], "w").write(best["kernel"])
+d = [r["rope_attention_us"] for r in rows if r["kv_dtype"] == "fp8" and r["batch"] == 32 and r["kernel"] == "default"]
+if best and d: print("fastest opt-in form at 32 x 4,096 (rope_attn): %s %.1f us, default %s us: %.3fx" % (best["kernel"], best["rope_attention_us"], " / ".join("%.1f" % x for x in d), best["rope_attention_us"] / min(d)))' \
+    "$W/attn.jsonl" "$W/best" 2>&1 | tee -a "$F"
+  local best=${ATTN3_TEST_FORM:-$(cat "$W/best" 2>/dev/null)}
+  best=${best:-lite}
+
+  say "=== FP8 decode tests with STRATA_CUDA_DECODE_MMA_KV8=$best forced (FP8 caches only; vs float64) ($(left) s left)"
+  local TC='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*'
+  local lim=$(( $(left) - 42 )); [ $lim -gt 50 ] && lim=50; [ $lim -lt 15 ] && lim=15
+  STRATA_CUDA_DECODE_MMA_KV8=$best STRATA_KV8_TEST_CACHES=FP8 timeout $lim "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+    --gtest_filter="$TC" > "$W/tests.txt" 2>&1
+  local rc=$? st=passed
+  [ $rc -eq 124 ] && st="TIMED OUT after ${lim}s"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && st="FAILED (rc $rc)"
+  grep -qE "^\[  FAILED  \]" "$W/tests.txt" && st=FAILED
+  say "attn3 TESTS ($best): $st  ($(grep -c '^\[       OK' "$W/tests.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests.txt") skipped, $(grep -c '^\[ kv8 ops  \] FP8' "$W/tests.txt") FP8 cases printed)"
+  grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|outside|kv8 ops  \] FP8" "$W/tests.txt" | head -60 | tee -a "$F"
+
+  say "=== steady TPOT p50, 32 x 4,096 prompts, 128 out, Llama-3-8B shape bf16 weights ($(left) s left)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local M="$S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128"
+  M="$M --max-num-seqs 32 --max-batched-tokens 131072 --kv-blocks 9000"
+  tpot() {  # $1 label, $2 kv dtype, then env assignments
+    local label=$1 kv=$2
+    shift 2
+    [ "$(left)" -gt 18 ] || { say "tpot $label: skipped (phase time)"; return; }
+    env "$@" timeout 40 $M --kv-dtype $kv 2>"$W/tpot_$label.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$label" 2>/dev/null \
+      >> "$W/tpot.jsonl" || tail -3 "$W/tpot_$label.err" | tee -a "$F"
+  }
+  tpot bf16 auto
+  tpot "fp8-$best" fp8 STRATA_CUDA_DECODE_MMA_KV8=$best
+  tpot fp8-default fp8
+  [ "$(left)" -gt 40 ] && tpot "fp8-$best-2" fp8 STRATA_CUDA_DECODE_MMA_KV8=$best
+  [ "$(left)" -gt 20 ] && tpot bf16-2 auto
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+b = [r["tpot_ms"]["p50"] for r in rows if r["label"].startswith("bf16")]
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("%-20s TPOT p50 %6.2f ms (%s of bf16)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
+        "%.3f" % (t / b[0]) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
+    "$W/tpot.jsonl" 2>&1 | tee -a "$F"
+  say "=== attn3 done ($(left) s left)"
 }
 
 # Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on
