@@ -155,7 +155,13 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 //    64-bit offset itself (its p / bs is computed for the load anyway), which the copying
 //    lanes take by shuffle: no remainder by the block size and no 64-bit multiplies in the
 //    copy lanes, and the table's load latency off the per-chunk path.
-constexpr int kFormLean = 1, kFormLite = 2;
+//  - kFormPair (with kFormLite): two chunks (32 keys) an iteration, each warp's ring of
+//    kDirectStages chunks holding the pair in use and 3 in flight: the two chunks' S products
+//    are independent (more work in flight per warp), and the softmax's reductions, the
+//    rescale test and the loop's own instructions are paid once per 32 keys. The row sums
+//    and maxima are then taken over 32 keys at a time (the same online softmax, its
+//    roundings in another order).
+constexpr int kFormLean = 1, kFormLite = 2, kFormPair = 4;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
@@ -164,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0;
+  constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0, kPair = (FORM & kFormPair) != 0;
   static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the opt-in forms: FP8, direct");
+  static_assert(!kPair || (kLite && !kLean), "the pair form: with kFormLite, on the kDirectStages ring");
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT, kLean>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
@@ -437,10 +444,11 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   }
   // The chunk copies start now, unless one of the first chunks holds the new position: its
   // key and value must be stored first (short contexts only).
-  const bool write_first = writes_kv && pos < start + (kRing - 1) * kKeys;
+  constexpr int kPro = kPair ? kRing - 2 : kRing - 1;  // chunks issued before the loop
+  const bool write_first = writes_kv && pos < start + kPro * kKeys;
   if (!write_first) {
 #pragma unroll
-    for (int c = 0; c < kRing - 1; ++c) {
+    for (int c = 0; c < kPro; ++c) {
       issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
@@ -562,7 +570,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   if (write_first) {
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kRing - 1; ++c) {
+    for (int c = 0; c < kPro; ++c) {
       issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
@@ -570,7 +578,14 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   int32_t blk_next = kLite ? 0 : block_of(kRing - 1);
   // kFormLite: the entries of the next two chunks to issue (kRing - 1 + c and kRing + c).
   Entry e_next{-1, 0}, e_after{-1, 0};
-  if constexpr (kLite) {
+  // kFormPair: the entries of the next four (kPro + c .. kPro + c + 3).
+  [[maybe_unused]] Entry e_next2{-1, 0}, e_after2{-1, 0};
+  if constexpr (kPair) {
+    e_next = next_entry();
+    e_next2 = next_entry();
+    e_after = next_entry();
+    e_after2 = next_entry();
+  } else if constexpr (kLite) {
     e_next = next_entry();   // chunk kRing - 1
     e_after = next_entry();  // chunk kRing
   }
@@ -591,6 +606,122 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 
+  if constexpr (kPair) {
+    // O += P V of one chunk in the direct form (the default loop's step 3, FP8).
+    auto pv_direct = [&](const unsigned char* rawc, const uint32_t (&pf)[4]) {
+      const unsigned char* vraw_s = rawc + kKeys * D;
+      uint4 vr[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
+        vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
+      }
+      const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
+      const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        uint32_t b0[4], b1[4];  // tiles 4w .. 4w + 3
+        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, b0[0], b0[1]);
+        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, b0[2], b0[3]);
+        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, b1[0], b1[1]);
+        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, b1[2], b1[3]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) Mma<K>(o[4 * w + q], pf, b0[q], b1[q]);
+      }
+    };
+    for (int32_t c = 0; c < n_chunks; c += 2) {
+      // Refill the slots of the previous pair (never used before at c = 0).
+      issue(c + kRing - 2, row_offset(e_next), (c + kRing - 2) % kRing);
+      CpAsyncCommit();
+      issue(c + kRing - 1, row_offset(e_next2), (c + kRing - 1) % kRing);
+      CpAsyncCommit();
+      e_next = e_after;
+      e_next2 = e_after2;
+      e_after = next_entry();
+      e_after2 = next_entry();
+      CpAsyncWait<kRing - 2>();  // this lane's copies of chunks c and c + 1 have landed
+      __syncwarp();              // ... and every lane's
+      // The second chunk of the last pair may not exist (an odd number of chunks): its slot
+      // holds another chunk's rows (or was never written), so it is skipped (its keys are
+      // past the end and masked below).
+      const bool second = c + 1 < n_chunks;
+      // 1. S = Q K^T: sacc[2 sub + j] holds keys 8j..8j+7 of chunk c + sub.
+      float sacc[4][4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) sacc[t][0] = sacc[t][1] = sacc[t][2] = sacc[t][3] = 0.0f;
+#pragma unroll
+      for (int sub = 0; sub < 2; ++sub) {
+        if (sub == 1 && !second) break;  // warp-uniform
+        const unsigned char* rawc = raw_slot((c + sub) % kRing);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int row = 8 * j + g;
+#pragma unroll
+          for (int h = 0; h < D / 64; ++h) {
+            const uint4 kw = *reinterpret_cast<const uint4*>(rawc + row * D + KSwizzle(row, 4 * h + tig) * 16);
+            uint32_t hk[8];
+            Kv8ToHalf16(kw, KS{}, hk);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) Mma<K>(sacc[2 * sub + j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
+          }
+        }
+      }
+      // 2. Scores as in the default loop, over 32 keys; the mask only where some key of the
+      // pair is past the end.
+      const int32_t key0 = start + c * kKeys;
+      if (!plain || key0 + 2 * kKeys > end) {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = sacc[jj][e];
+            if (!plain) {
+              x *= qk_scale;
+              x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+            }
+            sacc[jj][e] = key0 + 8 * jj + 2 * tig + (e & 1) < end ? x : -INFINITY;
+          }
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float mx = QuadMax(fmaxf(fmaxf(fmaxf(sacc[0][2 * r], sacc[0][2 * r + 1]), fmaxf(sacc[1][2 * r], sacc[1][2 * r + 1])),
+                                       fmaxf(fmaxf(sacc[2][2 * r], sacc[2][2 * r + 1]), fmaxf(sacc[3][2 * r], sacc[3][2 * r + 1]))));
+        const float m_new = fmaxf(m[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
+        alpha[r] = m_new == m[r] ? 1.0f : Exp2(fmaf(m[r], mult, -m_use));
+        float sum = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          sacc[jj][2 * r] = Exp2(fmaf(sacc[jj][2 * r], mult, -m_use));
+          sacc[jj][2 * r + 1] = Exp2(fmaf(sacc[jj][2 * r + 1], mult, -m_use));
+          sum += sacc[jj][2 * r] + sacc[jj][2 * r + 1];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+        m[r] = m_new;
+      }
+      if (!(flags & kLazyRescale) || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[j][0] *= alpha[0];
+          o[j][1] *= alpha[0];
+          o[j][2] *= alpha[1];
+          o[j][3] *= alpha[1];
+        }
+      }
+      // 3. O += P V, chunk by chunk.
+#pragma unroll
+      for (int sub = 0; sub < 2; ++sub) {
+        if (sub == 1 && !second) break;  // warp-uniform
+        const uint32_t pf[4] = {PackPair<K>(sacc[2 * sub][0], sacc[2 * sub][1]), PackPair<K>(sacc[2 * sub][2], sacc[2 * sub][3]),
+                                PackPair<K>(sacc[2 * sub + 1][0], sacc[2 * sub + 1][1]),
+                                PackPair<K>(sacc[2 * sub + 1][2], sacc[2 * sub + 1][3])};
+        pv_direct(raw_slot((c + sub) % kRing), pf);
+      }
+      __syncwarp();  // every lane is done with these slots before they are refilled
+    }
+  } else
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int stage = c % kRing;
     // Refill the slot computed in the previous iteration (the query's slot at c = 0).
@@ -858,7 +989,7 @@ bool Kv8Direct() {
   return direct;
 }
 
-// STRATA_CUDA_DECODE_MMA_KV8=lean | lite | lean-lite (opt-in, for A/B measurements): FP8
+// STRATA_CUDA_DECODE_MMA_KV8=lean | lite | lean-lite | lite-pair (opt-in, for A/B measurements): FP8
 // at head_dim 128 in the direct form with the FORM bits kFormLean / kFormLite; I8 keeps the
 // direct form.
 int Kv8Form() {
@@ -868,6 +999,7 @@ int Kv8Form() {
     if (std::strcmp(e, "lean") == 0) return kFormLean;
     if (std::strcmp(e, "lite") == 0) return kFormLite;
     if (std::strcmp(e, "lean-lite") == 0) return kFormLean | kFormLite;
+    if (std::strcmp(e, "lite-pair") == 0) return kFormLite | kFormPair;
     return 0;
   }();
   return form;
@@ -901,6 +1033,8 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
             return LaunchTyped<K, D, KS, true, kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
           case kFormLean | kFormLite:
             return LaunchTyped<K, D, KS, true, kFormLean | kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
+          case kFormLite | kFormPair:
+            return LaunchTyped<K, D, KS, true, kFormLite | kFormPair>(a, kv, splits, ws, arrivals, rope, stream);
           default:
             break;
         }
