@@ -74,6 +74,10 @@
 #              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=lean|lite|lean-lite|lite-pair, ATTN3_FORMS),
 #              the FP8 decode tests with the fastest form forced (ATTN3_TEST_FORM overrides the
 #              pick), steady TPOT p50 32 x 4,096 BF16 vs FP8 KV (default form and the fastest)
+#   attn3_final the verification of attn3's winner as the default (about 100 s, ATTN3_BUDGET;
+#              $OUT/attn3_final.txt): FP8 decode tests on the default path, the kernel alone new
+#              default vs the previous form (STRATA_CUDA_DECODE_MMA_KV8=direct), steady TPOT p50
+#              32 x 4,096 BF16 / FP8 alternating
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
@@ -1108,6 +1112,67 @@ for r in rows:
         "%.3f" % (t / b[0]) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
     "$W/tpot.jsonl" 2>&1 | tee -a "$F"
   say "=== attn3 done ($(left) s left)"
+}
+
+# attn3's winner as the default, verified (helper cuda-attn3). Targets: strata
+# strata-backend-cuda cuda_kv8_test cuda_op_bench cuda_decode_kernel_choice_test. One output
+# file, $OUT/attn3_final.txt.
+phase_attn3_final() {
+  local P0=$(date +%s) F="$OUT/attn3_final.txt" W=/tmp/strata-attn3-final f envs
+  left() { echo $(( ${ATTN3_BUDGET:-100} - ($(date +%s) - P0) )); }
+  say() { echo "$*" | tee -a "$F"; }
+  rm -rf "$W"; mkdir -p "$W"; : > "$F"
+  say "=== attn3_final ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): FP8 decode tests, default path (vs float64) + host choice rules"
+  timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no 2>&1 | grep -E "PASSED|FAILED|Failure" | head -5 | tee -a "$F"
+  local TC='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*'
+  STRATA_KV8_TEST_CACHES=FP8 timeout 50 "$BUILD/bin/cuda_kv8_test" --gtest_color=no --gtest_filter="$TC" > "$W/tests.txt" 2>&1
+  local rc=$? st=passed
+  [ $rc -eq 124 ] && st="TIMED OUT after 50s"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && st="FAILED (rc $rc)"
+  grep -qE "^\[  FAILED  \]" "$W/tests.txt" && st=FAILED
+  say "attn3_final TESTS (default path): $st  ($(grep -c '^\[       OK' "$W/tests.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests.txt") skipped, $(grep -c '^\[ kv8 ops  \] FP8' "$W/tests.txt") FP8 cases printed)"
+  grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|outside|kv8 ops  \] FP8" "$W/tests.txt" | head -60 | tee -a "$F"
+
+  say "=== decode attention alone, mma kernel, 32 x 4,096: new default vs previous (direct) ($(left) s left)"
+  for f in default direct default; do
+    [ "$(left)" -gt 45 ] || { say "attention $f: skipped (phase time)"; continue; }
+    envs="STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_DECODE_CONTEXT=4096 STRATA_OP_BENCH_DECODE_KERNELS=mma STRATA_OP_BENCH_KV_DTYPES=bf16,fp8"
+    [ "$f" = direct ] && envs="$envs STRATA_CUDA_DECODE_MMA_KV8=direct"
+    env $envs timeout 20 "$BUILD/bin/cuda_op_bench" 2>"$W/bench_$f.err" | grep '^{"op":"decode_attention"' | \
+      sed "s/\"kernel\":\"mma\"/\"kernel\":\"$f\"/" >> "$W/attn.jsonl" || tail -2 "$W/bench_$f.err" | tee -a "$F"
+  done
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+  r = json.loads(l)
+  print("%-8s %-5s b%-3d ctx%d  attn %6.1f us  rope_attn %6.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))' \
+    "$W/attn.jsonl" 2>&1 | tee -a "$F"
+
+  say "=== steady TPOT p50, 32 x 4,096 prompts, 128 out, Llama-3-8B shape bf16 weights, alternating ($(left) s left)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local M="$S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128"
+  M="$M --max-num-seqs 32 --max-batched-tokens 131072 --kv-blocks 9000"
+  tpot() {  # $1 label, $2 kv dtype, then env assignments
+    local label=$1 kv=$2
+    shift 2
+    [ "$(left)" -gt 18 ] || { say "tpot $label: skipped (phase time)"; return; }
+    env "$@" timeout 40 $M --kv-dtype $kv 2>"$W/tpot_$label.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$label" 2>/dev/null \
+      >> "$W/tpot.jsonl" || tail -3 "$W/tpot_$label.err" | tee -a "$F"
+  }
+  tpot bf16 auto
+  tpot fp8 fp8
+  tpot fp8-direct fp8 STRATA_CUDA_DECODE_MMA_KV8=direct
+  tpot bf16-2 auto
+  tpot fp8-2 fp8
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+b = [r["tpot_ms"]["p50"] for r in rows if r["label"].startswith("bf16")]
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("%-12s TPOT p50 %6.2f ms (%s of the first bf16)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
+        "%.3f" % (t / b[0]) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
+    "$W/tpot.jsonl" 2>&1 | tee -a "$F"
+  say "=== attn3_final done ($(left) s left)"
 }
 
 # Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on
