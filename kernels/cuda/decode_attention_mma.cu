@@ -1149,20 +1149,25 @@ bool Kv8Direct() {
   return direct;
 }
 
-// STRATA_CUDA_DECODE_MMA_KV8=lean | lite | lean-lite | lite-pair | lite-trans | lean-lite-trans (opt-in, for A/B measurements): FP8
-// at head_dim 128 in the direct form with the FORM bits kFormLean / kFormLite; I8 keeps the
-// direct form.
+// The FP8 form at head_dim 128 (FORM bits) when STRATA_CUDA_DECODE_MMA_KV8 does not name one.
+constexpr int kDefaultKv8Form = 0;
+
+// STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite | lite-pair | lite-trans |
+// lean-lite-trans: FP8 at head_dim 128 in the direct form with those FORM bits (direct: none),
+// for A/B measurements; unset (or convert, or another value): kDefaultKv8Form. I8 keeps the
+// plain direct form.
 int Kv8Form() {
   static const int form = [] {
     const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
-    if (e == nullptr) return 0;
+    if (e == nullptr) return kDefaultKv8Form;
+    if (std::strcmp(e, "direct") == 0) return 0;
     if (std::strcmp(e, "lean") == 0) return kFormLean;
     if (std::strcmp(e, "lite") == 0) return kFormLite;
     if (std::strcmp(e, "lean-lite") == 0) return kFormLean | kFormLite;
     if (std::strcmp(e, "lite-pair") == 0) return kFormLite | kFormPair;
     if (std::strcmp(e, "lite-trans") == 0) return kFormLite | kFormTrans;
     if (std::strcmp(e, "lean-lite-trans") == 0) return kFormLean | kFormLite | kFormTrans;
-    return 0;
+    return kDefaultKv8Form;
   }();
   return form;
 }
