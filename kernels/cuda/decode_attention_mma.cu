@@ -168,7 +168,7 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 //    quarter of the exponentials (8 heads of which 4 padding, against 16 rows of which 12),
 //    the accumulators in 32 registers instead of 64. P^T goes from the S^T accumulator
 //    layout to the B operand by two movmatrix transposes. K rows are swizzled for its loads
-//    (16-byte column c of row r at c ^ (r & 1)).
+//    (16-byte column c of row r at c ^ (r & 1)). With kFormPair, two chunks an iteration.
 constexpr int kFormLean = 1, kFormLite = 2, kFormPair = 4, kFormTrans = 8;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   using T = __nv_bfloat16;
   constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0, kPair = (FORM & kFormPair) != 0;
   constexpr bool kTrans = (FORM & kFormTrans) != 0;
-  static_assert(!kTrans || (kLite && !kPair), "the transposed form: with kFormLite, one chunk an iteration");
+  static_assert(!kTrans || kLite, "the transposed form: with kFormLite");
   static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the opt-in forms: FP8, direct");
   static_assert(!kPair || (kLite && !kLean), "the pair form: with kFormLite, on the kDirectStages ring");
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT, kLean>;
@@ -638,60 +638,90 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
     // Lane (g, tig): S^T rows (keys) g and g + 8, columns (heads) 2tig and 2tig + 1; m[e],
     // l[e] are head 2tig + e's (l this lane's part of the sum over its keys); o[mt] holds
     // O^T rows (dims) 16g + 2mt (o[mt][0..1]) and 16g + 2mt + 1 (o[mt][2..3]) of the same heads.
-    for (int32_t c = 0; c < n_chunks; ++c) {
-      const int stage = c % kRing;
-      issue(c + kRing - 1, row_offset(e_next), (c + kRing - 1) % kRing);
-      CpAsyncCommit();
-      e_next = e_after;
-      e_after = next_entry();
-      CpAsyncWait<kRing - 1>();  // this lane's copies of chunk c have landed
-      __syncwarp();              // ... and every lane's
-      const unsigned char* rawc = raw_slot(stage);
-      // 1. S^T = K Q^T: A from key rows g and g + 8 (16-byte columns 2tig + hh), two chains.
-      float st2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int col = (2 * tig + hh) ^ (g & 1);  // rows g and g + 8 have the same parity
-        const uint4 ka = *reinterpret_cast<const uint4*>(rawc + g * D + col * 16);
-        const uint4 kb = *reinterpret_cast<const uint4*>(rawc + (g + 8) * D + col * 16);
-        uint32_t ha[8], hb[8];
-        Kv8ToHalf16(ka, KS{}, ha);
-        Kv8ToHalf16(kb, KS{}, hb);
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const uint32_t af[4] = {ha[2 * t], hb[2 * t], ha[2 * t + 1], hb[2 * t + 1]};
-          Mma<K>(st2[hh], af, qf[4 * hh + t][0], qf[4 * hh + t][1]);
-        }
+    // With kFormPair, two chunks (kSub) an iteration, as in the pair loop below.
+    constexpr int kSub = kPair ? 2 : 1;
+    for (int32_t c = 0; c < n_chunks; c += kSub) {
+      if constexpr (kPair) {  // refill the slots of the previous pair (never used at c = 0)
+        issue(c + kRing - 2, row_offset(e_next), (c + kRing - 2) % kRing);
+        CpAsyncCommit();
+        issue(c + kRing - 1, row_offset(e_next2), (c + kRing - 1) % kRing);
+        CpAsyncCommit();
+        e_next = e_after;
+        e_next2 = e_after2;
+        e_after = next_entry();
+        e_after2 = next_entry();
+      } else {
+        issue(c + kRing - 1, row_offset(e_next), (c + kRing - 1) % kRing);
+        CpAsyncCommit();
+        e_next = e_after;
+        e_after = next_entry();
       }
-      float st[4];
+      CpAsyncWait<kRing - kSub>();  // this lane's copies of chunks c .. c + kSub - 1 have landed
+      __syncwarp();                 // ... and every lane's
+      // kFormPair: the second chunk of the last pair may not exist (its slot holds another
+      // chunk's rows or was never written): skipped, its keys masked below.
+      const bool second = kSub == 2 && c + 1 < n_chunks;
+      // 1. S^T = K Q^T: A from key rows g and g + 8 (16-byte columns 2tig + hh), two chains.
+      float st[kSub][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st[e] = st2[0][e] + st2[1][e];
-      // 2. Scores, keys past the context masked (only in a chunk that has such keys).
-      const int32_t key0 = start + c * kKeys;
-      if (!plain || key0 + kKeys > end) {
+      for (int sub = 0; sub < kSub; ++sub) {
+        st[sub][0] = st[sub][1] = st[sub][2] = st[sub][3] = 0.0f;
+        if (sub == 1 && !second) continue;  // warp-uniform
+        const unsigned char* rawc = raw_slot((c + sub) % kRing);
+        float st2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = st[e];
-          if (!plain) {
-            x *= qk_scale;
-            x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+        for (int hh = 0; hh < 2; ++hh) {
+          const int col = (2 * tig + hh) ^ (g & 1);  // rows g and g + 8 have the same parity
+          const uint4 ka = *reinterpret_cast<const uint4*>(rawc + g * D + col * 16);
+          const uint4 kb = *reinterpret_cast<const uint4*>(rawc + (g + 8) * D + col * 16);
+          uint32_t ha[8], hb[8];
+          Kv8ToHalf16(ka, KS{}, ha);
+          Kv8ToHalf16(kb, KS{}, hb);
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            const uint32_t af[4] = {ha[2 * t], hb[2 * t], ha[2 * t + 1], hb[2 * t + 1]};
+            Mma<K>(st2[hh], af, qf[4 * hh + t][0], qf[4 * hh + t][1]);
           }
-          st[e] = key0 + g + 8 * (e >> 1) < end ? x : -INFINITY;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[sub][e] = st2[0][e] + st2[1][e];
+      }
+      // 2. Scores, keys past the context masked (only where the chunks have such keys).
+      const int32_t key0 = start + c * kKeys;
+      if (!plain || key0 + kSub * kKeys > end) {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = st[sub][e];
+            if (!plain) {
+              x *= qk_scale;
+              x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+            }
+            st[sub][e] = key0 + kKeys * sub + g + 8 * (e >> 1) < end ? x : -INFINITY;
+          }
         }
       }
       float alpha[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float mx = fmaxf(st[e], st[2 + e]);  // over the lanes of the same tig: the 16 keys
+        float mx = fmaxf(st[0][e], st[0][2 + e]);  // over the lanes of the same tig: the keys
+#pragma unroll
+        for (int sub = 1; sub < kSub; ++sub) mx = fmaxf(mx, fmaxf(st[sub][e], st[sub][2 + e]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         const float m_new = fmaxf(m[e], mx);
         const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
         alpha[e] = m_new == m[e] ? 1.0f : Exp2(fmaf(m[e], mult, -m_use));
-        st[e] = Exp2(fmaf(st[e], mult, -m_use));
-        st[2 + e] = Exp2(fmaf(st[2 + e], mult, -m_use));
-        l[e] = l[e] * alpha[e] + (st[e] + st[2 + e]);
+        float sum = 0.0f;
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          st[sub][e] = Exp2(fmaf(st[sub][e], mult, -m_use));
+          st[sub][2 + e] = Exp2(fmaf(st[sub][2 + e], mult, -m_use));
+          sum += st[sub][e] + st[sub][2 + e];
+        }
+        l[e] = l[e] * alpha[e] + sum;
         m[e] = m_new;
       }
       if (!(flags & kLazyRescale) || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
@@ -703,37 +733,42 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
           o[mt][3] *= alpha[1];
         }
       }
-      // 3. O^T += V^T P^T. P^T (keys x heads) to the B operand: the two 8 x 8 halves of the
-      // S^T layout (keys 0-7 | 8-15), transposed.
-      uint32_t pb[2];
-      {
-        const uint32_t top = PackPair<K>(st[0], st[1]), bot = PackPair<K>(st[2], st[3]);
-        asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[0]) : "r"(top));
-        asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[1]) : "r"(bot));
-      }
-      // A = V^T of m-tile mt: rows (dims) 16g + 2mt and 16g + 2mt + 1, keys 2tig, 2tig + 1
-      // (a0, a1) and 2tig + 8, 2tig + 9 (a2, a3): bytes of column g of those four value rows.
-      const unsigned char* vraw_s = rawc + kKeys * D;
-      uint4 vr[4];
+      // 3. O^T += V^T P^T, chunk by chunk.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
-        vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
-      }
-      const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
-      const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
+      for (int sub = 0; sub < kSub; ++sub) {
+        if (sub == 1 && !second) continue;  // warp-uniform
+        // P^T (keys x heads) to the B operand: the two 8 x 8 halves of the S^T layout (keys
+        // 0-7 | 8-15), transposed.
+        uint32_t pb[2];
+        {
+          const uint32_t top = PackPair<K>(st[sub][0], st[sub][1]), bot = PackPair<K>(st[sub][2], st[sub][3]);
+          asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[0]) : "r"(top));
+          asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[1]) : "r"(bot));
+        }
+        // A = V^T of m-tile mt: rows (dims) 16g + 2mt and 16g + 2mt + 1, keys 2tig, 2tig + 1
+        // (a0, a1) and 2tig + 8, 2tig + 9 (a2, a3): bytes of column g of those four value rows.
+        const unsigned char* vraw_s = raw_slot((c + sub) % kRing) + kKeys * D;
+        uint4 vr[4];
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {  // m-tiles 2w (bytes 4w, 4w + 1) and 2w + 1 (4w + 2, 4w + 3)
-        uint32_t x[4], y[4];
-        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, x[0], x[1]);
-        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, x[2], x[3]);
-        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, y[0], y[1]);
-        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, y[2], y[3]);
-        const uint32_t a0[4] = {x[0], x[1], y[0], y[1]}, a1[4] = {x[2], x[3], y[2], y[3]};
-        Mma<K>(o[2 * w], a0, pb[0], pb[1]);
-        Mma<K>(o[2 * w + 1], a1, pb[0], pb[1]);
+        for (int e = 0; e < 4; ++e) {
+          const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
+          vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
+        }
+        const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
+        const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {  // m-tiles 2w (bytes 4w, 4w + 1) and 2w + 1 (4w + 2, 4w + 3)
+          uint32_t x[4], y[4];
+          Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, x[0], x[1]);
+          Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, x[2], x[3]);
+          Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, y[0], y[1]);
+          Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, y[2], y[3]);
+          const uint32_t a0[4] = {x[0], x[1], y[0], y[1]}, a1[4] = {x[2], x[3], y[2], y[3]};
+          Mma<K>(o[2 * w], a0, pb[0], pb[1]);
+          Mma<K>(o[2 * w + 1], a1, pb[0], pb[1]);
+        }
       }
-      __syncwarp();  // every lane is done with this slot before it is refilled
+      __syncwarp();  // every lane is done with these slots before they are refilled
     }
   } else if constexpr (kPair) {
     // O += P V of one chunk in the direct form (the default loop's step 3, FP8).
@@ -1153,7 +1188,7 @@ bool Kv8Direct() {
 constexpr int kDefaultKv8Form = 0;
 
 // STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite | lite-pair | lite-trans |
-// lean-lite-trans: FP8 at head_dim 128 in the direct form with those FORM bits (direct: none),
+// lean-lite-trans | lite-pair-trans: FP8 at head_dim 128 in the direct form with those FORM bits (direct: none),
 // for A/B measurements; unset (or convert, or another value): kDefaultKv8Form. I8 keeps the
 // plain direct form.
 int Kv8Form() {
@@ -1167,6 +1202,7 @@ int Kv8Form() {
     if (std::strcmp(e, "lite-pair") == 0) return kFormLite | kFormPair;
     if (std::strcmp(e, "lite-trans") == 0) return kFormLite | kFormTrans;
     if (std::strcmp(e, "lean-lite-trans") == 0) return kFormLean | kFormLite | kFormTrans;
+    if (std::strcmp(e, "lite-pair-trans") == 0) return kFormLite | kFormPair | kFormTrans;
     return kDefaultKv8Form;
   }();
   return form;
@@ -1206,6 +1242,11 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
             return a.num_heads / kv.num_kv_heads <= 8
                        ? LaunchTyped<K, D, KS, true, kFormLite | kFormTrans>(a, kv, splits, ws, arrivals, rope, stream)
                        : LaunchTyped<K, D, KS, true, kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
+          case kFormLite | kFormPair | kFormTrans:  // groups of more than 8 heads: the pair form
+            return a.num_heads / kv.num_kv_heads <= 8
+                       ? LaunchTyped<K, D, KS, true, kFormLite | kFormPair | kFormTrans>(a, kv, splits, ws, arrivals, rope,
+                                                                                         stream)
+                       : LaunchTyped<K, D, KS, true, kFormLite | kFormPair>(a, kv, splits, ws, arrivals, rope, stream);
           case kFormLean | kFormLite | kFormTrans:
             return a.num_heads / kv.num_kv_heads <= 8
                        ? LaunchTyped<K, D, KS, true, kFormLean | kFormLite | kFormTrans>(a, kv, splits, ws, arrivals, rope,

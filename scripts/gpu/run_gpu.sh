@@ -72,7 +72,7 @@
 #   attn3      the FP8 decode attention's opt-in forms (helper cuda-attn3, issue 28 item 6; about
 #              100 s, ATTN3_BUDGET; everything in $OUT/attn3.txt): the tensor-core kernel alone at
 #              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=lean|lite|lean-lite|lite-pair|lite-trans|
-#              lean-lite-trans, ATTN3_FORMS),
+#              lean-lite-trans|lite-pair-trans, ATTN3_FORMS),
 #              the FP8 decode tests with the fastest form forced (ATTN3_TEST_FORM overrides the
 #              pick), steady TPOT p50 32 x 4,096 BF16 vs FP8 KV (default form and the fastest)
 #   attn3_final the verification of attn3's winner as the default (about 100 s, ATTN3_BUDGET;
@@ -1054,7 +1054,7 @@ phase_attn3() {
   rm -rf "$W"; mkdir -p "$W"; : > "$F"
   say "=== attn3 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): decode attention alone, mma kernel, 32 x 4,096 (us; median of the op bench's calls)"
   # The default form first and last (drift), each opt-in form between.
-  local forms="default ${ATTN3_FORMS:-lean lite lean-lite lite-pair lite-trans lean-lite-trans} default"
+  local forms="default ${ATTN3_FORMS:-lean lite lean-lite lite-pair lite-trans lean-lite-trans lite-pair-trans} default"
   for f in $forms; do
     [ "$(left)" -gt 60 ] || { say "attention $f: skipped (phase time)"; continue; }
     envs="STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_DECODE_CONTEXT=4096 STRATA_OP_BENCH_DECODE_KERNELS=mma"
