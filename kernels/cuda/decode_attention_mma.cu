@@ -41,6 +41,9 @@
 // head) is copied beside the ring (kStages x 32 floats per warp) and applied exactly: the
 // key's to its scores, the value's to its probabilities after the row sum. I8 rows are
 // written by rope_kv_write (never fused here: a write may requantize its block).
+// FP8 at head_dim 128 runs the lean + lite form by default (kDefaultKv8Form, FORM bits below:
+// a 3-chunk ring with three blocks an SM, split-K planned for 12 warps an SM, and the block
+// table's entries loaded two chunks ahead and turned into row offsets by their loading lanes).
 #include "kernels/cuda/decode_attention_mma.h"
 
 #include <cuda_bf16.h>
@@ -145,8 +148,8 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
 // accumulators are rescaled only in chunks where a row's maximum moved.
 constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 
-// Opt-in forms of the FP8 direct kernel (FORM bits; STRATA_CUDA_DECODE_MMA_KV8, Kv8Form), for
-// A/B measurements against the default (FORM 0):
+// Forms of the FP8 direct kernel (FORM bits; kDefaultKv8Form is the default, the others
+// STRATA_CUDA_DECODE_MMA_KV8 opt-ins for A/B measurements; FORM 0, `direct`, the one before):
 //  - kFormLean: a ring of kLeanStages chunks and registers capped for three blocks an SM (12
 //    warps instead of 8: more warps to hide each warp's per-chunk latency; DecodeMmaSplits
 //    plans the split-K slices for 12 warps an SM with it).
@@ -1184,8 +1187,12 @@ bool Kv8Direct() {
   return direct;
 }
 
-// The FP8 form at head_dim 128 (FORM bits) when STRATA_CUDA_DECODE_MMA_KV8 does not name one.
-constexpr int kDefaultKv8Form = 0;
+// The FP8 form at head_dim 128 (FORM bits) when STRATA_CUDA_DECODE_MMA_KV8 does not name one:
+// lean + lite. Measured on the H200 (cuda_op_bench, mma kernel alone, 32 x 4,096, rope_attention;
+// 2026-12-03, the lead's call 2, phase attn3): the direct form 116.2 / 116.6 us (two runs), lean
+// 107.1, lite 87.2, lean + lite 80.3 (3.30 TB/s), lite-pair 83.3; steady TPOT p50 at 32 x 4,096
+// with lean + lite 7.03 ms against BF16 KV's 9.96 (0.706x; the direct form measured 0.834x).
+constexpr int kDefaultKv8Form = kFormLean | kFormLite;
 
 // STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite | lite-pair | lite-trans |
 // lean-lite-trans | lite-pair-trans: FP8 at head_dim 128 in the direct form with those FORM bits (direct: none),

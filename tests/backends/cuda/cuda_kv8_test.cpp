@@ -551,8 +551,10 @@ TEST(CudaKv8Ops, DecodeSimtKernel) { RunDecode("simple", false); }
 // default path (decode_attention=auto) picks them, over BF16 and the 8-bit caches: contexts
 // of 1, 17, 128, 2,049, 4,100 and 4,113 keys (ragged last blocks) in batches whose (token,
 // KV head) pairs give 22 splits (6 sequences), 4 (33 sequences: issue 28's TPOT shape at
-// 32 x 4,096 has 4) and none (130 short sequences); plain and with the fused rope/KV write.
-// DecodeKernelChoice.SplitsFillOneWaveOfWarps pins those split counts on 132 SMs.
+// 32 x 4,096 has 4) and none (130 short sequences); FP8's default form plans for 12 warps an
+// SM: 33, 6 and none. Plain and with the fused rope/KV write.
+// DecodeKernelChoice.SplitsFillOneWaveOfWarps and Fp8SplitsFillTwelveWarpsAnSm pin those
+// split counts on 132 SMs.
 void RunDecodeSplitK(bool fused) {
   CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=auto");
   REQUIRE_CUDA(c);
