@@ -158,21 +158,7 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 //    64-bit offset itself (its p / bs is computed for the load anyway), which the copying
 //    lanes take by shuffle: no remainder by the block size and no 64-bit multiplies in the
 //    copy lanes, and the table's load latency off the per-chunk path.
-//  - kFormPair (with kFormLite): two chunks (32 keys) an iteration, each warp's ring of
-//    kDirectStages chunks holding the pair in use and 3 in flight: the two chunks' S products
-//    are independent (more work in flight per warp), and the softmax's reductions, the
-//    rescale test and the loop's own instructions are paid once per 32 keys. The row sums
-//    and maxima are then taken over 32 keys at a time (the same online softmax, its
-//    roundings in another order).
-//  - kFormTrans (with kFormLite; groups of at most 8 query heads): S^T = K Q^T and
-//    O^T = V^T P^T, the keys and the dims as the m16n8k16 tiles' 16 rows and the group's
-//    heads as their 8 columns, where the default puts the heads (4 of 16 rows used at
-//    Llama-3-8B's group of 4) in the rows: per 16-key chunk 8 + 8 mma instead of 16 + 16, a
-//    quarter of the exponentials (8 heads of which 4 padding, against 16 rows of which 12),
-//    the accumulators in 32 registers instead of 64. P^T goes from the S^T accumulator
-//    layout to the B operand by two movmatrix transposes. K rows are swizzled for its loads
-//    (16-byte column c of row r at c ^ (r & 1)). With kFormPair, two chunks an iteration.
-constexpr int kFormLean = 1, kFormLite = 2, kFormPair = 4, kFormTrans = 8;
+constexpr int kFormLean = 1, kFormLite = 2;
 
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
@@ -181,11 +167,8 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0, kPair = (FORM & kFormPair) != 0;
-  constexpr bool kTrans = (FORM & kFormTrans) != 0;
-  static_assert(!kTrans || kLite, "the transposed form: with kFormLite");
+  constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0;
   static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the opt-in forms: FP8, direct");
-  static_assert(!kPair || (kLite && !kLean), "the pair form: with kFormLite, on the kDirectStages ring");
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT, kLean>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
@@ -394,11 +377,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
         if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
-          if constexpr (kTrans) {  // K: its own swizzle (kFormTrans)
-            CpAsync16(raw + r * D + ((copy_col / 16) ^ (r & 1)) * 16, kbase + off, valid);
-          } else {
-            CpAsync16(raw + r * D + KSwizzle(r, copy_col / 16) * 16, kbase + off, valid);
-          }
+          CpAsync16(raw + r * D + KSwizzle(r, copy_col / 16) * 16, kbase + off, valid);
           CpAsync16(raw + (kKeys + r) * D + VSwizzle(r, copy_col / 16) * 16, vbase + off, valid);
         } else {
           CpAsync16(raw + r * D + copy_col, kbase + off, valid);
@@ -461,11 +440,10 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   }
   // The chunk copies start now, unless one of the first chunks holds the new position: its
   // key and value must be stored first (short contexts only).
-  constexpr int kPro = kPair ? kRing - 2 : kRing - 1;  // chunks issued before the loop
-  const bool write_first = writes_kv && pos < start + kPro * kKeys;
+  const bool write_first = writes_kv && pos < start + (kRing - 1) * kKeys;
   if (!write_first) {
 #pragma unroll
-    for (int c = 0; c < kPro; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
@@ -537,21 +515,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   // FA2 kernel.
   uint32_t qf[D / 16][4];
   {
-    if constexpr (kTrans) {
-      // B operand of S^T = K Q^T (dims x heads): k-step kk of lane (g, tig) holds head g's
-      // dims 32tig + 4kk + {0, 1} (b0) and + {2, 3} (b1), so that a lane's A operands for 8
-      // k-steps are two 16-byte columns (2tig, 2tig + 1) of a raw key row. Rows past the
-      // group are zeros.
-      const uint4* src = reinterpret_cast<const uint4*>(qs + g * kLd + 32 * tig);
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const uint4 x = src[v];
-        qf[2 * v][0] = x.x;
-        qf[2 * v][1] = x.y;
-        qf[2 * v + 1][0] = x.z;
-        qf[2 * v + 1][1] = x.w;
-      }
-    } else if constexpr (DIRECT) {
+    if constexpr (DIRECT) {
       // The direct form's k order (the K fragments below): k-step 4h + t of lane (g, tig)
       // holds columns 64h + 16tig + 4t + {0, 1} (a0, a1) and + {2, 3} (a2, a3), so that a
       // lane's B operand for four k-steps is one 16-byte column of a raw key row. The dot
@@ -601,7 +565,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   if (write_first) {
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kPro; ++c) {
+    for (int c = 0; c < kRing - 1; ++c) {
       issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
@@ -609,14 +573,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   int32_t blk_next = kLite ? 0 : block_of(kRing - 1);
   // kFormLite: the entries of the next two chunks to issue (kRing - 1 + c and kRing + c).
   Entry e_next{-1, 0}, e_after{-1, 0};
-  // kFormPair: the entries of the next four (kPro + c .. kPro + c + 3).
-  [[maybe_unused]] Entry e_next2{-1, 0}, e_after2{-1, 0};
-  if constexpr (kPair) {
-    e_next = next_entry();
-    e_next2 = next_entry();
-    e_after = next_entry();
-    e_after2 = next_entry();
-  } else if constexpr (kLite) {
+  if constexpr (kLite) {
     e_next = next_entry();   // chunk kRing - 1
     e_after = next_entry();  // chunk kRing
   }
@@ -637,258 +594,6 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 
-  if constexpr (kTrans) {
-    // Lane (g, tig): S^T rows (keys) g and g + 8, columns (heads) 2tig and 2tig + 1; m[e],
-    // l[e] are head 2tig + e's (l this lane's part of the sum over its keys); o[mt] holds
-    // O^T rows (dims) 16g + 2mt (o[mt][0..1]) and 16g + 2mt + 1 (o[mt][2..3]) of the same heads.
-    // With kFormPair, two chunks (kSub) an iteration, as in the pair loop below.
-    constexpr int kSub = kPair ? 2 : 1;
-    for (int32_t c = 0; c < n_chunks; c += kSub) {
-      if constexpr (kPair) {  // refill the slots of the previous pair (never used at c = 0)
-        issue(c + kRing - 2, row_offset(e_next), (c + kRing - 2) % kRing);
-        CpAsyncCommit();
-        issue(c + kRing - 1, row_offset(e_next2), (c + kRing - 1) % kRing);
-        CpAsyncCommit();
-        e_next = e_after;
-        e_next2 = e_after2;
-        e_after = next_entry();
-        e_after2 = next_entry();
-      } else {
-        issue(c + kRing - 1, row_offset(e_next), (c + kRing - 1) % kRing);
-        CpAsyncCommit();
-        e_next = e_after;
-        e_after = next_entry();
-      }
-      CpAsyncWait<kRing - kSub>();  // this lane's copies of chunks c .. c + kSub - 1 have landed
-      __syncwarp();                 // ... and every lane's
-      // kFormPair: the second chunk of the last pair may not exist (its slot holds another
-      // chunk's rows or was never written): skipped, its keys masked below.
-      const bool second = kSub == 2 && c + 1 < n_chunks;
-      // 1. S^T = K Q^T: A from key rows g and g + 8 (16-byte columns 2tig + hh), two chains.
-      float st[kSub][4];
-#pragma unroll
-      for (int sub = 0; sub < kSub; ++sub) {
-        st[sub][0] = st[sub][1] = st[sub][2] = st[sub][3] = 0.0f;
-        if (sub == 1 && !second) continue;  // warp-uniform
-        const unsigned char* rawc = raw_slot((c + sub) % kRing);
-        float st2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int col = (2 * tig + hh) ^ (g & 1);  // rows g and g + 8 have the same parity
-          const uint4 ka = *reinterpret_cast<const uint4*>(rawc + g * D + col * 16);
-          const uint4 kb = *reinterpret_cast<const uint4*>(rawc + (g + 8) * D + col * 16);
-          uint32_t ha[8], hb[8];
-          Kv8ToHalf16(ka, KS{}, ha);
-          Kv8ToHalf16(kb, KS{}, hb);
-#pragma unroll
-          for (int t = 0; t < 4; ++t) {
-            const uint32_t af[4] = {ha[2 * t], hb[2 * t], ha[2 * t + 1], hb[2 * t + 1]};
-            Mma<K>(st2[hh], af, qf[4 * hh + t][0], qf[4 * hh + t][1]);
-          }
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st[sub][e] = st2[0][e] + st2[1][e];
-      }
-      // 2. Scores, keys past the context masked (only where the chunks have such keys).
-      const int32_t key0 = start + c * kKeys;
-      if (!plain || key0 + kSub * kKeys > end) {
-#pragma unroll
-        for (int sub = 0; sub < kSub; ++sub) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = st[sub][e];
-            if (!plain) {
-              x *= qk_scale;
-              x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
-            }
-            st[sub][e] = key0 + kKeys * sub + g + 8 * (e >> 1) < end ? x : -INFINITY;
-          }
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float mx = fmaxf(st[0][e], st[0][2 + e]);  // over the lanes of the same tig: the keys
-#pragma unroll
-        for (int sub = 1; sub < kSub; ++sub) mx = fmaxf(mx, fmaxf(st[sub][e], st[sub][2 + e]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-        const float m_new = fmaxf(m[e], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
-        alpha[e] = m_new == m[e] ? 1.0f : Exp2(fmaf(m[e], mult, -m_use));
-        float sum = 0.0f;
-#pragma unroll
-        for (int sub = 0; sub < kSub; ++sub) {
-          st[sub][e] = Exp2(fmaf(st[sub][e], mult, -m_use));
-          st[sub][2 + e] = Exp2(fmaf(st[sub][2 + e], mult, -m_use));
-          sum += st[sub][e] + st[sub][2 + e];
-        }
-        l[e] = l[e] * alpha[e] + sum;
-        m[e] = m_new;
-      }
-      if (!(flags & kLazyRescale) || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-        for (int mt = 0; mt < D / 16; ++mt) {
-          o[mt][0] *= alpha[0];
-          o[mt][1] *= alpha[1];
-          o[mt][2] *= alpha[0];
-          o[mt][3] *= alpha[1];
-        }
-      }
-      // 3. O^T += V^T P^T, chunk by chunk.
-#pragma unroll
-      for (int sub = 0; sub < kSub; ++sub) {
-        if (sub == 1 && !second) continue;  // warp-uniform
-        // P^T (keys x heads) to the B operand: the two 8 x 8 halves of the S^T layout (keys
-        // 0-7 | 8-15), transposed.
-        uint32_t pb[2];
-        {
-          const uint32_t top = PackPair<K>(st[sub][0], st[sub][1]), bot = PackPair<K>(st[sub][2], st[sub][3]);
-          asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[0]) : "r"(top));
-          asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(pb[1]) : "r"(bot));
-        }
-        // A = V^T of m-tile mt: rows (dims) 16g + 2mt and 16g + 2mt + 1, keys 2tig, 2tig + 1
-        // (a0, a1) and 2tig + 8, 2tig + 9 (a2, a3): bytes of column g of those four value rows.
-        const unsigned char* vraw_s = raw_slot((c + sub) % kRing) + kKeys * D;
-        uint4 vr[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
-          vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
-        }
-        const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
-        const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {  // m-tiles 2w (bytes 4w, 4w + 1) and 2w + 1 (4w + 2, 4w + 3)
-          uint32_t x[4], y[4];
-          Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, x[0], x[1]);
-          Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, x[2], x[3]);
-          Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, y[0], y[1]);
-          Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, y[2], y[3]);
-          const uint32_t a0[4] = {x[0], x[1], y[0], y[1]}, a1[4] = {x[2], x[3], y[2], y[3]};
-          Mma<K>(o[2 * w], a0, pb[0], pb[1]);
-          Mma<K>(o[2 * w + 1], a1, pb[0], pb[1]);
-        }
-      }
-      __syncwarp();  // every lane is done with these slots before they are refilled
-    }
-  } else if constexpr (kPair) {
-    // O += P V of one chunk in the direct form (the default loop's step 3, FP8).
-    auto pv_direct = [&](const unsigned char* rawc, const uint32_t (&pf)[4]) {
-      const unsigned char* vraw_s = rawc + kKeys * D;
-      uint4 vr[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = 2 * tig + (e & 1) + 8 * (e >> 1);
-        vr[e] = *reinterpret_cast<const uint4*>(vraw_s + key * D + VSwizzle(key, g) * 16);
-      }
-      const uint32_t w0[4] = {vr[0].x, vr[0].y, vr[0].z, vr[0].w}, w1[4] = {vr[1].x, vr[1].y, vr[1].z, vr[1].w};
-      const uint32_t w2[4] = {vr[2].x, vr[2].y, vr[2].z, vr[2].w}, w3[4] = {vr[3].x, vr[3].y, vr[3].z, vr[3].w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        uint32_t b0[4], b1[4];  // tiles 4w .. 4w + 3
-        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x5140), KS{}, b0[0], b0[1]);
-        Kv8x4ToHalf2x2(__byte_perm(w0[w], w1[w], 0x7362), KS{}, b0[2], b0[3]);
-        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x5140), KS{}, b1[0], b1[1]);
-        Kv8x4ToHalf2x2(__byte_perm(w2[w], w3[w], 0x7362), KS{}, b1[2], b1[3]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) Mma<K>(o[4 * w + q], pf, b0[q], b1[q]);
-      }
-    };
-    for (int32_t c = 0; c < n_chunks; c += 2) {
-      // Refill the slots of the previous pair (never used before at c = 0).
-      issue(c + kRing - 2, row_offset(e_next), (c + kRing - 2) % kRing);
-      CpAsyncCommit();
-      issue(c + kRing - 1, row_offset(e_next2), (c + kRing - 1) % kRing);
-      CpAsyncCommit();
-      e_next = e_after;
-      e_next2 = e_after2;
-      e_after = next_entry();
-      e_after2 = next_entry();
-      CpAsyncWait<kRing - 2>();  // this lane's copies of chunks c and c + 1 have landed
-      __syncwarp();              // ... and every lane's
-      // The second chunk of the last pair may not exist (an odd number of chunks): its slot
-      // holds another chunk's rows (or was never written), so it is skipped (its keys are
-      // past the end and masked below).
-      const bool second = c + 1 < n_chunks;
-      // 1. S = Q K^T: sacc[2 sub + j] holds keys 8j..8j+7 of chunk c + sub.
-      float sacc[4][4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) sacc[t][0] = sacc[t][1] = sacc[t][2] = sacc[t][3] = 0.0f;
-#pragma unroll
-      for (int sub = 0; sub < 2; ++sub) {
-        if (sub == 1 && !second) break;  // warp-uniform
-        const unsigned char* rawc = raw_slot((c + sub) % kRing);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int row = 8 * j + g;
-#pragma unroll
-          for (int h = 0; h < D / 64; ++h) {
-            const uint4 kw = *reinterpret_cast<const uint4*>(rawc + row * D + KSwizzle(row, 4 * h + tig) * 16);
-            uint32_t hk[8];
-            Kv8ToHalf16(kw, KS{}, hk);
-#pragma unroll
-            for (int t = 0; t < 4; ++t) Mma<K>(sacc[2 * sub + j], qf[4 * h + t], hk[2 * t], hk[2 * t + 1]);
-          }
-        }
-      }
-      // 2. Scores as in the default loop, over 32 keys; the mask only where some key of the
-      // pair is past the end.
-      const int32_t key0 = start + c * kKeys;
-      if (!plain || key0 + 2 * kKeys > end) {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = sacc[jj][e];
-            if (!plain) {
-              x *= qk_scale;
-              x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
-            }
-            sacc[jj][e] = key0 + 8 * jj + 2 * tig + (e & 1) < end ? x : -INFINITY;
-          }
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float mx = QuadMax(fmaxf(fmaxf(fmaxf(sacc[0][2 * r], sacc[0][2 * r + 1]), fmaxf(sacc[1][2 * r], sacc[1][2 * r + 1])),
-                                       fmaxf(fmaxf(sacc[2][2 * r], sacc[2][2 * r + 1]), fmaxf(sacc[3][2 * r], sacc[3][2 * r + 1]))));
-        const float m_new = fmaxf(m[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new * mult;
-        alpha[r] = m_new == m[r] ? 1.0f : Exp2(fmaf(m[r], mult, -m_use));
-        float sum = 0.0f;
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          sacc[jj][2 * r] = Exp2(fmaf(sacc[jj][2 * r], mult, -m_use));
-          sacc[jj][2 * r + 1] = Exp2(fmaf(sacc[jj][2 * r + 1], mult, -m_use));
-          sum += sacc[jj][2 * r] + sacc[jj][2 * r + 1];
-        }
-        l[r] = l[r] * alpha[r] + sum;
-        m[r] = m_new;
-      }
-      if (!(flags & kLazyRescale) || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          o[j][0] *= alpha[0];
-          o[j][1] *= alpha[0];
-          o[j][2] *= alpha[1];
-          o[j][3] *= alpha[1];
-        }
-      }
-      // 3. O += P V, chunk by chunk.
-#pragma unroll
-      for (int sub = 0; sub < 2; ++sub) {
-        if (sub == 1 && !second) break;  // warp-uniform
-        const uint32_t pf[4] = {PackPair<K>(sacc[2 * sub][0], sacc[2 * sub][1]), PackPair<K>(sacc[2 * sub][2], sacc[2 * sub][3]),
-                                PackPair<K>(sacc[2 * sub + 1][0], sacc[2 * sub + 1][1]),
-                                PackPair<K>(sacc[2 * sub + 1][2], sacc[2 * sub + 1][3])};
-        pv_direct(raw_slot((c + sub) % kRing), pf);
-      }
-      __syncwarp();  // every lane is done with these slots before they are refilled
-    }
-  } else
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int stage = c % kRing;
     // Refill the slot computed in the previous iteration (the query's slot at c = 0).
@@ -1090,37 +795,6 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
   }
   CpAsyncWait<0>();  // no copy may still land after the warp exits
 
-  if constexpr (kTrans) {
-    // Heads 2tig + e, dims 16g + j (j = 0..15: o[j / 2][e + 2 (j % 2)]).
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float tot = l[e];  // the sum over the lanes of the same tig
-      tot += __shfl_xor_sync(0xffffffffu, tot, 4);
-      tot += __shfl_xor_sync(0xffffffffu, tot, 8);
-      tot += __shfl_xor_sync(0xffffffffu, tot, 16);
-      const int head = 2 * tig + e;
-      const float vmul = kv.v_scale;  // FP8: the values' per-tensor scale
-      const float inv = tot > 0.0f ? vmul / tot : 0.0f;
-      if (head < group && splits > 1) {
-        const int64_t slot = slot0 + static_cast<int64_t>(head) * splits;
-        float4* dst = reinterpret_cast<float4*>(ws + slot * D + 16 * g);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          dst[q] = make_float4(o[2 * q][e] * vmul, o[2 * q][e + 2] * vmul, o[2 * q + 1][e] * vmul, o[2 * q + 1][e + 2] * vmul);
-        }
-        if (g == 0) {
-          ws_ml[2 * slot] = tot > 0.0f ? m[e] * mult : -INFINITY;
-          ws_ml[2 * slot + 1] = tot;
-        }
-      } else if (head < group) {
-        T* dst = out + static_cast<int64_t>(head) * D + 16 * g;
-#pragma unroll
-        for (int mt = 0; mt < D / 16; ++mt) {
-          *reinterpret_cast<__nv_bfloat162*>(dst + 2 * mt) = __floats2bfloat162_rn(o[mt][e] * inv, o[mt][e + 2] * inv);
-        }
-      }
-    }
-  } else
   // Normalise and write the group's rows (lane: columns 8j + 2tig, +1 of rows g, g + 8).
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -1190,14 +864,14 @@ bool Kv8Direct() {
 // The FP8 form at head_dim 128 (FORM bits) when STRATA_CUDA_DECODE_MMA_KV8 does not name one:
 // lean + lite. Measured on the H200 (cuda_op_bench, mma kernel alone, 32 x 4,096, rope_attention;
 // 2026-12-03, the lead's call 2, phase attn3): the direct form 116.2 / 116.6 us (two runs), lean
-// 107.1, lite 87.2, lean + lite 80.3 (3.30 TB/s), lite-pair 83.3; steady TPOT p50 at 32 x 4,096
-// with lean + lite 7.03 ms against BF16 KV's 9.96 (0.706x; the direct form measured 0.834x).
+// 107.1, lite 87.2, lean + lite 80.3 (3.30 TB/s); steady TPOT p50 at 32 x 4,096 with lean + lite
+// 7.03 ms against BF16 KV's 9.96 (0.706x; the direct form measured 0.834x).
 constexpr int kDefaultKv8Form = kFormLean | kFormLite;
 
-// STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite | lite-pair | lite-trans |
-// lean-lite-trans | lite-pair-trans: FP8 at head_dim 128 in the direct form with those FORM bits (direct: none),
-// for A/B measurements; unset (or convert, or another value): kDefaultKv8Form. I8 keeps the
-// plain direct form.
+// STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite: FP8 at head_dim 128 in the direct
+// form with those FORM bits (direct: none, the form before kDefaultKv8Form), for A/B
+// measurements; unset (or convert, or another value): kDefaultKv8Form. I8 keeps the plain
+// direct form.
 int Kv8Form() {
   static const int form = [] {
     const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
@@ -1206,10 +880,6 @@ int Kv8Form() {
     if (std::strcmp(e, "lean") == 0) return kFormLean;
     if (std::strcmp(e, "lite") == 0) return kFormLite;
     if (std::strcmp(e, "lean-lite") == 0) return kFormLean | kFormLite;
-    if (std::strcmp(e, "lite-pair") == 0) return kFormLite | kFormPair;
-    if (std::strcmp(e, "lite-trans") == 0) return kFormLite | kFormTrans;
-    if (std::strcmp(e, "lean-lite-trans") == 0) return kFormLean | kFormLite | kFormTrans;
-    if (std::strcmp(e, "lite-pair-trans") == 0) return kFormLite | kFormPair | kFormTrans;
     return kDefaultKv8Form;
   }();
   return form;
@@ -1243,22 +913,6 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
             return LaunchTyped<K, D, KS, true, kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
           case kFormLean | kFormLite:
             return LaunchTyped<K, D, KS, true, kFormLean | kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
-          case kFormLite | kFormPair:
-            return LaunchTyped<K, D, KS, true, kFormLite | kFormPair>(a, kv, splits, ws, arrivals, rope, stream);
-          case kFormLite | kFormTrans:  // groups of more than 8 heads: the lite form
-            return a.num_heads / kv.num_kv_heads <= 8
-                       ? LaunchTyped<K, D, KS, true, kFormLite | kFormTrans>(a, kv, splits, ws, arrivals, rope, stream)
-                       : LaunchTyped<K, D, KS, true, kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
-          case kFormLite | kFormPair | kFormTrans:  // groups of more than 8 heads: the pair form
-            return a.num_heads / kv.num_kv_heads <= 8
-                       ? LaunchTyped<K, D, KS, true, kFormLite | kFormPair | kFormTrans>(a, kv, splits, ws, arrivals, rope,
-                                                                                         stream)
-                       : LaunchTyped<K, D, KS, true, kFormLite | kFormPair>(a, kv, splits, ws, arrivals, rope, stream);
-          case kFormLean | kFormLite | kFormTrans:
-            return a.num_heads / kv.num_kv_heads <= 8
-                       ? LaunchTyped<K, D, KS, true, kFormLean | kFormLite | kFormTrans>(a, kv, splits, ws, arrivals, rope,
-                                                                                         stream)
-                       : LaunchTyped<K, D, KS, true, kFormLean | kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
           default:
             break;
         }

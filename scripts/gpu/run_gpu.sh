@@ -69,13 +69,12 @@
 #              first), attention kernels alone per form at 32 x 4,096 and 1 x 256, the KV read
 #              ceiling per row size, steady TPOT p50 32 x 4,096 BF16 vs FP8 KV, batch-1 decode
 #              128/128 per decode kernel
-#   attn3      the FP8 decode attention's opt-in forms (helper cuda-attn3, issue 28 item 6; about
-#              100 s, ATTN3_BUDGET; everything in $OUT/attn3.txt): the tensor-core kernel alone at
-#              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=lean|lite|lean-lite|lite-pair|lite-trans|
-#              lean-lite-trans|lite-pair-trans, ATTN3_FORMS),
-#              the FP8 decode tests with each of the three fastest forms forced, in parallel
-#              (ATTN3_TEST_FORM="f1 f2" overrides the pick), steady TPOT p50 32 x 4,096 BF16 vs FP8
-#              KV (default form and the fastest whose tests passed)
+#   attn3      the FP8 decode attention's forms (helper cuda-attn3, issue 28 item 6; about 100 s,
+#              ATTN3_BUDGET; everything in $OUT/attn3.txt): the tensor-core kernel alone at
+#              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=direct|lean|lite, ATTN3_FORMS;
+#              `default` is lean + lite since call 2), the FP8 decode tests with each of the three
+#              fastest forms forced, in parallel (ATTN3_TEST_FORM="f1 f2" overrides the pick),
+#              steady TPOT p50 32 x 4,096 BF16 vs FP8 KV (default form and the fastest whose tests passed)
 #   attn3_final attn3's winner (lean + lite) as the FP8 default, verified (about 60 s, ATTN3_BUDGET;
 #              $OUT/attn3_final.txt): the host choice rules, the FP8 decode tests on the default path
 #              (three processes at once), steady TPOT p50 32 x 4,096 BF16 and FP8 KV
@@ -1054,7 +1053,7 @@ phase_attn3() {
   rm -rf "$W"; mkdir -p "$W"; : > "$F"
   say "=== attn3 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): decode attention alone, mma kernel, 32 x 4,096 (us; median of the op bench's calls)"
   # The default form first and last (drift), each opt-in form between.
-  local forms="default ${ATTN3_FORMS:-lean lite lean-lite lite-pair lite-trans lean-lite-trans lite-pair-trans} default"
+  local forms="default ${ATTN3_FORMS:-direct lean lite} default"
   for f in $forms; do
     [ "$(left)" -gt 60 ] || { say "attention $f: skipped (phase time)"; continue; }
     envs="STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_DECODE_CONTEXT=4096 STRATA_OP_BENCH_DECODE_KERNELS=mma"
