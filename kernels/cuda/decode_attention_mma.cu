@@ -94,7 +94,7 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
 // in registers straight from the raw rows, so the converted slot shrinks to the query's
 // staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
-// LEAN (FP8 in the direct form, opt-in: kFormLean below): kLeanStages raw chunks (2 in flight;
+// LEAN (FP8 in the direct form with kFormLean, below): kLeanStages raw chunks (2 in flight;
 // kv_read_bench reads 8-bit rows at ~4 TB/s with that) so that three blocks fit an SM.
 template <int D, bool KV8, bool DIRECT = false, bool LEAN = false>
 struct WarpSmem {
@@ -154,7 +154,7 @@ constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 //    warps instead of 8: more warps to hide each warp's per-chunk latency; DecodeMmaSplits
 //    plans the split-K slices for 12 warps an SM with it).
 //  - kFormLite: the block-table entries of a chunk are loaded two chunks before its copies
-//    are issued (the default: one), and lane r < 16 turns its row's entry into the row's
+//    are issued (FORM 0: one), and lane r < 16 turns its row's entry into the row's
 //    64-bit offset itself (its p / bs is computed for the load anyway), which the copying
 //    lanes take by shuffle: no remainder by the block size and no 64-bit multiplies in the
 //    copy lanes, and the table's load latency off the per-chunk path.
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
   constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0;
-  static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the opt-in forms: FP8, direct");
+  static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the FORM bits: FP8, direct");
   using L = WarpSmem<D, kIsKv8<KS>, DIRECT, kLean>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
