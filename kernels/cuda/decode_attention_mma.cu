@@ -41,6 +41,9 @@
 // head) is copied beside the ring (kStages x 32 floats per warp) and applied exactly: the
 // key's to its scores, the value's to its probabilities after the row sum. I8 rows are
 // written by rope_kv_write (never fused here: a write may requantize its block).
+// FP8 at head_dim 128 runs the lean + lite form by default (kDefaultKv8Form, FORM bits below:
+// a 3-chunk ring with three blocks an SM, split-K planned for 12 warps an SM, and the block
+// table's entries loaded two chunks ahead and turned into row offsets by their loading lanes).
 #include "kernels/cuda/decode_attention_mma.h"
 
 #include <cuda_bf16.h>
@@ -67,6 +70,7 @@ constexpr int kKeys = 16;    // keys per chunk: one k-step of O += P V
 constexpr int kStages = 3;   // chunks in flight or in use per warp (16-bit caches)
 constexpr int kRawStages = 4;  // the same for 8-bit caches (raw chunks: half the bytes)
 constexpr int kDirectStages = 5;  // ... and for their direct form (no converted slot)
+constexpr int kLeanStages = 3;    // ... and for the lean FP8 form (three blocks an SM)
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one m-tile
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -90,11 +94,13 @@ __device__ __forceinline__ __nv_bfloat16 FromBits<__nv_bfloat16>(uint16_t u) {
 // DIRECT (8-bit caches at head_dim 128, Kv8Direct): the tensor cores' B fragments are built
 // in registers straight from the raw rows, so the converted slot shrinks to the query's
 // staging rows and the ring has kDirectStages raw chunks (4 in flight) in the same space.
-template <int D, bool KV8, bool DIRECT = false>
+// LEAN (FP8 in the direct form with kFormLean, below): kLeanStages raw chunks (2 in flight;
+// kv_read_bench reads 8-bit rows at ~4 TB/s with that) so that three blocks fit an SM.
+template <int D, bool KV8, bool DIRECT = false, bool LEAN = false>
 struct WarpSmem {
   static constexpr int kLd = D + 8;  // row stride: 16 bytes of padding
   static constexpr int kStage = 2 * kKeys * kLd;
-  static constexpr int kRing = !KV8 ? kStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
+  static constexpr int kRing = !KV8 ? kStages : LEAN ? kLeanStages : DIRECT ? kDirectStages : kRawStages;  // chunks the copies cycle through
   static constexpr int kRawBytes = 2 * kKeys * D;  // one raw 8-bit chunk
   // 8-bit: the converted slot (or the query's staging: 16 rows and the raw key) first.
   static constexpr int kFirstBytes = DIRECT ? 16 * kLd * 2 + 2 * D : kStage * 2;
@@ -142,14 +148,28 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid)
 // accumulators are rescaled only in chunks where a row's maximum moved.
 constexpr uint32_t kBf16PLo = 1u, kLazyRescale = 2u;
 
+// Forms of the FP8 direct kernel (FORM bits; kDefaultKv8Form is the default, the others
+// STRATA_CUDA_DECODE_MMA_KV8 opt-ins for A/B measurements; FORM 0, `direct`, the one before):
+//  - kFormLean: a ring of kLeanStages chunks and registers capped for three blocks an SM (12
+//    warps instead of 8: more warps to hide each warp's per-chunk latency; DecodeMmaSplits
+//    plans the split-K slices for 12 warps an SM with it).
+//  - kFormLite: the block-table entries of a chunk are loaded two chunks before its copies
+//    are issued (FORM 0: one), and lane r < 16 turns its row's entry into the row's
+//    64-bit offset itself (its p / bs is computed for the load anyway), which the copying
+//    lanes take by shuffle: no remainder by the block size and no 64-bit multiplies in the
+//    copy lanes, and the table's load latency off the per-chunk path.
+constexpr int kFormLean = 1, kFormLite = 2;
+
 // K: the tensor cores' operand type (BF16 / F16); KS: the cache's element type (K, or an
 // 8-bit type with K = __half).
-template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename K, int D, bool FUSE_ROPE, typename KS = K, bool DIRECT = false, int FORM = 0>
+__global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
     DecodeMmaKernel(AttentionArgs a, KvLayout kv, int32_t group, int32_t splits, float* __restrict__ ws,
                     int32_t* __restrict__ arrivals, DecodeRopeArgs rope, uint32_t flags) {
   using T = __nv_bfloat16;
-  using L = WarpSmem<D, kIsKv8<KS>, DIRECT>;
+  constexpr bool kLean = (FORM & kFormLean) != 0, kLite = (FORM & kFormLite) != 0;
+  static_assert(FORM == 0 || (DIRECT && std::is_same_v<KS, __nv_fp8_e4m3>), "the FORM bits: FP8, direct");
+  using L = WarpSmem<D, kIsKv8<KS>, DIRECT, kLean>;
   constexpr bool kKv8 = kIsKv8<KS>;
   constexpr bool kI8 = std::is_same_v<KS, int8_t>;
   static_assert(!kKv8 || std::is_same_v<K, __half>, "8-bit caches compute in F16");
@@ -290,21 +310,70 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int32_t p = start + c * kKeys + (lane & (kKeys - 1));
     return c < n_chunks && p < end ? __ldg(bt + p / bs) : -1;
   };
+  // kFormLite: lane r's (entry, position in its block) of row r of the chunks in issue order
+  // (next_entry: chunk 0, 1, 2, ...; loaded two chunks early), then the row's offset (-1: past
+  // the context or a bad entry), computed when the chunk is issued. The cursor steps 16
+  // positions a chunk without a division where blocks hold at least 16 positions.
+  struct Entry {
+    int32_t blk, in_blk;
+  };
+  int32_t cur_c = 0, cur_p = start + (lane & (kKeys - 1)), cur_q = 0, cur_in = 0;
+  if constexpr (kLite) {
+    cur_q = cur_p / bs;
+    cur_in = cur_p - cur_q * bs;
+  }
+  auto next_entry = [&]() -> Entry {
+    Entry e{-1, 0};
+    if (cur_c < n_chunks && cur_p < end) e = Entry{__ldg(bt + cur_q), cur_in};
+    ++cur_c;
+    cur_p += kKeys;
+    if (bs >= kKeys) {  // warp-uniform
+      cur_in += kKeys;
+      if (cur_in >= bs) {
+        cur_in -= bs;
+        ++cur_q;
+      }
+    } else {
+      cur_q = cur_p / bs;
+      cur_in = cur_p - cur_q * bs;
+    }
+    return e;
+  };
+  auto row_offset = [&](Entry e) -> int64_t {
+    return e.blk >= 0 && e.blk < kv.num_blocks
+               ? static_cast<int64_t>(e.blk) * blk_stride + static_cast<int64_t>(e.in_blk) * pos_stride
+               : int64_t{-1};
+  };
+  // The argument `issue` takes for chunk c, loaded now (the first chunks, in order).
+  auto issue_arg = [&](int32_t c) {
+    if constexpr (kLite) {
+      return row_offset(next_entry());
+    } else {
+      return block_of(c);
+    }
+  };
   // Positions past the context, and rows whose block-table entry is out of range, are
-  // zero-filled (and masked below; a bad entry also sets kErrBlockTable).
-  auto issue = [&](int32_t c, int32_t blk, int stage) {
+  // zero-filled (and masked below; a bad entry also sets kErrBlockTable). `blk`: lane r's
+  // block-table entry of row r (kFormLite: the row's offset, -1 if bad or past the end).
+  auto issue = [&](int32_t c, auto blk, int stage) {
     if (c >= n_chunks) return;  // warp-uniform: the shuffles below see every lane
-    K* kslot = ring + stage * L::kStage;
 #pragma unroll
     for (int j = 0; j < kKeys / kRowsPerCopy; ++j) {
       const int r = j * kRowsPerCopy + copy_lane_row;
-      const int32_t rb = __shfl_sync(0xffffffffu, blk, r);
+      int32_t rb = -1;  // the entry (I8: its scales' block)
+      [[maybe_unused]] int64_t ro = -1;  // kFormLite: the row's offset
+      if constexpr (kLite) {
+        ro = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(blk), r));
+      } else {
+        rb = __shfl_sync(0xffffffffu, blk, r);
+      }
       const int32_t p = start + c * kKeys + r;
       const bool in = p < end;
-      const bool valid = in && rb >= 0 && rb < kv.num_blocks;
+      const bool valid = kLite ? in && ro >= 0 : in && rb >= 0 && rb < kv.num_blocks;
       if (in && !valid && copy_col == 0 && a.err != nullptr) atomicOr(a.err, kErrBlockTable);
-      const int64_t off =
-          valid ? static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col : 0;
+      const int64_t off = !valid ? 0
+                          : kLite ? ro + copy_col
+                                  : static_cast<int64_t>(rb) * blk_stride + static_cast<int64_t>(p % bs) * pos_stride + copy_col;
       if constexpr (kKv8) {  // raw rows of D bytes at the slot's start, converted once landed
         unsigned char* raw = raw_slot(stage);
         if constexpr (DIRECT) {  // swizzled columns (copy_col is in bytes)
@@ -323,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
         }
       } else {
+        K* kslot = ring + stage * L::kStage;
         CpAsync16(kslot + r * kLd + copy_col, kbase + off, valid);
         CpAsync16(kslot + (kKeys + r) * kLd + copy_col, vbase + off, valid);
       }
@@ -374,7 +444,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (!write_first) {
 #pragma unroll
     for (int c = 0; c < kRing - 1; ++c) {
-      issue(c, block_of(c), c);
+      issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
   }
@@ -496,11 +566,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncwarp();
 #pragma unroll
     for (int c = 0; c < kRing - 1; ++c) {
-      issue(c, block_of(c), c);
+      issue(c, issue_arg(c), c);
       CpAsyncCommit();
     }
   }
-  int32_t blk_next = block_of(kRing - 1);
+  int32_t blk_next = kLite ? 0 : block_of(kRing - 1);
+  // kFormLite: the entries of the next two chunks to issue (kRing - 1 + c and kRing + c).
+  Entry e_next{-1, 0}, e_after{-1, 0};
+  if constexpr (kLite) {
+    e_next = next_entry();   // chunk kRing - 1
+    e_after = next_entry();  // chunk kRing
+  }
   __syncwarp();  // every lane has read the query: its slot may be refilled
 
   // K as B of S = Q K^T (keys are the n index, rows read without transpose) and V as B of
@@ -521,9 +597,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int stage = c % kRing;
     // Refill the slot computed in the previous iteration (the query's slot at c = 0).
-    issue(c + kRing - 1, blk_next, (c + kRing - 1) % kRing);
-    CpAsyncCommit();
-    blk_next = block_of(c + kRing);
+    if constexpr (kLite) {
+      issue(c + kRing - 1, row_offset(e_next), (c + kRing - 1) % kRing);
+      CpAsyncCommit();
+      e_next = e_after;
+      e_after = next_entry();  // chunk c + kRing + 1
+    } else {
+      issue(c + kRing - 1, blk_next, (c + kRing - 1) % kRing);
+      CpAsyncCommit();
+      blk_next = block_of(c + kRing);
+    }
     CpAsyncWait<kRing - 1>();  // this lane's copies of chunk c have landed
     __syncwarp();                // ... and every lane's
     if constexpr (kKv8 && !DIRECT) {
@@ -592,17 +675,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     // 2. Scores in units with exp(score) = 2^(u * mult), keys past the context masked.
     const int32_t key0 = start + c * kKeys;
+    // kFormLite: plain scores of a chunk whose keys are all visible need nothing here.
+    if (!kLite || !plain || key0 + kKeys > end) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < 2; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = sacc[j][e];
-        if constexpr (kI8) x *= ks[j][e & 1];
-        if (!plain) {
-          x *= qk_scale;
-          x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+        for (int e = 0; e < 4; ++e) {
+          float x = sacc[j][e];
+          if constexpr (kI8) x *= ks[j][e & 1];
+          if (!plain) {
+            x *= qk_scale;
+            x = (cap_score > 0.0f ? cap_score * tanhf(x / cap_score) : x) * kLog2e;
+          }
+          sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
         }
-        sacc[j][e] = key0 + 8 * j + 2 * tig + (e & 1) < end ? x : -INFINITY;
       }
     }
     // Rows whose maximum did not move keep their scale exactly (alpha 1); the accumulators
@@ -775,6 +861,30 @@ bool Kv8Direct() {
   return direct;
 }
 
+// The FP8 form at head_dim 128 (FORM bits) when STRATA_CUDA_DECODE_MMA_KV8 does not name one:
+// lean + lite. Measured on the H200 (cuda_op_bench, mma kernel alone, 32 x 4,096, rope_attention;
+// 2026-12-03, the lead's call 2, phase attn3): the direct form 116.2 / 116.6 us (two runs), lean
+// 107.1, lite 87.2, lean + lite 80.3 (3.30 TB/s); steady TPOT p50 at 32 x 4,096 with lean + lite
+// 7.03 ms against BF16 KV's 9.96 (0.706x; the direct form measured 0.834x).
+constexpr int kDefaultKv8Form = kFormLean | kFormLite;
+
+// STRATA_CUDA_DECODE_MMA_KV8=direct | lean | lite | lean-lite: FP8 at head_dim 128 in the direct
+// form with those FORM bits (direct: none, the form before kDefaultKv8Form), for A/B
+// measurements; unset (or convert, or another value): kDefaultKv8Form. I8 keeps the plain
+// direct form.
+int Kv8Form() {
+  static const int form = [] {
+    const char* e = std::getenv("STRATA_CUDA_DECODE_MMA_KV8");
+    if (e == nullptr) return kDefaultKv8Form;
+    if (std::strcmp(e, "direct") == 0) return 0;
+    if (std::strcmp(e, "lean") == 0) return kFormLean;
+    if (std::strcmp(e, "lite") == 0) return kFormLite;
+    if (std::strcmp(e, "lean-lite") == 0) return kFormLean | kFormLite;
+    return kDefaultKv8Form;
+  }();
+  return form;
+}
+
 // The kernel's flags, both on unless an A/B measurement turns one off:
 // STRATA_CUDA_DECODE_MMA_BF16_P=single (BF16 caches: P rounded to BF16 once, the form that
 // missed the kv8 tests' tolerance) and STRATA_CUDA_DECODE_MMA_RESCALE=always (every chunk).
@@ -790,19 +900,33 @@ uint32_t DecodeMmaFlags() {
   return flags;
 }
 
-template <typename K, int D, typename KS = K, bool DIRECT = false>
+template <typename K, int D, typename KS = K, bool DIRECT = false, int FORM = 0>
 cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t splits, float* ws, int32_t* arrivals,
                         const DecodeRopeArgs* rope, cudaStream_t stream) {
   if constexpr (kIsKv8<KS> && D == 128 && !DIRECT) {
-    if (Kv8Direct()) return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
+    if (Kv8Direct()) {
+      if constexpr (std::is_same_v<KS, __nv_fp8_e4m3>) {
+        switch (Kv8Form()) {
+          case kFormLean:
+            return LaunchTyped<K, D, KS, true, kFormLean>(a, kv, splits, ws, arrivals, rope, stream);
+          case kFormLite:
+            return LaunchTyped<K, D, KS, true, kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
+          case kFormLean | kFormLite:
+            return LaunchTyped<K, D, KS, true, kFormLean | kFormLite>(a, kv, splits, ws, arrivals, rope, stream);
+          default:
+            break;
+        }
+      }
+      return LaunchTyped<K, D, KS, true>(a, kv, splits, ws, arrivals, rope, stream);
+    }
   }
-  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT>::kBytes +
+  const size_t smem = kWarps * (WarpSmem<D, kIsKv8<KS>, DIRECT, (FORM & kFormLean) != 0>::kBytes +
                                 (std::is_same_v<KS, int8_t> ? kScaleFloats * sizeof(float) : 0));
-  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT>;
+  auto kernel = DecodeMmaKernel<K, D, false, KS, DIRECT, FORM>;
   if constexpr (std::is_same_v<KS, int8_t>) {
     if (rope != nullptr) return cudaErrorInvalidValue;  // I8 rows are written by rope_kv_write
   } else if (rope != nullptr) {
-    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT>;
+    kernel = DecodeMmaKernel<K, D, true, KS, DIRECT, FORM>;
   }
   // Per device and function; cheap, and legal while a stream is being captured.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -816,8 +940,13 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
 }
 
 // Warps of this kernel resident per SM: two blocks of kWarps (shared memory: 104 KiB per
-// block at head_dim 128; registers: __launch_bounds__(kThreads, 2)).
+// block at head_dim 128; registers: __launch_bounds__(kThreads, 2)); three with kFormLean
+// (FP8 at head_dim 128 in the direct form, 66 KiB a block).
 constexpr int64_t kWarpsPerSm = 2 * kWarps;
+int64_t WarpsPerSm(const KvLayout& kv) {
+  const bool lean = kv.dtype == STRATA_DTYPE_FP8_E4M3 && kv.head_dim == 128 && Kv8Direct() && (Kv8Form() & kFormLean);
+  return lean ? 3 * kWarps : kWarpsPerSm;
+}
 // Shortest slice worth its own warp (keys): below this the warp's fixed cost (query load and
 // conversion, pipeline fill, partial write, its share of the combine) outweighs the
 // parallelism.
@@ -839,7 +968,7 @@ int32_t ForcedSplits() {
 int32_t DecodeMmaSplits(const AttentionArgs& a, const KvLayout& kv, int32_t num_sms) {
   if (const int32_t f = ForcedSplits(); f > 0) return f;
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads);
-  const int64_t slots = (num_sms > 0 ? num_sms : 132) * kWarpsPerSm;
+  const int64_t slots = (num_sms > 0 ? num_sms : 132) * WarpsPerSm(kv);
   int64_t len = std::max<int32_t>(1, a.max_seq_len);
   if (a.sliding_window > 0) len = std::min<int64_t>(len, a.sliding_window);
   const int64_t smax = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, len / kMinSliceKeys));

@@ -69,6 +69,15 @@
 #              first), attention kernels alone per form at 32 x 4,096 and 1 x 256, the KV read
 #              ceiling per row size, steady TPOT p50 32 x 4,096 BF16 vs FP8 KV, batch-1 decode
 #              128/128 per decode kernel
+#   attn3      the FP8 decode attention's forms (helper cuda-attn3, issue 28 item 6; about 100 s,
+#              ATTN3_BUDGET; everything in $OUT/attn3.txt): the tensor-core kernel alone at
+#              32 x 4,096 per form (STRATA_CUDA_DECODE_MMA_KV8=direct|lean|lite, ATTN3_FORMS;
+#              `default` is lean + lite since call 2), the FP8 decode tests with each of the three
+#              fastest forms forced, in parallel (ATTN3_TEST_FORM="f1 f2" overrides the pick),
+#              steady TPOT p50 32 x 4,096 BF16 vs FP8 KV (default form and the fastest whose tests passed)
+#   attn3_final attn3's winner (lean + lite) as the FP8 default, verified (about 60 s, ATTN3_BUDGET;
+#              $OUT/attn3_final.txt): the host choice rules, the FP8 decode tests on the default path
+#              (three processes at once), steady TPOT p50 32 x 4,096 BF16 and FP8 KV
 #   kv8quick   the follow-up of run 1 (about 3 minutes): 8-bit op tests, the GQA kernel's wide
 #              8-bit form, the attention kernel and the decode step per form, FP8 perplexity
 #              with F32 activations
@@ -1045,6 +1054,145 @@ print("batch-1 decode_attention=%-4s decode %s tok/s  prefill %s tok/s  graph re
   done
   rm -f "${O}_run.tmp"
   stamp "kv8_splitk: done ($(left) s left)"
+}
+
+# FP8 decode attention forms (helper cuda-attn3). Targets: strata strata-backend-cuda
+# cuda_kv8_test cuda_op_bench. One output file, $OUT/attn3.txt.
+phase_attn3() {
+  local P0=$(date +%s) F="$OUT/attn3.txt" W=/tmp/strata-attn3 f envs
+  left() { echo $(( ${ATTN3_BUDGET:-100} - ($(date +%s) - P0) )); }
+  say() { echo "$*" | tee -a "$F"; }
+  rm -rf "$W"; mkdir -p "$W"; : > "$F"
+  say "=== attn3 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): decode attention alone, mma kernel, 32 x 4,096 (us; median of the op bench's calls)"
+  # The default form first and last (drift), each opt-in form between.
+  local forms="default ${ATTN3_FORMS:-direct lean lite} default"
+  for f in $forms; do
+    [ "$(left)" -gt 60 ] || { say "attention $f: skipped (phase time)"; continue; }
+    envs="STRATA_OP_BENCH=decode_attention STRATA_OP_BENCH_DECODE_CONTEXT=4096 STRATA_OP_BENCH_DECODE_KERNELS=mma"
+    [ "$f" = default ] && envs="$envs STRATA_OP_BENCH_KV_DTYPES=bf16,fp8" || envs="$envs STRATA_OP_BENCH_KV_DTYPES=fp8 STRATA_CUDA_DECODE_MMA_KV8=$f"
+    env $envs timeout 20 "$BUILD/bin/cuda_op_bench" 2>"$W/bench_$f.err" | grep '^{"op":"decode_attention"' | \
+      sed "s/\"kernel\":\"mma\"/\"kernel\":\"$f\"/" >> "$W/attn.jsonl" || tail -2 "$W/bench_$f.err" | tee -a "$F"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for r in rows:
+  print("%-10s %-5s b%-3d ctx%d  attn %6.1f us  rope_attn %6.1f us  %5.0f GB/s" % (r["kernel"], r["kv_dtype"], r["batch"], r["context"], r["attention_us"], r["rope_attention_us"], r["kv_GBps"]))
+new = sorted([r for r in rows if r["kv_dtype"] == "fp8" and r["batch"] == 32 and r["kernel"] != "default"], key=lambda r: r["rope_attention_us"])
+best = new[0] if new else None
+if best: open(sys.argv[2], "w").write(" ".join(r["kernel"] for r in new[:3]))
+d = [r["rope_attention_us"] for r in rows if r["kv_dtype"] == "fp8" and r["batch"] == 32 and r["kernel"] == "default"]
+if best and d: print("fastest opt-in form at 32 x 4,096 (rope_attn): %s %.1f us, default %s us: %.3fx" % (best["kernel"], best["rope_attention_us"], " / ".join("%.1f" % x for x in d), best["rope_attention_us"] / min(d)))' \
+    "$W/attn.jsonl" "$W/best" 2>&1 | tee -a "$F"
+  # The three fastest forms' FP8 decode tests, at once (separate processes; small kernels,
+  # host-side float64 references), then TPOT with the fastest whose tests passed.
+  local top=${ATTN3_TEST_FORM:-$(cat "$W/best" 2>/dev/null)} best="" t
+  top=${top:-lite}
+  say "=== FP8 decode tests with each of: $top forced (FP8 caches only; vs float64; in parallel) ($(left) s left)"
+  local TC='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*'
+  local lim=$(( $(left) - 42 )); [ $lim -gt 50 ] && lim=50; [ $lim -lt 15 ] && lim=15
+  for t in $top; do
+    ( STRATA_CUDA_DECODE_MMA_KV8=$t STRATA_KV8_TEST_CACHES=FP8 timeout $lim "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+        --gtest_filter="$TC" > "$W/tests_$t.txt" 2>&1; echo $? > "$W/tests_$t.rc" ) &
+  done
+  wait
+  for t in $top; do
+    local rc=$(cat "$W/tests_$t.rc") st=passed
+    [ "$rc" -eq 124 ] && st="TIMED OUT after ${lim}s"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/tests_$t.txt" && st=FAILED
+    [ "$st" = passed ] && [ -z "$best" ] && best=$t
+    say "attn3 TESTS ($t): $st  ($(grep -c '^\[       OK' "$W/tests_$t.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests_$t.txt") skipped, $(grep -c '^\[ kv8 ops  \] FP8' "$W/tests_$t.txt") FP8 cases printed)"
+  done
+  for t in $top; do
+    say "--- $t"
+    grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|outside|kv8 ops  \] FP8" "$W/tests_$t.txt" | head -45 | tee -a "$F"
+  done
+  best=${best:-${top%% *}}
+  say "TPOT form: $best (the fastest of those whose tests passed; else the fastest)"
+
+  say "=== steady TPOT p50, 32 x 4,096 prompts, 128 out, Llama-3-8B shape bf16 weights ($(left) s left)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local M="$S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128"
+  M="$M --max-num-seqs 32 --max-batched-tokens 131072 --kv-blocks 9000"
+  tpot() {  # $1 label, $2 kv dtype, then env assignments
+    local label=$1 kv=$2
+    shift 2
+    [ "$(left)" -gt 18 ] || { say "tpot $label: skipped (phase time)"; return; }
+    env "$@" timeout 40 $M --kv-dtype $kv 2>"$W/tpot_$label.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "$label" 2>/dev/null \
+      >> "$W/tpot.jsonl" || tail -3 "$W/tpot_$label.err" | tee -a "$F"
+  }
+  tpot bf16 auto
+  tpot "fp8-$best" fp8 STRATA_CUDA_DECODE_MMA_KV8=$best
+  tpot fp8-default fp8
+  [ "$(left)" -gt 40 ] && tpot "fp8-$best-2" fp8 STRATA_CUDA_DECODE_MMA_KV8=$best
+  [ "$(left)" -gt 20 ] && tpot bf16-2 auto
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+b = [r["tpot_ms"]["p50"] for r in rows if r["label"].startswith("bf16")]
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("%-20s TPOT p50 %6.2f ms (%s of bf16)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
+        "%.3f" % (t / b[0]) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
+    "$W/tpot.jsonl" 2>&1 | tee -a "$F"
+  say "=== attn3 done ($(left) s left)"
+}
+
+# attn3's winner as the default, verified (helper cuda-attn3; the session's last call gives it
+# ~60 s). Targets: strata strata-backend-cuda cuda_kv8_test cuda_decode_kernel_choice_test.
+# One output file, $OUT/attn3_final.txt.
+phase_attn3_final() {
+  local P0=$(date +%s) F="$OUT/attn3_final.txt" W=/tmp/strata-attn3-final t
+  left() { echo $(( ${ATTN3_BUDGET:-60} - ($(date +%s) - P0) )); }
+  say() { echo "$*" | tee -a "$F"; }
+  rm -rf "$W"; mkdir -p "$W"; : > "$F"
+  say "=== attn3_final ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null)): FP8 decode tests on the DEFAULT path (lean + lite; no STRATA_CUDA_DECODE_MMA_KV8), vs float64"
+  [ -n "${STRATA_CUDA_DECODE_MMA_KV8:-}" ] && say "WARNING: STRATA_CUDA_DECODE_MMA_KV8=$STRATA_CUDA_DECODE_MMA_KV8 is set; unset for this phase"
+  timeout 10 env -u STRATA_CUDA_DECODE_MMA_KV8 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no 2>&1 | \
+    grep -E "PASSED|FAILED|Failure" | head -5 | sed 's/^/host choice rules: /' | tee -a "$F"
+  # The FP8 cases of the decode tests, three processes at once (each test is independent;
+  # one process took ~30 s in call 2): the split-K test, its fused form, the rest.
+  local parts="CudaKv8Ops.DecodeSplitKTensorCoreKernel CudaKv8Ops.DecodeSplitKTensorCoreKernelFusedRopeAttention"
+  parts="$parts CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*"
+  local n=0
+  for t in $parts; do
+    n=$((n + 1))
+    ( env -u STRATA_CUDA_DECODE_MMA_KV8 STRATA_KV8_TEST_CACHES=FP8 timeout 25 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+        --gtest_filter="$t" > "$W/tests_$n.txt" 2>&1; echo $? > "$W/tests_$n.rc" ) &
+  done
+  wait
+  local all=passed ok=0 cases=0
+  n=0
+  for t in $parts; do
+    n=$((n + 1))
+    local rc=$(cat "$W/tests_$n.rc") st=passed
+    [ "$rc" -eq 124 ] && st="TIMED OUT after 25s"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/tests_$n.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    say "  $t: $st ($(grep -c '^\[       OK' "$W/tests_$n.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests_$n.txt") skipped)"
+  done
+  say "attn3_final TESTS (default path, FP8): $all"
+  cat "$W"/tests_*.txt | grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|outside|kv8 ops  \] FP8" | head -40 | tee -a "$F"
+
+  say "=== steady TPOT p50, 32 x 4,096 prompts, 128 out, Llama-3-8B shape bf16 weights: BF16 KV, FP8 KV (default) ($(left) s left)"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local M="$S --num-requests 32 --prompt-len-min 4096 --prompt-len-max 4096 --output-len-min 128 --output-len-max 128"
+  M="$M --max-num-seqs 32 --max-batched-tokens 131072 --kv-blocks 9000"
+  for t in bf16:auto fp8:fp8; do
+    env -u STRATA_CUDA_DECODE_MMA_KV8 timeout 35 $M --kv-dtype ${t#*:} 2>"$W/tpot_${t%%:*}.err" | \
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; print(json.dumps(r))' "${t%%:*}" 2>/dev/null \
+      >> "$W/tpot.jsonl" || tail -3 "$W/tpot_${t%%:*}.err" | tee -a "$F"
+  done
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+b = [r["tpot_ms"]["p50"] for r in rows if r["label"] == "bf16"]
+for r in rows:
+  t = r["tpot_ms"]["p50"]
+  print("%-5s KV  TPOT p50 %6.2f ms (%s of bf16)  p90 %6.2f  forward %.2f ms/step  steps %d  output tok/s %.0f" % (r["label"], t,
+        "%.3f" % (t / b[0]) if b else "-", r["tpot_ms"]["p90"], r["forward_ms_per_step"], r["steps"], r["output_tokens_per_s"]))' \
+    "$W/tpot.jsonl" 2>&1 | tee -a "$F"
+  say "=== attn3_final done ($(left) s left of ${ATTN3_BUDGET:-60})"
 }
 
 # Issue 28's GPU quality checks: stories260K quantized by `strata quantize` with calibration on

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -505,12 +506,30 @@ const CacheKind kCaches[] = {{"FP8", STRATA_DTYPE_FP8_E4M3, 1.0f, 1.0f},
                              {"FP8 k_scale 0.5 v_scale 2", STRATA_DTYPE_FP8_E4M3, 0.5f, 2.0f},
                              {"I8", STRATA_DTYPE_I8, 0.0f, 0.0f}};
 
+// STRATA_KV8_TEST_CACHES=FP8,BF16,... (names' prefixes) limits the decode tests below to those
+// cache kinds, for a short device run of one kernel form (scripts/gpu/run_gpu.sh attn3); unset:
+// every kind. A kind left out is reported, so a filtered run is visibly partial.
+bool CacheSelected(const CacheKind& kind) {
+  const char* e = std::getenv("STRATA_KV8_TEST_CACHES");
+  if (e == nullptr || *e == '\0') return true;
+  const std::string list = e, name = kind.name;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string want = list.substr(at, end - at);
+    if (!want.empty() && name.compare(0, want.size(), want) == 0) return true;
+    at = end + 1;
+  }
+  std::printf("[ kv8 ops  ] %s: left out (STRATA_KV8_TEST_CACHES=%s)\n", kind.name, e);
+  return false;
+}
+
 // Decode: the context written in one prefill-sized step, then one token per sequence.
 void RunDecode(const char* decode_kernel, bool fused) {
   const std::string opts = std::string("activations=bf16;decode_attention=") + decode_kernel;
   CudaTestDevice c = OpenCudaTestDevice(opts.c_str());
   REQUIRE_CUDA(c);
   for (const CacheKind& kind : kCaches) {
+    if (!CacheSelected(kind)) continue;
     const std::vector<int32_t> after = {1, 17, 333, 1100, 64};
     std::vector<int32_t> zero(after.size(), 0), before(after.size());
     for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
@@ -532,8 +551,10 @@ TEST(CudaKv8Ops, DecodeSimtKernel) { RunDecode("simple", false); }
 // default path (decode_attention=auto) picks them, over BF16 and the 8-bit caches: contexts
 // of 1, 17, 128, 2,049, 4,100 and 4,113 keys (ragged last blocks) in batches whose (token,
 // KV head) pairs give 22 splits (6 sequences), 4 (33 sequences: issue 28's TPOT shape at
-// 32 x 4,096 has 4) and none (130 short sequences); plain and with the fused rope/KV write.
-// DecodeKernelChoice.SplitsFillOneWaveOfWarps pins those split counts on 132 SMs.
+// 32 x 4,096 has 4) and none (130 short sequences); FP8's default form plans for 12 warps an
+// SM: 33, 6 and none. Plain and with the fused rope/KV write.
+// DecodeKernelChoice.SplitsFillOneWaveOfWarps and Fp8SplitsFillTwelveWarpsAnSm pin those
+// split counts on 132 SMs.
 void RunDecodeSplitK(bool fused) {
   CudaTestDevice c = OpenCudaTestDevice("activations=bf16;decode_attention=auto");
   REQUIRE_CUDA(c);
@@ -545,6 +566,7 @@ void RunDecodeSplitK(bool fused) {
   const std::vector<int32_t> batches[] = {{1, 17, 128, 4100, 4113, 2049}, batch33, batch130};
   const CacheKind kinds[] = {{"BF16", STRATA_DTYPE_BF16, 1.0f, 1.0f}, kCaches[0], kCaches[1], kCaches[2]};
   for (const CacheKind& kind : kinds) {
+    if (!CacheSelected(kind)) continue;
     for (const std::vector<int32_t>& after : batches) {
       std::vector<int32_t> zero(after.size(), 0), before(after.size());
       for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;
@@ -575,6 +597,7 @@ TEST(CudaKv8Ops, DecodeTensorCoreKernelGqaRatios) {
   for (const auto& [h, kvh] : layouts) {
     HeadLayout scope(h, kvh);
     for (const CacheKind& kind : kinds) {
+      if (!CacheSelected(kind)) continue;
       for (const std::vector<int32_t>& after : batches) {
         std::vector<int32_t> zero(after.size(), 0), before(after.size());
         for (size_t s = 0; s < after.size(); ++s) before[s] = after[s] - 1;

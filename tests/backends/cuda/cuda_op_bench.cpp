@@ -322,10 +322,18 @@ void DecodeLayerChain(const std::vector<int64_t>& token_counts) {
 // contiguous instead of interleaved with the other heads' rows.
 // STRATA_OP_BENCH_KV_DTYPES=bf16,fp8,int8 times those cache types (default bf16; kv_GBps
 // counts the bytes each reads); STRATA_OP_BENCH_DECODE_CONTEXT=N keeps the configurations of
-// that context only (e.g. 4096: 32 sequences at 4,096 tokens, issue 28's TPOT shape).
+// that context only (e.g. 4096: 32 sequences at 4,096 tokens, issue 28's TPOT shape);
+// STRATA_OP_BENCH_DECODE_KERNELS=mma (or gqa) times that kernel only.
 void DecodeAttentionSweep() {
   struct Variant { const char* kernel; strata_device dev = nullptr; };
   std::vector<Variant> vs = {{"gqa"}, {"mma"}};
+  if (const char* e = std::getenv("STRATA_OP_BENCH_DECODE_KERNELS"); e != nullptr && *e != '\0') {
+    std::vector<Variant> keep;
+    for (const Variant& v : vs) {
+      if (std::strstr(e, v.kernel) != nullptr) keep.push_back(v);
+    }
+    vs = keep;
+  }
   for (Variant& v : vs) {
     const std::string opts = std::string("activations=bf16;decode_attention=") + v.kernel;
     strata_device_options o{};

@@ -125,5 +125,30 @@ TEST(DecodeKernelChoice, SplitsFillOneWaveOfWarps) {
   EXPECT_EQ(DecodeMmaWorkspaceFloats(Batch(128).a, Batch(128).kv, 132), 0);
 }
 
+// FP8 caches at head_dim 128 run the lean form by default (three blocks of 4 warps an SM), so
+// their slices are planned for 12 warps an SM; head_dim 64 and the other caches keep 8. (Run
+// without STRATA_CUDA_DECODE_MMA_KV8, which selects other forms.)
+TEST(DecodeKernelChoice, Fp8SplitsFillTwelveWarpsAnSm) {
+  auto at = [](int32_t dtype, int32_t head_dim, int32_t tokens, int32_t ctx) {
+    Batch b(tokens);
+    b.kv.dtype = dtype;
+    b.kv.head_dim = head_dim;
+    b.a.max_seq_len = ctx;
+    return DecodeMmaSplits(b.a, b.kv, 132);
+  };
+  constexpr int32_t kFp8 = STRATA_DTYPE_FP8_E4M3;
+  EXPECT_EQ(at(kFp8, 128, 32, 4096), 6);  // issue 28's TPOT shape: 1,536 warps of 1,584
+  EXPECT_EQ(at(kFp8, 128, 64, 4096), 3);
+  EXPECT_EQ(at(kFp8, 128, 128, 300), 1);
+  EXPECT_EQ(at(kFp8, 128, 1, 4096), 64);
+  EXPECT_EQ(at(kFp8, 64, 32, 4096), 4);
+  EXPECT_EQ(at(STRATA_DTYPE_BF16, 128, 32, 4096), 4);
+  EXPECT_EQ(at(STRATA_DTYPE_I8, 128, 32, 4096), 4);
+  Batch b(32);
+  b.kv.dtype = kFp8;
+  b.a.max_seq_len = 4096;
+  EXPECT_EQ(DecodeMmaWorkspaceFloats(b.a, b.kv, 132), int64_t{32} * 32 * 6 * (128 + 2));
+}
+
 }  // namespace
 }  // namespace strata::cuda
