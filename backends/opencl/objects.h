@@ -38,6 +38,15 @@ struct strata_device_s {
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
   cl_uint compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS
+  uint64_t local_mem = 0;     // CL_DEVICE_LOCAL_MEM_SIZE
+  // GPU-shaped kernels: decode attention through paged_attention_decode (option
+  // att_decode=off: the older one-work-group-per-head kernel) and W8A8 products of
+  // gemv_max_tokens+1 .. 32 tokens through the split-K mma.sync kernel (mma_small=off: the
+  // 128 x 128 tile GEMM); dense GEMV up to dense_gemv_max_tokens tokens (option of that name).
+  bool att_decode = true;
+  bool mma_small = true;
+  int32_t dense_gemv_max_tokens = 32;
+  int32_t dense_gemv_chunk = 8;  // tokens per dense GEMV launch (option dense_gemv_chunk=)
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
   // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
   // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
@@ -72,7 +81,7 @@ struct strata_device_s {
     uint64_t byte_begin = 0, byte_end = 0;
   } act_pending;
   bool w8a8_dynamic = false;  // a W8A8 weight with dynamic scales and no smoothing exists
-  bool fuse_quant = false;    // the above is on (CPU devices by default; option fuse_quant=on|off)
+  bool fuse_quant = false;    // the above is on (by default; option fuse_quant=on|off)
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;

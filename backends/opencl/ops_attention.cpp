@@ -267,6 +267,46 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
         .Mem(dev->err_word).I64(n)
         .Run(1, &global, &local);
   }
+  // GPUs, head_dim a multiple of 4 up to 512: the decode-shaped kernel
+  // (paged_attention_decode in kernels/opencl/attention.cl), one work-group of 128 per
+  // (token, group of hg query heads of one KV head). hg: the whole GQA group (up to 8) when
+  // that still gives two work-groups per compute unit, else halved until it does (one sequence:
+  // one work-group per query head), so that a short batch still fills the device.
+  const int32_t gqa = KVH > 0 ? H / KVH : 0;
+  if (!dev->is_cpu && dev->att_decode && D % 4 == 0 && D / 4 <= 128 && gqa > 0 && H % KVH == 0) {
+    constexpr int32_t kWg = 128, kMaxHg = 8;  // ATT_DEC_WG, ATT_DEC_MAX_HG
+    int32_t hg = gqa;
+    while (hg > kMaxHg || gqa % hg != 0) --hg;
+    while (hg > 1 && hg % 2 == 0 && n * (H / hg) < 2 * static_cast<int64_t>(dev->compute_units)) hg /= 2;
+    const int32_t subsets = kWg / (D / 4);
+    // Local memory: the static tiles (3 x 8 x 128 floats, 128 longs and ints) plus q and the
+    // subsets' partial sums; fewer heads per group where the device has less.
+    auto local_bytes = [&](int32_t g) {
+      return uint64_t{3} * kMaxHg * kWg * 4 + kWg * 12 + uint64_t{4} * g * D + uint64_t{4} * subsets * g * D;
+    };
+    while (hg > 1 && local_bytes(hg) > dev->local_mem) {
+      --hg;
+      while (hg > 1 && gqa % hg != 0) --hg;
+    }
+    if (local_bytes(hg) <= dev->local_mem) {
+      const size_t global[2] = {static_cast<size_t>(H / hg) * kWg, static_cast<size_t>(n)};
+      const size_t local[2] = {static_cast<size_t>(kWg), 1};
+      return Launch(dev, "paged_attention_decode")
+          .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+          .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+          .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+          .I32(bs).I32(KVH).I32(D).I32(H)
+          .Mem(qslv.mem).U64(qslv.off)
+          .Mem(lensv.mem).U64(lensv.off)
+          .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
+          .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+          .Mem(dev->err_word).I32(hg)
+          .Local(static_cast<size_t>(hg) * D * sizeof(float))
+          .Local(static_cast<size_t>(subsets) * hg * D * sizeof(float))
+          .Run(2, global, local);
+    }
+  }
   // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).
   size_t ls = dev->is_cpu ? 16 : 64;
   while (ls * 8 < static_cast<size_t>(D)) ls *= 2;
