@@ -249,6 +249,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->local_mem = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_LOCAL_MEM_SIZE);
     if (opts.find("att_decode=off") != std::string::npos) dev->att_decode = false;
     if (opts.find("mma_small=off") != std::string::npos) dev->mma_small = false;
+    if (opts.find("rope_fused=off") != std::string::npos) dev->rope_fused = false;
     STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_max_tokens", 8, 32, true, &dev->dense_gemv_max_tokens));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_chunk", 1, 32, true, &dev->dense_gemv_chunk));
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

@@ -45,6 +45,7 @@ struct strata_device_s {
   // 128 x 128 tile GEMM); dense GEMV up to dense_gemv_max_tokens tokens (option of that name).
   bool att_decode = true;
   bool mma_small = true;
+  bool rope_fused = true;  // rope + cache write in one launch on GPUs (option rope_fused=off)
   int32_t dense_gemv_max_tokens = 32;
   int32_t dense_gemv_chunk = 8;  // tokens per dense GEMV launch (option dense_gemv_chunk=)
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,

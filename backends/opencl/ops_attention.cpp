@@ -113,7 +113,31 @@ Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope, const s
                                .Run(1, &global, &local));
     if (!i8_cache) return Ok();
   }
-  if (style != STRATA_ROPE_NONE && !cpu_fused) {
+  // GPUs, head_dim up to the work-group size: rope and the F32 / F16 / BF16 cache write in one
+  // launch (rope_kv_write_gpu, kernels/opencl/rope_kv_write.cl); an I8 cache still takes
+  // kv_write_i8 below. Option rope_fused=off: the two launches below.
+  const bool gpu_fused = !dev->is_cpu && dev->rope_fused && static_cast<size_t>(D) <= dev->max_work_group &&
+                         (style != STRATA_ROPE_NONE || !i8_cache);
+  if (gpu_fused) {
+    const int32_t h_begin = style != STRATA_ROPE_NONE ? 0 : H;
+    const size_t global[3] = {static_cast<size_t>(D), static_cast<size_t>(H + KVH - h_begin), static_cast<size_t>(n)};
+    const size_t local[3] = {static_cast<size_t>(D), 1, 1};
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rope_kv_write_gpu")
+                               .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+                               .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+                               .Mem(vv.mem).U64(vv.off).I64(vv.stride)
+                               .I32(H).I32(KVH).I32(D).I32(half).I32(style).F32(factor)
+                               .Mem(style != STRATA_ROPE_NONE ? fv.mem : qv.mem).U64(fv.off)
+                               .Mem(style != STRATA_ROPE_NONE ? pv.mem : qv.mem).U64(pv.off)
+                               .I32(h_begin)
+                               .I32(i8_cache ? 0 : 1).Mem(kv->layers[layer]).I32(kv->desc.dtype)
+                               .U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+                               .I32(kv->desc.block_size).I64(num_slots)
+                               .Mem(sv.mem).U64(sv.off).Mem(dev->err_word)
+                               .Run(3, global, local));
+    if (!i8_cache) return Ok();
+  }
+  if (style != STRATA_ROPE_NONE && !cpu_fused && !gpu_fused) {
     const size_t global[3] = {static_cast<size_t>(half), static_cast<size_t>(H + KVH), static_cast<size_t>(n)};
     STRATA_RETURN_IF_ERROR(Launch(dev, "rope")
                                .Mem(qv.mem).U64(qv.off).I64(qv.stride)

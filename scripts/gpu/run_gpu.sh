@@ -329,8 +329,8 @@ phase_ocl_nv() {
       || echo "rc=$? (124: timed out)"
     stamp "profiled W8A8 decode step, 32 sequences"
     STRATA_OPENCL_PROFILE=1 timeout 20 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
-    stamp "medians: batch 1 (default, old attention kernel, unfused quantization, GEMV of 64 work-items)"
-    for o in "" "att_decode=off" "fuse_quant=off" "gemv_wg=64"; do
+    stamp "medians: batch 1 (default, old attention kernel, unfused quantization, rope + kv_write apart, GEMV of 64 work-items)"
+    for o in "" "att_decode=off" "fuse_quant=off" "rope_fused=off" "gemv_wg=64"; do
       [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 40 )) ] || { echo "budget spent: skipping '$o'"; continue; }
       timeout 12 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 || echo "rc=$? (124: timed out)"
     done
