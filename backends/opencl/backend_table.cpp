@@ -27,7 +27,7 @@
 strata_device_s::~strata_device_s() {
   for (auto& pe : prof_events) clReleaseEvent(pe.event);
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, att_split_buf, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);
@@ -250,6 +250,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     if (opts.find("att_decode=off") != std::string::npos) dev->att_decode = false;
     if (opts.find("mma_small=off") != std::string::npos) dev->mma_small = false;
     if (opts.find("rope_fused=off") != std::string::npos) dev->rope_fused = false;
+    if (opts.find("att_split=off") != std::string::npos) dev->att_split = false;
     STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_max_tokens", 8, 32, true, &dev->dense_gemv_max_tokens));
     STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_chunk", 1, 32, true, &dev->dense_gemv_chunk));
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

@@ -44,6 +44,7 @@ struct strata_device_s {
   // gemv_max_tokens+1 .. 32 tokens through the split-K mma.sync kernel (mma_small=off: the
   // 128 x 128 tile GEMM); dense GEMV up to dense_gemv_max_tokens tokens (option of that name).
   bool att_decode = true;
+  bool att_split = true;  // its split-K form for few work-groups and long contexts (att_split=off)
   bool mma_small = true;
   bool rope_fused = true;  // rope + cache write in one launch on GPUs (option rope_fused=off)
   int32_t dense_gemv_max_tokens = 32;
@@ -87,6 +88,9 @@ struct strata_device_s {
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;
   std::vector<cl_int> att_blocks_host;  // what att_blocks holds
+  // The decode attention's split-K partial sums (float [tokens][heads][splits][head_dim + 2]).
+  cl_mem att_split_buf = nullptr;
+  uint64_t att_split_bytes = 0;
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   // STRATA_OPENCL_PROFILE=1 (profile.h): the queue records profiling events; every kernel's
   // event is kept until the next synchronization point, then added to its kernel's totals,

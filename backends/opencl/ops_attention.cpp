@@ -313,9 +313,33 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
       while (hg > 1 && gqa % hg != 0) --hg;
     }
     if (local_bytes(hg) <= dev->local_mem) {
-      const size_t global[2] = {static_cast<size_t>(H / hg) * kWg, static_cast<size_t>(n)};
-      const size_t local[2] = {static_cast<size_t>(kWg), 1};
-      return Launch(dev, "paged_attention_decode")
+      // Few work-groups and long contexts (a short batch decoding far into its context):
+      // the keys split over `nsplit` work-groups of split_keys (a multiple of the 128-key
+      // tile) each, their partial sums put together by paged_attention_combine. The batch's
+      // max_seq_len sizes the splits; the last split runs to each token's own end.
+      const int64_t groups = n * (H / hg), want = 4 * static_cast<int64_t>(dev->compute_units);
+      int32_t nsplit = 1, split_keys = 0;
+      if (dev->att_split && batch->max_seq_len > 2 * kWg && groups < want) {
+        const int64_t tiles = (batch->max_seq_len + kWg - 1) / kWg;
+        const int64_t s = std::min<int64_t>((want + groups - 1) / groups, tiles);
+        split_keys = static_cast<int32_t>((tiles + s - 1) / s) * kWg;
+        nsplit = static_cast<int32_t>((batch->max_seq_len + split_keys - 1) / split_keys);
+        if (nsplit < 2) nsplit = 1, split_keys = 0;
+      }
+      if (nsplit > 1) {
+        const uint64_t bytes = static_cast<uint64_t>(n) * H * nsplit * (D + 2) * sizeof(float);
+        if (dev->att_split_buf == nullptr || dev->att_split_bytes < bytes) {
+          if (dev->att_split_buf != nullptr) clReleaseMemObject(dev->att_split_buf);
+          dev->att_split_buf = nullptr;
+          dev->att_split_bytes = 0;
+          STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, "attention: split-K partial sums", &dev->att_split_buf));
+          dev->att_split_bytes = bytes;
+        }
+      }
+      const size_t global[3] = {static_cast<size_t>(H / hg) * kWg, static_cast<size_t>(n),
+                                static_cast<size_t>(nsplit)};
+      const size_t local[3] = {static_cast<size_t>(kWg), 1, 1};
+      STRATA_RETURN_IF_ERROR(Launch(dev, "paged_attention_decode")
           .Mem(qv.mem).U64(qv.off).I64(qv.stride)
           .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
           .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
@@ -326,9 +350,16 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
           .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
           .Mem(ov.mem).U64(ov.off).I64(ov.stride)
           .Mem(dev->err_word).I32(hg)
+          .I32(split_keys).Mem(nsplit > 1 ? dev->att_split_buf : ov.mem)
           .Local(static_cast<size_t>(hg) * D * sizeof(float))
           .Local(static_cast<size_t>(subsets) * hg * D * sizeof(float))
-          .Run(2, global, local);
+          .Run(3, global, local));
+      if (nsplit == 1) return Ok();
+      const size_t cglobal[3] = {static_cast<size_t>(D), static_cast<size_t>(H), static_cast<size_t>(n)};
+      return Launch(dev, "paged_attention_combine")
+          .Mem(dev->att_split_buf).I32(nsplit).I32(D).I32(H)
+          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+          .Run(3, cglobal, nullptr);
     }
   }
   // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).

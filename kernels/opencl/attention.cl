@@ -324,6 +324,7 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
                             int num_blocks, float scale, int window, float cap,
                             __global float* out, ulong o_off, long o_stride,
                             __global volatile int* err, int hg,
+                            int split_keys, __global float* split_out,
                             __local float* qs, __local float* part) {
   __local float sc[ATT_DEC_MAX_HG * ATT_DEC_WG];  // scores, then weights, [head][key]
   __local float rm[ATT_DEC_MAX_HG * ATT_DEC_WG];  // tree of (max, sum) pairs
@@ -336,6 +337,7 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
   const int h0 = get_group_id(0) * hg;
   const int kvh = h0 / G;
   const long i = get_group_id(1);
+  const int split = get_group_id(2), nsplit = get_num_groups(2);
   __global float* o = out + o_off + i * o_stride + (long)h0 * D;
 
   int lo = 0, hi = num_seqs;
@@ -347,12 +349,26 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
   const int q0 = qsl[qsl_off + s], q1 = qsl[qsl_off + s + 1];
   const int len = lens[lens_off + s];
   if (num_seqs <= 0 || i < q0 || i >= q1 || q1 - q0 > len || (long)len > (long)max_blocks * block_size) {
-    if (lid == 0 && h0 == 0) flag_error(err, ERR_BATCH);
-    for (int d = lid; d < hg * D; d += ATT_DEC_WG) o[d] = 0.0f;
+    if (lid == 0 && h0 == 0 && split == 0) flag_error(err, ERR_BATCH);
+    if (split_keys > 0) {  // empty splits: the combine writes zeros
+      for (int g = 0; g < hg; ++g) {
+        __global float* so = split_out + (((long)i * num_heads + h0 + g) * nsplit + split) * (D + 2);
+        for (int d = lid; d < D + 2; d += ATT_DEC_WG) so[d] = d == D ? -INFINITY : 0.0f;
+      }
+    } else {
+      for (int d = lid; d < hg * D; d += ATT_DEC_WG) o[d] = 0.0f;
+    }
     return;
   }
   const int pos = len - (q1 - q0) + (int)(i - q0);
-  const int start = window > 0 ? max(0, pos - window + 1) : 0;
+  // This work-group's keys: [start, pos], or with split_keys its part of them (the last
+  // split runs to pos whatever max_seq_len said).
+  int start = window > 0 ? max(0, pos - window + 1) : 0;
+  int last = pos;
+  if (split_keys > 0) {
+    start = max(start, split * split_keys);
+    if (split + 1 < nsplit) last = min(last, (split + 1) * split_keys - 1);
+  }
   __global const int* table = bt + bt_off + (long)s * max_blocks;
   __global const float* qrow = q + q_off + i * q_stride + (long)h0 * D;
   for (int d = lid; d < hg * D; d += ATT_DEC_WG) qs[d] = qrow[d];
@@ -369,11 +385,11 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
     l[g] = 0.0f;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int p0 = start; p0 <= pos; p0 += ATT_DEC_WG) {
+  for (int p0 = start; p0 <= last; p0 += ATT_DEC_WG) {
     const int p = p0 + lid;
     long e = -1;
     int si = 0;
-    if (p <= pos) {
+    if (p <= last) {
       const int blk = table[p / block_size];
       if (blk < 0 || blk >= num_blocks) {
         flag_error(err, ERR_BLOCK_TABLE);
@@ -444,7 +460,7 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int cnt = min(ATT_DEC_WG, pos - p0 + 1);
+    const int cnt = min(ATT_DEC_WG, last - p0 + 1);
     if (sub < subsets) {
       for (int t = sub; t < cnt; t += subsets) {
         const long ke = koff[t];
@@ -472,12 +488,45 @@ void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
   for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
     if (g < hg) {
       const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
+      // Split: the unnormalized sums and (max, sum of exponentials) of this split, for
+      // paged_attention_combine: [token][head][split][head_dim + 2].
+      __global float* so = split_out + (((long)i * num_heads + h0 + g) * nsplit + split) * (D + 2);
       for (int d = lid; d < D; d += ATT_DEC_WG) {
         float sum = 0.0f;
         for (int u = 0; u < subsets; ++u) sum += part[((long)u * hg + g) * D + d];
-        o[g * D + d] = sum * inv;
+        if (split_keys > 0) so[d] = sum; else o[g * D + d] = sum * inv;
+      }
+      if (split_keys > 0 && lid == 0) {
+        so[D] = m[g];
+        so[D + 1] = l[g];
       }
     }
   }
+}
+
+// The splits of paged_attention_decode put together: one work-item per (element, head, token),
+// out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M the largest m_s (empty splits have
+// m = -inf, l = 0 and add nothing).
+__kernel void paged_attention_combine(__global const float* split_out, int nsplit, int head_dim, int num_heads,
+                                      __global float* out, ulong o_off, long o_stride) {
+  const int d = get_global_id(0);
+  const int h = get_global_id(1);
+  const long i = get_global_id(2);
+  if (d >= head_dim) return;
+  const int D = head_dim;
+  __global const float* so = split_out + ((long)i * num_heads + h) * nsplit * (D + 2);
+  float mx = -INFINITY;
+  for (int k = 0; k < nsplit; ++k) mx = fmax(mx, so[(long)k * (D + 2) + D]);
+  float acc = 0.0f, l = 0.0f;
+  if (mx != -INFINITY) {
+    for (int k = 0; k < nsplit; ++k) {
+      const float mk = so[(long)k * (D + 2) + D];
+      if (mk == -INFINITY) continue;
+      const float r = exp(mk - mx);
+      l += so[(long)k * (D + 2) + D + 1] * r;
+      acc += so[(long)k * (D + 2) + d] * r;
+    }
+  }
+  out[o_off + i * o_stride + (long)h * D + d] = l > 0.0f ? acc / l : 0.0f;
 }
 #endif  // STRATA_NO_GPU_KERNELS

@@ -339,6 +339,11 @@ phase_ocl_nv() {
       [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 30 )) ] || { echo "budget spent: skipping '$o'"; continue; }
       timeout 12 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
     done
+    stamp "batch-1 decode at 4096 keys of context: split-K attention, and without it"
+    for o in "" "att_split=off"; do
+      [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 25 )) ] || { echo "budget spent: skipping '$o'"; continue; }
+      timeout 12 $B --options "$o" --mode decode --batch 1 --context 4096 --reps 5 || echo "rc=$? (124: timed out)"
+    done
     stamp "4096-token prefill"
     timeout 25 $B --mode prefill --batch 4096 --reps 2 || echo "rc=$? (124: timed out)"
     stamp "ocl_nv done"

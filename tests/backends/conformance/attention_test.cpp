@@ -430,7 +430,8 @@ TEST_P(Attention, LongPrefillChunksAcrossQueryBlocksAndKeyTiles) {
 // per KV head, blocks of 16, contexts that end inside, at and past the 128-key tiles of that
 // kernel (1, 128, 130, 300), one sequence with 3 query tokens, no host copies of the batch;
 // with and without a sliding window, in F32 and I8 caches; then one sequence alone (a single
-// query token, fewer heads per work-group there).
+// query token: fewer heads per work-group there, and on a device of few compute units the
+// 300 keys split over work-groups and combined; with the window the first split is empty).
 TEST_P(Attention, DecodeBatchLongContextsHeadDim128Gqa4) {
   constexpr int32_t H = 8, KVH = 2, D = 128, BS = 16, kNumBlocks = 48;
   for (int32_t dtype : {STRATA_DTYPE_F32, STRATA_DTYPE_I8}) {
