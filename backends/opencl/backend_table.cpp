@@ -266,6 +266,8 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
     dev->dp4a = asm_keyword != nullptr;
     dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl, asm_keyword);
+    dev->mma_bf16 = dev->mma && opts.find("bf16_mma=off") == std::string::npos &&
+                    ProbeMmaBf16(dev.get(), cl, asm_keyword);
     // With the mma.sync GEMM, 17-32 tokens are faster through it than through the GEMV (H200,
     // Llama-3-8B W8A8, 32 sequences: 26.0 ms per step at 16 against 33.6 at 32; docs/benchmarks.md).
     if (dev->mma && opts.find(";gemv_max_tokens=") == std::string::npos &&
@@ -276,7 +278,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       std::fprintf(stderr, "strata opencl: device %s: int8 dot product %s%s; GEMV %d work-items x %d rows (%d for "
                    "16-32 tokens), GEMV up to %d tokens\n", dev->name.c_str(),
                    dev->dp4a ? "dp4a (inline PTX)" : dev->has_int_dot ? "cl_khr_integer_dot_product" : "plain int32",
-                   dev->mma ? ", GEMM on int8 mma.sync (inline PTX)" : "",
+                   dev->mma ? (dev->mma_bf16 ? ", GEMM on int8 mma.sync, 9-32-token bf16 products on bf16 mma.sync "
+                                               "(inline PTX)"
+                                             : ", GEMM on int8 mma.sync (inline PTX)")
+                            : "",
                    dev->gemv_wg, dev->gemv_rows, dev->gemv_rows_wide, dev->gemv_max_tokens);
     }
     std::string gpu_options = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
@@ -288,6 +293,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     gpu_options += dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1";
     if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
+    if (dev->mma_bf16) gpu_options += " -DSTRATA_MMA_BF16=1";
     const Status built =
         BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options);
     if (!built.ok()) {
@@ -301,7 +307,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "
                    "built without them; the compiler said:\n%s\n", dev->name.c_str(),
                    built.message.substr(0, 2000).c_str());
-      dev->dp4a = dev->mma = false;
+      dev->dp4a = dev->mma = dev->mma_bf16 = false;
     }
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));

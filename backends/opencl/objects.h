@@ -59,6 +59,7 @@ struct strata_device_s {
   int32_t gemv_max_tokens = 32;
   bool dp4a = false;  // the int8 kernels use dp4a through inline PTX (int_dot_probe.h)
   bool mma = false;   // many-token W8A8 products use int8 mma.sync through inline PTX
+  bool mma_bf16 = false;  // 9-32-token dense BF16 products use bf16 mma.sync (option bf16_mma=off: not)
   uint64_t max_alloc = 0;     // CL_DEVICE_MAX_MEM_ALLOC_SIZE
   cl_mem err_word = nullptr;  // int, bits kErr*
   std::mutex mu;              // kernels' arguments are set and enqueued under it

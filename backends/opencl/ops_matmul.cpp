@@ -50,6 +50,20 @@ Status Matmul(strata_device_s* dev, const strata_tensor* x, strata_weight_s* w, 
   // INT8_PER_CHANNEL (W8A16): the float kernels over int8 values, times the row's scale.
   const cl_mem rscale = w->scales != nullptr ? w->scales : w->data;
   const std::string suffix = DtypeSuffix(w->dtype);
+  // NVIDIA GPUs with the bf16 mma.sync probe passed, BF16 weights, 9-32 tokens, 32-element
+  // rows and 4-float-aligned inputs: the tensor cores, weights read once
+  // (kernels/opencl/matmul_bf16_mma.cl).
+  if (dev->mma_bf16 && !dev->is_cpu && w->dtype == STRATA_DTYPE_BF16 && w->format == STRATA_WEIGHT_DENSE &&
+      n > 8 && n <= 32 && w->cols % 32 == 0 && xv.off % 4 == 0 && xv.stride % 4 == 0) {
+    const size_t local = 256;
+    const size_t global = static_cast<size_t>((w->rows + 31) / 32) * 256;
+    return Launch(dev, "matmul_bf16_mma_small")
+        .Mem(xv.mem).U64(xv.off).I64(xv.stride)
+        .Mem(w->data).I64(w->rows).I64(w->cols)
+        .Mem(bias_mem).U64(bias ? bv.off : 0).I32(bias ? 1 : 0)
+        .Mem(ov.mem).U64(ov.off).I64(ov.stride).I32(static_cast<int32_t>(n))
+        .Run(1, &global, &local);
+  }
   // GPUs, 16-element rows and 16-float-aligned inputs, up to dense_gemv_max_tokens tokens
   // (32 by default: the tiled GEMM below re-reads a 1 GB LM head at ~260 GB/s on an H200),
   // in launches of at most dense_gemv_chunk tokens (kernels/opencl/matmul_gemv.cl: each

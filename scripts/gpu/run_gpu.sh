@@ -334,8 +334,8 @@ phase_ocl_nv() {
       [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 40 )) ] || { echo "budget spent: skipping '$o'"; continue; }
       timeout 12 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 || echo "rc=$? (124: timed out)"
     done
-    stamp "medians: 32 sequences (default, 128x128 mma GEMM, dense GEMV 16 per launch, tiled LM head, W8A8 GEMV at 32)"
-    for o in "" "mma_small=off" "dense_gemv_chunk=16" "dense_gemv_max_tokens=8" "gemv_max_tokens=32"; do
+    stamp "medians: 32 sequences (default, 128x128 mma GEMM, LM head as dense GEMV 8 / 16 per launch, as the tiled GEMM, W8A8 GEMV at 32)"
+    for o in "" "mma_small=off" "bf16_mma=off" "bf16_mma=off;dense_gemv_chunk=16" "bf16_mma=off;dense_gemv_max_tokens=8" "gemv_max_tokens=32"; do
       [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 30 )) ] || { echo "budget spent: skipping '$o'"; continue; }
       timeout 12 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
     done
