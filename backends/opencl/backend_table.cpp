@@ -27,7 +27,7 @@
 strata_device_s::~strata_device_s() {
   for (auto& pe : prof_events) clReleaseEvent(pe.event);
   for (auto& [name, k] : kernels) clReleaseKernel(k);
-  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, counters}) {
+  for (cl_mem m : {err_word, act_q, act_scale, act_cnt, att_blocks, att_split_buf, counters}) {
     if (m != nullptr) clReleaseMemObject(m);
   }
   if (program != nullptr) clReleaseProgram(program);
@@ -228,9 +228,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
         build_options = opts.substr(from, opts.find(';', from) - from);
       }
     }
-    // Fused activation quantization (act_pending, objects.h): on by default where the CPU
-    // kernels run; on GPUs only when asked (fuse_quant=on) until timed there.
-    dev->fuse_quant = dev->is_cpu;
+    // Fused activation quantization (act_pending, objects.h): on by default (option
+    // fuse_quant=off turns it off). On the H200 the GPU kernels gained 2.8% per batch-1 W8A8
+    // decode step with it (9.13 against 9.40 ms, alternating runs, 2026-12-03).
+    dev->fuse_quant = true;
     if (opts.find("fuse_quant=on") != std::string::npos) dev->fuse_quant = true;
     if (opts.find("fuse_quant=off") != std::string::npos) dev->fuse_quant = false;
     STRATA_RETURN_IF_ERROR(IntOption(opts, "gemv_wg", 32, 1024, true, &dev->gemv_wg));
@@ -245,6 +246,13 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->has_int_dot = cl.HasExtension("cl_khr_integer_dot_product");
     dev->max_work_group = DeviceValue<size_t>(cl.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
     dev->compute_units = DeviceValue<cl_uint>(cl.id, CL_DEVICE_MAX_COMPUTE_UNITS);
+    dev->local_mem = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_LOCAL_MEM_SIZE);
+    if (opts.find("att_decode=off") != std::string::npos) dev->att_decode = false;
+    if (opts.find("mma_small=off") != std::string::npos) dev->mma_small = false;
+    if (opts.find("rope_fused=off") != std::string::npos) dev->rope_fused = false;
+    if (opts.find("att_split=off") != std::string::npos) dev->att_split = false;
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_max_tokens", 8, 32, true, &dev->dense_gemv_max_tokens));
+    STRATA_RETURN_IF_ERROR(IntOption(opts, "dense_gemv_chunk", 1, 32, true, &dev->dense_gemv_chunk));
     dev->max_alloc = DeviceValue<cl_ulong>(cl.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     cl_int e = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(cl.platform),
@@ -258,14 +266,22 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     const char* asm_keyword = opts.find("int_dot=plain") == std::string::npos ? ProbeDp4a(dev.get(), cl) : nullptr;
     dev->dp4a = asm_keyword != nullptr;
     dev->mma = dev->dp4a && opts.find("int_mma=off") == std::string::npos && ProbeMma(dev.get(), cl, asm_keyword);
+    dev->mma_bf16 = dev->mma && opts.find("bf16_mma=off") == std::string::npos &&
+                    ProbeMmaBf16(dev.get(), cl, asm_keyword);
     // With the mma.sync GEMM, 17-32 tokens are faster through it than through the GEMV (H200,
     // Llama-3-8B W8A8, 32 sequences: 26.0 ms per step at 16 against 33.6 at 32; docs/benchmarks.md).
-    if (dev->mma && opts.find("gemv_max_tokens=") == std::string::npos) dev->gemv_max_tokens = 16;
+    if (dev->mma && opts.find(";gemv_max_tokens=") == std::string::npos &&
+        opts.rfind("gemv_max_tokens=", 0) != 0) {
+      dev->gemv_max_tokens = 16;
+    }
     if (const char* v = std::getenv("STRATA_OPENCL_VERBOSE"); v != nullptr && v[0] == '1') {
       std::fprintf(stderr, "strata opencl: device %s: int8 dot product %s%s; GEMV %d work-items x %d rows (%d for "
                    "16-32 tokens), GEMV up to %d tokens\n", dev->name.c_str(),
                    dev->dp4a ? "dp4a (inline PTX)" : dev->has_int_dot ? "cl_khr_integer_dot_product" : "plain int32",
-                   dev->mma ? ", GEMM on int8 mma.sync (inline PTX)" : "",
+                   dev->mma ? (dev->mma_bf16 ? ", GEMM on int8 mma.sync, 9-32-token bf16 products on bf16 mma.sync "
+                                               "(inline PTX)"
+                                             : ", GEMM on int8 mma.sync (inline PTX)")
+                            : "",
                    dev->gemv_wg, dev->gemv_rows, dev->gemv_rows_wide, dev->gemv_max_tokens);
     }
     std::string gpu_options = StrCat("-DSTRATA_GEMV_WG=", dev->gemv_wg, " -DSTRATA_GEMV_ROWS=", dev->gemv_rows,
@@ -277,6 +293,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     gpu_options += dev->is_cpu ? " -DSTRATA_NO_GPU_KERNELS=1" : " -DSTRATA_NO_CPU_KERNELS=1";
     if (dev->dp4a) gpu_options += StrCat(" -DSTRATA_DP4A=1 -DSTRATA_ASM=", asm_keyword);
     if (dev->mma) gpu_options += " -DSTRATA_MMA=1";
+    if (dev->mma_bf16) gpu_options += " -DSTRATA_MMA_BF16=1";
     const Status built =
         BuildProgram(dev.get(), cl, build_options.empty() ? gpu_options : gpu_options + " " + build_options);
     if (!built.ok()) {
@@ -290,7 +307,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
       std::fprintf(stderr, "strata opencl: device %s: the kernels did not build with dp4a / mma / unroll pragmas, "
                    "built without them; the compiler said:\n%s\n", dev->name.c_str(),
                    built.message.substr(0, 2000).c_str());
-      dev->dp4a = dev->mma = false;
+      dev->dp4a = dev->mma = dev->mma_bf16 = false;
     }
     STRATA_RETURN_IF_ERROR(AllocMem(dev.get(), sizeof(cl_int), "device_open: error word", &dev->err_word));
     STRATA_RETURN_IF_ERROR(ZeroMem(dev.get(), dev->err_word, sizeof(cl_int), "device_open"));

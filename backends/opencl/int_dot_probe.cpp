@@ -39,6 +39,29 @@ __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void strata_probe(__glo
 }
 )cl";
 
+// One warp of the bf16 mma.sync (m16n8k16, F32 sums): D = A[16][16] * B[16][8] + 1 over small
+// integers (exact in bf16 and in the F32 sums), D written row-major [16][8] as ints.
+constexpr char kMmaBf16Probe[] = R"cl(
+float probe_fa(int m, int k) { return (float)(((m * 3 + k * 5) % 17) - 8); }
+float probe_fb(int k, int n) { return (float)(((k * 7 + n * 3 + 1) % 15) - 7); }
+uint probe_bf(float v) { return as_uint(v) >> 16; }
+uint probe_pa(int m, int k) { return probe_bf(probe_fa(m, k)) | (probe_bf(probe_fa(m, k + 1)) << 16); }
+uint probe_pb(int k, int n) { return probe_bf(probe_fb(k, n)) | (probe_bf(probe_fb(k + 1, n)) << 16); }
+__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void strata_probe(__global int* out) {
+  const int lane = get_local_id(0), g = lane >> 2, t = lane & 3;
+  float c[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  MMA_BF16(c, probe_pa(g, 2 * t), probe_pa(g + 8, 2 * t), probe_pa(g, 8 + 2 * t), probe_pa(g + 8, 8 + 2 * t),
+           probe_pb(2 * t, g), probe_pb(8 + 2 * t, g));
+  out[g * 8 + 2 * t] = (int)c[0];
+  out[g * 8 + 2 * t + 1] = (int)c[1];
+  out[(g + 8) * 8 + 2 * t] = (int)c[2];
+  out[(g + 8) * 8 + 2 * t + 1] = (int)c[3];
+}
+)cl";
+
+int ProbeFa(int m, int k) { return ((m * 3 + k * 5) % 17) - 8; }
+int ProbeFb(int k, int n) { return ((k * 7 + n * 3 + 1) % 15) - 7; }
+
 int8_t ProbeA(int m, int k) { return static_cast<int8_t>(((m * 37 + k * 11) % 256) - 128); }
 int8_t ProbeB(int k, int n) { return static_cast<int8_t>(((k * 13 + n * 29 + 7) % 256) - 128); }
 
@@ -94,6 +117,21 @@ bool ProbeMma(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword)
     for (int n = 0; n < 8; ++n) {
       int32_t want = 1;
       for (int k = 0; k < 32; ++k) want += int32_t{ProbeA(m, k)} * ProbeB(k, n);
+      if (got[m * 8 + n] != want) return false;
+    }
+  }
+  return true;
+}
+
+bool ProbeMmaBf16(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword) {
+  if (!IsNvidia(cl) || asm_keyword == nullptr) return false;
+  const std::string define = StrCat("-DSTRATA_MMA_BF16=1 -DSTRATA_ASM=", asm_keyword);
+  const std::vector<cl_int> got = RunProbe(dev, cl, "int8_mma.cl", kMmaBf16Probe, define.c_str(), 32, 128);
+  if (got.size() != 128) return false;
+  for (int m = 0; m < 16; ++m) {
+    for (int n = 0; n < 8; ++n) {
+      int32_t want = 1;
+      for (int k = 0; k < 16; ++k) want += ProbeFa(m, k) * ProbeFb(k, n);
       if (got[m * 8 + n] != want) return false;
     }
   }

@@ -24,6 +24,10 @@ const char* ProbeDp4a(strata_device_s* dev, const ClDevice& cl);
 // the keyword ProbeDp4a found.
 bool ProbeMma(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword);
 
+// Whether the bf16 mma.sync (m16n8k16, F32 sums) of int8_mma.cl computes correctly
+// (STRATA_MMA_BF16: dense BF16 products of 9-32 tokens, matmul_bf16_mma.cl).
+bool ProbeMmaBf16(strata_device_s* dev, const ClDevice& cl, const char* asm_keyword);
+
 }  // namespace strata::opencl
 
 #endif  // STRATA_BACKENDS_OPENCL_INT_DOT_PROBE_H_

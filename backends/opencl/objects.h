@@ -38,6 +38,17 @@ struct strata_device_s {
   bool has_int_dot = false;   // cl_khr_integer_dot_product
   size_t max_work_group = 1;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
   cl_uint compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS
+  uint64_t local_mem = 0;     // CL_DEVICE_LOCAL_MEM_SIZE
+  // GPU-shaped kernels: decode attention through paged_attention_decode (option
+  // att_decode=off: the older one-work-group-per-head kernel) and W8A8 products of
+  // gemv_max_tokens+1 .. 32 tokens through the split-K mma.sync kernel (mma_small=off: the
+  // 128 x 128 tile GEMM); dense GEMV up to dense_gemv_max_tokens tokens (option of that name).
+  bool att_decode = true;
+  bool att_split = true;  // its split-K form for few work-groups and long contexts (att_split=off)
+  bool mma_small = true;
+  bool rope_fused = true;  // rope + cache write in one launch on GPUs (option rope_fused=off)
+  int32_t dense_gemv_max_tokens = 32;
+  int32_t dense_gemv_chunk = 8;  // tokens per dense GEMV launch (option dense_gemv_chunk=)
   // The GPU GEMV kernels' shape (kernels/opencl/gemv_reduce.cl; device options gemv_wg=,
   // gemv_rows=, gemv_rows_wide=, passed to the compiler as -DSTRATA_GEMV_*) and the largest
   // token count a W8A8 product runs as a GEMV rather than the tiled GEMM (gemv_max_tokens=:
@@ -48,6 +59,7 @@ struct strata_device_s {
   int32_t gemv_max_tokens = 32;
   bool dp4a = false;  // the int8 kernels use dp4a through inline PTX (int_dot_probe.h)
   bool mma = false;   // many-token W8A8 products use int8 mma.sync through inline PTX
+  bool mma_bf16 = false;  // 9-32-token dense BF16 products use bf16 mma.sync (option bf16_mma=off: not)
   uint64_t max_alloc = 0;     // CL_DEVICE_MAX_MEM_ALLOC_SIZE
   cl_mem err_word = nullptr;  // int, bits kErr*
   std::mutex mu;              // kernels' arguments are set and enqueued under it
@@ -72,11 +84,14 @@ struct strata_device_s {
     uint64_t byte_begin = 0, byte_end = 0;
   } act_pending;
   bool w8a8_dynamic = false;  // a W8A8 weight with dynamic scales and no smoothing exists
-  bool fuse_quant = false;    // the above is on (CPU devices by default; option fuse_quant=on|off)
+  bool fuse_quant = false;    // the above is on (by default; option fuse_quant=on|off)
   // The prefill attention kernel's list of query blocks (int [blocks][2]), grown on demand.
   cl_mem att_blocks = nullptr;
   uint64_t att_blocks_bytes = 0;
   std::vector<cl_int> att_blocks_host;  // what att_blocks holds
+  // The decode attention's split-K partial sums (float [tokens][heads][splits][head_dim + 2]).
+  cl_mem att_split_buf = nullptr;
+  uint64_t att_split_bytes = 0;
   cl_mem counters = nullptr;  // uint [3][STRATA_MAX_QUANT_COUNTER_SLOTS]: saturated, nonfinite, outliers
   // STRATA_OPENCL_PROFILE=1 (profile.h): the queue records profiling events; every kernel's
   // event is kept until the next synchronization point, then added to its kernel's totals,

@@ -113,7 +113,31 @@ Status RopeKvWrite(strata_device_s* dev, const strata_rope_params* rope, const s
                                .Run(1, &global, &local));
     if (!i8_cache) return Ok();
   }
-  if (style != STRATA_ROPE_NONE && !cpu_fused) {
+  // GPUs, head_dim up to the work-group size: rope and the F32 / F16 / BF16 cache write in one
+  // launch (rope_kv_write_gpu, kernels/opencl/rope_kv_write.cl); an I8 cache still takes
+  // kv_write_i8 below. Option rope_fused=off: the two launches below.
+  const bool gpu_fused = !dev->is_cpu && dev->rope_fused && static_cast<size_t>(D) <= dev->max_work_group &&
+                         (style != STRATA_ROPE_NONE || !i8_cache);
+  if (gpu_fused) {
+    const int32_t h_begin = style != STRATA_ROPE_NONE ? 0 : H;
+    const size_t global[3] = {static_cast<size_t>(D), static_cast<size_t>(H + KVH - h_begin), static_cast<size_t>(n)};
+    const size_t local[3] = {static_cast<size_t>(D), 1, 1};
+    STRATA_RETURN_IF_ERROR(Launch(dev, "rope_kv_write_gpu")
+                               .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+                               .Mem(kview.mem).U64(kview.off).I64(kview.stride)
+                               .Mem(vv.mem).U64(vv.off).I64(vv.stride)
+                               .I32(H).I32(KVH).I32(D).I32(half).I32(style).F32(factor)
+                               .Mem(style != STRATA_ROPE_NONE ? fv.mem : qv.mem).U64(fv.off)
+                               .Mem(style != STRATA_ROPE_NONE ? pv.mem : qv.mem).U64(pv.off)
+                               .I32(h_begin)
+                               .I32(i8_cache ? 0 : 1).Mem(kv->layers[layer]).I32(kv->desc.dtype)
+                               .U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+                               .I32(kv->desc.block_size).I64(num_slots)
+                               .Mem(sv.mem).U64(sv.off).Mem(dev->err_word)
+                               .Run(3, global, local));
+    if (!i8_cache) return Ok();
+  }
+  if (style != STRATA_ROPE_NONE && !cpu_fused && !gpu_fused) {
     const size_t global[3] = {static_cast<size_t>(half), static_cast<size_t>(H + KVH), static_cast<size_t>(n)};
     STRATA_RETURN_IF_ERROR(Launch(dev, "rope")
                                .Mem(qv.mem).U64(qv.off).I64(qv.stride)
@@ -266,6 +290,77 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
         .Mem(ov.mem).U64(ov.off).I64(ov.stride)
         .Mem(dev->err_word).I64(n)
         .Run(1, &global, &local);
+  }
+  // GPUs, head_dim a multiple of 4 up to 512: the decode-shaped kernel
+  // (paged_attention_decode in kernels/opencl/attention.cl), one work-group of 128 per
+  // (token, group of hg query heads of one KV head). hg: the whole GQA group (up to 8) when
+  // that still gives two work-groups per compute unit, else halved until it does (one sequence:
+  // one work-group per query head), so that a short batch still fills the device.
+  const int32_t gqa = KVH > 0 ? H / KVH : 0;
+  if (!dev->is_cpu && dev->att_decode && D % 4 == 0 && D / 4 <= 128 && gqa > 0 && H % KVH == 0) {
+    constexpr int32_t kWg = 128, kMaxHg = 8;  // ATT_DEC_WG, ATT_DEC_MAX_HG
+    int32_t hg = gqa;
+    while (hg > kMaxHg || gqa % hg != 0) --hg;
+    while (hg > 1 && hg % 2 == 0 && n * (H / hg) < 2 * static_cast<int64_t>(dev->compute_units)) hg /= 2;
+    const int32_t subsets = kWg / (D / 4);
+    // Local memory: the static tiles (3 x 8 x 128 floats, 128 longs and ints) plus q and the
+    // subsets' partial sums; fewer heads per group where the device has less.
+    auto local_bytes = [&](int32_t g) {
+      return uint64_t{3} * kMaxHg * kWg * 4 + kWg * 12 + uint64_t{4} * g * D + uint64_t{4} * subsets * g * D;
+    };
+    while (hg > 1 && local_bytes(hg) > dev->local_mem) {
+      --hg;
+      while (hg > 1 && gqa % hg != 0) --hg;
+    }
+    if (local_bytes(hg) <= dev->local_mem) {
+      // Few work-groups and long contexts (a short batch decoding far into its context):
+      // the keys split over `nsplit` work-groups of split_keys (a multiple of the 128-key
+      // tile) each, their partial sums put together by paged_attention_combine. The batch's
+      // max_seq_len sizes the splits; the last split runs to each token's own end.
+      const int64_t groups = n * (H / hg), want = 4 * static_cast<int64_t>(dev->compute_units);
+      int32_t nsplit = 1, split_keys = 0;
+      if (dev->att_split && batch->max_seq_len > 2 * kWg && groups < want) {
+        const int64_t tiles = (batch->max_seq_len + kWg - 1) / kWg;
+        const int64_t s = std::min<int64_t>((want + groups - 1) / groups, tiles);
+        split_keys = static_cast<int32_t>((tiles + s - 1) / s) * kWg;
+        nsplit = static_cast<int32_t>((batch->max_seq_len + split_keys - 1) / split_keys);
+        if (nsplit < 2) nsplit = 1, split_keys = 0;
+      }
+      if (nsplit > 1) {
+        const uint64_t bytes = static_cast<uint64_t>(n) * H * nsplit * (D + 2) * sizeof(float);
+        if (dev->att_split_buf == nullptr || dev->att_split_bytes < bytes) {
+          if (dev->att_split_buf != nullptr) clReleaseMemObject(dev->att_split_buf);
+          dev->att_split_buf = nullptr;
+          dev->att_split_bytes = 0;
+          STRATA_RETURN_IF_ERROR(AllocMem(dev, bytes, "attention: split-K partial sums", &dev->att_split_buf));
+          dev->att_split_bytes = bytes;
+        }
+      }
+      const size_t global[3] = {static_cast<size_t>(H / hg) * kWg, static_cast<size_t>(n),
+                                static_cast<size_t>(nsplit)};
+      const size_t local[3] = {static_cast<size_t>(kWg), 1, 1};
+      STRATA_RETURN_IF_ERROR(Launch(dev, "paged_attention_decode")
+          .Mem(qv.mem).U64(qv.off).I64(qv.stride)
+          .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+          .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+          .I32(bs).I32(KVH).I32(D).I32(H)
+          .Mem(qslv.mem).U64(qslv.off)
+          .Mem(lensv.mem).U64(lensv.off)
+          .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
+          .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+          .Mem(dev->err_word).I32(hg)
+          .I32(split_keys).Mem(nsplit > 1 ? dev->att_split_buf : ov.mem)
+          .Local(static_cast<size_t>(hg) * D * sizeof(float))
+          .Local(static_cast<size_t>(subsets) * hg * D * sizeof(float))
+          .Run(3, global, local));
+      if (nsplit == 1) return Ok();
+      const size_t cglobal[3] = {static_cast<size_t>(D), static_cast<size_t>(H), static_cast<size_t>(n)};
+      return Launch(dev, "paged_attention_combine")
+          .Mem(dev->att_split_buf).I32(nsplit).I32(D).I32(H)
+          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+          .Run(3, cglobal, nullptr);
+    }
   }
   // A power-of-two group with head_dim <= 8 * group size (ATT_MAX_DIMS_PER_ITEM).
   size_t ls = dev->is_cpu ? 16 : 64;

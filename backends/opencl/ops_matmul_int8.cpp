@@ -40,6 +40,11 @@ Status ReserveActScratch(strata_device_s* dev, int64_t rows, int64_t cols, const
 
 bool WantFusedQuant(const strata_device_s* dev) { return dev->fuse_quant && dev->w8a8_dynamic; }
 
+int64_t PendingQuantMaxRows(const strata_device_s* dev) {
+  const int64_t gemv = dev->gemv_max_tokens;
+  return !dev->is_cpu && dev->mma && dev->mma_small ? std::max<int64_t>(gemv, 32) : gemv;
+}
+
 void SetPendingQuant(strata_device_s* dev, const View& v) {
   auto& p = dev->act_pending;
   p.valid = true;
@@ -67,7 +72,10 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   // One scale per row, the CPU GEMV or the GPU GEMV (both add the producer's counts to this
   // weight's counters): the activations may already be quantized (act_pending).
   const bool gemv = dev->is_cpu || (cols % 16 == 0 && n <= dev->gemv_max_tokens);
-  const bool reuse = gemv && w->group_size == 0 && plain && p.valid && p.mem == x.mem && p.off == x.off &&
+  // GPUs with int8 mma.sync, gemv_max_tokens < n <= 32: matmul_w8a8_mma_small (below).
+  const bool mma_small = !dev->is_cpu && dev->mma && dev->mma_small && cols % 16 == 0 &&
+                         n > dev->gemv_max_tokens && n <= 32;
+  const bool reuse = (gemv || mma_small) && w->group_size == 0 && plain && p.valid && p.mem == x.mem && p.off == x.off &&
                      p.stride == x.stride && p.rows == n && p.cols == cols;
   if (!reuse) {
     STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, n, cols, "matmul: W8A8 activation scratch"));
@@ -106,6 +114,21 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   // to gemv_max_tokens tokens, above them the tensor-core GEMM (matmul_w8a8_mma.cl) where
   // the device passed its probe, else the register-blocked GEMM (matmul_w8a8_gemm.cl).
   if (!dev->is_cpu && gs == 0 && cols % 16 == 0) {
+    if (mma_small) {
+      // Few tokens: split-K inside the work-group, 32 weight rows each; adds the fused
+      // quantization's counts as the GEMV does when it reuses it.
+      const size_t local = 256;
+      const size_t global = static_cast<size_t>((rows + 31) / 32) * 256;
+      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_mma_small")
+                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
+                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
+                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
+                                 .Mem(out.mem).U64(out.off).I64(out.stride)
+                                 .Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot)
+                                 .Run(1, &global, &local));
+      ClearPendingIfWritten(dev, out);
+      return Ok();
+    }
     if (n > dev->gemv_max_tokens && dev->mma) {
       const size_t local[2] = {256, 1};
       const size_t global[2] = {static_cast<size_t>((rows + 127) / 128) * 256, static_cast<size_t>((n + 127) / 128)};

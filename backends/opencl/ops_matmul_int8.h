@@ -17,6 +17,10 @@ Status ReserveActScratch(strata_device_s* dev, int64_t rows, int64_t cols, const
 // Whether rms_norm / silu_mul should quantize the rows they write (CPU devices that hold a
 // W8A8 weight with dynamic scales), and the bookkeeping of act_pending (objects.h).
 bool WantFusedQuant(const strata_device_s* dev);
+
+// The most rows a W8A8 product takes already quantized (act_pending): the GEMV's
+// gemv_max_tokens, or 32 on GPUs with the few-token mma.sync kernel (matmul_w8a8_mma_small).
+int64_t PendingQuantMaxRows(const strata_device_s* dev);
 void SetPendingQuant(strata_device_s* dev, const View& v);
 // Clears act_pending when `written` overlaps it.
 void ClearPendingIfWritten(strata_device_s* dev, const View& written);

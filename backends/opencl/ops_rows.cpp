@@ -132,9 +132,9 @@ Status RmsNorm(strata_device_s* dev, const strata_tensor* x, const strata_tensor
     if (quant) SetPendingQuant(dev, ov);
     return Ok();
   }
-  if (WantFusedQuant(dev) && xv.rows <= dev->gemv_max_tokens) {
-    // GPUs with fuse_quant=on, as many rows as the W8A8 GEMV takes (the GEMMs quantize on
-    // their own): rms_norm and the quantization of its rows in one launch
+  if (WantFusedQuant(dev) && xv.rows <= PendingQuantMaxRows(dev)) {
+    // GPUs with fuse_quant on, as many rows as a W8A8 product takes quantized (the GEMV's,
+    // 32 with the few-token mma.sync kernel; the larger GEMMs quantize on their own): rms_norm and the quantization of its rows in one launch
     // (kernels/opencl/fused_quant.cl).
     STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, xv.rows, xv.cols, "rms_norm: W8A8 activation scratch"));
     const size_t ls = ReduceGroupSize(dev);
@@ -189,7 +189,7 @@ Status SiluMul(strata_device_s* dev, const strata_tensor* gate, const strata_ten
     if (quant) SetPendingQuant(dev, ov);
     return Ok();
   }
-  if (WantFusedQuant(dev) && gv.cols > 0 && gv.rows <= dev->gemv_max_tokens) {
+  if (WantFusedQuant(dev) && gv.cols > 0 && gv.rows <= PendingQuantMaxRows(dev)) {
     // GPUs with fuse_quant=on (up to the GEMV's token count, as rms_norm): one work-group per
     // row, the rows quantized as they are written.
     STRATA_RETURN_IF_ERROR(ReserveActScratch(dev, gv.rows, gv.cols, "silu_mul: W8A8 activation scratch"));

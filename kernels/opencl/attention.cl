@@ -296,3 +296,237 @@ ATT_CPU_KERNEL(f16)
 ATT_CPU_KERNEL(bf16)
 ATT_CPU_KERNEL(i8)
 #endif  // STRATA_NO_CPU_KERNELS
+
+// Decode-shaped paged attention for GPUs (ops_attention.cpp picks it for batches of single
+// query tokens per sequence; it is exact for any batch): one work-group of ATT_DEC_WG
+// work-items per (token, group of hg query heads sharing one KV head), so that a decode step
+// of one sequence still spreads over num_heads work-groups and 32 sequences over 32 x
+// num_kv_heads. Keys in tiles of ATT_DEC_WG: each work-item scores one key against the hg
+// query heads (the K row read once for all of them, four elements a load), the tile's
+// maximum and sum of exponentials per head come out of one tree over (max, sum) pairs in
+// local memory, then the values: the D / 4 float4 columns of a V row spread over the
+// work-items, and the tile's keys over the ATT_DEC_WG / (D / 4) subsets of work-items that
+// remain (4 for head_dim 128), each accumulating its keys' weighted rows for the hg heads;
+// the subsets' sums are added in local memory at the end. The host guarantees head_dim % 4
+// == 0, head_dim / 4 <= ATT_DEC_WG, hg <= ATT_DEC_MAX_HG and hg dividing the GQA group.
+#ifndef STRATA_NO_GPU_KERNELS
+#define ATT_DEC_WG 128
+#define ATT_DEC_MAX_HG 8
+
+__kernel __attribute__((reqd_work_group_size(ATT_DEC_WG, 1, 1)))
+void paged_attention_decode(__global const float* q, ulong q_off, long q_stride,
+                            __global const void* cache, int dtype, ulong v_base, ulong block_elems,
+                            __global const float* kv_scales, ulong v_scale_base,
+                            int block_size, int num_kv_heads, int head_dim, int num_heads,
+                            __global const int* qsl, ulong qsl_off,
+                            __global const int* lens, ulong lens_off,
+                            __global const int* bt, ulong bt_off, int max_blocks, int num_seqs,
+                            int num_blocks, float scale, int window, float cap,
+                            __global float* out, ulong o_off, long o_stride,
+                            __global volatile int* err, int hg,
+                            int split_keys, __global float* split_out,
+                            __local float* qs, __local float* part) {
+  __local float sc[ATT_DEC_MAX_HG * ATT_DEC_WG];  // scores, then weights, [head][key]
+  __local float rm[ATT_DEC_MAX_HG * ATT_DEC_WG];  // tree of (max, sum) pairs
+  __local float rl[ATT_DEC_MAX_HG * ATT_DEC_WG];
+  __local long koff[ATT_DEC_WG];  // the tile's keys: cache element of the K row, -1 if none
+  __local int ksi[ATT_DEC_WG];    // and their scale index (I8 caches)
+  const int lid = get_local_id(0);
+  const int D = head_dim;
+  const int G = num_heads / num_kv_heads;
+  const int h0 = get_group_id(0) * hg;
+  const int kvh = h0 / G;
+  const long i = get_group_id(1);
+  const int split = get_group_id(2), nsplit = get_num_groups(2);
+  __global float* o = out + o_off + i * o_stride + (long)h0 * D;
+
+  int lo = 0, hi = num_seqs;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (qsl[qsl_off + mid] <= i) lo = mid; else hi = mid;
+  }
+  const int s = lo;
+  const int q0 = qsl[qsl_off + s], q1 = qsl[qsl_off + s + 1];
+  const int len = lens[lens_off + s];
+  if (num_seqs <= 0 || i < q0 || i >= q1 || q1 - q0 > len || (long)len > (long)max_blocks * block_size) {
+    if (lid == 0 && h0 == 0 && split == 0) flag_error(err, ERR_BATCH);
+    if (split_keys > 0) {  // empty splits: the combine writes zeros
+      for (int g = 0; g < hg; ++g) {
+        __global float* so = split_out + (((long)i * num_heads + h0 + g) * nsplit + split) * (D + 2);
+        for (int d = lid; d < D + 2; d += ATT_DEC_WG) so[d] = d == D ? -INFINITY : 0.0f;
+      }
+    } else {
+      for (int d = lid; d < hg * D; d += ATT_DEC_WG) o[d] = 0.0f;
+    }
+    return;
+  }
+  const int pos = len - (q1 - q0) + (int)(i - q0);
+  // This work-group's keys: [start, pos], or with split_keys its part of them (the last
+  // split runs to pos whatever max_seq_len said).
+  int start = window > 0 ? max(0, pos - window + 1) : 0;
+  int last = pos;
+  if (split_keys > 0) {
+    start = max(start, split * split_keys);
+    if (split + 1 < nsplit) last = min(last, (split + 1) * split_keys - 1);
+  }
+  __global const int* table = bt + bt_off + (long)s * max_blocks;
+  __global const float* qrow = q + q_off + i * q_stride + (long)h0 * D;
+  for (int d = lid; d < hg * D; d += ATT_DEC_WG) qs[d] = qrow[d];
+
+  const int D4 = D >> 2;
+  const int subsets = ATT_DEC_WG / D4;
+  const int sub = lid / D4, lane = lid - (lid / D4) * D4;
+  float4 acc[ATT_DEC_MAX_HG];
+  float m[ATT_DEC_MAX_HG], l[ATT_DEC_MAX_HG];
+  #pragma unroll
+  for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+    acc[g] = (float4)(0.0f);
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int p0 = start; p0 <= last; p0 += ATT_DEC_WG) {
+    const int p = p0 + lid;
+    long e = -1;
+    int si = 0;
+    if (p <= last) {
+      const int blk = table[p / block_size];
+      if (blk < 0 || blk >= num_blocks) {
+        flag_error(err, ERR_BLOCK_TABLE);
+      } else {
+        e = (long)blk * (long)block_elems + ((long)(p % block_size) * num_kv_heads + kvh) * D;
+        si = blk * num_kv_heads + kvh;
+      }
+    }
+    koff[lid] = e;
+    ksi[lid] = si;
+    float sg[ATT_DEC_MAX_HG];
+    {
+      float4 a[ATT_DEC_MAX_HG];
+      #pragma unroll
+      for (int g = 0; g < ATT_DEC_MAX_HG; ++g) a[g] = (float4)(0.0f);
+      if (e >= 0) {
+        for (int d4 = 0; d4 < D4; ++d4) {
+          const float4 k4 = kv_load4(cache, dtype, (ulong)e + 4 * d4, kv_scales, (ulong)si);
+          #pragma unroll
+          for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+            if (g < hg) a[g] = fma(vload4(d4, qs + g * D), k4, a[g]);
+          }
+        }
+      }
+      #pragma unroll
+      for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+        float v = -INFINITY;
+        if (e >= 0) {
+          v = ((a[g].x + a[g].y) + (a[g].z + a[g].w)) * scale;
+          if (cap > 0.0f) v = cap * tanh(v / cap);
+        }
+        sg[g] = v;
+        if (g < hg) {
+          rm[g * ATT_DEC_WG + lid] = v;
+          rl[g * ATT_DEC_WG + lid] = e >= 0 ? 1.0f : 0.0f;
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = ATT_DEC_WG / 2; st > 0; st >>= 1) {
+      if (lid < st) {
+        for (int g = 0; g < hg; ++g) {
+          const int a = g * ATT_DEC_WG + lid, b = a + st;
+          const float m1 = rm[a], m2 = rm[b];
+          const float mn = fmax(m1, m2);
+          if (mn != -INFINITY) {
+            rl[a] = rl[a] * exp(m1 - mn) + rl[b] * exp(m2 - mn);
+            rm[a] = mn;
+          }
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float nm[ATT_DEC_MAX_HG];
+    #pragma unroll
+    for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+      nm[g] = m[g];
+      if (g < hg) {
+        const float tm = rm[g * ATT_DEC_WG], tl = rl[g * ATT_DEC_WG];
+        const float mn = fmax(m[g], tm);
+        if (mn != -INFINITY) {
+          const float r = exp(m[g] - mn);  // 0 while m is still -inf
+          l[g] = l[g] * r + tl * exp(tm - mn);
+          acc[g] *= r;
+          nm[g] = mn;
+        }
+        sc[g * ATT_DEC_WG + lid] = sg[g] == -INFINITY ? 0.0f : exp(sg[g] - mn);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int cnt = min(ATT_DEC_WG, last - p0 + 1);
+    if (sub < subsets) {
+      for (int t = sub; t < cnt; t += subsets) {
+        const long ke = koff[t];
+        if (ke < 0) continue;
+        const float4 v4 = kv_load4(cache, dtype, v_base + (ulong)ke + 4 * lane, kv_scales,
+                                   v_scale_base + (ulong)ksi[t]);
+        #pragma unroll
+        for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+          if (g < hg) acc[g] = fma((float4)(sc[g * ATT_DEC_WG + t]), v4, acc[g]);
+        }
+      }
+    }
+    #pragma unroll
+    for (int g = 0; g < ATT_DEC_MAX_HG; ++g) m[g] = nm[g];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (sub < subsets) {
+    #pragma unroll
+    for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+      if (g < hg) vstore4(acc[g], 0, part + ((long)sub * hg + g) * D + 4 * lane);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  #pragma unroll
+  for (int g = 0; g < ATT_DEC_MAX_HG; ++g) {
+    if (g < hg) {
+      const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
+      // Split: the unnormalized sums and (max, sum of exponentials) of this split, for
+      // paged_attention_combine: [token][head][split][head_dim + 2].
+      __global float* so = split_out + (((long)i * num_heads + h0 + g) * nsplit + split) * (D + 2);
+      for (int d = lid; d < D; d += ATT_DEC_WG) {
+        float sum = 0.0f;
+        for (int u = 0; u < subsets; ++u) sum += part[((long)u * hg + g) * D + d];
+        if (split_keys > 0) so[d] = sum; else o[g * D + d] = sum * inv;
+      }
+      if (split_keys > 0 && lid == 0) {
+        so[D] = m[g];
+        so[D + 1] = l[g];
+      }
+    }
+  }
+}
+
+// The splits of paged_attention_decode put together: one work-item per (element, head, token),
+// out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M the largest m_s (empty splits have
+// m = -inf, l = 0 and add nothing).
+__kernel void paged_attention_combine(__global const float* split_out, int nsplit, int head_dim, int num_heads,
+                                      __global float* out, ulong o_off, long o_stride) {
+  const int d = get_global_id(0);
+  const int h = get_global_id(1);
+  const long i = get_global_id(2);
+  if (d >= head_dim) return;
+  const int D = head_dim;
+  __global const float* so = split_out + ((long)i * num_heads + h) * nsplit * (D + 2);
+  float mx = -INFINITY;
+  for (int k = 0; k < nsplit; ++k) mx = fmax(mx, so[(long)k * (D + 2) + D]);
+  float acc = 0.0f, l = 0.0f;
+  if (mx != -INFINITY) {
+    for (int k = 0; k < nsplit; ++k) {
+      const float mk = so[(long)k * (D + 2) + D];
+      if (mk == -INFINITY) continue;
+      const float r = exp(mk - mx);
+      l += so[(long)k * (D + 2) + D + 1] * r;
+      acc += so[(long)k * (D + 2) + d] * r;
+    }
+  }
+  out[o_off + i * o_stride + (long)h * D + d] = l > 0.0f ? acc / l : 0.0f;
+}
+#endif  // STRATA_NO_GPU_KERNELS

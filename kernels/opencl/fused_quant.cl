@@ -6,28 +6,46 @@
 // to [-127, 127], non-finite values 0. Row counts (clamped, non-finite) to cnt[2 * row + {0, 1}].
 #ifndef STRATA_NO_GPU_KERNELS
 
-// After the row is written (each work-item's own columns c = lid, lid + ls, ...): reduces
-// amax / nonfinite over the group, quantizes, and writes the row's scale and counts.
+// Values per work-item kept in registers between the write and the quantization (up to
+// FQ_REG x work-group size columns; further columns are read back from the output row).
+#define FQ_REG 16
+
+// After the row is written (each work-item's own columns c = lid, lid + ls, ..., the first
+// FQ_REG of them also in vr): reduces amax over the group (one tree; the non-finite and
+// clamped counts, almost always zero, through local atomics rather than trees of their own),
+// quantizes, and writes the row's scale and counts.
 inline void fused_quant_row(__global const float* orow, long cols, float amax, uint nonfinite,
-                            __global char* qr, __global float* a_scale, __global uint* cnt, long row,
-                            __local float* red, __local uint* rc) {
+                            const float* vr, __global char* qr, __global float* a_scale,
+                            __global uint* cnt, long row, __local float* red, __local uint* rc) {
   const int lid = get_local_id(0);
   const int ls = get_local_size(0);
   red[lid] = amax;
-  rc[lid] = nonfinite;
+  if (lid == 0) {
+    rc[0] = 0;  // non-finite
+    rc[1] = 0;  // clamped
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
+  if (nonfinite > 0) atomic_add(rc, nonfinite);
   for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) {
-      red[lid] = fmax(red[lid], red[lid + s]);
-      rc[lid] += rc[lid + s];
-    }
+    if (lid < s) red[lid] = fmax(red[lid], red[lid + s]);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const float scale = red[0] / 127.0f;
-  const uint nonfinite_total = rc[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
   uint saturated = 0;
-  for (long c = lid; c < cols; c += ls) {
+  #pragma unroll
+  for (int k = 0; k < FQ_REG; ++k) {
+    const long c = lid + (long)k * ls;
+    if (c < cols) {
+      const float v = vr[k];
+      float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
+      if (r > 127.0f || r < -127.0f) {
+        ++saturated;
+        r = clamp(r, -127.0f, 127.0f);
+      }
+      qr[c] = (char)r;
+    }
+  }
+  for (long c = lid + (long)FQ_REG * ls; c < cols; c += ls) {
     const float v = orow[c];
     float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
     if (r > 127.0f || r < -127.0f) {
@@ -36,16 +54,12 @@ inline void fused_quant_row(__global const float* orow, long cols, float amax, u
     }
     qr[c] = (char)r;
   }
-  rc[lid] = saturated;
+  if (saturated > 0) atomic_add(rc + 1, saturated);
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) rc[lid] += rc[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
   if (lid == 0) {
     a_scale[row] = scale;
-    cnt[2 * row] = rc[0];
-    cnt[2 * row + 1] = nonfinite_total;
+    cnt[2 * row] = rc[1];
+    cnt[2 * row + 1] = rc[0];
   }
 }
 
@@ -66,12 +80,24 @@ __kernel void rms_norm_quant(__global const float* x, ulong x_off, long x_stride
   const float inv = rms_inv_with_residual(xr, rr, has_res, d, eps, red);
   float amax = 0.0f;
   uint nonfinite = 0;
-  for (long c = lid; c < d; c += ls) {
+  float vr[FQ_REG];
+  #pragma unroll
+  for (int k = 0; k < FQ_REG; ++k) {
+    const long c = lid + (long)k * ls;
+    vr[k] = 0.0f;
+    if (c < d) {
+      const float v = (has_res ? rr[c] : xr[c]) * inv * wr[c];
+      orow[c] = v;
+      vr[k] = v;
+      if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
+    }
+  }
+  for (long c = lid + (long)FQ_REG * ls; c < d; c += ls) {
     const float v = (has_res ? rr[c] : xr[c]) * inv * wr[c];
     orow[c] = v;
     if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
   }
-  fused_quant_row(orow, d, amax, nonfinite, q + row * d, a_scale, cnt, row, red, rc);
+  fused_quant_row(orow, d, amax, nonfinite, vr, q + row * d, a_scale, cnt, row, red, rc);
 }
 
 // silu_mul (elementwise.cl) + the quantization of each output row.
@@ -88,12 +114,25 @@ __kernel void silu_mul_quant(__global const float* g, ulong g_off, long g_stride
   __global float* orow = out + o_off + row * o_stride;
   float amax = 0.0f;
   uint nonfinite = 0;
-  for (long c = lid; c < cols; c += ls) {
+  float vr[FQ_REG];
+  #pragma unroll
+  for (int k = 0; k < FQ_REG; ++k) {
+    const long c = lid + (long)k * ls;
+    vr[k] = 0.0f;
+    if (c < cols) {
+      const float gv = gr[c];
+      const float v = gv / (1.0f + exp(-gv)) * ur[c];
+      orow[c] = v;
+      vr[k] = v;
+      if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
+    }
+  }
+  for (long c = lid + (long)FQ_REG * ls; c < cols; c += ls) {
     const float gv = gr[c];
     const float v = gv / (1.0f + exp(-gv)) * ur[c];
     orow[c] = v;
     if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
   }
-  fused_quant_row(orow, cols, amax, nonfinite, q + row * cols, a_scale, cnt, row, red, rc);
+  fused_quant_row(orow, cols, amax, nonfinite, vr, q + row * cols, a_scale, cnt, row, red, rc);
 }
 #endif  // STRATA_NO_GPU_KERNELS

@@ -21,3 +21,25 @@
     (c)[3] = d3_;                                                                                  \
   }
 #endif
+
+// mma_bf16: D[16][8] += A[16][16] * B[16][8], bf16 inputs, F32 sums, PTX's mma.m16n8k16
+// (sm_80 and later; STRATA_MMA_BF16 only after its own probe, int_dot_probe.h). Fragments,
+// two bf16 per register, the lower k in the low half:
+//   a0 = A[group][2t, 2t+1]   a1 = A[group + 8][2t, 2t+1]   a2 = A[group][8 + 2t, ..]   a3 = A[group + 8][8 + 2t, ..]
+//   b0 = B[2t, 2t+1][group]   b1 = B[8 + 2t, 8 + 2t + 1][group]
+//   c as for MMA_I8 (F32).
+#if defined(STRATA_MMA_BF16)
+#define MMA_BF16(c, a0, a1, a2, a3, b0, b1)                                                        \
+  {                                                                                                \
+    float d0_, d1_, d2_, d3_;                                                                      \
+    STRATA_ASM volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+                 "{%8, %9}, {%10, %11, %12, %13};"                                                 \
+                 : "=f"(d0_), "=f"(d1_), "=f"(d2_), "=f"(d3_)                                      \
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"((c)[0]), "f"((c)[1]), \
+                   "f"((c)[2]), "f"((c)[3]));                                                      \
+    (c)[0] = d0_;                                                                                  \
+    (c)[1] = d1_;                                                                                  \
+    (c)[2] = d2_;                                                                                  \
+    (c)[3] = d3_;                                                                                  \
+  }
+#endif

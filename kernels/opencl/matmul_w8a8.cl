@@ -6,6 +6,9 @@
 // is scaled on its own. Counters (uint [3][1024]): saturated, nonfinite (per weight slot).
 
 // One work-group per token (power-of-two size). q and a_scale are the device's scratch.
+// The first QA_REG values of each work-item stay in registers between the two passes; one
+// reduction tree (max |x|), the non-finite and clamped counts through local atomics.
+#define QA_REG 16
 __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, long cols,
                            __global const float* smooth, int has_smooth, int static_mode, float static_scale,
                            __global char* q, __global float* a_scale,
@@ -16,26 +19,49 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
   __global const float* xr = x + x_off + t * x_stride;
   float amax = 0.0f;
   uint nonfinite = 0;
-  for (long c = lid; c < cols; c += ls) {
+  float vr[QA_REG];
+  #pragma unroll
+  for (int k = 0; k < QA_REG; ++k) {
+    const long c = lid + (long)k * ls;
+    vr[k] = 0.0f;
+    if (c < cols) {
+      const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
+      vr[k] = v;
+      if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
+    }
+  }
+  for (long c = lid + (long)QA_REG * ls; c < cols; c += ls) {
     const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
     if (isfinite(v)) amax = fmax(amax, fabs(v)); else ++nonfinite;
   }
   red[lid] = amax;
-  cnt[lid] = nonfinite;
+  if (lid == 0) {
+    cnt[0] = 0;  // non-finite
+    cnt[1] = 0;  // clamped
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
+  if (nonfinite > 0) atomic_add(cnt, nonfinite);
   for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) {
-      red[lid] = fmax(red[lid], red[lid + s]);
-      cnt[lid] += cnt[lid + s];
-    }
+    if (lid < s) red[lid] = fmax(red[lid], red[lid + s]);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const float scale = static_mode ? static_scale : red[0] / 127.0f;
-  const uint nonfinite_total = cnt[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
   uint saturated = 0;
   __global char* qr = q + t * cols;
-  for (long c = lid; c < cols; c += ls) {
+  #pragma unroll
+  for (int k = 0; k < QA_REG; ++k) {
+    const long c = lid + (long)k * ls;
+    if (c < cols) {
+      const float v = vr[k];
+      float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
+      if (r > 127.0f || r < -127.0f) {
+        ++saturated;
+        r = clamp(r, -127.0f, 127.0f);
+      }
+      qr[c] = (char)r;
+    }
+  }
+  for (long c = lid + (long)QA_REG * ls; c < cols; c += ls) {
     const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
     float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
     if (r > 127.0f || r < -127.0f) {
@@ -44,17 +70,13 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
     }
     qr[c] = (char)r;
   }
-  cnt[lid] = saturated;
+  if (saturated > 0) atomic_add(cnt + 1, saturated);
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) cnt[lid] += cnt[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
   if (lid == 0) {
     a_scale[t] = scale;
     if (slot >= 0) {
-      if (cnt[0] > 0) atomic_add(counters + slot, cnt[0]);
-      if (nonfinite_total > 0) atomic_add(counters + 1024 + slot, nonfinite_total);
+      if (cnt[1] > 0) atomic_add(counters + slot, cnt[1]);
+      if (cnt[0] > 0) atomic_add(counters + 1024 + slot, cnt[0]);
     }
   }
 }

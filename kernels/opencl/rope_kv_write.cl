@@ -129,3 +129,73 @@ __kernel void rope_kv_write_cpu(__global float* q, ulong q_off, long q_stride,
   }
 }
 #endif  // STRATA_NO_CPU_KERNELS
+
+#ifndef STRATA_NO_GPU_KERNELS
+// Both steps for GPUs in one launch (one fewer per layer than rope + kv_write): a work-group
+// of head_dim work-items per (head, token), heads h_begin.. of q then k; work-item d computes
+// element d of its head with the same rotation as `rope` (reading its pair before the barrier,
+// writing after it), and the K heads' work-items store their element of K and V in the cache
+// (write_kv: F32 / F16 / BF16 caches; I8 caches run kv_write_i8 after).
+__kernel void rope_kv_write_gpu(__global float* q, ulong q_off, long q_stride,
+                                __global float* k, ulong k_off, long k_stride,
+                                __global const float* v, ulong v_off, long v_stride,
+                                int num_heads, int num_kv_heads, int head_dim, int half_dim, int style,
+                                float factor, __global const float* inv_freq, ulong if_off,
+                                __global const int* positions, ulong pos_off, int h_begin,
+                                int write_kv, __global void* cache, int dtype, ulong v_base, ulong block_elems,
+                                int block_size, long num_slots,
+                                __global const int* slots, ulong slots_off, __global volatile int* err) {
+  const int d = get_local_id(0);
+  const int h = h_begin + (int)get_group_id(1);
+  const long i = get_group_id(2);
+  const int D = head_dim;
+  __global float* base = h < num_heads ? q + q_off + i * q_stride + (long)h * D
+                                       : k + k_off + i * k_stride + (long)(h - num_heads) * D;
+  float out = base[d];
+  int f = -1;
+  bool first = true;
+  if (style == 1) {  // STRATA_ROPE_INTERLEAVED
+    if (d < 2 * half_dim) {
+      f = d >> 1;
+      first = (d & 1) == 0;
+    }
+  } else if (style != 0) {
+    if (d < half_dim) {
+      f = d;
+    } else if (d < 2 * half_dim) {
+      f = d - half_dim;
+      first = false;
+    }
+  }
+  if (f >= 0) {
+    const int pos = positions[pos_off + i];
+#ifdef STRATA_HAS_FP64
+    const double a = (double)pos * (double)inv_freq[if_off + f];
+    const float cs = (float)(cos(a) * (double)factor);
+    const float sn = (float)(sin(a) * (double)factor);
+#else
+    const float a = (float)pos * inv_freq[if_off + f];
+    const float cs = cos(a) * factor;
+    const float sn = sin(a) * factor;
+#endif
+    const int i0 = style == 1 ? 2 * f : f;
+    const int i1 = style == 1 ? 2 * f + 1 : f + half_dim;
+    const float x0 = base[i0], x1 = base[i1];
+    out = first ? x0 * cs - x1 * sn : x1 * cs + x0 * sn;
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);  // every pair read before any element is written
+  if (f >= 0) base[d] = out;
+  if (h < num_heads || !write_kv) return;
+  const int slot = slots[slots_off + i];
+  if (slot < 0) return;
+  if (slot >= num_slots) {
+    if (d == 0) flag_error(err, ERR_SLOT);
+    return;
+  }
+  const int kvh = h - num_heads;
+  const ulong idx = (ulong)(slot / block_size) * block_elems + (ulong)(slot % block_size) * num_kv_heads * D +
+                    (ulong)kvh * D + d;
+  store_elem(cache, dtype, idx, out);
+  store_elem(cache, dtype, v_base + idx, v[v_off + i * v_stride + (long)kvh * D + d]);
+}
+#endif  // STRATA_NO_GPU_KERNELS

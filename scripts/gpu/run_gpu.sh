@@ -22,6 +22,9 @@
 #              then fuse_quant=on (test, model checks, decode A/B) (about 120 s, ocl_prof.txt)
 #   oclsweep   the OpenCL int8 kernels on NVIDIA's OpenCL: matmul conformance on opencl:0, then
 #              Llama-3-8B-shape W8A8 decode / 32-sequence / prefill steps per kernel variant
+#   ocl_nv     the OpenCL GPU kernels of helper ocl-nv (decode attention, few-token mma, dense GEMV,
+#              fused quantization by default): conformance, model checks, profiled and A/B W8A8
+#              steps, prefill (about 150 s, ocl-nv_ocl.txt)
 #   opencl     the OpenCL backend through NVIDIA's OpenCL ICD: device report, backend test,
 #              conformance suite, model checks, then Llama-3-8B-shape W8A8 figures beside CUDA
 #   quant      the quantized matmul tests (cuda_quant_test, float64 reference; a failure stops
@@ -306,6 +309,58 @@ phase_oclprof() {
     stamp "oclprof done"
   } > "$F" 2>&1
   tail -60 "$F"
+}
+
+# The OpenCL GPU kernels of helper ocl-nv (issue 29: decode attention over many work-groups,
+# the few-token int8 mma.sync product, the dense GEMV for the LM head up to 32 tokens, fused
+# activation quantization on by default) on NVIDIA's OpenCL, one file $OUT/ocl-nv_ocl.txt,
+# timeouts capped, the A/B medians skipped once OCL_NV_BUDGET seconds (default 150) are spent: the
+# conformance Matmul / Int8 / Attention cases and the fused-quantization test on opencl:0, the
+# model checks, the profiled W8A8 steps at 1 and 32 sequences, then unprofiled medians with
+# each new path turned off in turn (host-side options: same program), a 4,096-token prefill.
+phase_ocl_nv() {
+  local F="$OUT/ocl-nv_ocl.txt" t0
+  t0=$(date +%s)
+  {
+    opencl_icd_setup
+    export XDG_CACHE_HOME="/tmp/strata-ocl-cache"
+    stamp "conformance Matmul / Int8 / Attention on opencl:0"
+    STRATA_OPENCL_VERBOSE=1 STRATA_REQUIRE_BACKENDS=opencl timeout 40 "$BUILD/bin/backend_conformance_test" \
+      --gtest_color=no --gtest_filter='*Matmul*/opencl:*Int8Test*/opencl:*Attention*/opencl' 2>&1 | \
+      grep -E "strata opencl|FAILED|PASSED|Failure|Which is|evaluates|exceeds|token|element|dim |seq " | head -40
+    echo "conformance rc=${PIPESTATUS[0]} (124: timed out)"
+    STRATA_REQUIRE_BACKENDS=opencl timeout 15 "$BUILD/bin/opencl_backend_test" --gtest_color=no \
+      --gtest_filter='*Fused*' 2>&1 | grep -E "FAILED|PASSED|OK \]|Failure|Which is" | head -8
+    stamp "model checks on opencl:0"
+    STRATA_REQUIRE_BACKENDS=opencl timeout 30 "$BUILD/bin/model_reference_opencl_test" --gtest_color=no 2>&1 | \
+      grep -E "FAILED|PASSED|Failure|Which is" | head -12
+    echo "model checks rc=${PIPESTATUS[0]} (124: timed out)"
+    local B="$BUILD/bin/decode_step_bench --shape llama3-8b --plugin $BUILD/bin/libstrata-backend-opencl.so --format w8a8"
+    stamp "profiled W8A8 decode step, 1 sequence"
+    STRATA_OPENCL_VERBOSE=1 STRATA_OPENCL_PROFILE=1 timeout 20 $B --mode decode --batch 1 --context 128 --reps 10 \
+      || echo "rc=$? (124: timed out)"
+    stamp "profiled W8A8 decode step, 32 sequences"
+    STRATA_OPENCL_PROFILE=1 timeout 20 $B --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
+    stamp "medians: batch 1 (default, old attention kernel, unfused quantization, rope + kv_write apart, GEMV of 64 work-items)"
+    for o in "" "att_decode=off" "fuse_quant=off" "rope_fused=off" "gemv_wg=64"; do
+      [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 40 )) ] || { echo "budget spent: skipping '$o'"; continue; }
+      timeout 12 $B --options "$o" --mode decode --batch 1 --context 128 --reps 10 || echo "rc=$? (124: timed out)"
+    done
+    stamp "medians: 32 sequences (default, 128x128 mma GEMM, LM head as dense GEMV 8 / 16 per launch, as the tiled GEMM, W8A8 GEMV at 32)"
+    for o in "" "mma_small=off" "bf16_mma=off" "bf16_mma=off;dense_gemv_chunk=16" "bf16_mma=off;dense_gemv_max_tokens=8" "gemv_max_tokens=32"; do
+      [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 30 )) ] || { echo "budget spent: skipping '$o'"; continue; }
+      timeout 12 $B --options "$o" --mode decode --batch 32 --context 128 --reps 5 || echo "rc=$? (124: timed out)"
+    done
+    stamp "batch-1 decode at 4096 keys of context: split-K attention, and without it"
+    for o in "" "att_split=off"; do
+      [ -z "$o" ] || [ $(( $(date +%s) - t0 )) -lt $(( ${OCL_NV_BUDGET:-150} - 25 )) ] || { echo "budget spent: skipping '$o'"; continue; }
+      timeout 12 $B --options "$o" --mode decode --batch 1 --context 4096 --reps 5 || echo "rc=$? (124: timed out)"
+    done
+    stamp "4096-token prefill"
+    timeout 25 $B --mode prefill --batch 4096 --reps 2 || echo "rc=$? (124: timed out)"
+    stamp "ocl_nv done"
+  } > "$F" 2>&1
+  tail -40 "$F"
 }
 
 phase_opencl() {

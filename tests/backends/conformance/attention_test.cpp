@@ -425,6 +425,155 @@ TEST_P(Attention, LongPrefillChunksAcrossQueryBlocksAndKeyTiles) {
   }
 }
 
+// Decode-shaped batches at a real head size (GPU backends take a decode kernel for them,
+// paged_attention_decode in the OpenCL backend): head_dim 128, a GQA group of 4 query heads
+// per KV head, blocks of 16, contexts that end inside, at and past the 128-key tiles of that
+// kernel (1, 128, 130, 300), one sequence with 3 query tokens, no host copies of the batch;
+// with and without a sliding window, in F32 and I8 caches; then one sequence alone (a single
+// query token: fewer heads per work-group there, and on a device of few compute units the
+// 300 keys split over work-groups and combined; with the window the first split is empty).
+TEST_P(Attention, DecodeBatchLongContextsHeadDim128Gqa4) {
+  constexpr int32_t H = 8, KVH = 2, D = 128, BS = 16, kNumBlocks = 48;
+  for (int32_t dtype : {STRATA_DTYPE_F32, STRATA_DTYPE_I8}) {
+    for (int32_t window : {0, 100}) {
+      SCOPED_TRACE(testing::Message() << "cache " << strata_dtype_name(dtype) << " window " << window);
+      strata_kv_cache_desc kd{};
+      kd.struct_size = sizeof(kd);
+      kd.num_layers = 1;
+      kd.num_blocks = kNumBlocks;
+      kd.block_size = BS;
+      kd.num_kv_heads = KVH;
+      kd.head_dim = D;
+      kd.dtype = dtype;
+      kd.scale_mode = dtype == STRATA_DTYPE_I8 ? STRATA_KV_SCALE_PER_BLOCK_HEAD : STRATA_KV_SCALE_PER_TENSOR;
+      strata_kv_cache kv = nullptr;
+      const strata_status created = api().kv_cache_create(dev(), &kd, &kv);
+      if (created == STRATA_ERROR_UNSUPPORTED && dtype != STRATA_DTYPE_F32 && name() != "cpu") {
+        std::printf("[ note     ] %s has no %s KV cache\n", name().c_str(), strata_dtype_name(dtype));
+        continue;
+      }
+      ASSERT_EQ(created, STRATA_OK) << api().last_error();
+      const std::vector<float> zeros(D / 2, 0.0f);
+      strata_rope_params rope{};
+      rope.struct_size = sizeof(rope);
+      rope.style = STRATA_ROPE_NEOX;
+      rope.rotary_dim = D;
+      rope.attention_factor = 1.0f;
+      rope.inv_freq = F32(1, D / 2, zeros);  // angle 0: keys stored as given
+      strata_attention_params ap{};
+      ap.struct_size = sizeof(ap);
+      ap.num_heads = H;
+      ap.num_kv_heads = KVH;
+      ap.head_dim = D;
+      ap.scale = 1.0f / std::sqrt(float(D));
+      ap.sliding_window = window;
+      const int64_t row = int64_t{KVH} * D, qrow = int64_t{H} * D;
+      // Sequence lengths after the step and their query tokens; blocks handed out backwards
+      // and interleaved so that no table is contiguous.
+      const std::vector<int32_t> after = {1, 128, 130, 300}, qlen = {1, 1, 3, 1};
+      const int32_t S = static_cast<int32_t>(after.size()), mb = (300 + BS - 1) / BS;
+      std::vector<int32_t> tables(S * mb, 0);
+      int32_t next = kNumBlocks - 1;
+      for (int32_t b = 0; b < mb; ++b) {
+        for (int32_t s = 0; s < S; ++s) {
+          if (b * BS < after[s]) tables[s * mb + b] = next--;
+        }
+      }
+      ASSERT_GE(next, -1);
+      std::vector<std::vector<float>> keys(S), values(S);
+      for (int32_t s = 0; s < S; ++s) {
+        keys[s] = RandomFloats(after[s] * row, 700 + s, 1.5f);
+        values[s] = RandomFloats(after[s] * row, 800 + s);
+      }
+      // Writes positions [from[s], to[s]) of each sequence; attends when asked (seqs: which).
+      auto step = [&](const std::vector<int32_t>& seqs, const std::vector<int32_t>& from,
+                      const std::vector<int32_t>& to, bool attend, std::vector<float>* q_out, std::vector<float>* out) {
+        std::vector<int32_t> positions, slots, qsl = {0}, lens, table;
+        std::vector<float> k, v;
+        for (size_t j = 0; j < seqs.size(); ++j) {
+          const int32_t s = seqs[j];
+          for (int32_t p = from[j]; p < to[j]; ++p) {
+            positions.push_back(p);
+            slots.push_back(tables[s * mb + p / BS] * BS + p % BS);
+            k.insert(k.end(), keys[s].begin() + p * row, keys[s].begin() + (p + 1) * row);
+            v.insert(v.end(), values[s].begin() + p * row, values[s].begin() + (p + 1) * row);
+          }
+          qsl.push_back(static_cast<int32_t>(positions.size()));
+          lens.push_back(to[j]);
+          table.insert(table.end(), tables.begin() + s * mb, tables.begin() + (s + 1) * mb);
+        }
+        const int64_t n = static_cast<int64_t>(positions.size());
+        const int32_t ns = static_cast<int32_t>(seqs.size());
+        const std::vector<float> q = RandomFloats(n * qrow, 900 + static_cast<uint32_t>(n), 2.0f);
+        if (q_out != nullptr) *q_out = q;
+        strata_batch_desc b{};
+        b.struct_size = sizeof(b);
+        b.num_tokens = static_cast<int32_t>(n);
+        b.num_seqs = ns;
+        b.max_query_len = 300;
+        b.max_seq_len = 300;
+        b.max_blocks_per_seq = mb;
+        b.positions = I32(positions);
+        b.slot_mapping = I32(slots);
+        b.query_start_loc = I32(qsl);
+        b.seq_lens = I32(lens);
+        b.block_tables = Tensor(STRATA_DTYPE_I32, ns, mb, table.data());
+        const strata_tensor* qt = F32(n, qrow, q);
+        ExpectOk(api().rope_kv_write(dev(), &rope, &ap, &b, qt, F32(n, row, k), F32(n, row, v), kv, 0),
+                 "rope_kv_write");
+        if (!attend) return;
+        const strata_tensor* ot = Poisoned(STRATA_DTYPE_F32, n, qrow);
+        ExpectOk(api().attention(dev(), &ap, &b, qt, kv, 0, ot), "attention");
+        *out = ReadF32(ot);
+      };
+      std::vector<int32_t> all(S), none(S, 0), before(S);
+      for (int32_t s = 0; s < S; ++s) {
+        all[s] = s;
+        before[s] = after[s] - qlen[s];
+      }
+      step(all, none, before, false, nullptr, nullptr);
+      const double tol = dtype == STRATA_DTYPE_I8 ? 4e-2 : 5e-5;
+      // The expected output of sequence s's query at position p (q: its H x D floats).
+      auto check = [&](int32_t s, int32_t p, const float* q, const float* got) {
+        for (int32_t h = 0; h < H; ++h) {
+          const int32_t kvh = h / (H / KVH);
+          const int32_t start = window > 0 ? std::max(0, p - window + 1) : 0;
+          std::vector<double> score;
+          double m = -INFINITY;
+          for (int32_t j = start; j <= p; ++j) {
+            double sc = 0;
+            for (int32_t d = 0; d < D; ++d) sc += double(q[h * D + d]) * keys[s][j * row + kvh * D + d];
+            score.push_back(sc * ap.scale);
+            m = std::max(m, score.back());
+          }
+          double l = 0;
+          std::vector<double> o(D, 0.0);
+          for (int32_t j = start; j <= p; ++j) {
+            const double w = std::exp(score[j - start] - m);
+            l += w;
+            for (int32_t d = 0; d < D; ++d) o[d] += w * values[s][j * row + kvh * D + d];
+          }
+          for (int32_t d = 0; d < D; ++d) {
+            ASSERT_NEAR(got[h * D + d], o[d] / l, tol) << "seq " << s << " pos " << p << " head " << h << " dim " << d;
+          }
+        }
+      };
+      std::vector<float> q, got;
+      step(all, before, after, true, &q, &got);
+      ASSERT_EQ(got.size(), static_cast<size_t>(6 * qrow));
+      int64_t i = 0;
+      for (int32_t s = 0; s < S; ++s) {
+        for (int32_t p = before[s]; p < after[s]; ++p, ++i) check(s, p, q.data() + i * qrow, got.data() + i * qrow);
+      }
+      // Sequence 3 alone: its last token again (rewritten with the same values).
+      step({3}, {299}, {300}, true, &q, &got);
+      ASSERT_EQ(got.size(), static_cast<size_t>(qrow));
+      check(3, 299, q.data(), got.data());
+      api().kv_cache_free(dev(), kv);
+    }
+  }
+}
+
 TEST_P(Attention, RaggedBatchF32CacheNeox) { RunCase({STRATA_DTYPE_F32, STRATA_ROPE_NEOX, kDim, 0, 0}); }
 TEST_P(Attention, RaggedBatchF32CacheInterleavedPartialRotation) {
   RunCase({STRATA_DTYPE_F32, STRATA_ROPE_INTERLEAVED, 8, 0, 0});

@@ -229,7 +229,7 @@ TEST_F(OpenClBackendTest, GemvShapeOptionsAreCheckedAndOddShapesAreExact) {
   api_->device_close(dev);
 }
 
-// On CPU devices (and on GPUs with fuse_quant=on) rms_norm and silu_mul quantize the rows they
+// On every device by default (option fuse_quant=off: not) rms_norm and silu_mul quantize the rows they
 // write when a W8A8 weight is about, and the next W8A8 product of exactly those rows uses that
 // quantization instead of its own (act_pending, backends/opencl/objects.h). Checked here: the product equals the one
 // made after an op that discards the fused quantization, bit for bit; a write into the rows
@@ -340,8 +340,8 @@ TEST_P(FusedQuantTest, FusedActivationQuantizationIsExactAndNeverStale) {
   api_->device_close(dev);
 }
 
-// The device's own kernels (the CPU-shaped ones on PoCL, fused by default there), and the
-// GPU-shaped ones with the fusion asked for (fuse_quant=on; on a GPU the default is off).
+// The device's own kernels (the CPU-shaped ones on PoCL), and the GPU-shaped ones (fused by
+// default on every device since 2026-12-03; fuse_quant=on kept to say what is tested).
 INSTANTIATE_TEST_SUITE_P(Kernels, FusedQuantTest, ::testing::Values("", "kernels=gpu;fuse_quant=on"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.index == 0 ? "default" : "gpu_kernels_fused");
