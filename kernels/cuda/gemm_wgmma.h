@@ -67,6 +67,13 @@ struct WgmmaGemmArgs {
   // next and the epilogue written from the accumulators (no per-tile launch, pipeline fill
   // and shared-memory round trip of the partial tile).
   bool persistent = false;
+  // 8-bit inputs, 33..256 tokens: 256-row weight tiles (each consumer warpgroup multiplies two
+  // 64-row halves by the same token tile; one block an SM, token tiles of at most 128, run
+  // weight tile by weight tile when there are two). A stage then carries one activation byte
+  // per two weight bytes instead of one per one, and a narrow product's K slice per block fits
+  // the pipeline at once (o at 128 tokens: 16 tiles x 8 splits, 4 K blocks of 48 KB each).
+  // Fewer tiles: the split-K chooser fills the SMs with more splits.
+  bool wide = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

@@ -77,6 +77,8 @@
 #   cuda_quant the activation quantization kernels (issue 28; CUDA_QUANT_BUDGET s, default 240):
 #              tests, SASS counts, ncu, profiled products, 4,096-token prefill and 128 sequences
 #              W8A8 for the opt-in STRATA_CUDA_QUANT_PROLOGUE=v2 kernel beside the default (cuda-quant_*.txt)
+#   gemm8      the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8, GEMM8_BUDGET s, default
+#              120, $OUT/cuda-gemm8.txt): configuration sweep, wide-tile tests, products per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -1223,6 +1225,37 @@ phase_gemv3_final() {
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   unset STRATA_CUDA_QGEMV_KERNEL
+}
+
+# Issue 28, the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8; GEMM8_BUDGET seconds,
+# default 120; everything in $OUT/cuda-gemm8.txt): the configuration sweep (bench/cuda/
+# wgmma_sweep.cu: split-K 1..8, token tiles of 128, the 256-row wide form, against a plain
+# read, per product shape, W8A8 and FP8, 128 and 256 tokens), the wide form's tests against
+# the float64 reference, then the step's products as the model issues them (quant_matmul_bench
+# --ops layer, op profile per product) with the defaults and with wgmma_wide=on.
+phase_gemm8() {
+  local F="$OUT/cuda-gemm8.txt" t_start=$SECONDS budget=${GEMM8_BUDGET:-120}
+  local keep='quantized|quantize activations|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
+  g8() {  # g8 LIMIT CMD...: within the budget, cut at LIMIT s
+    local limit=$1 left
+    shift
+    left=$(( budget - (SECONDS - t_start) ))
+    (( left < 10 )) && { stamp "skipped (budget): $*"; return; }
+    (( limit > left )) && limit=$left
+    stamp "$* (limit ${limit}s)"
+    timeout "$limit" "$@" 2>&1
+  }
+  {
+    g8 45 "$BUILD/bin/wgmma_sweep" --tokens 128,256 --formats w8a8,fp8 --reps 10
+    g8 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
+      grep -vE "^\[ RUN|^\[       OK" | grep -vE "worst error / tolerance 0\.[0-4]" | tail -40
+    for o in "" "wgmma_wide=on"; do
+      STRATA_CUDA_PROFILE=1 g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 \
+        --reps 5 ${o:+--device-options "$o"} | grep -E "$keep"
+    done
+    stamp "gemm8: $(( SECONDS - t_start ))s"
+  } > "$F" 2>&1
+  tail -5 "$F"
 }
 
 phase_serve256() {
