@@ -2,7 +2,8 @@
 // sizes (issue 28: W8A8 / FP8 at 128-256 tokens), one call on the GPU: for each Llama-3-8B
 // product shape (qkv 6144x4096, o 4096x4096 +=, gate_up 28672x4096, down 4096x14336 +=), s8
 // (W8A8) and e4m3 (FP8) inputs and each token count, it times LaunchWgmmaGemm with
-//   auto          the defaults (split-K factor from ChooseSplits's cost model);
+//   auto          the defaults (WgmmaGemmArgs::wide = kWideAuto);
+//   old           the default before the wide form (kWideOff: 128-row tiles, ChooseSplits);
 //   s=N           the 128-row form with N split-K blocks per cluster (1..8);
 //   tt128[,s=N]   token tiles of at most 128 (two blocks an SM; tokens > 128 only);
 //   wide[,s=N]    256-row weight tiles (WgmmaGemmArgs::wide);
@@ -21,7 +22,7 @@
 // sum for auto, the best 128-row configuration, wide auto and the best of all.
 //
 // Usage: wgmma_sweep [--reps 20] [--tokens 128,256] [--formats w8a8,fp8] [--shapes qkv,o,gate_up,down]
-//                    [--quick 1]  (auto, wide, wide s=2..8, the best-known 128-row splits, read)
+//                    [--quick 1]  (auto, old, wide and read only)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -108,7 +109,7 @@ struct Config {
   std::string name;
   int splits = 0;
   int token_tile = 0;
-  bool wide = false;
+  int wide = strata::cuda::kWideOff;  // WgmmaGemmArgs::wide
   bool read = false;
 };
 
@@ -193,21 +194,22 @@ int main(int argc, char** argv) {
         CK(cudaGetLastError());
         const int64_t num_kb = (s.cols + 127) / 128;
         std::vector<Config> cfgs;
-        cfgs.push_back({"auto"});
+        cfgs.push_back({"auto", 0, 0, strata::cuda::kWideAuto});
+        cfgs.push_back({"old", 0, 0, strata::cuda::kWideOff});  // the default before the wide form
         if (!quick) {
           for (int sp = 1; sp <= 8; ++sp) {
             if (sp > num_kb) break;
-            cfgs.push_back({"s=" + std::to_string(sp), sp});
+            cfgs.push_back({"s=" + std::to_string(sp), sp, 0, strata::cuda::kWideOff});
           }
           if (n > 128) {
-            cfgs.push_back({"tt128", 0, 128});
-            for (int sp = 1; sp <= 8; ++sp) cfgs.push_back({"tt128,s=" + std::to_string(sp), sp, 128});
+            cfgs.push_back({"tt128", 0, 128, strata::cuda::kWideOff});
+            for (int sp = 1; sp <= 8; ++sp) cfgs.push_back({"tt128,s=" + std::to_string(sp), sp, 128, strata::cuda::kWideOff});
           }
         }
-        cfgs.push_back({"wide", 0, 0, true});
-        for (int sp = quick ? 2 : 1; sp <= 8; ++sp) {
+        cfgs.push_back({"wide", 0, 0, strata::cuda::kWideOn});
+        for (int sp = 1; sp <= 8 && !quick; ++sp) {
           if (sp > num_kb) break;
-          cfgs.push_back({"wide,s=" + std::to_string(sp), sp, 0, true});
+          cfgs.push_back({"wide,s=" + std::to_string(sp), sp, 0, strata::cuda::kWideOn});
         }
         Config rd;
         rd.name = "read";
@@ -322,7 +324,7 @@ int main(int argc, char** argv) {
             best_us = med;
             best_name = c.name;
           }
-          if (!c.wide && med < best128_us) {
+          if (!strata::cuda::WgmmaGemmTakesWide(args(0, false)) && med < best128_us) {
             best128_us = med;
             best128_name = c.name;
           }

@@ -786,7 +786,9 @@ namespace {
 // Whether a product takes the wide form (256-row weight tiles, kMT = 2): asked for, 8-bit
 // inputs, 33..kWgmmaMaxTokens tokens (token tiles of 64..128; more tokens run several).
 bool TakesWide(const WgmmaGemmArgs& a, int in) {
-  return a.wide && in != kInBf16 && a.n > 32 && a.n <= kWgmmaMaxTokens;
+  if (a.wide == kWideOff || in == kInBf16 || a.n <= 32 || a.n > kWgmmaMaxTokens) return false;
+  if (a.wide == kWideOn) return true;
+  return false;  // kWideAuto: (the default rule)
 }
 
 // The token tile: TokenTile's, at most 128 for the wide form.
@@ -795,6 +797,8 @@ int TokenTileOf(const WgmmaGemmArgs& a, int in) {
 }
 
 }  // namespace
+
+bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a) { return TakesWide(a, std::max(InKindOf(a), 0)); }
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);

@@ -32,6 +32,8 @@
 namespace strata::cuda {
 
 constexpr int64_t kWgmmaMaxTokens = 256;
+// WgmmaGemmArgs::wide.
+constexpr int32_t kWideAuto = 0, kWideOn = 1, kWideOff = -1;
 
 struct WgmmaGemmArgs {
   const void* w = nullptr;  // [m, k] row-major (row stride ldw, 0 = k), w_dtype
@@ -73,7 +75,10 @@ struct WgmmaGemmArgs {
   // per two weight bytes instead of one per one, and a narrow product's K slice per block fits
   // the pipeline at once (o at 128 tokens: 16 tiles x 8 splits, 4 K blocks of 48 KB each).
   // Fewer tiles: the split-K chooser fills the SMs with more splits.
-  bool wide = false;
+  // kWideOn: wherever it applies; kWideOff: never, and the split-K factor from the cost model
+  // of the 128-row form as it was before the wide form (the previous default, for A/Bs);
+  // kWideAuto: the default choice per shape (WgmmaGemmTakesWide).
+  int32_t wide = 0;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
@@ -83,6 +88,8 @@ struct WgmmaGemmArgs {
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
+// Whether the launcher runs this product on 256-row weight tiles (WgmmaGemmArgs::wide).
+bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -78,7 +78,8 @@
 #              tests, SASS counts, ncu, profiled products, 4,096-token prefill and 128 sequences
 #              W8A8 for the opt-in STRATA_CUDA_QUANT_PROLOGUE=v2 kernel beside the default (cuda-quant_*.txt)
 #   gemm8      the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8, GEMM8_BUDGET s, default
-#              120, $OUT/cuda-gemm8.txt): configuration sweep, wide-tile tests, products per option
+#              120, $OUT/cuda-gemm8.txt): configuration sweep, wide-tile tests, products per option;
+#              gemm8_final: 8-bit GEMM tests, 128 sequences and products new vs old default
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -1254,6 +1255,46 @@ phase_gemm8() {
         --reps 5 ${o:+--device-options "$o"} | grep -E "$keep"
     done
     stamp "gemm8: $(( SECONDS - t_start ))s"
+  } > "$F" 2>&1
+  tail -5 "$F"
+}
+
+# The verifying run of gemm8 (GEMM8_FINAL_BUDGET seconds, default 180; $OUT/cuda-gemm8_final.txt):
+# every 8-bit GEMM choice against the float64 reference (cuda_quant_test EightBit*), then 128
+# sequences 128/128 end to end, the new default against the old one (STRATA_CUDA_WGMMA_WIDE=off:
+# 128-row tiles and the previous split-K choice), W8A8 then FP8; then the step's products
+# (quant_matmul_bench --ops layer, graph-timed) new vs old at 128 and 256 tokens, and the
+# quick sweep (auto / old / wide per product), as the budget allows.
+phase_gemm8_final() {
+  local F="$OUT/cuda-gemm8_final.txt" t_start=$SECONDS budget=${GEMM8_FINAL_BUDGET:-180} d w
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local R="--num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128"
+  g8() {
+    local limit=$1 left
+    shift
+    left=$(( budget - (SECONDS - t_start) ))
+    (( left < 10 )) && { stamp "skipped (budget): $*"; return; }
+    (( limit > left )) && limit=$left
+    stamp "$* (limit ${limit}s)"
+    timeout "$limit" "$@" 2>&1
+    echo "rc=$?"
+  }
+  {
+    g8 70 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBit*' | \
+      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -40
+    for d in w8a8 fp8; do
+      for w in auto off; do
+        STRATA_CUDA_WGMMA_WIDE=$w g8 45 $S --synthetic-dtype $d $R --max-num-seqs 128 --max-batched-tokens 8192 | \
+          grep -oE '"(output_tokens_per_s|forward_ms_per_step|decode_step_ms|total_s)": *[0-9.]+|rc=.*|error.*' | tr '\n' ' '
+        echo " <- $d wgmma_wide=$w"
+      done
+    done
+    for w in auto off; do
+      g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 --reps 10 \
+        --device-options "wgmma_wide=$w" | grep -E "^\{|rc="
+    done
+    g8 25 "$BUILD/bin/wgmma_sweep" --quick 1 --tokens 128,256 --formats w8a8,fp8 --reps 10
+    stamp "gemm8_final: $(( SECONDS - t_start ))s"
   } > "$F" 2>&1
   tail -5 "$F"
 }
