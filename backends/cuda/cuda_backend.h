@@ -88,6 +88,9 @@
 //                      weight tiles, one block an SM: auto where measured faster, on wherever it
 //                      applies, off never (and the previous split-K choice: the old default, for
 //                      A/Bs) (env STRATA_CUDA_WGMMA_WIDE=auto|on|off)
+//   wgmma_reduce=dsmem|l2  (default dsmem) the 8-bit wgmma GEMM's split-K partial tiles are
+//                      added through distributed shared memory, or through an F32 workspace in
+//                      the quantization scratch, L2-resident (env STRATA_CUDA_WGMMA_REDUCE)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

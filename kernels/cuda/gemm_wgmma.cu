@@ -122,6 +122,12 @@ struct Epilogue {
   int32_t out_bf16;
   int32_t accumulate;
   int32_t vec4;  // out rows and ldo allow 4-element (8- or 16-byte) accesses
+  // Split-K through L2 (WgmmaGemmArgs::workspace): each block's partial tile goes to its slot
+  // of this f32 workspace (cluster c, split p: floats [(c * splits + p) * BN * rows, ...),
+  // [token][row] order) instead of its shared memory, and the blocks add their shares of the
+  // tile from there (ld.global.cg) after the cluster barrier. Null: through distributed shared
+  // memory.
+  float* ws;
 };
 
 #if defined(STRATA_SM90A)
@@ -351,7 +357,16 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
-  float* part = reinterpret_cast<float*>(smem);
+  // The partial tiles: in shared memory ([token][row], stride T::kPartStride) or in the
+  // workspace (stride T::kRows; this cluster's `splits` slots from ws_tile on).
+  const bool via_l2 = ep.ws != nullptr && splits > 1;
+  const int part_stride = via_l2 ? T::kRows : T::kPartStride;
+  float* ws_tile = nullptr;
+  if (via_l2) {
+    const int64_t cl = static_cast<int64_t>(blockIdx.y) * (gridDim.x / splits) + blockIdx.x / splits;
+    ws_tile = ep.ws + cl * splits * (BN * T::kRows);
+  }
+  float* part = via_l2 ? ws_tile + split * (BN * T::kRows) : reinterpret_cast<float*>(smem);
   if (warp < kConsumerWarps) {
     // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
     // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
@@ -363,10 +378,11 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       for (int r = 0; r < BN / 2; ++r) {
         const int row = row0 + 64 * mt + 8 * ((r % 4) / 2);
         const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-        part[col * T::kPartStride + row] = static_cast<float>(acc[mt * (BN / 2) + r]);
+        part[col * part_stride + row] = static_cast<float>(acc[mt * (BN / 2) + r]);
       }
     }
   }
+  if (via_l2) __threadfence();  // the partial tile's global writes before the barrier's release
   cluster.sync();  // every block's partial tile is written
 
   // This block's share of the tile's float4 groups, summed over the cluster's blocks, kBatch
@@ -389,10 +405,11 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
       v[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (g >= g1 || t >= ep.n || row >= ep.m) continue;
-      const int off = tok * T::kPartStride + row4;
+      const int off = tok * part_stride + row4;
       for (int p = 0; p < splits; ++p) {
-        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
-        const float4 q = *reinterpret_cast<const float4*>(src + off);
+        const float4 q = via_l2      ? __ldcg(reinterpret_cast<const float4*>(ws_tile + p * (BN * T::kRows) + off))
+                         : splits == 1 ? *reinterpret_cast<const float4*>(part + off)  // (multicast: its own)
+                                       : *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, p) + off);
         v[b].x += q.x;
         v[b].y += q.y;
         v[b].z += q.z;
@@ -409,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       StoreOut(ep, t, row, v[b], ep.accumulate ? old[b] : nullptr);
     }
   }
-  cluster.sync();  // no block leaves while a peer may still read its shared memory
+  if (!via_l2) cluster.sync();  // no block leaves while a peer may still read its shared memory
 #endif
 }
 
@@ -800,6 +817,15 @@ int TokenTileOf(const WgmmaGemmArgs& a, int in) {
 
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a) { return TakesWide(a, std::max(InKindOf(a), 0)); }
 
+int64_t WgmmaGemmWorkspaceBytes(const WgmmaGemmArgs& a) {
+  const int in = std::max(InKindOf(a), 0);
+  const int splits = WgmmaGemmSplits(a);
+  if (splits <= 1) return 0;
+  const int64_t rows = TakesWide(a, in) ? 2 * kBM : kBM;
+  const int bn = TokenTileOf(a, in);
+  return int64_t{splits} * ((a.m + rows - 1) / rows) * ((a.n + bn - 1) / bn) * bn * rows * 4;
+}
+
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
   const bool wide = TakesWide(a, in);
@@ -841,6 +867,11 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   ep.accumulate = a.accumulate ? 1 : 0;
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
+  ep.ws = nullptr;
+  if (a.workspace != nullptr && splits > 1 && reinterpret_cast<uintptr_t>(a.workspace) % 16 == 0 &&
+      a.workspace_bytes >= WgmmaGemmWorkspaceBytes(a)) {
+    ep.ws = a.workspace;
+  }
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
   if (ResidentBlocks(in, bn, splits, false, wide) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;

@@ -79,6 +79,11 @@ struct WgmmaGemmArgs {
   // of the 128-row form as it was before the wide form (the previous default, for A/Bs);
   // kWideAuto: the default choice per shape (WgmmaGemmTakesWide).
   int32_t wide = 0;
+  // Split-K partial tiles exchanged through L2 instead of distributed shared memory: an F32
+  // workspace of at least WgmmaGemmWorkspaceBytes(a) bytes (16-byte aligned; not shared with
+  // a kernel that may run at the same time). Null, or too small: distributed shared memory.
+  float* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
@@ -90,6 +95,9 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
 // Whether the launcher runs this product on 256-row weight tiles (WgmmaGemmArgs::wide).
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a);
+// The workspace the product's split-K exchange through L2 needs (WgmmaGemmArgs::workspace):
+// splits x weight tiles x token tiles x the F32 tile; 0 without split-K.
+int64_t WgmmaGemmWorkspaceBytes(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

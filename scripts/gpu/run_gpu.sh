@@ -1231,9 +1231,10 @@ phase_gemv3_final() {
 # Issue 28, the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8; GEMM8_BUDGET seconds,
 # default 120; everything in $OUT/cuda-gemm8.txt): the configuration sweep (bench/cuda/
 # wgmma_sweep.cu: split-K 1..8, token tiles of 128, the 256-row wide form, against a plain
-# read, per product shape, W8A8 and FP8, 128 and 256 tokens), the wide form's tests against
-# the float64 reference, then the step's products as the model issues them (quant_matmul_bench
-# --ops layer, op profile per product) with the defaults and with wgmma_wide=on.
+# read, split-K through L2 instead of distributed shared memory, per product shape, W8A8 and
+# FP8, 128 and 256 tokens), the wide form's and the L2 exchange's tests against the float64
+# reference, then the step's products as the model issues them (quant_matmul_bench --ops
+# layer, op profile per product) with the defaults, wide + L2, wide, L2 (as the budget allows).
 phase_gemm8() {
   local F="$OUT/cuda-gemm8.txt" t_start=$SECONDS budget=${GEMM8_BUDGET:-120}
   local keep='quantized|quantize activations|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
@@ -1250,7 +1251,7 @@ phase_gemm8() {
     g8 45 "$BUILD/bin/wgmma_sweep" --tokens 128,256 --formats w8a8,fp8 --reps 10
     g8 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
       grep -vE "^\[ RUN|^\[       OK" | grep -vE "worst error / tolerance 0\.[0-4]" | tail -40
-    for o in "" "wgmma_wide=on"; do
+    for o in "" "wgmma_wide=on;wgmma_reduce=l2" "wgmma_wide=on" "wgmma_reduce=l2"; do
       STRATA_CUDA_PROFILE=1 g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 \
         --reps 5 ${o:+--device-options "$o"} | grep -E "$keep"
     done

@@ -1130,8 +1130,10 @@ TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
 // form; rows that are not whole 256-row tiles (200: one partial tile; 384: the second tile half
 // past m), K of 1,000 (TMA zeros past the columns) and 4,096 split across clusters of 1 (no
 // split-K), 3 (uneven K blocks per split) and 8 blocks, and the chooser's own split; with bias;
-// then (BF16 activations) the RMSNorm prologue with the residual add, as qkv / o run it.
-TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
+// then (BF16 activations) the RMSNorm prologue with the residual add, as qkv / o run it. The
+// same with the split-K partial tiles added through the L2 workspace (wgmma_reduce=l2), for
+// the wide and the 128-row forms.
+TEST(CudaQuant, EightBitGemmWideTilesAndL2ReductionMatchReference) {
   REQUIRE_GPU();
   struct Case {
     int32_t format;
@@ -1143,9 +1145,12 @@ TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
                         {STRATA_WEIGHT_FP8, 384, 4096, true},
                         {STRATA_WEIGHT_FP8, 200, 1000, false}};
   const std::vector<int64_t> tokens = {8, 40, 64, 96, 128, 200, 256, 300};
-  for (const char* splits : {"", ";wgmma_splits=1", ";wgmma_splits=3", ";wgmma_splits=8"}) {
+  for (const char* form : {"wgmma_wide=on", "wgmma_wide=on;wgmma_splits=1", "wgmma_wide=on;wgmma_splits=3",
+                           "wgmma_wide=on;wgmma_splits=8", "wgmma_wide=on;wgmma_splits=3;wgmma_reduce=l2",
+                           "wgmma_wide=on;wgmma_splits=8;wgmma_reduce=l2", "wgmma_wide=off;wgmma_splits=5;wgmma_reduce=l2",
+                           "wgmma_reduce=l2"}) {
     for (const Mode& m : kModes) {
-      const std::string options = std::string(m.options) + ";quant_gemm=wgmma;wgmma_wide=on" + splits;
+      const std::string options = std::string(m.options) + ";quant_gemm=wgmma;" + form;
       OPEN_OR_SKIP(dev, options.c_str());
       std::mt19937 rng(37);
       for (const Case& c : cases) {
