@@ -11,6 +11,8 @@
 //                 (L2) instead of distributed shared memory (WgmmaGemmArgs::workspace);
 //   read          a plain streaming read of the same weight bytes (the ceiling for that size
 //                 with the same launch overheads);
+//   ...:k1        auto / wide (and with l2) on the same grid with one 128-byte K block per
+//                 split: launch, pipeline fill, split-K exchange and epilogue without the stream;
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
 // served from L2 (>= 256 MB), launched with programmatic dependent launch as the decode graph
 // does, o and down accumulating into their output (the residual add). Activations: random
@@ -114,6 +116,7 @@ struct Config {
   int wide = strata::cuda::kWideOff;  // WgmmaGemmArgs::wide
   bool read = false;
   bool l2 = false;  // split-K exchange through an L2 workspace (WgmmaGemmArgs::workspace)
+  bool k1 = false;  // K cut to one 128-byte K block per split: the fixed costs alone
 };
 
 std::vector<std::string> Split(const char* s) {
@@ -229,6 +232,18 @@ int main(int argc, char** argv) {
           }
           cfgs.insert(cfgs.end(), l2.begin(), l2.end());
         }
+        {  // the fixed costs: the same grids with one K block per split
+          std::vector<Config> k1;
+          for (const Config& c : cfgs) {
+            if (c.name == "auto" || c.name == "wide" || c.name == "auto,l2" || c.name == "wide,l2") {
+              Config v = c;
+              v.name += ":k1";
+              v.k1 = true;
+              k1.push_back(v);
+            }
+          }
+          cfgs.insert(cfgs.end(), k1.begin(), k1.end());
+        }
         Config rd;
         rd.name = "read";
         rd.read = true;
@@ -262,6 +277,10 @@ int main(int argc, char** argv) {
             if (c.l2) {
               a.workspace = ws;
               a.workspace_bytes = ws_bytes;
+            }
+            if (c.k1) {  // the split the full K gets, one K block each
+              a.splits = strata::cuda::WgmmaGemmSplits(a);
+              a.k = 128 * a.splits;
             }
             return a;
           };
@@ -298,7 +317,7 @@ int main(int argc, char** argv) {
             for (size_t i = 0; i < h.size(); ++i) f[i] = Bf16ToFloat(h[i]);
             if (ref.empty()) {
               ref = f;
-            } else {
+            } else if (!c.k1) {  // (k1: another product)
               double md = 0, mr = 0;
               for (size_t i = 0; i < f.size(); ++i) {
                 md = std::max(md, static_cast<double>(std::fabs(f[i] - ref[i])));
@@ -349,7 +368,7 @@ int main(int argc, char** argv) {
                       format.c_str(), static_cast<long long>(n), s.name, c.name.c_str(), used_splits, med, us.front(),
                       bytes / med * 1e-3, rel);
           std::fflush(stdout);
-          if (c.read) continue;
+          if (c.read || c.k1) continue;
           if (rel > 2e-2) continue;  // a configuration that disagrees is not a candidate
           if (c.name == "auto") auto_us = med;
           if (c.name == "wide") wide_us = med;
