@@ -126,7 +126,6 @@ struct OpenOptions {
   int32_t wgmma_token_tile = 0;  // wgmma_token_tile=128|256 (WgmmaGemmArgs::token_tile; 0 = 256)
   bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
   int32_t wgmma_wide = kWideAuto;  // wgmma_wide=auto|on|off (WgmmaGemmArgs::wide)
-  bool wgmma_reduce_l2 = false;     // wgmma_reduce=dsmem|l2 (WgmmaGemmArgs::workspace)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -180,8 +179,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   if (EnvIs("STRATA_CUDA_WGMMA_PERSISTENT", "on")) o->wgmma_persistent = true;
   if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "on")) o->wgmma_wide = kWideOn;
   if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "off")) o->wgmma_wide = kWideOff;
-  if (EnvIs("STRATA_CUDA_WGMMA_REDUCE", "l2")) o->wgmma_reduce_l2 = true;
-  if (EnvIs("STRATA_CUDA_WGMMA_REDUCE", "dsmem")) o->wgmma_reduce_l2 = false;
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -299,11 +296,6 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_wide=", value, " (expected auto, on or off)");
       }
       o->wgmma_wide = value == "on" ? kWideOn : value == "off" ? kWideOff : kWideAuto;
-    } else if (key == "wgmma_reduce") {
-      if (value != "dsmem" && value != "l2") {
-        return InvalidArgument("device_open: option wgmma_reduce=", value, " (expected dsmem or l2)");
-      }
-      o->wgmma_reduce_l2 = value == "l2";
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
@@ -317,7 +309,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
-                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, wgmma_reduce=dsmem|l2)");
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off)");
     }
   }
   return Ok();
@@ -450,7 +442,6 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->wgmma_token_tile = parsed.wgmma_token_tile;
     dev->wgmma_persistent = parsed.wgmma_persistent;
     dev->wgmma_wide = parsed.wgmma_wide;
-    dev->wgmma_reduce_l2 = parsed.wgmma_reduce_l2;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

@@ -138,9 +138,6 @@ struct Device {
   // wgmma_wide=auto|on|off: the 8-bit wgmma GEMM of 33..256 tokens on 256-row weight tiles
   // (WgmmaGemmArgs::wide: kWideAuto, kWideOn, kWideOff).
   int32_t wgmma_wide = 0;
-  // wgmma_reduce=l2: the 8-bit wgmma GEMM's split-K partial tiles go through an F32 workspace
-  // in the quantization scratch (L2) instead of distributed shared memory.
-  bool wgmma_reduce_l2 = false;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

@@ -168,15 +168,13 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&
                      WgmmaGemmSupports(wa);
-  // wgmma_reduce=l2: the split-K exchange through an F32 workspace in scratch (after the rest).
-  const int64_t wgmma_ws = wgmma && dev->wgmma_reduce_l2 ? WgmmaGemmWorkspaceBytes(wa) : 0;
   if (weight_only && !gemv) {
     rest = Align256(static_cast<uint64_t>(rows * cols) * xs);  // the expanded weight
   } else if (!weight_only) {
     off_scale = Align256(static_cast<uint64_t>(n * ldq));
     off_rt = off_scale + Align256(static_cast<uint64_t>(n) * 4);
     off_acc = off_rt + (runtime_outliers ? Align256(static_cast<uint64_t>(n) * 4 * (1 + 2 * kMaxRuntimeOutliers)) : 0);
-    rest = off_acc + (wgmma ? Align256(static_cast<uint64_t>(wgmma_ws)) : Align256(static_cast<uint64_t>(n * rows) * 4));
+    rest = off_acc + (wgmma ? 0 : Align256(static_cast<uint64_t>(n * rows) * 4));
   }
   char* ws = nullptr;
   if (perm_bytes + rest > 0) STRATA_CUDA_RETURN_IF_ERROR(QuantScratch(dev, perm_bytes + rest, &ws));
@@ -278,10 +276,6 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   if (wgmma) {
     wa.x = part;
     wa.a_scale = qa.scale;
-    if (wgmma_ws > 0) {
-      wa.workspace = reinterpret_cast<float*>(part + off_acc);
-      wa.workspace_bytes = wgmma_ws;
-    }
     return Launched(LaunchWgmmaGemm(wa, dev->stream), "matmul: 8-bit wgmma gemm");
   }
 

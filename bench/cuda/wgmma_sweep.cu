@@ -7,11 +7,9 @@
 //   s=N           the 128-row form with N split-K blocks per cluster (1..8);
 //   tt128[,s=N]   token tiles of at most 128 (two blocks an SM; tokens > 128 only);
 //   wide[,s=N]    256-row weight tiles (WgmmaGemmArgs::wide);
-//   ...,l2        the same with the split-K partial tiles added through an F32 workspace
-//                 (L2) instead of distributed shared memory (WgmmaGemmArgs::workspace);
 //   read          a plain streaming read of the same weight bytes (the ceiling for that size
 //                 with the same launch overheads);
-//   ...:k1        auto / wide (and with l2) on the same grid with one 128-byte K block per
+//   ...:k1        auto / old / wide on the same grid with one 128-byte K block per
 //                 split: launch, pipeline fill, split-K exchange and epilogue without the stream;
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
 // served from L2 (>= 256 MB), launched with programmatic dependent launch as the decode graph
@@ -115,7 +113,6 @@ struct Config {
   int token_tile = 0;
   int wide = strata::cuda::kWideOff;  // WgmmaGemmArgs::wide
   bool read = false;
-  bool l2 = false;  // split-K exchange through an L2 workspace (WgmmaGemmArgs::workspace)
   bool k1 = false;  // K cut to one 128-byte K block per split: the fixed costs alone
 };
 
@@ -166,8 +163,6 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int64_t max_n = *std::max_element(tokens.begin(), tokens.end());
   uint32_t* sink = nullptr;
-  float* ws = nullptr;  // the L2 split-K workspace (grown as configurations need)
-  int64_t ws_bytes = 0;
   CK(cudaMalloc(&sink, 4));
   uint8_t* x = nullptr;
   float *w_scale = nullptr, *a_scale = nullptr;
@@ -219,23 +214,10 @@ int main(int argc, char** argv) {
           if (sp > num_kb) break;
           cfgs.push_back({"wide,s=" + std::to_string(sp), sp, 0, strata::cuda::kWideOn});
         }
-        {  // the split-K exchange through L2 (WgmmaGemmArgs::workspace)
-          std::vector<Config> l2;
-          for (const Config& c : cfgs) {
-            if (c.token_tile != 0) continue;
-            if (c.name == "auto" || c.name == "wide" || (!quick && (c.splits == 2 || c.splits == 4 || c.splits == 6 || c.splits == 8))) {
-              Config v = c;
-              v.name += ",l2";
-              v.l2 = true;
-              l2.push_back(v);
-            }
-          }
-          cfgs.insert(cfgs.end(), l2.begin(), l2.end());
-        }
         {  // the fixed costs: the same grids with one K block per split
           std::vector<Config> k1;
           for (const Config& c : cfgs) {
-            if (c.name == "auto" || c.name == "wide" || c.name == "auto,l2" || c.name == "wide,l2") {
+            if (c.name == "auto" || c.name == "old" || c.name == "wide") {
               Config v = c;
               v.name += ":k1";
               v.k1 = true;
@@ -274,10 +256,6 @@ int main(int argc, char** argv) {
             a.splits = c.splits;
             a.token_tile = c.token_tile;
             a.wide = c.wide;
-            if (c.l2) {
-              a.workspace = ws;
-              a.workspace_bytes = ws_bytes;
-            }
             if (c.k1) {  // the split the full K gets, one K block each
               a.splits = strata::cuda::WgmmaGemmSplits(a);
               a.k = 128 * a.splits;
@@ -286,14 +264,6 @@ int main(int argc, char** argv) {
           };
           int used_splits = 0;
           double rel = 0.0;
-          if (c.l2) {  // grow the workspace (before any capture)
-            const int64_t need = strata::cuda::WgmmaGemmWorkspaceBytes(args(0, false));
-            if (need > ws_bytes) {
-              if (ws != nullptr) CK(cudaFree(ws));
-              CK(cudaMalloc(&ws, need));
-              ws_bytes = need;
-            }
-          }
           if (!c.read) {
             const WgmmaGemmArgs a0 = args(0, s.accumulate);
             used_splits = strata::cuda::WgmmaGemmSplits(a0);

@@ -122,12 +122,6 @@ struct Epilogue {
   int32_t out_bf16;
   int32_t accumulate;
   int32_t vec4;  // out rows and ldo allow 4-element (8- or 16-byte) accesses
-  // Split-K through L2 (WgmmaGemmArgs::workspace): each block's partial tile goes to its slot
-  // of this f32 workspace (cluster c, split p: floats [(c * splits + p) * BN * rows, ...),
-  // [token][row] order) instead of its shared memory, and the blocks add their shares of the
-  // tile from there (ld.global.cg) after the cluster barrier. Null: through distributed shared
-  // memory.
-  float* ws;
 };
 
 #if defined(STRATA_SM90A)
@@ -357,16 +351,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
-  // The partial tiles: in shared memory ([token][row], stride T::kPartStride) or in the
-  // workspace (stride T::kRows; this cluster's `splits` slots from ws_tile on).
-  const bool via_l2 = ep.ws != nullptr && splits > 1;
-  const int part_stride = via_l2 ? T::kRows : T::kPartStride;
-  float* ws_tile = nullptr;
-  if (via_l2) {
-    const int64_t cl = static_cast<int64_t>(blockIdx.y) * (gridDim.x / splits) + blockIdx.x / splits;
-    ws_tile = ep.ws + cl * splits * (BN * T::kRows);
-  }
-  float* part = via_l2 ? ws_tile + split * (BN * T::kRows) : reinterpret_cast<float*>(smem);
+  float* part = reinterpret_cast<float*>(smem);
   if (warp < kConsumerWarps) {
     // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
     // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
@@ -378,11 +363,10 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       for (int r = 0; r < BN / 2; ++r) {
         const int row = row0 + 64 * mt + 8 * ((r % 4) / 2);
         const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-        part[col * part_stride + row] = static_cast<float>(acc[mt * (BN / 2) + r]);
+        part[col * T::kPartStride + row] = static_cast<float>(acc[mt * (BN / 2) + r]);
       }
     }
   }
-  if (via_l2) __threadfence();  // the partial tile's global writes before the barrier's release
   cluster.sync();  // every block's partial tile is written
 
   // This block's share of the tile's float4 groups, summed over the cluster's blocks, kBatch
@@ -405,11 +389,10 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
       v[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (g >= g1 || t >= ep.n || row >= ep.m) continue;
-      const int off = tok * part_stride + row4;
+      const int off = tok * T::kPartStride + row4;
       for (int p = 0; p < splits; ++p) {
-        const float4 q = via_l2      ? __ldcg(reinterpret_cast<const float4*>(ws_tile + p * (BN * T::kRows) + off))
-                         : splits == 1 ? *reinterpret_cast<const float4*>(part + off)  // (multicast: its own)
-                                       : *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, p) + off);
+        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
+        const float4 q = *reinterpret_cast<const float4*>(src + off);
         v[b].x += q.x;
         v[b].y += q.y;
         v[b].z += q.z;
@@ -426,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
       StoreOut(ep, t, row, v[b], ep.accumulate ? old[b] : nullptr);
     }
   }
-  if (!via_l2) cluster.sync();  // no block leaves while a peer may still read its shared memory
+  cluster.sync();  // no block leaves while a peer may still read its shared memory
 #endif
 }
 
@@ -800,12 +783,21 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
 
 namespace {
 
-// Whether a product takes the wide form (256-row weight tiles, kMT = 2): asked for, 8-bit
-// inputs, 33..kWgmmaMaxTokens tokens (token tiles of 64..128; more tokens run several).
+// Whether a product takes the wide form (256-row weight tiles, kMT = 2): 8-bit inputs,
+// 33..kWgmmaMaxTokens tokens (token tiles of 64..128; more tokens run two), and asked for
+// (kWideOn) or, by default (kWideAuto), 97..128 tokens: one token tile of 128, where it was
+// measured faster in the decode step as the model issues it (H200, 2026-12-03, quant_matmul_bench
+// --ops layer, graph-replayed: the step's products at 128 tokens 4.899 -> 4.587 ms W8A8, 4.835 ->
+// 4.571 FP8, all four products wide), although each product alone, back to back, is slower
+// (wgmma_sweep: 112 -> 124 us a layer): in the step a GEMM's blocks become resident while the
+// activation quantizer before it runs (programmatic dependent launch) and load their first
+// stages of weights then, and the wide form's block holds 128 KB of them (4 stages x 32 KB)
+// against the 128-row form's 96 KB an SM. At 256 tokens (two 128-token tiles) it was slower in
+// the step too (6.304 -> 6.521 ms W8A8); below 97 tokens it was not measured.
 bool TakesWide(const WgmmaGemmArgs& a, int in) {
   if (a.wide == kWideOff || in == kInBf16 || a.n <= 32 || a.n > kWgmmaMaxTokens) return false;
   if (a.wide == kWideOn) return true;
-  return false;  // kWideAuto: (the default rule)
+  return a.n > 96 && a.n <= 128;
 }
 
 // The token tile: TokenTile's, at most 128 for the wide form.
@@ -816,15 +808,6 @@ int TokenTileOf(const WgmmaGemmArgs& a, int in) {
 }  // namespace
 
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a) { return TakesWide(a, std::max(InKindOf(a), 0)); }
-
-int64_t WgmmaGemmWorkspaceBytes(const WgmmaGemmArgs& a) {
-  const int in = std::max(InKindOf(a), 0);
-  const int splits = WgmmaGemmSplits(a);
-  if (splits <= 1) return 0;
-  const int64_t rows = TakesWide(a, in) ? 2 * kBM : kBM;
-  const int bn = TokenTileOf(a, in);
-  return int64_t{splits} * ((a.m + rows - 1) / rows) * ((a.n + bn - 1) / bn) * bn * rows * 4;
-}
 
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
@@ -867,11 +850,6 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   ep.accumulate = a.accumulate ? 1 : 0;
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
-  ep.ws = nullptr;
-  if (a.workspace != nullptr && splits > 1 && reinterpret_cast<uintptr_t>(a.workspace) % 16 == 0 &&
-      a.workspace_bytes >= WgmmaGemmWorkspaceBytes(a)) {
-    ep.ws = a.workspace;
-  }
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
   if (ResidentBlocks(in, bn, splits, false, wide) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;

@@ -75,15 +75,9 @@ struct WgmmaGemmArgs {
   // per two weight bytes instead of one per one, and a narrow product's K slice per block fits
   // the pipeline at once (o at 128 tokens: 16 tiles x 8 splits, 4 K blocks of 48 KB each).
   // Fewer tiles: the split-K chooser fills the SMs with more splits.
-  // kWideOn: wherever it applies; kWideOff: never, and the split-K factor from the cost model
-  // of the 128-row form as it was before the wide form (the previous default, for A/Bs);
-  // kWideAuto: the default choice per shape (WgmmaGemmTakesWide).
+  // kWideOn: wherever it applies; kWideOff: never (the previous default, for A/Bs);
+  // kWideAuto: the default, 97..128 tokens (gemm_wgmma.cu's TakesWide says why).
   int32_t wide = 0;
-  // Split-K partial tiles exchanged through L2 instead of distributed shared memory: an F32
-  // workspace of at least WgmmaGemmWorkspaceBytes(a) bytes (16-byte aligned; not shared with
-  // a kernel that may run at the same time). Null, or too small: distributed shared memory.
-  float* workspace = nullptr;
-  int64_t workspace_bytes = 0;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
@@ -95,9 +89,6 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
 // Whether the launcher runs this product on 256-row weight tiles (WgmmaGemmArgs::wide).
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a);
-// The workspace the product's split-K exchange through L2 needs (WgmmaGemmArgs::workspace):
-// splits x weight tiles x token tiles x the F32 tile; 0 without split-K.
-int64_t WgmmaGemmWorkspaceBytes(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -79,7 +79,8 @@
 #              W8A8 for the opt-in STRATA_CUDA_QUANT_PROLOGUE=v2 kernel beside the default (cuda-quant_*.txt)
 #   gemm8      the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8, GEMM8_BUDGET s, default
 #              120, $OUT/cuda-gemm8.txt): configuration sweep, wide-tile tests, products per option;
-#              gemm8_final: 8-bit GEMM tests, 128 sequences and products new vs old default
+#              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
+#              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -1231,10 +1232,9 @@ phase_gemv3_final() {
 # Issue 28, the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8; GEMM8_BUDGET seconds,
 # default 120; everything in $OUT/cuda-gemm8.txt): the configuration sweep (bench/cuda/
 # wgmma_sweep.cu: split-K 1..8, token tiles of 128, the 256-row wide form, against a plain
-# read, split-K through L2 instead of distributed shared memory, per product shape, W8A8 and
-# FP8, 128 and 256 tokens), the wide form's and the L2 exchange's tests against the float64
-# reference, then the step's products as the model issues them (quant_matmul_bench --ops
-# layer, op profile per product) with the defaults, wide + L2, wide, L2 (as the budget allows).
+# read, per product shape, W8A8 and FP8, 128 and 256 tokens), the wide form's tests against the
+# float64 reference, then the step's products as the model issues them (quant_matmul_bench --ops
+# layer, op profile per product) with the wide form off and on.
 phase_gemm8() {
   local F="$OUT/cuda-gemm8.txt" t_start=$SECONDS budget=${GEMM8_BUDGET:-120}
   local keep='quantized|quantize activations|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
@@ -1251,7 +1251,7 @@ phase_gemm8() {
     g8 45 "$BUILD/bin/wgmma_sweep" --tokens 128,256 --formats w8a8,fp8 --reps 10
     g8 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
       grep -vE "^\[ RUN|^\[       OK" | grep -vE "worst error / tolerance 0\.[0-4]" | tail -40
-    for o in "" "wgmma_wide=on;wgmma_reduce=l2" "wgmma_wide=on" "wgmma_reduce=l2"; do
+    for o in "wgmma_wide=off" "wgmma_wide=on"; do
       STRATA_CUDA_PROFILE=1 g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 \
         --reps 5 ${o:+--device-options "$o"} | grep -E "$keep"
     done
@@ -1260,44 +1260,43 @@ phase_gemm8() {
   tail -5 "$F"
 }
 
-# The verifying run of gemm8 (GEMM8_FINAL_BUDGET seconds, default 180; $OUT/cuda-gemm8_final.txt):
-# every 8-bit GEMM choice against the float64 reference (cuda_quant_test EightBit*), then 128
-# sequences 128/128 end to end, the new default against the old one (STRATA_CUDA_WGMMA_WIDE=off:
-# 128-row tiles and the previous split-K choice), W8A8 then FP8; then the step's products
-# (quant_matmul_bench --ops layer, graph-timed) new vs old at 128 and 256 tokens, and the
-# quick sweep (auto / old / wide per product), as the budget allows.
+# The verifying run of gemm8 (GEMM8_FINAL_BUDGET seconds, default 100; $OUT/cuda-gemm8_final.txt):
+# the wide form and the new default against the float64 reference (cuda_quant_test
+# EightBitGemmWide*: 96 / 128 / 200 tokens are the default's edges), then 128 sequences 128/128
+# end to end: W8A8 with the new default, W8A8 with the old one (STRATA_CUDA_WGMMA_WIDE=off), FP8
+# with the new default (~23 s each); then, as the budget allows, every GEMM choice
+# (EightBitGemmsMatch*) and the step's products at 64 and 256 tokens per option.
 phase_gemm8_final() {
-  local F="$OUT/cuda-gemm8_final.txt" t_start=$SECONDS budget=${GEMM8_FINAL_BUDGET:-180} d w
+  local F="$OUT/cuda-gemm8_final.txt" t_start=$SECONDS budget=${GEMM8_FINAL_BUDGET:-100} d w
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
   local R="--num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128"
-  g8() {
-    local limit=$1 left
-    shift
+  g8() {  # g8 MIN LIMIT CMD...: starts only with MIN s of the budget left, cut at LIMIT s
+    local min=$1 limit=$2 left
+    shift 2
     left=$(( budget - (SECONDS - t_start) ))
-    (( left < 10 )) && { stamp "skipped (budget): $*"; return; }
+    (( left < min )) && { stamp "skipped (budget, ${left}s left): $*"; return; }
     (( limit > left )) && limit=$left
     stamp "$* (limit ${limit}s)"
     timeout "$limit" "$@" 2>&1
     echo "rc=$?"
   }
   {
-    g8 70 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBit*' | \
-      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -40
-    for d in w8a8 fp8; do
-      for w in auto off; do
-        STRATA_CUDA_WGMMA_WIDE=$w g8 45 $S --synthetic-dtype $d $R --max-num-seqs 128 --max-batched-tokens 8192 | \
-          grep -oE '"(output_tokens_per_s|forward_ms_per_step|decode_step_ms|total_s)": *[0-9.]+|rc=.*|error.*' | tr '\n' ' '
-        echo " <- $d wgmma_wide=$w"
-      done
+    g8 15 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
+      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -30
+    for w in w8a8:auto w8a8:off fp8:auto; do
+      STRATA_CUDA_WGMMA_WIDE=${w#*:} g8 20 27 $S --synthetic-dtype ${w%%:*} $R --max-num-seqs 128 --max-batched-tokens 8192 | \
+        grep -oE '"(output_tokens_per_s|forward_ms_per_step|steps)": *[0-9.]+|rc=.*|[Ee]rror.*' | tr '\n' ' '
+      echo " <- ${w%%:*} wgmma_wide=${w#*:}"
     done
-    for w in auto off; do
-      g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 --reps 10 \
-        --device-options "wgmma_wide=$w" | grep -E "^\{|rc="
+    g8 15 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmsMatch*' | \
+      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -20
+    for o in wgmma_wide=off wgmma_wide=on "wgmma_wide=off;wgmma_token_tile=128"; do
+      g8 12 12 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8 --tokens 64,256 --reps 5 \
+        --device-options "$o" | grep -E "^\{|rc="
     done
-    g8 25 "$BUILD/bin/wgmma_sweep" --quick 1 --tokens 128,256 --formats w8a8,fp8 --reps 10
     stamp "gemm8_final: $(( SECONDS - t_start ))s"
   } > "$F" 2>&1
-  tail -5 "$F"
+  tail -8 "$F"
 }
 
 phase_serve256() {
