@@ -22,6 +22,10 @@
 // tokens (run 55, 128 tokens: qkv 35 us against 23 with cluster split-K and 16 with
 // cuBLASLt): a tile's part is a 64 KB f32 tile at 128 tokens, and the block that adds them
 // reads them through its one SM, at the end of the kernel.
+// 2026-12-03 (docs/benchmarks.md, "The 8-bit wgmma GEMM at 128-256 tokens"): 256-row weight
+// tiles (WgmmaGemmArgs::wide) are the default for 8-bit inputs at 97..128 tokens: slower per
+// product alone but 6% faster in the decode step's products. Split-K partial tiles exchanged
+// through an L2 workspace instead of distributed shared memory were slower (removed again).
 #ifndef STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 #define STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 
@@ -72,9 +76,9 @@ struct WgmmaGemmArgs {
   // 8-bit inputs, 33..256 tokens: 256-row weight tiles (each consumer warpgroup multiplies two
   // 64-row halves by the same token tile; one block an SM, token tiles of at most 128, run
   // weight tile by weight tile when there are two). A stage then carries one activation byte
-  // per two weight bytes instead of one per one, and a narrow product's K slice per block fits
-  // the pipeline at once (o at 128 tokens: 16 tiles x 8 splits, 4 K blocks of 48 KB each).
-  // Fewer tiles: the split-K chooser fills the SMs with more splits.
+  // per two weight bytes instead of one per one, and a block prefetches 128 KB of weights (4
+  // stages) while the kernel before it runs. Fewer tiles: the split-K chooser fills the SMs
+  // with more splits.
   // kWideOn: wherever it applies; kWideOff: never (the previous default, for A/Bs);
   // kWideAuto: the default, 97..128 tokens (gemm_wgmma.cu's TakesWide says why).
   int32_t wide = 0;
