@@ -22,6 +22,7 @@
 #include "backends/cuda/nccl_comm.h"
 #include "backends/cuda/op_profiler.h"
 #include "backends/cuda/quant_lt_gemm.h"
+#include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/tensor_map.h"
 
@@ -124,6 +125,7 @@ struct OpenOptions {
   bool wgmma_multicast = false;  // wgmma_multicast=on|off (WgmmaGemmArgs::multicast)
   int32_t wgmma_token_tile = 0;  // wgmma_token_tile=128|256 (WgmmaGemmArgs::token_tile; 0 = 256)
   bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
+  int32_t wgmma_wide = kWideAuto;  // wgmma_wide=auto|on|off (WgmmaGemmArgs::wide)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -175,6 +177,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   if (EnvIs("STRATA_CUDA_WGMMA_MULTICAST", "off")) o->wgmma_multicast = false;
   if (EnvIs("STRATA_CUDA_WGMMA_TOKEN_TILE", "128")) o->wgmma_token_tile = 128;
   if (EnvIs("STRATA_CUDA_WGMMA_PERSISTENT", "on")) o->wgmma_persistent = true;
+  if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "on")) o->wgmma_wide = kWideOn;
+  if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "off")) o->wgmma_wide = kWideOff;
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -287,6 +291,11 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_persistent=", value, " (expected on or off)");
       }
       o->wgmma_persistent = value == "on";
+    } else if (key == "wgmma_wide") {
+      if (value != "auto" && value != "on" && value != "off") {
+        return InvalidArgument("device_open: option wgmma_wide=", value, " (expected auto, on or off)");
+      }
+      o->wgmma_wide = value == "on" ? kWideOn : value == "off" ? kWideOff : kWideAuto;
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
@@ -300,7 +309,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
-                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off)");
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off)");
     }
   }
   return Ok();
@@ -432,6 +441,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->wgmma_multicast = parsed.wgmma_multicast;
     dev->wgmma_token_tile = parsed.wgmma_token_tile;
     dev->wgmma_persistent = parsed.wgmma_persistent;
+    dev->wgmma_wide = parsed.wgmma_wide;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

@@ -85,6 +85,10 @@
 //                      two blocks an SM (env STRATA_CUDA_WGMMA_TOKEN_TILE=128)
 //   wgmma_persistent=on|off  (default off) the 8-bit wgmma GEMM over several token tiles runs
 //                      persistent blocks (env STRATA_CUDA_WGMMA_PERSISTENT=on)
+//   wgmma_wide=auto|on|off  (default auto) the 8-bit wgmma GEMM of 33..256 tokens on 256-row
+//                      weight tiles, one block an SM: auto at 97..128 tokens (where it was
+//                      measured faster in the decode step), on wherever it applies, off never
+//                      (the previous default, for A/Bs) (env STRATA_CUDA_WGMMA_WIDE=auto|on|off)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -135,6 +135,9 @@ struct Device {
   // wgmma_persistent=on: the 8-bit wgmma GEMM over several token tiles runs persistent blocks
   // (WgmmaGemmArgs::persistent).
   bool wgmma_persistent = false;
+  // wgmma_wide=auto|on|off: the 8-bit wgmma GEMM of 33..256 tokens on 256-row weight tiles
+  // (WgmmaGemmArgs::wide: kWideAuto, kWideOn, kWideOff).
+  int32_t wgmma_wide = 0;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

@@ -163,6 +163,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.multicast = dev->wgmma_multicast;
   wa.token_tile = dev->wgmma_token_tile;
   wa.persistent = dev->wgmma_persistent;
+  wa.wide = dev->wgmma_wide;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

@@ -82,20 +82,27 @@ struct In<kInE4m3> {
 
 constexpr int kConsumerWarps = 8;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + one producer warp
-constexpr int kPartStride = kBM + 4;  // floats per token row of a partial tile: conflict-free writes
 constexpr int kMaxSplits = 8;         // the portable cluster size
-template <int BN>
+// kMT: 64-row MMA tiles per consumer warpgroup. 1: the block's weight tile is kBM = 128 rows;
+// 2 (WgmmaGemmArgs::wide, 8-bit inputs, token tiles of 64..128): 256 rows, each warpgroup
+// multiplying two 64-row halves by the same activation tile, so a stage carries half as many
+// activation bytes per weight byte (the narrow products at 128 tokens load as many activation
+// bytes as weight bytes through L2 and shared memory) and the whole block's K slice of a
+// narrow product fits in its pipeline at once; one block an SM (BN accumulators a thread).
+template <int BN, int kMT = 1>
 struct Tile {
+  static constexpr int kRows = kBM * kMT;  // weight rows per block
   // Up to 128 tokens two blocks share an SM (96 KB of pipeline each); wider token tiles
   // need their registers (BN / 2 accumulators per thread) and get the SM to themselves,
   // with a deeper pipeline.
-  static constexpr int kMinBlocks = BN <= 128 ? 2 : 1;
+  static constexpr int kMinBlocks = kMT == 1 && BN <= 128 ? 2 : 1;
   static constexpr uint32_t kStageBudget = kMinBlocks == 2 ? 96 * 1024 : 200 * 1024;
-  static constexpr uint32_t kWBytes = kBM * kRowBytes;
+  static constexpr uint32_t kWBytes = kRows * kRowBytes;
   static constexpr uint32_t kXBytes = BN * kRowBytes;
   static constexpr uint32_t kStageBytes = kWBytes + kXBytes;
   static constexpr int kStages = kStageBudget / kStageBytes < 6 ? kStageBudget / kStageBytes : 6;
   static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
+  static constexpr int kPartStride = kRows + 4;  // floats per token row of a partial tile: conflict-free writes
   static constexpr uint32_t kPartBytes = BN * kPartStride * 4;
   static_assert(kPartBytes <= kPipeBytes, "the partial tile reuses the pipeline's buffers");
   static_assert(kStages >= 2, "a pipeline needs two stages");
@@ -198,18 +205,22 @@ struct Raster {
   // one token tile; each block loads half of that token tile for both (TMA multicast), so
   // the activations cross L2 once per pair of blocks (see WgmmaGemmArgs::multicast).
   int32_t multicast = 0;
+  // 1 (wide tiles over several token tiles, plain grid): x = (weight tile * tiles_n + token
+  // tile) * splits + split, y = 0, so the blocks that read one weight tile run together and
+  // the second token tile's blocks find it in L2.
+  int32_t n_inner = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
 // y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above (with
 // raster.multicast, over pairs of weight tiles: x = 2 * pair unit + rank in the cluster).
 // `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
-template <int BN, int kIn>
-__global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
+template <int BN, int kIn, int kMT = 1>
+__global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
                     int32_t num_kb, Epilogue ep, Raster raster) {
 #if defined(STRATA_SM90A)
-  using T = Tile<BN>;
+  using T = Tile<BN, kMT>;
   using I = In<kIn>;
   using Acc = typename I::Acc;
   constexpr int kBK = I::kBK;
@@ -230,6 +241,10 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   const int split = mc ? 0 : rank;
   int tile_m = blockIdx.x / splits;
   int tile_n = blockIdx.y;
+  if (raster.n_inner != 0) {
+    tile_n = tile_m % raster.tiles_n;
+    tile_m = tile_m / raster.tiles_n;
+  }
   if (raster.group_n > 0) {
     const int units_m = mc ? (raster.tiles_m + 1) / 2 : raster.tiles_m;  // weight tiles or pairs of them
     const int unit = mc ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
@@ -271,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     }
   };
 
-  Acc acc[BN / 2];
+  Acc acc[kMT * (BN / 2)];  // kMT 64-row tiles' accumulators, BN / 2 each
   if (warp == kConsumerWarps) {
     // Producer: one thread issues every TMA load (the others only join the epilogue, which
     // writes out: they too wait for the previous kernel).
@@ -282,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
       const int pre = iters < T::kStages ? iters : T::kStages;
       for (int i = 0; i < pre; ++i) {  // weights do not depend on the previous kernel
         sm90::MbarArriveExpectTx(&full[i], T::kStageBytes);
-        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * kBM);
+        sm90::TmaLoad2d(w_tile(i), &tmap_w, &full[i], (kb0 + i) * kBK, tile_m * T::kRows);
       }
       WaitForPreviousKernel();
       for (int i = 0; i < pre; ++i) load_x(i, kb0 + i);
@@ -290,27 +305,32 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
         const int s = i % T::kStages;
         sm90::MbarWait(&empty[s], ((i / T::kStages) & 1) ^ 1);
         sm90::MbarArriveExpectTx(&full[s], T::kStageBytes);
-        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * kBM);
+        sm90::TmaLoad2d(w_tile(s), &tmap_w, &full[s], (kb0 + i) * kBK, tile_m * T::kRows);
         load_x(s, kb0 + i);
       }
     }
   } else {
-    // Consumers: warpgroup wg multiplies weight rows [64 wg, 64 wg + 64) of each stage.
+    // Consumers: warpgroup wg multiplies weight rows [64 kMT wg, 64 kMT (wg + 1)) of each
+    // stage, 64 rows (one MMA tile, accumulators acc + mt BN / 2) at a time.
     WaitForPreviousKernel();  // the epilogue reads and writes out
     const int wg = warp / 4;
 #pragma unroll
-    for (int r = 0; r < BN / 2; ++r) acc[r] = Acc(0);
+    for (int r = 0; r < kMT * (BN / 2); ++r) acc[r] = Acc(0);
     for (int i = 0; i < iters; ++i) {
       const int s = i % T::kStages;
       sm90::MbarWait(&full[s], (i / T::kStages) & 1);
-      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * kMT * 64 * 128;
       const uint32_t b0 = sm90::SmemAddr(x_tile(s));
 #pragma unroll
-      for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+      for (int r = 0; r < kMT * (BN / 2); ++r) sm90::FenceOperand(acc[r]);
       sm90::WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
-        I::template Mma<BN>(acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          I::template Mma<BN>(acc + mt * (BN / 2), sm90::Sw128KMajorDesc(a0 + mt * 64 * 128 + kk * 32),
+                              sm90::Sw128KMajorDesc(b0 + kk * 32));
+        }
       }
       sm90::WgmmaCommit();
       // Keep this stage's MMAs in flight while the previous stage's are retired and its
@@ -327,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
     }
     sm90::WgmmaWait<0>();
 #pragma unroll
-    for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(acc[r]);
+    for (int r = 0; r < kMT * (BN / 2); ++r) sm90::FenceOperand(acc[r]);
   }
   __syncthreads();  // every stage consumed: the pipeline buffers now hold the partial tile
 
@@ -335,12 +355,16 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   if (warp < kConsumerWarps) {
     // Accumulator layout (wgmma m64nN, f32): register r of lane l in warp w (of the
     // warpgroup) is row 16 (w % 4) + l / 4 + 8 ((r % 4) / 2), column 8 (r / 4) + 2 (l % 4) + r % 2.
-    const int row0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+    // (Tile mt of warpgroup wg: rows 64 (kMT wg + mt) on.)
+    const int row0 = (warp / 4) * 64 * kMT + (warp % 4) * 16 + lane / 4;
 #pragma unroll
-    for (int r = 0; r < BN / 2; ++r) {
-      const int row = row0 + 8 * ((r % 4) / 2);
-      const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
-      part[col * kPartStride + row] = static_cast<float>(acc[r]);
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) {
+        const int row = row0 + 64 * mt + 8 * ((r % 4) / 2);
+        const int col = 8 * (r / 4) + 2 * (lane % 4) + (r % 2);
+        part[col * T::kPartStride + row] = static_cast<float>(acc[mt * (BN / 2) + r]);
+      }
     }
   }
   cluster.sync();  // every block's partial tile is written
@@ -351,8 +375,9 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
   // the previous group's store to out (which may alias it as far as the compiler knows), and
   // a 128 x 256 tile is 29 groups a thread. (Narrow tiles share an SM between two blocks and
   // have no registers to spare: batches of 4, tiles of 16..64 tokens 1..8 groups a thread.)
-  constexpr int kGroups = BN * (kBM / 4);
-  constexpr int kBatch = BN >= 192 ? 8 : BN >= 96 ? 4 : 2;
+  constexpr int kGroupsPerTok = T::kRows / 4;
+  constexpr int kGroups = BN * kGroupsPerTok;
+  constexpr int kBatch = BN * kMT >= 192 ? 8 : BN >= 96 ? 4 : 2;
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
   for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kBatch) {
     float4 v[kBatch];
@@ -360,11 +385,11 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int g = gb + b * kThreads;
-      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
-      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
       v[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (g >= g1 || t >= ep.n || row >= ep.m) continue;
-      const int off = tok * kPartStride + row4;
+      const int off = tok * T::kPartStride + row4;
       for (int p = 0; p < splits; ++p) {
         const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
         const float4 q = *reinterpret_cast<const float4*>(src + off);
@@ -378,8 +403,8 @@ __global__ void __launch_bounds__(kThreads, Tile<BN>::kMinBlocks)
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int g = gb + b * kThreads;
-      const int tok = g / (kBM / 4), row4 = (g % (kBM / 4)) * 4;
-      const int t = tile_n * BN + tok, row = tile_m * kBM + row4;
+      const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+      const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
       if (g >= g1 || t >= ep.n || row >= ep.m) continue;
       StoreOut(ep, t, row, v[b], ep.accumulate ? old[b] : nullptr);
     }
@@ -620,8 +645,20 @@ cudaError_t WithPersistentKernelOf(int bn, F&& f) {
   return f(&WgmmaGemmPersistentKernel<256, kIn>, Tile<256>::kSmemBytes);
 }
 
+// The wide form (kMT = 2) exists for the 8-bit inputs' token tiles of 64, 96 and 128.
+template <int kIn, typename F>
+cudaError_t WithWideKernelOf(int bn, F&& f) {
+  if (bn == 64) return f(&WgmmaGemmKernel<64, kIn, 2>, Tile<64, 2>::kSmemBytes);
+  if (bn == 96) return f(&WgmmaGemmKernel<96, kIn, 2>, Tile<96, 2>::kSmemBytes);
+  return f(&WgmmaGemmKernel<128, kIn, 2>, Tile<128, 2>::kSmemBytes);
+}
+
 template <typename F>
-cudaError_t WithKernel(int in, int bn, bool persistent, F&& f) {
+cudaError_t WithKernel(int in, int bn, bool persistent, F&& f, bool wide = false) {
+  if (wide) {
+    if (in == kInE4m3) return WithWideKernelOf<kInE4m3>(bn, f);
+    return WithWideKernelOf<kInS8>(bn, f);
+  }
   if (persistent) {
     if (in == kInE4m3) return WithPersistentKernelOf<kInE4m3>(bn, f);
     return WithPersistentKernelOf<kInS8>(bn, f);
@@ -662,9 +699,9 @@ struct ClusterLaunch {
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int in, int bn, int splits, bool persistent = false) {
-  static std::atomic<int> cache[2][kInKinds][kTileKinds][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[persistent ? 1 : 0][in][TileIndex(bn)][splits];
+int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wide = false) {
+  static std::atomic<int> cache[3][kInKinds][kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot = cache[wide ? 2 : persistent ? 1 : 0][in][TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
   WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
@@ -677,7 +714,7 @@ int ResidentBlocks(int in, int bn, int splits, bool persistent = false) {
     }
     v = clusters * splits;
     return cudaSuccess;
-  });
+  }, wide);
   if (v <= 0) v = -1;  // this cluster size cannot run
   slot.store(v, std::memory_order_relaxed);
   return v;
@@ -688,14 +725,15 @@ int ResidentBlocks(int in, int bn, int splits, bool persistent = false) {
 // blocks per split (the device option wgmma_splits=N forces N instead, for measurements).
 constexpr int kFixedCostKb = 4;
 
-int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn) {
+int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = false) {
   const int64_t num_kb = (k + BkOf(in) - 1) / BkOf(in);
-  const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
+  const int64_t rows = wide ? 2 * kBM : kBM;
+  const int64_t tiles = ((m + rows - 1) / rows) * ((n + bn - 1) / bn);
   int best = 1;
   int64_t best_cost = -1;
   for (int s = 1; s <= kMaxSplits; ++s) {
     if (s > 1 && num_kb < 2 * s) break;
-    const int resident = ResidentBlocks(in, bn, s);
+    const int resident = ResidentBlocks(in, bn, s, false, wide);
     if (resident <= 0) continue;
     const int64_t units = tiles * s;
     const int64_t waves = (units + resident - 1) / resident;
@@ -743,26 +781,58 @@ bool WgmmaGemmSupports(const WgmmaGemmArgs& a) {
   return TensorMapEncoder() != nullptr;
 }
 
+namespace {
+
+// Whether a product takes the wide form (256-row weight tiles, kMT = 2): 8-bit inputs,
+// 33..kWgmmaMaxTokens tokens (token tiles of 64..128; more tokens run two), and asked for
+// (kWideOn) or, by default (kWideAuto), 97..128 tokens: one token tile of 128, where it was
+// measured faster in the decode step as the model issues it (H200, 2026-12-03, quant_matmul_bench
+// --ops layer, graph-replayed: the step's products at 128 tokens 4.899 -> 4.587 ms W8A8, 4.835 ->
+// 4.571 FP8, all four products wide), although each product alone, back to back, is slower
+// (wgmma_sweep: 112 -> 124 us a layer): in the step a GEMM's blocks become resident while the
+// activation quantizer before it runs (programmatic dependent launch) and load their first
+// stages of weights then, and the wide form's block holds 128 KB of them (4 stages x 32 KB)
+// against the 128-row form's 96 KB an SM. At 256 tokens (two 128-token tiles) it was slower in
+// the step too (6.304 -> 6.521 ms W8A8); below 97 tokens it was not measured.
+bool TakesWide(const WgmmaGemmArgs& a, int in) {
+  if (a.wide == kWideOff || in == kInBf16 || a.n <= 32 || a.n > kWgmmaMaxTokens) return false;
+  if (a.wide == kWideOn) return true;
+  return a.n > 96 && a.n <= 128;
+}
+
+// The token tile: TokenTile's, at most 128 for the wide form.
+int TokenTileOf(const WgmmaGemmArgs& a, int in) {
+  return TokenTile(a.n, TakesWide(a, in) ? 128 : a.token_tile);
+}
+
+}  // namespace
+
+bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a) { return TakesWide(a, std::max(InKindOf(a), 0)); }
+
 int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
-  const int bn = TokenTile(a.n, a.token_tile);
+  const bool wide = TakesWide(a, in);
+  const int bn = TokenTileOf(a, in);
   const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
   if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
-  return ChooseSplits(in, a.m, a.n, a.k, bn);
+  return ChooseSplits(in, a.m, a.n, a.k, bn, wide);
 }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
   const int in = InKindOf(a);
-  const int bn = TokenTile(a.n, a.token_tile);
+  const bool wide = TakesWide(a, in);
+  const int bn = TokenTileOf(a, in);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
   const int splits = WgmmaGemmSplits(a);
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + bn - 1) / bn;
-  const bool grouped = tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
+  const int64_t rows = wide ? 2 * kBM : kBM;
+  const int64_t tiles_m = (a.m + rows - 1) / rows, tiles_n = (a.n + bn - 1) / bn;
+  // (The wide form's token tiles run as Raster::n_inner, never the grouped prefill order.)
+  const bool grouped = !wide && tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
   const bool persistent = grouped && a.persistent && in != kInBf16 && (bn == 128 || bn == 256);
   const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent) > 0;
   CUtensorMap tw, tx;
-  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, kBM) ||
+  if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, static_cast<uint32_t>(rows)) ||
       !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
     return cudaErrorInvalidValue;
   }
@@ -781,9 +851,14 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
-  if (ResidentBlocks(in, bn, splits) <= 0) return cudaErrorInvalidConfiguration;
+  if (ResidentBlocks(in, bn, splits, false, wide) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
+  if (wide && tiles_n > 1) {
+    raster.n_inner = 1;
+    raster.tiles_n = static_cast<int32_t>(tiles_n);
+    grid = dim3(static_cast<unsigned>(tiles_m * tiles_n * splits), 1, 1);
+  }
   if (grouped) {
     // Groups of token tiles whose activations (BN x k bytes each for 8-bit, twice for bf16)
     // take ~16 MB of L2 together: all of them at k = 4096, 4 at k = 14336.
@@ -800,10 +875,13 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
       grid.x = static_cast<unsigned>(std::min<int64_t>(grid.x, resident / (multicast ? 2 : 1) * (multicast ? 2 : 1)));
     }
   }
-  return WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
-    const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
-    return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
-  });
+  return WithKernel(
+      in, bn, persistent,
+      [&](auto kernel, uint32_t smem) {
+        const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
+        return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
+      },
+      wide);
 }
 
 }  // namespace strata::cuda

@@ -22,6 +22,10 @@
 // tokens (run 55, 128 tokens: qkv 35 us against 23 with cluster split-K and 16 with
 // cuBLASLt): a tile's part is a 64 KB f32 tile at 128 tokens, and the block that adds them
 // reads them through its one SM, at the end of the kernel.
+// 2026-12-03 (docs/benchmarks.md, "The 8-bit wgmma GEMM at 128-256 tokens"): 256-row weight
+// tiles (WgmmaGemmArgs::wide) are the default for 8-bit inputs at 97..128 tokens: slower per
+// product alone but 6% faster in the decode step's products. Split-K partial tiles exchanged
+// through an L2 workspace instead of distributed shared memory were slower (removed again).
 #ifndef STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 #define STRATA_KERNELS_CUDA_GEMM_WGMMA_H_
 
@@ -32,6 +36,8 @@
 namespace strata::cuda {
 
 constexpr int64_t kWgmmaMaxTokens = 256;
+// WgmmaGemmArgs::wide.
+constexpr int32_t kWideAuto = 0, kWideOn = 1, kWideOff = -1;
 
 struct WgmmaGemmArgs {
   const void* w = nullptr;  // [m, k] row-major (row stride ldw, 0 = k), w_dtype
@@ -67,6 +73,15 @@ struct WgmmaGemmArgs {
   // next and the epilogue written from the accumulators (no per-tile launch, pipeline fill
   // and shared-memory round trip of the partial tile).
   bool persistent = false;
+  // 8-bit inputs, 33..256 tokens: 256-row weight tiles (each consumer warpgroup multiplies two
+  // 64-row halves by the same token tile; one block an SM, token tiles of at most 128, run
+  // weight tile by weight tile when there are two). A stage then carries one activation byte
+  // per two weight bytes instead of one per one, and a block prefetches 128 KB of weights (4
+  // stages) while the kernel before it runs. Fewer tiles: the split-K chooser fills the SMs
+  // with more splits.
+  // kWideOn: wherever it applies; kWideOff: never (the previous default, for A/Bs);
+  // kWideAuto: the default, 97..128 tokens (gemm_wgmma.cu's TakesWide says why).
+  int32_t wide = 0;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
@@ -76,6 +91,8 @@ struct WgmmaGemmArgs {
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
+// Whether the launcher runs this product on 256-row weight tiles (WgmmaGemmArgs::wide).
+bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -92,6 +92,10 @@
 #              vs v1, (~400 s) the e2e figures under STRATA_CUDA_QUANT_PROLOGUE=v1 (cuda-quant_*.txt)
 #   cuda_quant_final  the same kernel's final check (CUDA_QUANT_FINAL_BUDGET s, default 95): tests,
 #              products profiled per format default vs v1, W8A8 prefill (cuda-quant-final_*.txt)
+#   gemm8      the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8, GEMM8_BUDGET s, default
+#              120, $OUT/cuda-gemm8.txt): configuration sweep, wide-tile tests, products per option;
+#              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
+#              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -1438,6 +1442,76 @@ phase_gemv3_final() {
   gemv3_step 45 cuda-gemv_final_decode_bf16.json $S --synthetic-dtype bf16 -r 1
   grep -h decode_tokens "$OUT/cuda-gemv_final_decode_bf16.json" | head -c 400 | tee -a "$F"; echo | tee -a "$F"
   unset STRATA_CUDA_QGEMV_KERNEL
+}
+
+# Issue 28, the 8-bit wgmma GEMM at 128-256 tokens (helper cuda-gemm8; GEMM8_BUDGET seconds,
+# default 120; everything in $OUT/cuda-gemm8.txt): the configuration sweep (bench/cuda/
+# wgmma_sweep.cu: split-K 1..8, token tiles of 128, the 256-row wide form, against a plain
+# read, per product shape, W8A8 and FP8, 128 and 256 tokens), the wide form's tests against the
+# float64 reference, then the step's products as the model issues them (quant_matmul_bench --ops
+# layer, op profile per product) with the wide form off and on.
+phase_gemm8() {
+  local F="$OUT/cuda-gemm8.txt" t_start=$SECONDS budget=${GEMM8_BUDGET:-120}
+  local keep='quantized|quantize activations|^\{|strata cuda op profile|total_ms|quant_matmul_bench:'
+  g8() {  # g8 LIMIT CMD...: within the budget, cut at LIMIT s
+    local limit=$1 left
+    shift
+    left=$(( budget - (SECONDS - t_start) ))
+    (( left < 10 )) && { stamp "skipped (budget): $*"; return; }
+    (( limit > left )) && limit=$left
+    stamp "$* (limit ${limit}s)"
+    timeout "$limit" "$@" 2>&1
+  }
+  {
+    g8 45 "$BUILD/bin/wgmma_sweep" --tokens 128,256 --formats w8a8,fp8 --reps 10
+    g8 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
+      grep -vE "^\[ RUN|^\[       OK" | grep -vE "worst error / tolerance 0\.[0-4]" | tail -40
+    for o in "wgmma_wide=off" "wgmma_wide=on"; do
+      STRATA_CUDA_PROFILE=1 g8 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8,fp8 --tokens 128,256 \
+        --reps 5 ${o:+--device-options "$o"} | grep -E "$keep"
+    done
+    stamp "gemm8: $(( SECONDS - t_start ))s"
+  } > "$F" 2>&1
+  tail -5 "$F"
+}
+
+# The verifying run of gemm8 (GEMM8_FINAL_BUDGET seconds, default 100; $OUT/cuda-gemm8_final.txt):
+# the wide form and the new default against the float64 reference (cuda_quant_test
+# EightBitGemmWide*: 96 / 128 / 200 tokens are the default's edges), then 128 sequences 128/128
+# end to end: W8A8 with the new default, W8A8 with the old one (STRATA_CUDA_WGMMA_WIDE=off), FP8
+# with the new default (~23 s each); then, as the budget allows, every GEMM choice
+# (EightBitGemmsMatch*) and the step's products at 64 and 256 tokens per option.
+phase_gemm8_final() {
+  local F="$OUT/cuda-gemm8_final.txt" t_start=$SECONDS budget=${GEMM8_FINAL_BUDGET:-100} d w
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json"
+  local R="--num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128"
+  g8() {  # g8 MIN LIMIT CMD...: starts only with MIN s of the budget left, cut at LIMIT s
+    local min=$1 limit=$2 left
+    shift 2
+    left=$(( budget - (SECONDS - t_start) ))
+    (( left < min )) && { stamp "skipped (budget, ${left}s left): $*"; return; }
+    (( limit > left )) && limit=$left
+    stamp "$* (limit ${limit}s)"
+    timeout "$limit" "$@" 2>&1
+    echo "rc=$?"
+  }
+  {
+    g8 15 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmWide*' | \
+      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -30
+    for w in w8a8:auto w8a8:off fp8:auto; do
+      STRATA_CUDA_WGMMA_WIDE=${w#*:} g8 20 27 $S --synthetic-dtype ${w%%:*} $R --max-num-seqs 128 --max-batched-tokens 8192 | \
+        grep -oE '"(output_tokens_per_s|forward_ms_per_step|steps)": *[0-9.]+|rc=.*|[Ee]rror.*' | tr '\n' ' '
+      echo " <- ${w%%:*} wgmma_wide=${w#*:}"
+    done
+    g8 15 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.EightBitGemmsMatch*' | \
+      grep -E "FAILED|PASSED|Failure|error / tolerance (0\.[5-9]|[1-9])|tests ran|rc=" | tail -20
+    for o in wgmma_wide=off wgmma_wide=on "wgmma_wide=off;wgmma_token_tile=128"; do
+      g8 12 12 "$BUILD/bin/quant_matmul_bench" --ops layer --formats w8a8 --tokens 64,256 --reps 5 \
+        --device-options "$o" | grep -E "^\{|rc="
+    done
+    stamp "gemm8_final: $(( SECONDS - t_start ))s"
+  } > "$F" 2>&1
+  tail -8 "$F"
 }
 
 phase_serve256() {

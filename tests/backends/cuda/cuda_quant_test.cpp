@@ -1170,6 +1170,61 @@ TEST(CudaQuant, EightBitGemmPrefillOptionsMatchReference) {
   }
 }
 
+// The wide form of the wgmma GEMM (wgmma_wide=on: 256-row weight tiles, two 64-row MMA tiles
+// per consumer warpgroup, token tiles of at most 128 run weight tile by weight tile) against
+// the float64 reference: every token tile it takes (40 and 64 tokens: a 64-wide tile; 96;
+// 128; 200 and 256: two 128-wide tiles), and 8 and 300 tokens, which it leaves to the 128-row
+// form; rows that are not whole 256-row tiles (200: one partial tile; 384: the second tile half
+// past m), K of 1,000 (TMA zeros past the columns) and 4,096 split across clusters of 1 (no
+// split-K), 3 (uneven K blocks per split) and 8 blocks, and the chooser's own split; with bias;
+// then (BF16 activations) the RMSNorm prologue with the residual add, as qkv / o run it; and
+// the default (wgmma_wide=auto: wide at 97..128 tokens, so 96 and 200 tokens are its edges).
+TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
+  REQUIRE_GPU();
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    bool bias;
+  };
+  const Case cases[] = {{STRATA_WEIGHT_W8A8, 384, 4096, false},
+                        {STRATA_WEIGHT_W8A8, 200, 1000, true},
+                        {STRATA_WEIGHT_FP8, 384, 4096, true},
+                        {STRATA_WEIGHT_FP8, 200, 1000, false}};
+  const std::vector<int64_t> tokens = {8, 40, 64, 96, 128, 200, 256, 300};
+  // BF16 activations for the forced forms, F32 for the default (the GEMM sees only the 8-bit
+  // activations the quantizer writes; one device per form keeps the test short).
+  struct Form {
+    const char* options;
+    int32_t act;
+  };
+  for (const Form& f : {Form{"activations=bf16;quant_gemm=wgmma;wgmma_wide=on", BF16},
+                        Form{"activations=bf16;quant_gemm=wgmma;wgmma_wide=on;wgmma_splits=1", BF16},
+                        Form{"activations=bf16;quant_gemm=wgmma;wgmma_wide=on;wgmma_splits=3", BF16},
+                        Form{"activations=bf16;quant_gemm=wgmma;wgmma_wide=on;wgmma_splits=8", BF16},
+                        Form{"activations=f32;quant_gemm=wgmma", F32}}) {
+    const std::string options = f.options;
+    OPEN_OR_SKIP(dev, f.options);
+    std::mt19937 rng(37);
+    for (const Case& c : cases) {
+      QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, 0);
+      const bool fp8 = c.format == STRATA_WEIGHT_FP8;
+      const std::string what = std::string(fp8 ? "fp8 " : "w8a8 ") + std::to_string(c.rows) + "x" +
+                               std::to_string(c.cols) + (c.bias ? " bias " : " ") + options;
+      const double tol = f.act == F32 ? (fp8 ? 2e-2 : 5e-3) : (fp8 ? 3e-2 : 2e-2);
+      ExpectProductsMatch(dev, f.act, w, rng, tol, what.c_str(), c.bias, tokens);
+    }
+    if (f.act == BF16) {
+      for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+        const bool fp8 = format == STRATA_WEIGHT_FP8;
+        QWeight w = RandomWeight(rng, format, 384, 4096, 0);
+        ExpectPrologueProductsMatch(dev, BF16, w, STRATA_PROLOGUE_RMS_NORM, true, rng, fp8 ? 3e-2 : 2e-2,
+                                    std::string(fp8 ? "fp8" : "w8a8") + " rms_norm+= 384x4096 " + options,
+                                    {64, 128, 256});
+      }
+    }
+  }
+}
+
 // The fused prologue counts like the quantization kernel: an Inf in up (silu(x) * Inf) is
 // non-finite and clamped (saturated), a NaN in x non-finite and quantized as 0; the other
 // tokens' products stay finite. Rows of 512 (one vector a thread), 4,096 and 14,336 columns
