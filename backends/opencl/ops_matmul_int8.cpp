@@ -110,6 +110,17 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   const cl_mem bias_mem = bias ? bias->mem : w->scales;
   const uint64_t b_off = bias ? bias->off : 0;
   const int32_t gs = w->group_size;
+  // What every W8A8 product kernel takes after its token arguments, in the kernels' order: the
+  // weights (grouped scales: their group size and count too), the bias and the output; and the
+  // fused quantization's counts, for the kernels that add them.
+  const auto weights_bias_out = [&](Launch& l, bool grouped) -> Launch& {
+    l.Mem(w->data).Mem(w->scales).I64(rows).I64(cols);
+    if (grouped) l.I32(gs).I32(w->groups);
+    return l.Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0).Mem(out.mem).U64(out.off).I64(out.stride);
+  };
+  const auto counts = [&](Launch& l) -> Launch& {
+    return l.Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot);
+  };
   // GPUs, one scale per row, 16-byte rows: the GEMV (kernels/opencl/matmul_w8a8_gemv.cl) up
   // to gemv_max_tokens tokens, above them the tensor-core GEMM (matmul_w8a8_mma.cl) where
   // the device passed its probe, else the register-blocked GEMM (matmul_w8a8_gemm.cl).
@@ -119,34 +130,22 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
       // quantization's counts as the GEMV does when it reuses it.
       const size_t local = 256;
       const size_t global = static_cast<size_t>((rows + 31) / 32) * 256;
-      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_mma_small")
-                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
-                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
-                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-                                 .Mem(out.mem).U64(out.off).I64(out.stride)
-                                 .Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot)
-                                 .Run(1, &global, &local));
+      STRATA_RETURN_IF_ERROR(
+          counts(weights_bias_out(Launch(dev, "matmul_w8a8_mma_small").Mem(dev->act_q).Mem(dev->act_scale).I64(n), false))
+              .Run(1, &global, &local));
       ClearPendingIfWritten(dev, out);
       return Ok();
     }
     if (n > dev->gemv_max_tokens && dev->mma) {
       const size_t local[2] = {256, 1};
       const size_t global[2] = {static_cast<size_t>((rows + 127) / 128) * 256, static_cast<size_t>((n + 127) / 128)};
-      return Launch(dev, "matmul_w8a8_mma")
-          .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
-          .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
-          .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-          .Mem(out.mem).U64(out.off).I64(out.stride)
+      return weights_bias_out(Launch(dev, "matmul_w8a8_mma").Mem(dev->act_q).Mem(dev->act_scale).I64(n), false)
           .Run(2, global, local);
     }
     if (n > dev->gemv_max_tokens) {
       const size_t local[2] = {16, 16};
       const size_t global[2] = {static_cast<size_t>((rows + 127) / 128) * 16, static_cast<size_t>((n + 127) / 128) * 16};
-      return Launch(dev, "matmul_w8a8_gemm")
-          .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
-          .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
-          .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-          .Mem(out.mem).U64(out.off).I64(out.stride)
+      return weights_bias_out(Launch(dev, "matmul_w8a8_gemm").Mem(dev->act_q).Mem(dev->act_scale).I64(n), false)
           .Run(2, global, local);
     }
     for (int64_t t0 = 0; t0 < n; t0 += dev->gemv_max_tokens) {
@@ -157,13 +156,9 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
       const size_t wls = static_cast<size_t>(dev->gemv_wg);
       const size_t global = static_cast<size_t>((rows + per_group - 1) / per_group) * wls;
       const std::string k = StrCat("matmul_w8a8_gemv_", nt);
-      STRATA_RETURN_IF_ERROR(Launch(dev, k.c_str())
-                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
-                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
-                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-                                 .Mem(out.mem).U64(out.off).I64(out.stride)
-                                 .Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot)
-                                 .Run(1, &global, &wls));
+      STRATA_RETURN_IF_ERROR(
+          counts(weights_bias_out(Launch(dev, k.c_str()).Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt), false))
+              .Run(1, &global, &wls));
     }
     ClearPendingIfWritten(dev, out);
     return Ok();
@@ -178,13 +173,9 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
       size_t global = 0, local = 0;
       CpuLaunchShape(dev, static_cast<size_t>((rows + per_item - 1) / per_item), &global, &local);
       const std::string k = StrCat("w8a8_gemv_cpu_", nt);
-      STRATA_RETURN_IF_ERROR(Launch(dev, k.c_str())
-                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
-                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols)
-                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-                                 .Mem(out.mem).U64(out.off).I64(out.stride)
-                                 .Mem(dev->act_cnt).I32(reuse ? 1 : 0).Mem(dev->counters).I32(w->counter_slot)
-                                 .Run(1, &global, &local));
+      STRATA_RETURN_IF_ERROR(
+          counts(weights_bias_out(Launch(dev, k.c_str()).Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt), false))
+              .Run(1, &global, &local));
     }
     ClearPendingIfWritten(dev, out);
     return Ok();
@@ -193,11 +184,7 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
   if (!dev->is_cpu && n > kTokensPerLaunch && tiled_ok) {
     const size_t local[2] = {16, 16};
     const size_t global[2] = {static_cast<size_t>((rows + 63) / 64) * 16, static_cast<size_t>((n + 63) / 64) * 16};
-    return Launch(dev, "matmul_w8a8_tiled")
-        .Mem(dev->act_q).Mem(dev->act_scale).I64(n)
-        .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
-        .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-        .Mem(out.mem).U64(out.off).I64(out.stride)
+    return weights_bias_out(Launch(dev, "matmul_w8a8_tiled").Mem(dev->act_q).Mem(dev->act_scale).I64(n), true)
         .Run(2, global, local);
   }
   const bool wg = !dev->is_cpu && (gs == 0 || gs % 4 == 0);
@@ -206,21 +193,15 @@ Status MatmulW8A8(strata_device_s* dev, const View& x, strata_weight_s* w, const
     if (wg) {
       const size_t wls = dev->max_work_group >= 128 ? 128 : 32;
       const size_t global = static_cast<size_t>(rows) * wls;
-      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_wg")
-                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
-                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
-                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-                                 .Mem(out.mem).U64(out.off).I64(out.stride)
-                                 .Local(wls * sizeof(float))
-                                 .Run(1, &global, &wls));
+      STRATA_RETURN_IF_ERROR(
+          weights_bias_out(Launch(dev, "matmul_w8a8_wg").Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt), true)
+              .Local(wls * sizeof(float))
+              .Run(1, &global, &wls));
     } else {
       const size_t global = static_cast<size_t>(rows);
-      STRATA_RETURN_IF_ERROR(Launch(dev, "matmul_w8a8_rows")
-                                 .Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt)
-                                 .Mem(w->data).Mem(w->scales).I64(rows).I64(cols).I32(gs).I32(w->groups)
-                                 .Mem(bias_mem).U64(b_off).I32(bias ? 1 : 0)
-                                 .Mem(out.mem).U64(out.off).I64(out.stride)
-                                 .Run(1, &global, nullptr));
+      STRATA_RETURN_IF_ERROR(
+          weights_bias_out(Launch(dev, "matmul_w8a8_rows").Mem(dev->act_q).Mem(dev->act_scale).I64(t0).I32(cnt), true)
+              .Run(1, &global, nullptr));
     }
   }
   return Ok();
