@@ -1144,16 +1144,17 @@ if best and d: print("fastest opt-in form at 32 x 4,096 (rope_attn): %s %.1f us,
     "$W/attn.jsonl" "$W/best" 2>&1 | tee -a "$F"
   # The three fastest forms' FP8 decode tests, at once (separate processes; small kernels,
   # host-side float64 references), then TPOT with the fastest whose tests passed.
-  local top=${ATTN3_TEST_FORM:-$(cat "$W/best" 2>/dev/null)} best="" t
+  local top=${ATTN3_TEST_FORM:-$(cat "$W/best" 2>/dev/null)} best="" t pids=""
   top=${top:-lite}
   say "=== FP8 decode tests with each of: $top forced (FP8 caches only; vs float64; in parallel) ($(left) s left)"
   local TC='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*'
   local lim=$(( $(left) - 42 )); [ $lim -gt 50 ] && lim=50; [ $lim -lt 15 ] && lim=15
   for t in $top; do
-    ( STRATA_CUDA_DECODE_MMA_KV8=$t STRATA_KV8_TEST_CACHES=FP8 timeout $lim "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+    ( STRATA_CUDA_DECODE_MMA_KV8=$t STRATA_KV8_TEST_CACHES=FP8 timeout -k 5 $lim "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
         --gtest_filter="$TC" > "$W/tests_$t.txt" 2>&1; echo $? > "$W/tests_$t.rc" ) &
+    pids="${pids:-} $!"
   done
-  wait
+  wait $pids  # the test processes only (a bare wait can also wait on the log's tee)
   for t in $top; do
     local rc=$(cat "$W/tests_$t.rc") st=passed
     [ "$rc" -eq 124 ] && st="TIMED OUT after ${lim}s"
@@ -1213,13 +1214,14 @@ phase_attn3_final() {
   # one process took ~30 s in call 2): the split-K test, its fused form, the rest.
   local parts="CudaKv8Ops.DecodeSplitKTensorCoreKernel CudaKv8Ops.DecodeSplitKTensorCoreKernelFusedRopeAttention"
   parts="$parts CudaKv8Ops.DecodeTensorCoreKernelGqaRatios:CudaKv8Ops.DecodeMmaKernel*"
-  local n=0
+  local n=0 pids=""
   for t in $parts; do
     n=$((n + 1))
-    ( env -u STRATA_CUDA_DECODE_MMA_KV8 STRATA_KV8_TEST_CACHES=FP8 timeout 25 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+    ( env -u STRATA_CUDA_DECODE_MMA_KV8 STRATA_KV8_TEST_CACHES=FP8 timeout -k 5 25 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
         --gtest_filter="$t" > "$W/tests_$n.txt" 2>&1; echo $? > "$W/tests_$n.rc" ) &
+    pids="$pids $!"
   done
-  wait
+  wait $pids  # the test processes only (a bare wait can also wait on the log's tee)
   local all=passed ok=0 cases=0
   n=0
   for t in $parts; do
