@@ -345,11 +345,15 @@ Status CreateQuantWeight(Device* dev, const strata_weight_desc* d, const char* n
   }();
   if (UseTiledQuantLayout(f, dev->act_dtype, cols, gs, v1)) {
     const int threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
-    // The streaming GEMV's order where it takes the group size (docs/benchmarks.md, issue 28
-    // run 8: faster per product and end to end); the tensor-core GEMV's otherwise, or with
-    // STRATA_CUDA_QGEMV_KERNEL=mma (read per weight: A/B runs and tests switch it).
+    // INT4: the streaming GEMV's order where it takes the group size (docs/benchmarks.md, issue
+    // 28 run 8: faster per product and end to end, 323.7 vs 316.7 tok/s in one run). INT8: the
+    // tensor-core GEMV's (batch-1 W8A16 318.9 tok/s with it in run 4 and 311.7 in run 5, 282.9
+    // with the streaming GEMV in run 8). STRATA_CUDA_QGEMV_KERNEL=stream|mma forces either
+    // where it fits (read per weight: A/B runs and tests switch it).
     const char* kernel = std::getenv("STRATA_CUDA_QGEMV_KERNEL");
-    const bool stream = QuantStreamLayoutFits(v.values, gs) && !(kernel != nullptr && std::string(kernel) == "mma");
+    const std::string forced = kernel != nullptr ? kernel : "";
+    const bool stream = QuantStreamLayoutFits(v.values, gs) &&
+                        (forced == "stream" || (forced != "mma" && v.values == kQuantInt4));
     TiledQuantWeight t = TileQuantWeight(v.values, packed.data(), v.ld, rows, cols, scales.data(), zeros, ngroups,
                                          threads, stream);
     packed = std::vector<uint8_t>();  // the row-major copy is not kept

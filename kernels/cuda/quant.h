@@ -15,8 +15,9 @@
 // W = (q - z) * s per element for INT4, q * s for INT8 and FP8.
 //
 // The weight-only formats (INT4_GROUP, INT8_PER_CHANNEL) on a BF16-activation device are
-// instead stored tiled (layout kQuantTiledStream where the streaming GEMV takes the group
-// size, kQuantTiled otherwise or with STRATA_CUDA_QGEMV_KERNEL=mma; row-major with
+// instead stored tiled (layout kQuantTiledStream for INT4 where the streaming GEMV takes the
+// group size, kQuantTiled for INT8 and otherwise; STRATA_CUDA_QGEMV_KERNEL=stream|mma forces
+// either where it fits; row-major with
 // STRATA_CUDA_QGEMV=v1; both read at weight_create), in
 // the order the tensor-core GEMV (quant_gemv_mma.cu) reads them: 16-row tiles, each cut into
 // chunks of kQuantTiledChunkCols(values) columns (64 INT4 or 32 INT8), each chunk 512 bytes:

@@ -580,9 +580,13 @@ TEST(CudaQuant, TiledGemvInt4Int8Bf16) {
                              (c.asym ? " asym" : "") + (c.act_order ? " act-order" : "");
     const std::vector<int64_t> tokens =
         c.cols > 8192 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 3, 8, 64};
-    // The default layout (streaming where it takes the group size), then the tensor-core
-    // GEMV's (STRATA_CUDA_QGEMV_KERNEL=mma, the opt-out and the other group sizes' kernel).
+    // The default layout (INT4: streaming where it takes the group size; INT8: the tensor-core
+    // GEMV's), then each kernel forced (STRATA_CUDA_QGEMV_KERNEL=stream / mma).
     ExpectProductsMatch(dev, BF16, w, rng, 2e-2, what.c_str(), c.bias, tokens);
+    {
+      ScopedEnv stream("STRATA_CUDA_QGEMV_KERNEL", "stream");
+      ExpectProductsMatch(dev, BF16, w, rng, 2e-2, (what + " (stream)").c_str(), c.bias, tokens);
+    }
     ScopedEnv mma("STRATA_CUDA_QGEMV_KERNEL", "mma");
     ExpectProductsMatch(dev, BF16, w, rng, 2e-2, (what + " (mma)").c_str(), c.bias, tokens);
   }
