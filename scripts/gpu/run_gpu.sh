@@ -97,6 +97,13 @@
 #              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
 #              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
+#   cuda_pfa   the Hopper prefill attention's forms (helper cuda-pfa, issue 28; CUDA_PFA_BUDGET s,
+#              default 120, ~200 for every step; targets strata strata-backend-cuda cuda_backend_test
+#              cuda_op_bench; $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests
+#              (float64-checked CPU reference; two processes), the kernel alone per form
+#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..4; 4,096-token prompt, 512 after 3,584, 8 x 1,024,
+#              64 x 128; CUDA_PFA_FORMS), then 4,096-token prefill W8A8 and BF16 with the new form
+#              (CUDA_PFA_NEW, default the fastest form at 4,096 tokens above) and form 0, -r 3
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -1512,6 +1519,83 @@ phase_gemm8_final() {
     stamp "gemm8_final: $(( SECONDS - t_start ))s"
   } > "$F" 2>&1
   tail -8 "$F"
+}
+
+phase_cuda_pfa() {
+  local P0=$(date +%s) W=/tmp/strata-cuda-pfa B=${CUDA_PFA_BUDGET:-120} new=${CUDA_PFA_NEW:-} f t
+  local FT="$OUT/cuda-pfa_tests.txt" FO="$OUT/cuda-pfa_ops.txt" FE="$OUT/cuda-pfa_e2e.txt"
+  left() { echo $(( B - ($(date +%s) - P0) )); }
+  rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FO"; : > "$FE"
+  echo "=== cuda_pfa ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${B}s)" | tee -a "$FT"
+  # Tests: the forms test (consecutive block tables, forms 0..4) and the other prefill tests, at once.
+  local parts="CudaPrefillAttention.WgmmaFormsMatchCpuOnConsecutiveBlocks CudaPrefillAttention.WgmmaAndFa2MatchCpuAcrossTileEdges:CudaPrefillAttention.BadBlockTableIsAnError"
+  local n=0
+  for t in $parts; do
+    n=$((n + 1))
+    ( timeout 60 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter="$t" > "$W/tests_$n.txt" 2>&1
+      echo $? > "$W/tests_$n.rc" ) &
+  done
+  wait
+  local all=passed
+  n=0
+  for t in $parts; do
+    n=$((n + 1))
+    local rc=$(cat "$W/tests_$n.rc") st=passed
+    [ "$rc" -eq 124 ] && st="TIMED OUT after 60s"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/tests_$n.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/tests_$n.txt") ok)" | tee -a "$FT"
+  done
+  echo "cuda_pfa TESTS: $all ($(( $(date +%s) - P0 )) s)" | tee -a "$FT"
+  cat "$W"/tests_*.txt | grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|max err|tolerance|Expected|Which is" | head -60 >> "$FT"
+
+  # The kernel alone per form (cuda_op_bench's attention cases on the default path; tables in order).
+  echo "=== prefill attention alone per form (cuda_op_bench, median of 20 x 10 calls) ($(left) s left)" | tee -a "$FO"
+  for f in ${CUDA_PFA_FORMS:-0 1 2 3 4}; do
+    [ "$(left)" -lt 20 ] && { echo "skipped form $f: $(left) s left" | tee -a "$FO"; continue; }
+    STRATA_CUDA_PREFILL_WGMMA_FORM=$f STRATA_OP_BENCH=attention \
+      STRATA_OP_BENCH_ATTENTION_CASES="1x4096x4096,1x4096x512,8x1024x1024,64x128x128" \
+      timeout 40 "$BUILD/bin/cuda_op_bench" > "$W/ops_$f.txt" 2>&1
+    local rc=$?
+    grep -E '"op":"attention"|rror' "$W/ops_$f.txt" | sed "s/^/form $f: /" | tee -a "$FO"
+    [ "$rc" -eq 0 ] || { echo "form $f: cuda_op_bench rc=$rc"; tail -3 "$W/ops_$f.txt"; } | tee -a "$FO"
+  done
+  python3 -c 'import json,sys,re,collections
+rows = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+  m = re.match(r"form (\d+): (\{.*\})", l)
+  if m:
+    r = json.loads(m.group(2)); rows[(r["batch"], r["context"], r["query_len"])].append((m.group(1), r["us"], r["TFLOPs"]))
+for k, v in rows.items():
+  print("%dx%dx%d: " % k + "  ".join("form %s %.1f us (%.0f TFLOP/s)" % x for x in v))
+big = rows.get((1, 4096, 4096), [])
+if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0])' "$FO" 2>&1 | tee -a "$FO"
+  # The e2e's new form: CUDA_PFA_NEW, else the fastest form above.
+  [ -z "${CUDA_PFA_NEW:-}" ] && new=$(sed -n 's/^fastest at 1x4096x4096: form //p' "$FO" | tail -1)
+  [ -z "$new" ] && new=4
+
+  # End to end: 4,096-token prefill, W8A8 and BF16, the new form and form 0.
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3"
+  for t in w8a8:$new w8a8:0 bf16:$new bf16:0; do
+    local dt=${t%%:*} f=${t#*:} extra=""
+    [ "$dt" = w8a8 ] && extra="--synthetic-dtype w8a8"
+    [ "$(left)" -lt 26 ] && { echo "skipped $dt form $f: $(left) s of ${B}s left" | tee -a "$FE"; continue; }
+    local t0=$(date +%s)
+    STRATA_CUDA_PREFILL_WGMMA_FORM=$f timeout 45 $S $extra 2>"$W/e2e.err" | \
+      grep -oE '"prefill_tokens_per_s": *[0-9.]+' | sed "s/^/$dt form $f: /" | tee -a "$FE"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "$dt form $f failed:"; tail -3 "$W/e2e.err"; } | tee -a "$FE"
+    echo "  ($(( $(date +%s) - t0 )) s)" >> "$FE"
+  done
+  # The kernel's SASS in brief (where cuobjdump is installed): instructions per form.
+  if command -v cuobjdump >/dev/null && [ "$(left)" -gt 5 ]; then
+    timeout 20 cuobjdump -sass "$BUILD/bin/libstrata-backend-cuda.so" 2>/dev/null | awk '
+      /Function : .*WgmmaPrefillKernel/ { name = $3 }
+      /Function : / && !/WgmmaPrefillKernel/ { name = "" }
+      name != "" && /HGMMA|UTMALDG|MUFU.EX2|SYNCS|BAR|WARPSYNC/ { for (i = 1; i <= NF; ++i) if ($i ~ /^(HGMMA|UTMALDG|MUFU|SYNCS|BAR|WARPSYNC)/) { split($i, a, "."); c[name " " a[1]]++ } }
+      END { for (k in c) print k, c[k] }' | sort | tee -a "$FT"
+  fi
+  echo "=== cuda_pfa done ($(left) s left of ${B}s)" | tee -a "$FE"
 }
 
 phase_serve256() {
