@@ -127,7 +127,7 @@ struct OpenOptions {
   int32_t wgmma_token_tile = 0;  // wgmma_token_tile=128|256 (WgmmaGemmArgs::token_tile; 0 = 256)
   bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
   int32_t wgmma_wide = kWideAuto;  // wgmma_wide=auto|on|off (WgmmaGemmArgs::wide)
-  int32_t prefill_wgmma_form = -1;  // prefill_wgmma_form=auto|0..4 (-1: auto, the kernel's default form)
+  int32_t prefill_wgmma_form = -1;  // prefill_wgmma_form=auto|0..6 (-1: auto, the kernel's default form)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -329,7 +329,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
                              "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, "
-                             "prefill_wgmma_form=auto|0..4)");
+                             "prefill_wgmma_form=auto|0..6)");
     }
   }
   return Ok();

@@ -50,8 +50,10 @@
 // consecutive as one box per 64 head dims of K and of V (4 TMA copies a tile instead of
 // 32 with 16-slot blocks: each copy is a serial issue by warp 0, whose warpgroup waits for
 // it); 2 adds shorter dependency chains in the softmax's row maxima and sums; 3 rescales O
-// after issuing the next S (FA3's order); 4 adds FA3's warpgroup ping-pong. Their figures
-// are in docs/benchmarks.md ("Hopper prefill attention forms").
+// after issuing the next S (FA3's order); 4 adds FA3's warpgroup ping-pong; 5 is 3 with a
+// shorter block prologue (the first tiles' block-table entries in one round trip, Q's loads
+// all in flight at once), 6 is 5 with the ping-pong. Their figures are in
+// docs/benchmarks.md ("Hopper prefill attention forms").
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -171,6 +173,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(STRATA_SM90A)
   using L = Smem<D>;
   using T = __nv_bfloat16;
+  // The forms' features (prefill_attention_wgmma.h): forms 4 and 6 ping-pong, 5 and 6 the
+  // shorter prologue.
+  constexpr bool kPingPong = kForm == 4 || kForm == 6;
+  constexpr bool kPrologue = kForm >= 5;
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -268,16 +274,77 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // the barriers are initialised (the last block-wide barrier)
   if (producer) {
-    for (int32_t t = 0; t < min(n_tiles, kStages); ++t) {
-      fetch_entries(t);
-      load_tile(t);
+    if constexpr (kPrologue) {
+      // Forms >= 5: the block-table entries of the first kStages + 1 tiles in one round trip
+      // (form 0 looks them up tile by tile, each lookup waiting for the previous: four
+      // serial round trips before the block's first MMA).
+      int32_t ent[kStages + 1];
+      bool in_ctx[kStages + 1];
+#pragma unroll
+      for (int t = 0; t <= kStages; ++t) {
+        const int32_t p = k_lo + t * kBK + lane * bs;
+        in_ctx[t] = lane < boxes && p <= p_last;
+        ent[t] = in_ctx[t] ? bt[p / bs] : 0;
+      }
+#pragma unroll
+      for (int t = 0; t < kStages; ++t) {
+        if (t < n_tiles) {
+          next_entry = ent[t];
+          next_in_context = in_ctx[t];
+          load_tile(t);
+        }
+      }
+      next_entry = ent[kStages];
+      next_in_context = in_ctx[kStages];
+    } else {
+      for (int32_t t = 0; t < min(n_tiles, kStages); ++t) {
+        fetch_entries(t);
+        load_tile(t);
+      }
+      if (kStages < n_tiles) fetch_entries(kStages);
     }
-    if (kStages < n_tiles) fetch_entries(kStages);
   }
   __syncwarp();  // warp 0 converges again before its warpgroup's .aligned wgmma instructions
 
   // Q tile (rows past nq are zero) while they land.
-  {
+  if constexpr (kPrologue) {
+    // Forms >= 5: every load of the thread's chunks is issued before the first store (the
+    // loop below waits for each load in turn: 64 D / 1024 serial round trips a block).
+    constexpr int kPer = 64 * kChunks / 128;
+    const T* qg = static_cast<const T*>(a.q);
+    const bool q_vec = reinterpret_cast<uintptr_t>(qg) % 16 == 0 && a.q_stride % 8 == 0;
+    uint4 v[kPer];
+    auto src_of = [&](int i, int* row) -> const T* {
+      const int idx = (tid & 127) + 128 * i;
+      const int r = 64 * wg + idx / kChunks, ch = idx % kChunks;
+      *row = r;
+      return qg + static_cast<int64_t>(q_start + q0 + r) * a.q_stride + static_cast<int64_t>(h) * D + ch * 8;
+    };
+    if (q_vec) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        int r;
+        const T* src = src_of(i, &r);
+        v[i] = r < nq ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        int r;
+        const T* src = src_of(i, &r);
+        T e[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) e[k] = r < nq ? src[k] : T{};
+        v[i] = *reinterpret_cast<const uint4*>(e);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int idx = (tid & 127) + 128 * i;
+      const int r = 64 * wg + idx / kChunks, ch = idx % kChunks;
+      *reinterpret_cast<uint4*>(smem + L::kQ + SwizzledChunk(kBQ, r, ch)) = v[i];
+    }
+  } else {
     const T* qg = static_cast<const T*>(a.q);
     const bool q_vec = reinterpret_cast<uintptr_t>(qg) % 16 == 0 && a.q_stride % 8 == 0;
     for (int idx = tid & 127; idx < 64 * kChunks; idx += 128) {  // the warpgroup's own 64 rows
@@ -408,22 +475,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   // and computes the next softmax while P V runs. No wgmma is issued or waited for under a
   // branch: ptxas then keeps the MMAs pipelined (it serializes them when it cannot prove
   // that no other instruction writes their registers while they run).
-  // Form 4 adds FA3's ping-pong of the two warpgroups: each issues its MMAs of an iteration
+  // Forms 4 and 6 add FA3's ping-pong of the two warpgroups: each issues its MMAs of an iteration
   // only after the other has issued its own (named barriers 3 + wg: "warpgroup wg may
   // issue"; warpgroup 0 goes first), so the tensor cores take the warpgroups' MMAs in turn
   // and one warpgroup's softmax runs under the other's MMAs. Every bar.sync of one
   // warpgroup meets one bar.arrive of the other: warpgroup 1 arrives once before the loop
   // and skips its last iteration's arrival.
-  if constexpr (kForm >= 4) {
+  if constexpr (kPingPong) {
     if (wg == 1 && n_tiles > 1) sm90::NamedBarrierArrive(3, 256);
   }
   for (int32_t t = 0; t + 1 < n_tiles; ++t) {
     wait_full(t + 1);
-    if constexpr (kForm >= 4) sm90::NamedBarrierSync(3 + wg, 256);
+    if constexpr (kPingPong) sm90::NamedBarrierSync(3 + wg, 256);
     issue_s((t + 1) % kStages);
     if constexpr (kForm >= 3) rescale_o(alpha);  // tile t's factors (tile 0's: O is still 0)
     issue_pv(t % kStages);
-    if constexpr (kForm >= 4) {
+    if constexpr (kPingPong) {
       if (wg == 0 || t + 2 < n_tiles) sm90::NamedBarrierArrive(4 - wg, 256);
     }
     // Tile t + 2 goes into the stage of tile t - 1 once both warpgroups are done with it
@@ -533,7 +600,9 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t
     case 1: return LaunchForm<D, 1>(maps, a, kv, stream);
     case 2: return LaunchForm<D, 2>(maps, a, kv, stream);
     case 3: return LaunchForm<D, 3>(maps, a, kv, stream);
-    default: return LaunchForm<D, 4>(maps, a, kv, stream);
+    case 4: return LaunchForm<D, 4>(maps, a, kv, stream);
+    case 5: return LaunchForm<D, 5>(maps, a, kv, stream);
+    default: return LaunchForm<D, 6>(maps, a, kv, stream);
   }
 }
 

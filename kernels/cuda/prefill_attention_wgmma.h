@@ -39,8 +39,11 @@ bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 //      of before
 //   4  as 3, with FA3's ping-pong: the two warpgroups issue their MMAs in turn (named
 //      barriers), so one's softmax runs under the other's MMAs
+//   5  as 3, with a shorter block prologue: the block-table entries of the first tiles in one
+//      round trip, and each thread's Q loads all issued before its first shared-memory store
+//   6  as 5, with 4's ping-pong
 // A form out of range (e.g. -1) is kWgmmaPrefillDefaultForm.
-inline constexpr int kWgmmaPrefillForms = 5;
+inline constexpr int kWgmmaPrefillForms = 7;
 inline constexpr int kWgmmaPrefillDefaultForm = 0;
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream,
                                         int form = kWgmmaPrefillDefaultForm);

@@ -101,7 +101,7 @@
 #              default 120, ~200 for every step; targets strata strata-backend-cuda cuda_backend_test
 #              cuda_op_bench; $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests
 #              (float64-checked CPU reference; two processes), the kernel alone per form
-#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..4; 4,096-token prompt, 512 after 3,584, 8 x 1,024,
+#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..6; 4,096-token prompt, 512 after 3,584, 8 x 1,024,
 #              64 x 128; CUDA_PFA_FORMS), then 4,096-token prefill W8A8 and BF16 with the new form
 #              (CUDA_PFA_NEW, default the fastest form at 4,096 tokens above) and form 0, -r 3
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
@@ -1527,12 +1527,12 @@ phase_cuda_pfa() {
   left() { echo $(( B - ($(date +%s) - P0) )); }
   rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FO"; : > "$FE"
   echo "=== cuda_pfa ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${B}s)" | tee -a "$FT"
-  # Tests: the forms test (consecutive block tables, forms 0..4) and the other prefill tests, at once.
+  # Tests: the forms test (consecutive block tables, forms 0..6) and the other prefill tests, at once.
   local parts="CudaPrefillAttention.WgmmaFormsMatchCpuOnConsecutiveBlocks CudaPrefillAttention.WgmmaAndFa2MatchCpuAcrossTileEdges:CudaPrefillAttention.BadBlockTableIsAnError"
   local n=0
   for t in $parts; do
     n=$((n + 1))
-    ( timeout 60 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter="$t" > "$W/tests_$n.txt" 2>&1
+    ( timeout 90 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter="$t" > "$W/tests_$n.txt" 2>&1
       echo $? > "$W/tests_$n.rc" ) &
   done
   wait
@@ -1541,7 +1541,7 @@ phase_cuda_pfa() {
   for t in $parts; do
     n=$((n + 1))
     local rc=$(cat "$W/tests_$n.rc") st=passed
-    [ "$rc" -eq 124 ] && st="TIMED OUT after 60s"
+    [ "$rc" -eq 124 ] && st="TIMED OUT after 90s"
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
     grep -qE "^\[  FAILED  \]" "$W/tests_$n.txt" && st=FAILED
     [ "$st" = passed ] || all="NOT ALL PASSED"
@@ -1552,7 +1552,7 @@ phase_cuda_pfa() {
 
   # The kernel alone per form (cuda_op_bench's attention cases on the default path; tables in order).
   echo "=== prefill attention alone per form (cuda_op_bench, median of 20 x 10 calls) ($(left) s left)" | tee -a "$FO"
-  for f in ${CUDA_PFA_FORMS:-0 1 2 3 4}; do
+  for f in ${CUDA_PFA_FORMS:-0 1 2 3 4 5 6}; do
     [ "$(left)" -lt 20 ] && { echo "skipped form $f: $(left) s left" | tee -a "$FO"; continue; }
     STRATA_CUDA_PREFILL_WGMMA_FORM=$f STRATA_OP_BENCH=attention \
       STRATA_OP_BENCH_ATTENTION_CASES="1x4096x4096,1x4096x512,8x1024x1024,64x128x128" \

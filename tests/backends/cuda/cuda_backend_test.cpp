@@ -897,10 +897,12 @@ TEST_P(CudaOps, AttentionLongPrefillChunksTensorCores) {
 // prompt has the Llama-3 head layout (32 query heads on 8 KV heads, head_dim 128).
 TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
   SKIP_WITHOUT_GPU();
-  // The wgmma kernel's first form and its last (prefill_wgmma_form, prefill_attention_wgmma.h;
+  // The wgmma kernel's first form and its last two (prefill_wgmma_form, prefill_attention_wgmma.h;
   // these block tables are shuffled, so forms >= 1 load them per cache block as form 0 does,
-  // and the last form's softmax, O rescaling and warpgroup ping-pong run every masking case).
-  for (const char* kernel : {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=4", "fa2"}) {
+  // and forms 5 and 6 run their softmax, O rescaling, prologue and, in 6, the warpgroup
+  // ping-pong on every masking case).
+  for (const char* kernel :
+       {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=5", "wgmma;prefill_wgmma_form=6", "fa2"}) {
     SCOPED_TRACE(kernel);
     Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=") + kernel);
     if (!P.cuda.ok() && P.cuda.err().find("needs an sm_90") != std::string::npos) {
@@ -937,7 +939,7 @@ TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
 // merged loads are for). Form 0 runs the same batches as the control.
 TEST(CudaPrefillAttention, WgmmaFormsMatchCpuOnConsecutiveBlocks) {
   SKIP_WITHOUT_GPU();
-  for (const char* form : {"0", "1", "2", "3", "4"}) {
+  for (const char* form : {"0", "1", "2", "3", "4", "5", "6"}) {
     SCOPED_TRACE(form);
     Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=wgmma;prefill_wgmma_form=") + form);
     if (!P.cuda.ok() && P.cuda.err().find("needs an sm_90") != std::string::npos) {
@@ -979,7 +981,8 @@ TEST(CudaPrefillAttention, WgmmaFormsMatchCpuOnConsecutiveBlocks) {
 // wgmma kernel's last form meets the bad entry inside a run of consecutive blocks.
 TEST(CudaPrefillAttention, BadBlockTableIsAnError) {
   SKIP_WITHOUT_GPU();
-  for (const char* kernel : {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=4", "fa2", "wmma", "simple"}) {
+  for (const char* kernel : {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=5", "wgmma;prefill_wgmma_form=6",
+                             "fa2", "wmma", "simple"}) {
     SCOPED_TRACE(kernel);
     Dev D(CudaPlugin().info->backend, (std::string("activations=bf16;prefill_attention=") + kernel).c_str());
     if (!D.ok() && D.err().find("needs an sm_90") != std::string::npos) {
