@@ -1545,7 +1545,7 @@ phase_cuda_pfa() {
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
     grep -qE "^\[  FAILED  \]" "$W/tests_$n.txt" && st=FAILED
     [ "$st" = passed ] || all="NOT ALL PASSED"
-    echo "  $t: $st ($(grep -c '^\[       OK' "$W/tests_$n.txt") ok)" | tee -a "$FT"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/tests_$n.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests_$n.txt") skipped)" | tee -a "$FT"
   done
   echo "cuda_pfa TESTS: $all ($(( $(date +%s) - P0 )) s)" | tee -a "$FT"
   cat "$W"/tests_*.txt | grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|max err|tolerance|Expected|Which is" | head -60 >> "$FT"
@@ -1566,7 +1566,8 @@ rows = collections.defaultdict(list)
 for l in open(sys.argv[1]):
   m = re.match(r"form (\d+): (\{.*\})", l)
   if m:
-    r = json.loads(m.group(2)); rows[(r["batch"], r["context"], r["query_len"])].append((m.group(1), r["us"], r["TFLOPs"]))
+    r = json.loads(m.group(2))
+    if "us" in r: rows[(r["batch"], r["context"], r["query_len"])].append((m.group(1), r["us"], r["TFLOPs"]))
 for k, v in rows.items():
   print("%dx%dx%d: " % k + "  ".join("form %s %.1f us (%.0f TFLOP/s)" % x for x in v))
 big = rows.get((1, 4096, 4096), [])
