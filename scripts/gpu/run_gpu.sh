@@ -101,8 +101,8 @@
 #              default 120, ~200 for every step; targets strata strata-backend-cuda cuda_backend_test
 #              cuda_op_bench; $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests
 #              (float64-checked CPU reference; two processes), the kernel alone per form
-#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..6; 4,096-token prompt, 512 after 3,584, 8 x 1,024,
-#              64 x 128; CUDA_PFA_FORMS), then 4,096-token prefill W8A8 and BF16 with the new form
+#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..6, and FA2; 4,096-token prompt, 512 after 3,584,
+#              8 x 1,024, 64 x 128, head_dim 128 and 64; CUDA_PFA_FORMS), then 4,096-token prefill W8A8 and BF16 with the new form
 #              (CUDA_PFA_NEW, default the fastest form at 4,096 tokens above) and form 0, -r 3
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
@@ -1552,10 +1552,14 @@ phase_cuda_pfa() {
 
   # The kernel alone per form (cuda_op_bench's attention cases on the default path; tables in order).
   echo "=== prefill attention alone per form (cuda_op_bench, median of 20 x 10 calls) ($(left) s left)" | tee -a "$FO"
-  for f in ${CUDA_PFA_FORMS:-0 1 2 3 4 5 6}; do
+  # prefill_attention=wgmma, so that the head_dim-64 cases (x64) run this kernel too (auto gives
+  # them FA2 below 2,048 positions); "fa2" times FA2 on the same cases.
+  for f in ${CUDA_PFA_FORMS:-0 1 2 3 4 5 6 fa2}; do
     [ "$(left)" -lt 20 ] && { echo "skipped form $f: $(left) s left" | tee -a "$FO"; continue; }
-    STRATA_CUDA_PREFILL_WGMMA_FORM=$f STRATA_OP_BENCH=attention \
-      STRATA_OP_BENCH_ATTENTION_CASES="1x4096x4096,1x4096x512,8x1024x1024,64x128x128" \
+    local kern=wgmma
+    [ "$f" = fa2 ] && kern=fa2
+    STRATA_CUDA_PREFILL_ATTENTION=$kern STRATA_CUDA_PREFILL_WGMMA_FORM=$f STRATA_OP_BENCH=attention \
+      STRATA_OP_BENCH_ATTENTION_CASES="1x4096x4096,1x4096x512,8x1024x1024,64x128x128,1x4096x4096x64,8x1024x1024x64,64x128x128x64" \
       timeout 40 "$BUILD/bin/cuda_op_bench" > "$W/ops_$f.txt" 2>&1
     local rc=$?
     grep -E '"op":"attention"|rror' "$W/ops_$f.txt" | sed "s/^/form $f: /" | tee -a "$FO"
@@ -1564,13 +1568,13 @@ phase_cuda_pfa() {
   python3 -c 'import json,sys,re,collections
 rows = collections.defaultdict(list)
 for l in open(sys.argv[1]):
-  m = re.match(r"form (\d+): (\{.*\})", l)
+  m = re.match(r"form (\w+): (\{.*\})", l)
   if m:
     r = json.loads(m.group(2))
-    if "us" in r: rows[(r["batch"], r["context"], r["query_len"])].append((m.group(1), r["us"], r["TFLOPs"]))
+    if "us" in r: rows[(r["batch"], r["context"], r["query_len"], r["head_dim"])].append((m.group(1), r["us"], r["TFLOPs"]))
 for k, v in rows.items():
-  print("%dx%dx%d: " % k + "  ".join("form %s %.1f us (%.0f TFLOP/s)" % x for x in v))
-big = rows.get((1, 4096, 4096), [])
+  print("%dx%dx%d d%d: " % k + "  ".join("%s %.1f us (%.0f TFLOP/s)" % x for x in v))
+big = [x for x in rows.get((1, 4096, 4096, 128), []) if x[0] != "fa2"]
 if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0])' "$FO" 2>&1 | tee -a "$FO"
   # The e2e's new form: CUDA_PFA_NEW, else the fastest form above.
   [ -z "${CUDA_PFA_NEW:-}" ] && new=$(sed -n 's/^fastest at 1x4096x4096: form //p' "$FO" | tail -1)
