@@ -939,6 +939,11 @@ TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
 // merged loads are for). Form 0 runs the same batches as the control.
 TEST(CudaPrefillAttention, WgmmaFormsMatchCpuOnConsecutiveBlocks) {
   SKIP_WITHOUT_GPU();
+  {
+    Dev bad(CudaPlugin().info->backend, "activations=bf16;prefill_wgmma_form=x");
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.err().find("prefill_wgmma_form=x"), std::string::npos) << bad.err();
+  }
   for (const char* form : {"0", "1", "2", "3", "4", "5", "6"}) {
     SCOPED_TRACE(form);
     Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=wgmma;prefill_wgmma_form=") + form);
