@@ -52,8 +52,8 @@
 // it); 2 adds shorter dependency chains in the softmax's row maxima and sums; 3 rescales O
 // after issuing the next S (FA3's order); 4 adds FA3's warpgroup ping-pong; 5 is 3 with a
 // shorter block prologue (the first tiles' block-table entries in one round trip, Q's loads
-// all in flight at once), 6 is 5 with the ping-pong. Their figures are in
-// docs/benchmarks.md ("Hopper prefill attention forms").
+// all in flight at once), 6 is 5 with the ping-pong. Opt-in: they have not run on a GPU yet
+// (docs/benchmarks.md, "Hopper prefill attention: forms 1-6", and run_gpu.sh cuda_pfa).
 #include <cuda.h>
 #include <cuda_bf16.h>
 

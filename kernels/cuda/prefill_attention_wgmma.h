@@ -28,7 +28,8 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
 //   cached 64.5 vs 107; Llama-3.2-1B-shape 4,096-token prefill +3.0%).
 bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 // Forms of the kernel (device option prefill_wgmma_form=, env STRATA_CUDA_PREFILL_WGMMA_FORM),
-// kept selectable for A/Bs on the device:
+// kept selectable for A/Bs on the device (forms >= 1 have not run on a GPU yet: the default
+// stays 0 until scripts/gpu/run_gpu.sh cuda_pfa has tested and timed them):
 //   0  the kernel of run 107 (docs/benchmarks.md): every key tile loaded as one TMA box per
 //      (cache block, 64 head dims) of K and of V (32 boxes of 2 KB a tile with 16-slot blocks)
 //   1  as 0, but a tile whose cache blocks are consecutive (as a fresh cache hands them out)

@@ -97,13 +97,15 @@
 #              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
 #              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
-#   cuda_pfa   the Hopper prefill attention's forms (helper cuda-pfa, issue 28; CUDA_PFA_BUDGET s,
-#              default 120, ~200 for every step; targets strata strata-backend-cuda cuda_backend_test
-#              cuda_op_bench; $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests
-#              (float64-checked CPU reference; two processes), the kernel alone per form
-#              (STRATA_CUDA_PREFILL_WGMMA_FORM=0..6, and FA2; 4,096-token prompt, 512 after 3,584,
-#              8 x 1,024, 64 x 128, head_dim 128 and 64; CUDA_PFA_FORMS), then 4,096-token prefill W8A8 and BF16 with the new form
-#              (CUDA_PFA_NEW, default the fastest form at 4,096 tokens above) and form 0, -r 3
+#   cuda_pfa   the Hopper prefill attention's forms (helper cuda-pfa, issue 28; never run on a GPU yet;
+#              CUDA_PFA_BUDGET s, default 120: tests + op bench + ~1 e2e run; 220 for every step;
+#              targets strata strata-backend-cuda cuda_backend_test cuda_op_bench;
+#              $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests (the forms test split
+#              over processes by CUDA_PFA_TEST_FORMS, default "0,1,2 3,4 5 6"; CPU-backend reference),
+#              the kernel alone per form (STRATA_CUDA_PREFILL_WGMMA_FORM; CUDA_PFA_FORMS, default
+#              "0 1 5 6", "0 1 2 3 4 5 6 fa2" for the full attribution; 4,096-token prompt, 512 after
+#              3,584, 8 x 1,024, 64 x 128, head_dim 128 and 64), then 4,096-token prefill W8A8 and BF16,
+#              -r 3, with the fastest form at 4,096 tokens (or CUDA_PFA_NEW) and form 0
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -1528,9 +1530,9 @@ phase_cuda_pfa() {
   rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FO"; : > "$FE"
   echo "=== cuda_pfa ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${B}s)" | tee -a "$FT"
   # Tests: the forms test (consecutive block tables, forms 0..6) and the other prefill tests, at once.
-  # Three processes: the forms test for forms 5 and for 6,1 (CUDA_PFA_TEST_FORMS), the other two tests.
+  # Processes at once: the forms test for each group of CUDA_PFA_TEST_FORMS, the other two tests.
   local forms_t=CudaPrefillAttention.WgmmaFormsMatchCpuOnConsecutiveBlocks
-  local parts="${CUDA_PFA_TEST_FORMS:-5 6,1} edges"
+  local parts="${CUDA_PFA_TEST_FORMS:-0,1,2 3,4 5 6} edges"
   local n=0
   for t in $parts; do
     n=$((n + 1))
