@@ -24,6 +24,7 @@
 #include "backends/cuda/quant_lt_gemm.h"
 #include "kernels/cuda/gemm_wgmma.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/prefill_attention_wgmma.h"
 #include "kernels/cuda/tensor_map.h"
 
 namespace strata::cuda {
@@ -126,6 +127,7 @@ struct OpenOptions {
   int32_t wgmma_token_tile = 0;  // wgmma_token_tile=128|256 (WgmmaGemmArgs::token_tile; 0 = 256)
   bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
   int32_t wgmma_wide = kWideAuto;  // wgmma_wide=auto|on|off (WgmmaGemmArgs::wide)
+  int32_t prefill_wgmma_form = -1;  // prefill_wgmma_form=auto|0..6 (-1: auto, the kernel's default form)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
   // if there is one), "none", or a path.
@@ -140,6 +142,13 @@ int PrefillAttentionLevel(const std::string& v) {
   if (v == "wmma") return 1;
   if (v == "simple") return 0;
   return -1;
+}
+
+// prefill_wgmma_form= values: -1 for auto, 0 .. kWgmmaPrefillForms - 1, else -2.
+int32_t PrefillWgmmaForm(const std::string& v) {
+  if (v == "auto") return -1;
+  if (v.size() == 1 && v[0] >= '0' && v[0] < '0' + kWgmmaPrefillForms) return v[0] - '0';
+  return -2;
 }
 
 // Parses "key=value;key=value" (keys in cuda_backend.h).
@@ -179,6 +188,9 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   if (EnvIs("STRATA_CUDA_WGMMA_PERSISTENT", "on")) o->wgmma_persistent = true;
   if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "on")) o->wgmma_wide = kWideOn;
   if (EnvIs("STRATA_CUDA_WGMMA_WIDE", "off")) o->wgmma_wide = kWideOff;
+  if (const char* env = std::getenv("STRATA_CUDA_PREFILL_WGMMA_FORM"); env != nullptr) {
+    o->prefill_wgmma_form = PrefillWgmmaForm(env) >= -1 ? PrefillWgmmaForm(env) : -1;
+  }
   o->profile = EnvIs("STRATA_CUDA_PROFILE", "on") || EnvIs("STRATA_CUDA_PROFILE", "1");
   if (const char* env = std::getenv("STRATA_CUDA_GEMM_CONFIGS"); env != nullptr) {
     o->gemm_configs = *env == '\0' ? "none" : env;
@@ -296,6 +308,13 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option wgmma_wide=", value, " (expected auto, on or off)");
       }
       o->wgmma_wide = value == "on" ? kWideOn : value == "off" ? kWideOff : kWideAuto;
+    } else if (key == "prefill_wgmma_form") {
+      const int32_t form = PrefillWgmmaForm(value);
+      if (form < -1) {
+        return InvalidArgument("device_open: option prefill_wgmma_form=", value, " (expected auto or 0..",
+                               kWgmmaPrefillForms - 1, ")");
+      }
+      o->prefill_wgmma_form = form;
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
@@ -309,7 +328,8 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
-                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off)");
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, "
+                             "prefill_wgmma_form=auto|0..6)");
     }
   }
   return Ok();
@@ -442,6 +462,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->wgmma_token_tile = parsed.wgmma_token_tile;
     dev->wgmma_persistent = parsed.wgmma_persistent;
     dev->wgmma_wide = parsed.wgmma_wide;
+    dev->prefill_wgmma_form = parsed.prefill_wgmma_form;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");
     STRATA_CUDA_CALL(cudaHostAlloc(&dev->err_word_host, sizeof(int), cudaHostAllocDefault), "device_open: error word");

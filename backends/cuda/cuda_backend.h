@@ -35,6 +35,8 @@
 //   prefill_attention=wgmma   the Hopper kernel for every batch it supports (head_dim 64
 //                      too); an error when opening a device that is not sm_90 (or whose
 //                      driver lacks cuTensorMapEncodeTiled)
+//   prefill_wgmma_form=auto|0..6  the form of that Hopper kernel (A/Bs; auto: its default form;
+//                      the forms are listed in kernels/cuda/prefill_attention_wgmma.h)
 //   prefill_attention=fa2     those batches (BF16/F16 cache) on the FlashAttention-2-style
 //                      kernel of kernels/cuda/prefill_attention_fa2.cu (mma.sync, register
 //                      accumulators, cp.async double buffering)
@@ -108,7 +110,7 @@
 //                      (--enforce-eager) for per-op figures. Off by default
 // The environment variable STRATA_CUDA_ACTIVATIONS=f32|bf16 sets the same for callers that
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
-// STRATA_CUDA_PREFILL_ATTENTION=wgmma|fa2|wmma|simple, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
+// STRATA_CUDA_PREFILL_ATTENTION=wgmma|fa2|wmma|simple, STRATA_CUDA_PREFILL_WGMMA_FORM=auto|0..6, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_CANDIDATE=N, STRATA_CUDA_GEMM_TUNE=on,
 // STRATA_CUDA_GEMM_CONFIGS=builtin|none|PATH (empty: none), STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=,
 // prefill_attention=, decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=,

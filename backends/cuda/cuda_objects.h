@@ -138,6 +138,9 @@ struct Device {
   // wgmma_wide=auto|on|off: the 8-bit wgmma GEMM of 33..256 tokens on 256-row weight tiles
   // (WgmmaGemmArgs::wide: kWideAuto, kWideOn, kWideOff).
   int32_t wgmma_wide = 0;
+  // prefill_wgmma_form=auto|0..6: the form of the Hopper prefill attention kernel
+  // (kernels/cuda/prefill_attention_wgmma.h; -1 = auto, its default form).
+  int32_t prefill_wgmma_form = -1;
   // True between graph_begin and graph_end: the stream is being captured, so ops must not
   // synchronize, allocate, or read host memory at replay time (see graph_begin, device.h).
   bool recording = false;

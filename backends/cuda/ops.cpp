@@ -1014,7 +1014,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
       return Launched(LaunchDecodeAttentionMma(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope,
                                                dev->decode_arrivals),
                       op);
-    case Path::kWgmma: return Launched(LaunchPrefillAttentionWgmma(a, l, dev->stream), op);
+    case Path::kWgmma: return Launched(LaunchPrefillAttentionWgmma(a, l, dev->stream, dev->prefill_wgmma_form), op);
     case Path::kFa2: return Launched(LaunchPrefillAttentionFa2(a, l, dev->stream), op);
     case Path::kWmma: return Launched(LaunchPrefillAttentionTc(a, l, dev->stream), op);
     case Path::kSimt: break;

@@ -44,6 +44,16 @@
 // 43,175 tok/s against 42,124 with 16 (run 85). Earlier (runs 71-80): without loads after the
 // first tiles it ran in 357 us; cluster multicast of each tile to the 4 query heads of its KV
 // head was slower (681 / 773 us with clusters of 2 / 4, before the lookup fix).
+//
+// Forms (prefill_attention_wgmma.h, device option prefill_wgmma_form; helper cuda-pfa,
+// 2026-12-03): 0 is the kernel described above; 1 loads a key tile whose cache blocks are
+// consecutive as one box per 64 head dims of K and of V (4 TMA copies a tile instead of
+// 32 with 16-slot blocks: each copy is a serial issue by warp 0, whose warpgroup waits for
+// it); 2 adds shorter dependency chains in the softmax's row maxima and sums; 3 rescales O
+// after issuing the next S (FA3's order); 4 adds FA3's warpgroup ping-pong; 5 is 3 with a
+// shorter block prologue (the first tiles' block-table entries in one round trip, Q's loads
+// all in flight at once), 6 is 5 with the ping-pong. Opt-in: they have not run on a GPU yet
+// (docs/benchmarks.md, "Hopper prefill attention: forms 1-6", and run_gpu.sh cuda_pfa).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -92,15 +102,81 @@ __device__ __forceinline__ uint32_t SwizzledChunk(int rows, int r, int ch) {
 }
 #endif
 
+#if defined(STRATA_SM90A)
+// Form 2's online-softmax step of both rows (r 0: row g, 1: g + 8; scores s[4 j + 2 r + i],
+// i < 2, of chunk j, as OnlineSoftmaxRow's): the same arithmetic, but the row maxima and
+// sums run as four independent partial chains each (a tree of depth kChunks / 2 + 2
+// instead of a chain of kChunks), the two rows interleaved, so the warpgroup's softmax,
+// the critical path between its MMAs, waits less on FMNMX / FADD latencies (two warps an
+// SM sub-partition leave little else to issue meanwhile). The sums add in another order.
+template <int kChunks>
+__device__ __forceinline__ void OnlineSoftmaxRowsIlp(float* s, float mult, float (&m)[2], float (&l)[2],
+                                                     float (&alpha)[2]) {
+  static_assert(kChunks % 2 == 0, "pairs of chunks");
+  float mx[2][4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mx[r][i] = -INFINITY;
+  }
+#pragma unroll
+  for (int j = 0; j < kChunks; j += 2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r][0] = fmaxf(mx[r][0], s[4 * j + 2 * r]);
+      mx[r][1] = fmaxf(mx[r][1], s[4 * j + 2 * r + 1]);
+      mx[r][2] = fmaxf(mx[r][2], s[4 * (j + 1) + 2 * r]);
+      mx[r][3] = fmaxf(mx[r][3], s[4 * (j + 1) + 2 * r + 1]);
+    }
+  }
+  float m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float t = QuadMax(fmaxf(fmaxf(mx[r][0], mx[r][1]), fmaxf(mx[r][2], mx[r][3])));
+    const float m_new = fmaxf(m[r], t);
+    m_use[r] = m_new == -INFINITY ? 0.0f : m_new * mult;  // as OnlineSoftmaxRow
+    alpha[r] = Exp2(fmaf(m[r], mult, -m_use[r]));
+    m[r] = m_new;
+  }
+  float sum[2][4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sum[r][i] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kChunks; j += 2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float& x = s[4 * (j + (i >> 1)) + 2 * r + (i & 1)];
+        x = Exp2(fmaf(x, mult, -m_use[r]));
+        sum[r][i] += x;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + ((sum[r][0] + sum[r][1]) + (sum[r][2] + sum[r][3]));
+}
+#endif
+
 // tmap_k / tmap_v: the layer's K / V half as [slots][KV heads][head_dim] BF16 (slot =
-// block * block_size + offset), box 64 dims x 1 head x block_size slots.
-template <int D>
+// block * block_size + offset), box 64 dims x 1 head x block_size slots; run_k / run_v
+// (forms >= 1) the same halves with boxes of a whole 128-key tile (kBK slots), for tiles
+// whose cache blocks are consecutive (WgmmaPrefillForm).
+template <int D, int kForm>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaPrefillKernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
+                       const __grid_constant__ CUtensorMap run_k, const __grid_constant__ CUtensorMap run_v,
                        AttentionArgs a, KvLayout kv, int32_t tiles_per_seq) {
 #if defined(STRATA_SM90A)
   using L = Smem<D>;
   using T = __nv_bfloat16;
+  // The forms' features (prefill_attention_wgmma.h): forms 4 and 6 ping-pong, 5 and 6 the
+  // shorter prologue.
+  constexpr bool kPingPong = kForm == 4 || kForm == 6;
+  constexpr bool kPrologue = kForm >= 5;
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -161,6 +237,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();  // the stage expects its bytes before any box can land
     unsigned char* kd = smem + L::kK + st * L::kTileBytes;
     unsigned char* vd = smem + L::kV + st * L::kTileBytes;
+    if constexpr (kForm >= 1) {
+      // Forms >= 1: a tile whose boxes are all in the context and in consecutive cache
+      // blocks (a sequence's blocks as a fresh cache hands them out) is one box per 64 head
+      // dims of K and of V, 16 KB each, issued by lane 0: 2 D / 64 box copies instead of
+      // 2 D / 64 per cache block, each one a serial TMA issue by warp 0 (the compiler loops
+      // over the active lanes: a TMA's operands are uniform registers).
+      const int32_t first = __shfl_sync(0xffffffffu, slot, 0);
+      const bool run = __all_sync(0xffffffffu, lane >= boxes || (next_in_context && slot == first + lane * bs && slot != nowhere));
+      if (run && boxes > 1) {
+        if (lane == 0) {
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c) {
+            const uint32_t off = c * kBK * 128;  // rows 0.. of column region c
+            sm90::TmaLoad3d(kd + off, &run_k, &full[st], c * 64, kvh, first);
+            sm90::TmaLoad3d(vd + off, &run_v, &full[st], c * 64, kvh, first);
+          }
+        }
+        __syncwarp();
+        return;
+      }
+    }
     if (lane < boxes) {
 #pragma unroll
       for (int c = 0; c < D / 64; ++c) {
@@ -177,16 +274,77 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // the barriers are initialised (the last block-wide barrier)
   if (producer) {
-    for (int32_t t = 0; t < min(n_tiles, kStages); ++t) {
-      fetch_entries(t);
-      load_tile(t);
+    if constexpr (kPrologue) {
+      // Forms >= 5: the block-table entries of the first kStages + 1 tiles in one round trip
+      // (form 0 looks them up tile by tile, each lookup waiting for the previous: four
+      // serial round trips before the block's first MMA).
+      int32_t ent[kStages + 1];
+      bool in_ctx[kStages + 1];
+#pragma unroll
+      for (int t = 0; t <= kStages; ++t) {
+        const int32_t p = k_lo + t * kBK + lane * bs;
+        in_ctx[t] = lane < boxes && p <= p_last;
+        ent[t] = in_ctx[t] ? bt[p / bs] : 0;
+      }
+#pragma unroll
+      for (int t = 0; t < kStages; ++t) {
+        if (t < n_tiles) {
+          next_entry = ent[t];
+          next_in_context = in_ctx[t];
+          load_tile(t);
+        }
+      }
+      next_entry = ent[kStages];
+      next_in_context = in_ctx[kStages];
+    } else {
+      for (int32_t t = 0; t < min(n_tiles, kStages); ++t) {
+        fetch_entries(t);
+        load_tile(t);
+      }
+      if (kStages < n_tiles) fetch_entries(kStages);
     }
-    if (kStages < n_tiles) fetch_entries(kStages);
   }
   __syncwarp();  // warp 0 converges again before its warpgroup's .aligned wgmma instructions
 
   // Q tile (rows past nq are zero) while they land.
-  {
+  if constexpr (kPrologue) {
+    // Forms >= 5: every load of the thread's chunks is issued before the first store (the
+    // loop below waits for each load in turn: 64 D / 1024 serial round trips a block).
+    constexpr int kPer = 64 * kChunks / 128;
+    const T* qg = static_cast<const T*>(a.q);
+    const bool q_vec = reinterpret_cast<uintptr_t>(qg) % 16 == 0 && a.q_stride % 8 == 0;
+    uint4 v[kPer];
+    auto src_of = [&](int i, int* row) -> const T* {
+      const int idx = (tid & 127) + 128 * i;
+      const int r = 64 * wg + idx / kChunks, ch = idx % kChunks;
+      *row = r;
+      return qg + static_cast<int64_t>(q_start + q0 + r) * a.q_stride + static_cast<int64_t>(h) * D + ch * 8;
+    };
+    if (q_vec) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        int r;
+        const T* src = src_of(i, &r);
+        v[i] = r < nq ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        int r;
+        const T* src = src_of(i, &r);
+        T e[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) e[k] = r < nq ? src[k] : T{};
+        v[i] = *reinterpret_cast<const uint4*>(e);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int idx = (tid & 127) + 128 * i;
+      const int r = 64 * wg + idx / kChunks, ch = idx % kChunks;
+      *reinterpret_cast<uint4*>(smem + L::kQ + SwizzledChunk(kBQ, r, ch)) = v[i];
+    }
+  } else {
     const T* qg = static_cast<const T*>(a.q);
     const bool q_vec = reinterpret_cast<uintptr_t>(qg) % 16 == 0 && a.q_stride % 8 == 0;
     for (int idx = tid & 127; idx < 64 * kChunks; idx += 128) {  // the warpgroup's own 64 rows
@@ -256,8 +414,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Masked only where a key of the tile may be invisible to a row of the warp (diagonal,
     // window edge, end of the context).
     if (kb + kBK - 1 > w_first || (win > 0 && kb <= w_last - win)) MaskScores<kBK / 8>(at, kb, tig, row_pos, win);
+    if constexpr (kForm >= 2) {
+      OnlineSoftmaxRowsIlp<kBK / 8>(sacc, mult, m, l, alpha);
+    } else {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) alpha[r] = OnlineSoftmaxRow<kBK / 8>(at, r, mult, m[r], l[r]);
+      for (int r = 0; r < 2; ++r) alpha[r] = OnlineSoftmaxRow<kBK / 8>(at, r, mult, m[r], l[r]);
+    }
   };
   // P (BF16) from the exponentials: keys 16kk..16kk+15 are chunks 2kk and 2kk + 1.
   auto make_p = [&]() {
@@ -297,11 +459,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  // alpha: the factors of the last softmax, which rescale O before the P V of its tile.
+  // Forms < 3 rescale right after the previous P V has finished, before the next S is
+  // issued; forms >= 3 (FA3's order) just after that S is issued, so the tensor cores start
+  // on it while the warpgroup rescales (O is free: no MMA in flight reads or writes it).
+  float alpha[2] = {1.0f, 1.0f};
   if (n_tiles > 0) {
     wait_full(0);
     issue_s(0);
     sm90::WgmmaWait<0>();
-    float alpha[2];
     softmax(0, alpha);
     make_p();
   }
@@ -309,10 +475,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   // and computes the next softmax while P V runs. No wgmma is issued or waited for under a
   // branch: ptxas then keeps the MMAs pipelined (it serializes them when it cannot prove
   // that no other instruction writes their registers while they run).
+  // Forms 4 and 6 add FA3's ping-pong of the two warpgroups: each issues its MMAs of an iteration
+  // only after the other has issued its own (named barriers 3 + wg: "warpgroup wg may
+  // issue"; warpgroup 0 goes first), so the tensor cores take the warpgroups' MMAs in turn
+  // and one warpgroup's softmax runs under the other's MMAs. Every bar.sync of one
+  // warpgroup meets one bar.arrive of the other: warpgroup 1 arrives once before the loop
+  // and skips its last iteration's arrival.
+  if constexpr (kPingPong) {
+    if (wg == 1 && n_tiles > 1) sm90::NamedBarrierArrive(3, 256);
+  }
   for (int32_t t = 0; t + 1 < n_tiles; ++t) {
     wait_full(t + 1);
+    if constexpr (kPingPong) sm90::NamedBarrierSync(3 + wg, 256);
     issue_s((t + 1) % kStages);
+    if constexpr (kForm >= 3) rescale_o(alpha);  // tile t's factors (tile 0's: O is still 0)
     issue_pv(t % kStages);
+    if constexpr (kPingPong) {
+      if (wg == 0 || t + 2 < n_tiles) sm90::NamedBarrierArrive(4 - wg, 256);
+    }
     // Tile t + 2 goes into the stage of tile t - 1 once both warpgroups are done with it
     // (tiles 0 .. kStages - 1 were issued before the loop). Issued with this warpgroup's
     // MMAs in flight, so waiting for the other warpgroup idles no tensor core.
@@ -323,15 +503,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
     sm90::WgmmaWait<1>();  // S of tile t + 1 (P V of tile t may still run)
-    float alpha[2];
     softmax(t + 1, alpha);
     sm90::WgmmaWait<0>();  // P V of tile t: O and P are free again, and so is its stage
     fence_o_p();
     release(t);
-    rescale_o(alpha);
+    if constexpr (kForm < 3) rescale_o(alpha);
     make_p();
   }
   if (n_tiles > 0) {  // P V of the last tile
+    if constexpr (kForm >= 3) rescale_o(alpha);
     issue_pv((n_tiles - 1) % kStages);
     sm90::WgmmaWait<0>();
     fence_o_p();
@@ -372,36 +552,58 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The layer's K (or V) half as TMA sees it: [slots][KV heads][head_dim] BF16, boxes of
-// 64 dims x 1 head x one cache block, 128-byte swizzle; slots past the tensor read as zero.
-bool EncodeKvHalfMap(CUtensorMap* map, const void* half, const KvLayout& kv) {
+// 64 dims x 1 head x `box_slots` slots (one cache block, or a whole key tile), 128-byte
+// swizzle; slots past the tensor read as zero.
+bool EncodeKvHalfMap(CUtensorMap* map, const void* half, const KvLayout& kv, int32_t box_slots) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kv.head_dim), static_cast<cuuint64_t>(kv.num_kv_heads),
                               static_cast<cuuint64_t>(kv.num_blocks) * kv.block_size};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kv.head_dim) * 2,
                                  static_cast<cuuint64_t>(kv.head_dim) * kv.num_kv_heads * 2};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(kv.block_size)};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_slots)};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(half), dims, strides, box, elem_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int D>
-cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
-  const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems;
-  CUtensorMap tmap_k, tmap_v;
-  if (!EncodeKvHalfMap(&tmap_k, k, kv) || !EncodeKvHalfMap(&tmap_v, k + kv.layer_half_elems, kv)) {
-    return cudaErrorNotSupported;
-  }
+template <int D, int kForm>
+cudaError_t LaunchForm(const CUtensorMap (&maps)[4], const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
   const size_t smem = Smem<D>::kAlloc;
-  cudaError_t e =
-      cudaFuncSetAttribute(WgmmaPrefillKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaError_t e = cudaFuncSetAttribute(WgmmaPrefillKernel<D, kForm>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   const int32_t tiles = (a.max_query_len + kBQ - 1) / kBQ;
   const dim3 grid(static_cast<unsigned>(static_cast<int64_t>(a.num_seqs) * a.num_heads), static_cast<unsigned>(tiles));
-  WgmmaPrefillKernel<D><<<grid, kThreads, smem, stream>>>(tmap_k, tmap_v, a, kv, tiles);
+  WgmmaPrefillKernel<D, kForm><<<grid, kThreads, smem, stream>>>(maps[0], maps[1], maps[2], maps[3], a, kv, tiles);
   return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream, int form) {
+  const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(kv.data) + static_cast<int64_t>(a.layer) * 2 * kv.layer_half_elems;
+  CUtensorMap maps[4];  // K, V by cache block; K, V by key tile (forms >= 1)
+  if (!EncodeKvHalfMap(&maps[0], k, kv, kv.block_size) ||
+      !EncodeKvHalfMap(&maps[1], k + kv.layer_half_elems, kv, kv.block_size)) {
+    return cudaErrorNotSupported;
+  }
+  if (form >= 1 && (!EncodeKvHalfMap(&maps[2], k, kv, kBK) || !EncodeKvHalfMap(&maps[3], k + kv.layer_half_elems, kv, kBK))) {
+    form = 0;  // the per-block boxes alone (form 0 never reads maps 2, 3)
+  }
+  if (form <= 0) {
+    maps[2] = maps[0];
+    maps[3] = maps[1];
+    return LaunchForm<D, 0>(maps, a, kv, stream);
+  }
+  switch (form) {
+    case 1: return LaunchForm<D, 1>(maps, a, kv, stream);
+    case 2: return LaunchForm<D, 2>(maps, a, kv, stream);
+    case 3: return LaunchForm<D, 3>(maps, a, kv, stream);
+    case 4: return LaunchForm<D, 4>(maps, a, kv, stream);
+    case 5: return LaunchForm<D, 5>(maps, a, kv, stream);
+    default: return LaunchForm<D, 6>(maps, a, kv, stream);
+  }
 }
 
 }  // namespace
@@ -421,10 +623,11 @@ bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv) {
   return (kv.head_dim == 128 || (kv.head_dim == 64 && a.max_seq_len >= kLongContext)) && WgmmaPrefillSupports(a, kv);
 }
 
-cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream) {
+cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream, int form) {
   if (a.num_tokens <= 0 || a.num_seqs <= 0) return cudaSuccess;
   if (!WgmmaPrefillSupports(a, kv)) return cudaErrorInvalidValue;
-  return kv.head_dim == 64 ? LaunchTyped<64>(a, kv, stream) : LaunchTyped<128>(a, kv, stream);
+  if (form < 0 || form > kWgmmaPrefillForms - 1) form = kWgmmaPrefillDefaultForm;
+  return kv.head_dim == 64 ? LaunchTyped<64>(a, kv, stream, form) : LaunchTyped<128>(a, kv, stream, form);
 }
 
 }  // namespace strata::cuda

@@ -27,7 +27,27 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
 //   kernel on long key ranges (a 4,096-token prompt 264 vs 299, a 512-token chunk after 3,584
 //   cached 64.5 vs 107; Llama-3.2-1B-shape 4,096-token prefill +3.0%).
 bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
-cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream);
+// Forms of the kernel (device option prefill_wgmma_form=, env STRATA_CUDA_PREFILL_WGMMA_FORM),
+// kept selectable for A/Bs on the device (forms >= 1 have not run on a GPU yet: the default
+// stays 0 until scripts/gpu/run_gpu.sh cuda_pfa has tested and timed them):
+//   0  the kernel of run 107 (docs/benchmarks.md): every key tile loaded as one TMA box per
+//      (cache block, 64 head dims) of K and of V (32 boxes of 2 KB a tile with 16-slot blocks)
+//   1  as 0, but a tile whose cache blocks are consecutive (as a fresh cache hands them out)
+//      is loaded as one 16 KB box per 64 head dims of K and of V (4 boxes a tile at head_dim
+//      128); other tiles as in 0
+//   2  as 1, with the online-softmax step's row maxima and sums as four partial chains each
+//   3  as 2, with O rescaled after the next tile's S = Q K^T is issued (FA3's order) instead
+//      of before
+//   4  as 3, with FA3's ping-pong: the two warpgroups issue their MMAs in turn (named
+//      barriers), so one's softmax runs under the other's MMAs
+//   5  as 3, with a shorter block prologue: the block-table entries of the first tiles in one
+//      round trip, and each thread's Q loads all issued before its first shared-memory store
+//   6  as 5, with 4's ping-pong
+// A form out of range (e.g. -1) is kWgmmaPrefillDefaultForm.
+inline constexpr int kWgmmaPrefillForms = 7;
+inline constexpr int kWgmmaPrefillDefaultForm = 0;
+cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream,
+                                        int form = kWgmmaPrefillDefaultForm);
 
 }  // namespace strata::cuda
 

@@ -105,6 +105,10 @@ __device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.as
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives at barrier `id` without waiting (the threads that bar.sync on it wait for these).
+__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 #endif
 
 // Keeps the compiler from moving reads or writes of a wgmma accumulator across the

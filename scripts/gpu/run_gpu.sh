@@ -97,6 +97,15 @@
 #              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
 #              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
+#   cuda_pfa   the Hopper prefill attention's forms (helper cuda-pfa, issue 28; never run on a GPU yet;
+#              CUDA_PFA_BUDGET s, default 120: tests + op bench + ~1 e2e run; 220 for every step;
+#              targets strata strata-backend-cuda cuda_backend_test cuda_op_bench;
+#              $OUT/cuda-pfa_{tests,ops,e2e}.txt): the CudaPrefillAttention tests (the forms test split
+#              over processes by CUDA_PFA_TEST_FORMS, default "0,1,2 3,4 5 6"; CPU-backend reference),
+#              the kernel alone per form (STRATA_CUDA_PREFILL_WGMMA_FORM; CUDA_PFA_FORMS, default
+#              "0 1 5 6", "0 1 2 3 4 5 6 fa2" for the full attribution; 4,096-token prompt, 512 after
+#              3,584, 8 x 1,024, 64 x 128, head_dim 128 and 64), then 4,096-token prefill W8A8 and BF16,
+#              -r 3, with the fastest form at 4,096 tokens (or CUDA_PFA_NEW) and form 0
 #   parallel   the NCCL communicator test at one rank, served text with --tensor-parallel-size 1
 #              --pipeline-parallel-size 1 vs without, Llama-3-8B-shape decode / 32 sequences
 # The kernel-variant experiments of earlier issues (GEMM paths, attention and prefill kernel
@@ -1514,6 +1523,98 @@ phase_gemm8_final() {
     stamp "gemm8_final: $(( SECONDS - t_start ))s"
   } > "$F" 2>&1
   tail -8 "$F"
+}
+
+phase_cuda_pfa() {
+  local P0=$(date +%s) W=/tmp/strata-cuda-pfa B=${CUDA_PFA_BUDGET:-120} new=${CUDA_PFA_NEW:-} f t
+  local FT="$OUT/cuda-pfa_tests.txt" FO="$OUT/cuda-pfa_ops.txt" FE="$OUT/cuda-pfa_e2e.txt"
+  left() { echo $(( B - ($(date +%s) - P0) )); }
+  rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FO"; : > "$FE"
+  echo "=== cuda_pfa ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${B}s)" | tee -a "$FT"
+  # Tests: the forms test (consecutive block tables, forms 0..6) and the other prefill tests, at once.
+  # Processes at once: the forms test for each group of CUDA_PFA_TEST_FORMS, the other two tests.
+  local forms_t=CudaPrefillAttention.WgmmaFormsMatchCpuOnConsecutiveBlocks
+  local parts="${CUDA_PFA_TEST_FORMS:-0,1,2 3,4 5 6} edges"
+  local n=0
+  for t in $parts; do
+    n=$((n + 1))
+    if [ "$t" = edges ]; then
+      ( timeout 70 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+          --gtest_filter="CudaPrefillAttention.WgmmaAndFa2MatchCpuAcrossTileEdges:CudaPrefillAttention.BadBlockTableIsAnError" \
+          > "$W/tests_$n.txt" 2>&1; echo $? > "$W/tests_$n.rc" ) &
+    else
+      ( STRATA_TEST_PREFILL_FORMS=$t timeout 70 "$BUILD/bin/cuda_backend_test" --gtest_color=no --gtest_filter="$forms_t" \
+          > "$W/tests_$n.txt" 2>&1; echo $? > "$W/tests_$n.rc" ) &
+    fi
+  done
+  wait
+  local all=passed
+  n=0
+  for t in $parts; do
+    n=$((n + 1))
+    local rc=$(cat "$W/tests_$n.rc") st=passed
+    [ "$rc" -eq 124 ] && st="TIMED OUT after 70s"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/tests_$n.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    [ "$t" = edges ] && t="TileEdges (forms 0, 5, 6, fa2) + BadBlockTable" || t="$forms_t (forms $t)"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/tests_$n.txt") ok, $(grep -cE '^\[  SKIPPED \] .* ms\)$' "$W/tests_$n.txt") skipped)" | tee -a "$FT"
+  done
+  echo "cuda_pfa TESTS: $all ($(( $(date +%s) - P0 )) s)" | tee -a "$FT"
+  cat "$W"/tests_*.txt | grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|max err|tolerance|Expected|Which is" | head -60 >> "$FT"
+
+  # The kernel alone per form (cuda_op_bench's attention cases on the default path; tables in order).
+  echo "=== prefill attention alone per form (cuda_op_bench, median of 20 x 10 calls) ($(left) s left)" | tee -a "$FO"
+  # prefill_attention=wgmma, so that the head_dim-64 cases (x64) run this kernel too (auto gives
+  # them FA2 below 2,048 positions); "fa2" times FA2 on the same cases.
+  for f in ${CUDA_PFA_FORMS:-0 1 5 6}; do
+    [ "$(left)" -lt 20 ] && { echo "skipped form $f: $(left) s left" | tee -a "$FO"; continue; }
+    local kern=wgmma
+    [ "$f" = fa2 ] && kern=fa2
+    STRATA_CUDA_PREFILL_ATTENTION=$kern STRATA_CUDA_PREFILL_WGMMA_FORM=$f STRATA_OP_BENCH=attention \
+      STRATA_OP_BENCH_ATTENTION_CASES="1x4096x4096,1x4096x512,8x1024x1024,64x128x128,1x4096x4096x64,8x1024x1024x64,64x128x128x64" \
+      timeout 40 "$BUILD/bin/cuda_op_bench" > "$W/ops_$f.txt" 2>&1
+    local rc=$?
+    grep -E '"op":"attention"|rror' "$W/ops_$f.txt" | sed "s/^/form $f: /" | tee -a "$FO"
+    [ "$rc" -eq 0 ] || { echo "form $f: cuda_op_bench rc=$rc"; tail -3 "$W/ops_$f.txt"; } | tee -a "$FO"
+  done
+  python3 -c 'import json,sys,re,collections
+rows = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+  m = re.match(r"form (\w+): (\{.*\})", l)
+  if m:
+    r = json.loads(m.group(2))
+    if "us" in r: rows[(r["batch"], r["context"], r["query_len"], r["head_dim"])].append((m.group(1), r["us"], r["TFLOPs"]))
+for k, v in rows.items():
+  print("%dx%dx%d d%d: " % k + "  ".join("%s %.1f us (%.0f TFLOP/s)" % x for x in v))
+big = [x for x in rows.get((1, 4096, 4096, 128), []) if x[0] != "fa2"]
+if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0])' "$FO" 2>&1 | tee -a "$FO"
+  # The e2e's new form: CUDA_PFA_NEW, else the fastest form above.
+  [ -z "${CUDA_PFA_NEW:-}" ] && new=$(sed -n 's/^fastest at 1x4096x4096: form //p' "$FO" | tail -1)
+  [ -z "$new" ] && new=4
+
+  # End to end: 4,096-token prefill, W8A8 and BF16, the new form and form 0.
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 4096 --gen-tokens 2 --batch-tokens 4096 -r 3"
+  for t in w8a8:$new w8a8:0 bf16:$new bf16:0; do
+    local dt=${t%%:*} f=${t#*:} extra=""
+    [ "$dt" = w8a8 ] && extra="--synthetic-dtype w8a8"
+    [ "$(left)" -lt 24 ] && { echo "skipped $dt form $f: $(left) s of ${B}s left" | tee -a "$FE"; continue; }
+    local t0=$(date +%s)
+    local lim=$(( $(left) + 3 )); [ "$lim" -gt 45 ] && lim=45
+    STRATA_CUDA_PREFILL_WGMMA_FORM=$f timeout $lim $S $extra 2>"$W/e2e.err" | \
+      grep -oE '"prefill_tokens_per_s": *[0-9.]+' | sed "s/^/$dt form $f: /" | tee -a "$FE"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "$dt form $f failed:"; tail -3 "$W/e2e.err"; } | tee -a "$FE"
+    echo "  ($(( $(date +%s) - t0 )) s)" >> "$FE"
+  done
+  # The kernel's SASS in brief (where cuobjdump is installed): instructions per form.
+  if command -v cuobjdump >/dev/null && [ "$(left)" -gt 5 ]; then
+    timeout 20 cuobjdump -sass "$BUILD/bin/libstrata-backend-cuda.so" 2>/dev/null | awk '
+      /Function : .*WgmmaPrefillKernel/ { name = $3 }
+      /Function : / && !/WgmmaPrefillKernel/ { name = "" }
+      name != "" && /HGMMA|UTMALDG|MUFU.EX2|SYNCS|BAR|WARPSYNC/ { for (i = 1; i <= NF; ++i) if ($i ~ /^(HGMMA|UTMALDG|MUFU|SYNCS|BAR|WARPSYNC)/) { split($i, a, "."); c[name " " a[1]]++ } }
+      END { for (k in c) print k, c[k] }' | sort | tee -a "$FT"
+  fi
+  echo "=== cuda_pfa done ($(left) s left of ${B}s)" | tee -a "$FE"
 }
 
 phase_serve256() {

@@ -603,16 +603,28 @@ struct Ragged {
   int32_t max_blocks = 0, num_tokens = 0, max_q = 0, max_len = 0;
 };
 
+// Block tables: the cache's blocks in shuffled runs of `run` consecutive ids (1: every block
+// anywhere; >= num_blocks: all in order), handed to the sequences in turn.
 Ragged MakeRagged(std::mt19937& rng, const std::vector<int32_t>& q_lens, const std::vector<int32_t>& seq_lens,
-                  int32_t block_size, int32_t num_blocks) {
+                  int32_t block_size, int32_t num_blocks, int32_t run = 1) {
   Ragged r;
   r.q_lens = q_lens;
   r.seq_lens = seq_lens;
   const int32_t S = static_cast<int32_t>(q_lens.size());
   for (int32_t s = 0; s < S; ++s) r.max_blocks = std::max(r.max_blocks, (seq_lens[s] + block_size - 1) / block_size);
-  std::vector<int32_t> perm(num_blocks);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> perm;
+  if (run <= 1) {
+    perm.resize(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+  } else {
+    std::vector<int32_t> starts;
+    for (int32_t b = 0; b < num_blocks; b += run) starts.push_back(b);
+    std::shuffle(starts.begin(), starts.end(), rng);
+    for (int32_t b0 : starts) {
+      for (int32_t b = b0; b < std::min(num_blocks, b0 + run); ++b) perm.push_back(b);
+    }
+  }
   r.tables.assign(static_cast<size_t>(S) * r.max_blocks, -1);
   int32_t next = 0;
   r.qsl.push_back(0);
@@ -689,6 +701,7 @@ struct AttnCase {
   // almost evenly to all keys, its output shrinks like 1 / sqrt(context) while the BF16
   // rounding of the probabilities does not, so long cases use peakier (more realistic) rows.
   float q_range = 1.0f;
+  int32_t block_run = 1;  // MakeRagged's run: block tables of shuffled runs of consecutive blocks
 };
 
 // Fills both caches with the same random content, then runs attention on both.
@@ -697,7 +710,7 @@ void RunAttention(Pair& P, std::mt19937& rng, const AttnCase& c, int32_t kv_t) {
   int32_t total_blocks = 0;
   for (int32_t l : c.seq_lens) total_blocks += (l + c.block_size - 1) / c.block_size;
   const int32_t num_blocks = total_blocks + 5;
-  const Ragged r = MakeRagged(rng, c.q_lens, c.seq_lens, c.block_size, num_blocks);
+  const Ragged r = MakeRagged(rng, c.q_lens, c.seq_lens, c.block_size, num_blocks, c.block_run);
   const int64_t n = r.num_tokens, qd = int64_t{c.heads} * c.head_dim;
   const std::vector<float> q = Rounded(Random(rng, n * qd, c.q_range), P.act);
   const std::vector<float> cache = Random(rng, size_t(layers) * 2 * num_blocks * c.block_size * c.kv_heads * c.head_dim, 1.0f);
@@ -884,7 +897,12 @@ TEST_P(CudaOps, AttentionLongPrefillChunksTensorCores) {
 // prompt has the Llama-3 head layout (32 query heads on 8 KV heads, head_dim 128).
 TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
   SKIP_WITHOUT_GPU();
-  for (const char* kernel : {"wgmma", "fa2"}) {
+  // The wgmma kernel's first form and its last two (prefill_wgmma_form, prefill_attention_wgmma.h;
+  // these block tables are shuffled, so forms >= 1 load them per cache block as form 0 does,
+  // and forms 5 and 6 run their softmax, O rescaling, prologue and, in 6, the warpgroup
+  // ping-pong on every masking case).
+  for (const char* kernel :
+       {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=5", "wgmma;prefill_wgmma_form=6", "fa2"}) {
     SCOPED_TRACE(kernel);
     Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=") + kernel);
     if (!P.cuda.ok() && P.cuda.err().find("needs an sm_90") != std::string::npos) {
@@ -911,11 +929,68 @@ TEST(CudaPrefillAttention, WgmmaAndFa2MatchCpuAcrossTileEdges) {
   }
 }
 
+// The wgmma kernel's forms on block tables made of runs of consecutive cache blocks: forms
+// >= 1 load a 128-key tile whose blocks are consecutive and in the context as one TMA box per
+// 64 head dims (of K and of V) and others per block, so these cases mix both within a
+// sequence (runs of 12 blocks of 16 straddle tiles), take whole tables in order (every full
+// tile merged; the last, partly past the context, per block), block sizes of 8 (16 boxes a
+// tile), 32, 64 and 128 (one box a tile either way), windows whose first key is not on a
+// tile edge, and the Llama-3 head layout on a 2,048-token prompt in order (the case the
+// merged loads are for). Form 0 runs the same batches as the control.
+TEST(CudaPrefillAttention, WgmmaFormsMatchCpuOnConsecutiveBlocks) {
+  SKIP_WITHOUT_GPU();
+  {
+    Dev bad(CudaPlugin().info->backend, "activations=bf16;prefill_wgmma_form=x");
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.err().find("prefill_wgmma_form=x"), std::string::npos) << bad.err();
+  }
+  // STRATA_TEST_PREFILL_FORMS="5,6" runs only those forms (to split the test across processes).
+  const char* only = std::getenv("STRATA_TEST_PREFILL_FORMS");
+  for (const char* form : {"0", "1", "2", "3", "4", "5", "6"}) {
+    if (only != nullptr && std::string(only).find(form) == std::string::npos) continue;
+    SCOPED_TRACE(form);
+    Pair P(Mode{BF16, kDefault}, std::string(";prefill_attention=wgmma;prefill_wgmma_form=") + form);
+    if (!P.cuda.ok() && P.cuda.err().find("needs an sm_90") != std::string::npos) {
+      std::printf("[  SKIPPED ] prefill_attention=wgmma: %s\n", P.cuda.err().c_str());
+      return;
+    }
+    ASSERT_TRUE(P.cuda.ok()) << P.cuda.err();
+    ASSERT_TRUE(P.cpu.ok()) << P.cpu.err();
+    std::mt19937 rng(77);
+    constexpr int32_t kInOrder = 1 << 20;
+    for (int32_t d : {64, 128}) {
+      const std::string dn = " d" + std::to_string(d);
+      AttnCase c{{300, 1, 129, 700, 20}, {357, 700, 129, 1000, 20}, 8, 2, d, 16, 0, 0.0f, "in order"};
+      c.block_run = kInOrder;
+      RunAttention(P, rng, c, BF16);
+      c.what = "runs of 12 blocks";
+      c.block_run = 12;
+      RunAttention(P, rng, c, BF16);
+      for (int32_t bs : {8, 32, 64, 128}) {
+        AttnCase b{{260, 40}, {600, 300}, 4, 1, d, bs, 0, 0.0f, "in order, block size"};
+        b.block_run = kInOrder;
+        RunAttention(P, rng, b, BF16);
+      }
+      AttnCase w{{300, 1}, {340, 900}, 4, 2, d, 16, 100, 0.0f, "in order, window 100"};
+      w.block_run = kInOrder;
+      RunAttention(P, rng, w, BF16);
+      w = AttnCase{{260, 20}, {600, 20}, 4, 2, d, 16, 200, 0.0f, "runs of 9, window 200"};
+      w.block_run = 9;
+      RunAttention(P, rng, w, BF16);
+    }
+    AttnCase big{{2048}, {2048}, 32, 8, 128, 16, 0, 0.0f, "2048-token prompt in order, 32 on 8 heads", 4.0f};
+    big.block_run = kInOrder;
+    RunAttention(P, rng, big, BF16);
+  }
+}
+
 // A block-table entry outside the cache is reported at synchronize() by each prefill
-// kernel, and the device works on afterwards.
+// kernel, and the device works on afterwards. The table is otherwise in order, so the
+// wgmma kernel's last form meets the bad entry inside a run of consecutive blocks.
 TEST(CudaPrefillAttention, BadBlockTableIsAnError) {
   SKIP_WITHOUT_GPU();
-  for (const char* kernel : {"wgmma", "fa2", "wmma", "simple"}) {
+  for (const char* kernel : {"wgmma;prefill_wgmma_form=0", "wgmma;prefill_wgmma_form=5", "wgmma;prefill_wgmma_form=6",
+                             "fa2", "wmma", "simple"}) {
     SCOPED_TRACE(kernel);
     Dev D(CudaPlugin().info->backend, (std::string("activations=bf16;prefill_attention=") + kernel).c_str());
     if (!D.ok() && D.err().find("needs an sm_90") != std::string::npos) {
@@ -930,7 +1005,7 @@ TEST(CudaPrefillAttention, BadBlockTableIsAnError) {
       SCOPED_TRACE(bad);
       std::mt19937 rng(5);
       const int32_t heads = 4, kv_heads = 2, d = 128, bs = 16, nb = 40;
-      Ragged r = MakeRagged(rng, {520}, {520}, bs, nb);
+      Ragged r = MakeRagged(rng, {520}, {520}, bs, nb, nb);
       r.tables[bad] = nb + 7;  // keys 16 bad .. 16 bad + 15 point past the cache
       strata_kv_cache kv = D.Kv(1, nb, bs, kv_heads, d, BF16);
       BatchOn batch(D, r);
