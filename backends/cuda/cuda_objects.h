@@ -84,6 +84,11 @@ struct Device {
   // pdl=on (sm_90+): the GEMV is launched with programmatic dependent launch, so it starts
   // streaming its weights while the kernel before it finishes.
   bool use_pdl = true;
+  // With use_pdl: the decode attention kernels, their split combine, and the rms_norm /
+  // silu_mul kernels are launched with programmatic dependent launch too, so that at batch 1
+  // their launch latency overlaps the kernel before them (8 such launches a layer before).
+  // STRATA_CUDA_PDL_SMALL=off (or option pdl_small=off) launches them plainly, as before.
+  bool pdl_small = true;
   // The GEMV-or-cuBLASLt decision per (m, k, n, types, strides, bias): true = GEMV.
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int64_t, int64_t, bool>, bool> gemv_faster;
   cudaStream_t stream = nullptr;

@@ -1522,6 +1522,94 @@ phase_serve256() {
   done
 }
 
+# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA. The decode attention kernels,
+# their split combine, rms_norm and silu_mul now start with programmatic dependent launch
+# (pdl_small=on, the default; STRATA_CUDA_PDL_SMALL=off is the old launch). Everything in at
+# most three files: $OUT/cuda-b1_tests.txt (tests), cuda-b1_bench.txt (batch-1 decode 128/128
+# -r 3, new default vs STRATA_CUDA_PDL_SMALL=off, int4-g128 / int8 / bf16, interleaved), and
+# cuda-b1_profile.txt (one eager int4-g128 run's op profile). CUDA_B1_BUDGET seconds (default
+# 150); each step has its own timeout and is skipped (said so) when it could overrun.
+# Targets: strata strata-backend-cuda cuda_backend_test cuda_graph_test cuda_kv8_test
+# cuda_decode_kernel_choice_test cuda_quant_test
+phase_cuda_b1() {
+  local P0=$SECONDS budget=${CUDA_B1_BUDGET:-150} W=/tmp/strata-cuda-b1
+  local FT="$OUT/cuda-b1_tests.txt" FB="$OUT/cuda-b1_bench.txt" FP="$OUT/cuda-b1_profile.txt"
+  rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FB"; : > "$FP"
+  b1_left() { echo $(( budget - (SECONDS - P0) )); }
+  b1_fits() { (( SECONDS - P0 + $1 <= budget + 20 )); }
+  echo "=== cuda_b1 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
+  env | grep -E "^STRATA_CUDA_(PDL|DECODE|QGEMV)" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
+  # 1. Tests, four processes at once (each with its own timeout).
+  timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no > "$W/t_choice.txt" 2>&1; echo $? > "$W/t_choice.rc"
+  ( timeout 75 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+      --gtest_filter='CudaPdlSmall.*:CudaMmaDecode.*:*/CudaOps.Attention*:*/CudaOps.RopeAttention*:*/CudaOps.RmsNorm*:*/CudaOps.SiluMul*:*/CudaOps.EmbeddingSiluMulAddGatherRows*:*/CudaOps.BadInputIsAnErrorNotACrash*-*legacy_paths*:*previous_paths*' \
+      > "$W/t_backend.txt" 2>&1; echo $? > "$W/t_backend.rc" ) &
+  ( timeout 60 "$BUILD/bin/cuda_graph_test" --gtest_color=no > "$W/t_graph.txt" 2>&1; echo $? > "$W/t_graph.rc" ) &
+  ( STRATA_KV8_TEST_CACHES=BF16,FP8 timeout 60 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelBf16ShortContextsAmongLong:CudaKv8Ops.DecodeGqaKernel*' \
+      > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
+  ( timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.MatmulEx*:CudaQuant.Tiled*' \
+      > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
+  wait
+  local t all=passed
+  for t in choice backend graph kv8 quant; do
+    local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
+    [ "$rc" = 124 ] && st="TIMED OUT"
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/t_$t.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/t_$t.txt") ok, $(grep -c '^\[  SKIPPED' "$W/t_$t.txt") skipped)" | tee -a "$FT"
+  done
+  echo "cuda_b1 TESTS: $all ($(( SECONDS - P0 ))s)" | tee -a "$FT"
+  for t in choice backend graph kv8 quant; do
+    echo "--- $t" >> "$FT"
+    grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|differs|outside|^\[==========\]" "$W/t_$t.txt" | head -60 >> "$FT"
+  done
+  # 2. Batch-1 decode 128/128, -r 3: the new default, then the old launch, per format.
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
+  b1_bench() {  # format: new default, then the old launch
+    local d=$1 ab
+    for ab in new old; do
+      if ! b1_fits 40; then echo "skipped $d $ab: $(b1_left)s of ${budget}s left" | tee -a "$FB"; continue; fi
+      local env_ab=""
+      [ $ab = old ] && env_ab="STRATA_CUDA_PDL_SMALL=off"
+      local t0=$SECONDS
+      env $env_ab timeout 45 $S --synthetic-dtype $d -r 3 > "$W/b_${d}_$ab.json" 2> "$W/b_${d}_$ab.err"
+      local rc=$?
+      echo "$d $ab (${env_ab:-default}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_${d}_$ab.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_${d}_$ab.json" | head -1)" | tee -a "$FB"
+      [ $rc = 0 ] || tail -5 "$W/b_${d}_$ab.err" | tee -a "$FB"
+    done
+  }
+  b1_bench int4-g128
+  b1_bench int8
+  # 3. Op profile of one eager int4-g128 batch-1 run (32 generated tokens).
+  if b1_fits 40; then
+    STRATA_CUDA_PROFILE=1 timeout 45 $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int4-g128 \
+      -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager > "$W/p.txt" 2>&1
+    echo "profile rc=$?" | tee -a "$FP"
+    sed -n '/strata cuda op profile/,$p' "$W/p.txt" | head -60 >> "$FP"
+    grep -ho '"decode_tokens_per_s"[^,}]*' "$W/p.txt" | head -1 >> "$FP"
+  else
+    echo "skipped profile: $(b1_left)s left" | tee -a "$FP"
+  fi
+  b1_bench bf16
+  echo "--- full json" >> "$FB"
+  for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
+  # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int4-g128 decode
+  # (kernel durations inside the replayed graphs, and the gaps between them).
+  local NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$NSYS" ] && b1_fits 60; then
+    timeout 60 "$NSYS" profile --cuda-graph-trace=node -t cuda -o "$W/trace" --force-overwrite true \
+      $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int4-g128 -r 1 \
+      --prompt-tokens 128 --gen-tokens 64 > "$W/nsys.txt" 2>&1
+    echo "nsys rc=$?" | tee -a "$FP"
+    timeout 30 "$NSYS" stats --report cuda_gpu_kern_sum --format csv "$W/trace.nsys-rep" 2>&1 | head -40 >> "$FP"
+  else
+    echo "no nsys step (nsys: ${NSYS:-none}; $(b1_left)s left)" | tee -a "$FP"
+  fi
+  echo "=== cuda_b1 done ($(( SECONDS - P0 ))s of ${budget}s)" | tee -a "$FT"
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;
