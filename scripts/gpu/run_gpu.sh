@@ -1593,6 +1593,22 @@ phase_cuda_b1() {
     echo "skipped profile: $(b1_left)s left" | tee -a "$FP"
   fi
   b1_bench bf16
+  # The one-token W8A16 sweep, every streaming configuration (for the stream kernel's
+  # default configuration per shape), then the streaming GEMV end to end (opt-in) for both formats.
+  if b1_fits 60; then
+    timeout 60 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 > "$W/sweep_w8.jsonl" 2>&1
+    echo "sweep w8a16 rc=$?" | tee -a "$FP"
+    sed -e 's/"bench":"qgemv_sweep","format":"w8a16","zeros":0,"tokens":1,//' -e 's/,"copies":[0-9]*//' \
+      "$W/sweep_w8.jsonl" | head -150 >> "$FP"
+  else
+    echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
+  fi
+  local d
+  for d in int8 int4-g128; do
+    if ! b1_fits 40; then echo "skipped $d stream: $(b1_left)s left" | tee -a "$FB"; continue; fi
+    STRATA_CUDA_QGEMV_KERNEL=stream timeout 45 $S --synthetic-dtype $d -r 3 > "$W/b_${d}_stream.json" 2> "$W/b_${d}_stream.err"
+    echo "$d stream (STRATA_CUDA_QGEMV_KERNEL=stream, pdl_small on) rc=$?: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_${d}_stream.json" | head -1)" | tee -a "$FB"
+  done
   echo "--- full json" >> "$FB"
   for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
   # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int4-g128 decode
