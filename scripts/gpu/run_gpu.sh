@@ -1611,6 +1611,19 @@ phase_cuda_b1() {
   done
   echo "--- full json" >> "$FB"
   for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
+  # SASS of the tensor-core GEMV's batch-1 kernels (INT8 and INT4 with whole-chunk groups, 3-chunk
+  # rounds, x staged, BF16 out): the per-step instruction chain, for the W8A16 bound.
+  local qobj="$BUILD/backends/cuda/CMakeFiles/strata_backend_cuda_impl.dir/__/__/kernels/cuda/quant_gemv_mma.cu.o"
+  if [ -f "$qobj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
+    local v
+    for v in 0 1; do
+      echo "--- SASS QuantGemvTiledKernel<values $v, chunk groups, round 3, staged, bf16>" >> "$FP"
+      /usr/local/cuda/bin/cuobjdump -sass "$qobj" 2>/dev/null | awk -v pat="QuantGemvTiledKernelILi${v}ELb1ELi3ELb1E13__nv_bfloat16" \
+        '/Function :/ {on = index($0, pat) > 0} on' | grep -vE "^\s*/\* [0-9a-fx]+ \*/\s*$" | head -700 >> "$FP"
+    done
+  else
+    echo "no SASS (cuobjdump or $qobj missing)" >> "$FP"
+  fi
   # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int4-g128 decode
   # (kernel durations inside the replayed graphs, and the gaps between them).
   local NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
