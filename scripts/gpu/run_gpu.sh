@@ -1522,15 +1522,20 @@ phase_serve256() {
   done
 }
 
-# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA. The decode attention kernels,
-# their split combine, rms_norm and silu_mul now start with programmatic dependent launch
-# (pdl_small=on, the default; STRATA_CUDA_PDL_SMALL=off is the old launch). Everything in at
-# most three files: $OUT/cuda-b1_tests.txt (tests), cuda-b1_bench.txt (batch-1 decode 128/128
-# -r 3, new default vs STRATA_CUDA_PDL_SMALL=off, int4-g128 / int8 / bf16, interleaved), and
-# cuda-b1_profile.txt (one eager int4-g128 run's op profile). CUDA_B1_BUDGET seconds (default
-# 150); each step has its own timeout and is skipped (said so) when it could overrun.
+# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA. (1) The decode attention kernels,
+# their split combine, rms_norm and silu_mul start with programmatic dependent launch
+# (pdl_small=on, the default; STRATA_CUDA_PDL_SMALL=off is the old launch). (2) The tensor-core
+# GEMV (STRATA_CUDA_QGEMV_KERNEL=mma; the default is the streaming GEMV) computes matmul_ex's
+# one-token prologue into its staged x (STRATA_CUDA_QGEMV_FUSE=0: the separate kernels), INT8
+# with x staged as FP16 (STRATA_CUDA_QGEMV_HALFX=0: converted per step). Everything in at most
+# three files: $OUT/cuda-b1_tests.txt (tests), cuda-b1_bench.txt (batch-1 decode 128/128 -r 3
+# per configuration: W8A16 default vs mma, W4A16 default vs pdl_small=off vs mma, the old mma
+# form, bf16), cuda-b1_profile.txt (one-token W8A16 sweep, an eager W8A16 op profile, SASS of
+# the mma GEMV, an nsys kernel summary). CUDA_B1_BUDGET seconds (default 150: the tests and
+# the first four runs; 300 runs nearly everything); each step has its own timeout and is
+# skipped (said so) when it could overrun.
 # Targets: strata strata-backend-cuda cuda_backend_test cuda_graph_test cuda_kv8_test
-# cuda_decode_kernel_choice_test cuda_quant_test
+# cuda_decode_kernel_choice_test cuda_quant_test qgemv_sweep
 phase_cuda_b1() {
   local P0=$SECONDS budget=${CUDA_B1_BUDGET:-150} W=/tmp/strata-cuda-b1
   local FT="$OUT/cuda-b1_tests.txt" FB="$OUT/cuda-b1_bench.txt" FP="$OUT/cuda-b1_profile.txt"
@@ -1548,7 +1553,7 @@ phase_cuda_b1() {
   ( STRATA_KV8_TEST_CACHES=BF16,FP8 timeout 60 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
       --gtest_filter='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelBf16ShortContextsAmongLong:CudaKv8Ops.DecodeGqaKernel*' \
       > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
-  ( timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.MatmulEx*:CudaQuant.Tiled*' \
+  ( timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.MatmulEx*:CudaQuant.Tiled*:CudaQuant.StreamGemvFusesMatmulExPrologues' \
       > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
   wait
   local t all=passed
@@ -1565,26 +1570,44 @@ phase_cuda_b1() {
     echo "--- $t" >> "$FT"
     grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|differs|outside|^\[==========\]" "$W/t_$t.txt" | head -60 >> "$FT"
   done
-  # 2. Batch-1 decode 128/128, -r 3: the new default, then the old launch, per format.
+  # 2. Batch-1 decode 128/128, -r 3, one process per configuration, most telling first.
   local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
-  b1_bench() {  # format: new default, then the old launch
-    local d=$1 ab
-    for ab in new old; do
-      if ! b1_fits 40; then echo "skipped $d $ab: $(b1_left)s of ${budget}s left" | tee -a "$FB"; continue; fi
-      local env_ab=""
-      [ $ab = old ] && env_ab="STRATA_CUDA_PDL_SMALL=off"
-      local t0=$SECONDS
-      env $env_ab timeout 45 $S --synthetic-dtype $d -r 3 > "$W/b_${d}_$ab.json" 2> "$W/b_${d}_$ab.err"
-      local rc=$?
-      echo "$d $ab (${env_ab:-default}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_${d}_$ab.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_${d}_$ab.json" | head -1)" | tee -a "$FB"
-      [ $rc = 0 ] || tail -5 "$W/b_${d}_$ab.err" | tee -a "$FB"
-    done
+  b1_run() {  # label format [ENV=value ...]
+    local label=$1 d=$2
+    shift 2
+    if ! b1_fits 40; then echo "skipped $label: $(b1_left)s of ${budget}s left" | tee -a "$FB"; return; fi
+    local t0=$SECONDS
+    env "$@" timeout 45 $S --synthetic-dtype $d -r 3 > "$W/b_$label.json" 2> "$W/b_$label.err"
+    local rc=$?
+    echo "$label ($d; ${*:-defaults}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_$label.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_$label.json" | head -1)" | tee -a "$FB"
+    [ $rc = 0 ] || tail -5 "$W/b_$label.err" | tee -a "$FB"
   }
-  b1_bench int4-g128
-  b1_bench int8
-  # 3. Op profile of one eager int4-g128 batch-1 run (32 generated tokens).
+  # W8A16: the default (streaming GEMV) against the tensor-core GEMV with its prologue fused and
+  # x staged as FP16; W4A16 default with and without pdl_small; then the old forms.
+  b1_run int8_default int8
+  b1_run int8_mma int8 STRATA_CUDA_QGEMV_KERNEL=mma
+  b1_run int4_default int4-g128
+  b1_run int4_pdl_small_off int4-g128 STRATA_CUDA_PDL_SMALL=off
+  b1_run int4_mma int4-g128 STRATA_CUDA_QGEMV_KERNEL=mma
+  b1_run int8_mma_old int8 STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_FUSE=0 STRATA_CUDA_QGEMV_HALFX=0 STRATA_CUDA_PDL_SMALL=off
+  # The one-token W8A16 sweep (quick: mma, mma_fused, default, read, every depth-8 configuration).
+  if b1_fits 35; then
+    timeout 35 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1 > "$W/sweep_w8.jsonl" 2>&1
+    echo "sweep w8a16 rc=$?" | tee -a "$FP"
+    sed -e 's/"bench":"qgemv_sweep","format":"w8a16","zeros":0,"tokens":1,//' -e 's/,"copies":[0-9]*//' \
+      "$W/sweep_w8.jsonl" | head -150 >> "$FP"
+    grep qgemv_sweep_best "$W/sweep_w8.jsonl" | tee -a "$FB"
+  else
+    echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
+  fi
+  b1_run int8_pdl_small_off int8 STRATA_CUDA_PDL_SMALL=off
+  b1_run bf16_default bf16
+  b1_run bf16_pdl_small_off bf16 STRATA_CUDA_PDL_SMALL=off
+  echo "--- full json" >> "$FB"
+  for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
+  # 3. Op profile of one eager int8 (W8A16, default GEMV) batch-1 run (32 generated tokens).
   if b1_fits 40; then
-    STRATA_CUDA_PROFILE=1 timeout 45 $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int4-g128 \
+    STRATA_CUDA_PROFILE=1 timeout 45 $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int8 \
       -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager > "$W/p.txt" 2>&1
     echo "profile rc=$?" | tee -a "$FP"
     sed -n '/strata cuda op profile/,$p' "$W/p.txt" | head -60 >> "$FP"
@@ -1592,25 +1615,6 @@ phase_cuda_b1() {
   else
     echo "skipped profile: $(b1_left)s left" | tee -a "$FP"
   fi
-  b1_bench bf16
-  # The one-token W8A16 sweep, every streaming configuration (for the stream kernel's
-  # default configuration per shape), then the streaming GEMV end to end (opt-in) for both formats.
-  if b1_fits 60; then
-    timeout 60 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 > "$W/sweep_w8.jsonl" 2>&1
-    echo "sweep w8a16 rc=$?" | tee -a "$FP"
-    sed -e 's/"bench":"qgemv_sweep","format":"w8a16","zeros":0,"tokens":1,//' -e 's/,"copies":[0-9]*//' \
-      "$W/sweep_w8.jsonl" | head -150 >> "$FP"
-  else
-    echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
-  fi
-  local d
-  for d in int8 int4-g128; do
-    if ! b1_fits 40; then echo "skipped $d stream: $(b1_left)s left" | tee -a "$FB"; continue; fi
-    STRATA_CUDA_QGEMV_KERNEL=stream timeout 45 $S --synthetic-dtype $d -r 3 > "$W/b_${d}_stream.json" 2> "$W/b_${d}_stream.err"
-    echo "$d stream (STRATA_CUDA_QGEMV_KERNEL=stream, pdl_small on) rc=$?: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_${d}_stream.json" | head -1)" | tee -a "$FB"
-  done
-  echo "--- full json" >> "$FB"
-  for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
   # SASS of the tensor-core GEMV's batch-1 kernels (INT8 and INT4 with whole-chunk groups, 3-chunk
   # rounds, x staged, BF16 out): the per-step instruction chain, for the W8A16 bound.
   local qobj="$BUILD/backends/cuda/CMakeFiles/strata_backend_cuda_impl.dir/__/__/kernels/cuda/quant_gemv_mma.cu.o"
@@ -1624,12 +1628,12 @@ phase_cuda_b1() {
   else
     echo "no SASS (cuobjdump or $qobj missing)" >> "$FP"
   fi
-  # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int4-g128 decode
+  # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int8 decode
   # (kernel durations inside the replayed graphs, and the gaps between them).
   local NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -n "$NSYS" ] && b1_fits 60; then
     timeout 60 "$NSYS" profile --cuda-graph-trace=node -t cuda -o "$W/trace" --force-overwrite true \
-      $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int4-g128 -r 1 \
+      $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int8 -r 1 \
       --prompt-tokens 128 --gen-tokens 64 > "$W/nsys.txt" 2>&1
     echo "nsys rc=$?" | tee -a "$FP"
     timeout 30 "$NSYS" stats --report cuda_gpu_kern_sum --format csv "$W/trace.nsys-rep" 2>&1 | head -40 >> "$FP"
