@@ -1544,20 +1544,22 @@ phase_cuda_b1() {
   b1_fits() { (( SECONDS - P0 + $1 <= budget + 20 )); }
   echo "=== cuda_b1 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
   env | grep -E "^STRATA_CUDA_(PDL|DECODE|QGEMV)" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
-  # 1. Tests, four processes at once (each with its own timeout).
+  # 1. Tests, five processes at once (each with its own timeout).
   timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no > "$W/t_choice.txt" 2>&1; echo $? > "$W/t_choice.rc"
   ( timeout 75 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
       --gtest_filter='CudaPdlSmall.*:CudaMmaDecode.*:*/CudaOps.Attention*:*/CudaOps.RopeAttention*:*/CudaOps.RmsNorm*:*/CudaOps.SiluMul*:*/CudaOps.EmbeddingSiluMulAddGatherRows*:*/CudaOps.BadInputIsAnErrorNotACrash*-*legacy_paths*:*previous_paths*' \
       > "$W/t_backend.txt" 2>&1; echo $? > "$W/t_backend.rc" ) &
   ( timeout 60 "$BUILD/bin/cuda_graph_test" --gtest_color=no > "$W/t_graph.txt" 2>&1; echo $? > "$W/t_graph.rc" ) &
-  ( STRATA_KV8_TEST_CACHES=BF16,FP8 timeout 60 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
-      --gtest_filter='CudaKv8Ops.DecodeSplitKTensorCoreKernel*:CudaKv8Ops.DecodeTensorCoreKernelBf16ShortContextsAmongLong:CudaKv8Ops.DecodeGqaKernel*' \
-      > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
+  ( STRATA_KV8_TEST_CACHES=BF16,FP8 timeout 75 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeSplitKTensorCoreKernel*' > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
+  ( STRATA_KV8_TEST_CACHES=BF16,FP8 timeout 75 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeTensorCoreKernelBf16ShortContextsAmongLong:CudaKv8Ops.DecodeGqaKernel*:CudaKv8Ops.DecodeMmaKernel*' \
+      > "$W/t_kv8b.txt" 2>&1; echo $? > "$W/t_kv8b.rc" ) &
   ( timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.MatmulEx*:CudaQuant.Tiled*:CudaQuant.StreamGemvFusesMatmulExPrologues' \
       > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
   wait
   local t all=passed
-  for t in choice backend graph kv8 quant; do
+  for t in choice backend graph kv8 kv8b quant; do
     local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
     [ "$rc" = 124 ] && st="TIMED OUT"
     [ "$rc" != 0 ] && [ "$rc" != 124 ] && st="FAILED (rc $rc)"
@@ -1566,7 +1568,7 @@ phase_cuda_b1() {
     echo "  $t: $st ($(grep -c '^\[       OK' "$W/t_$t.txt") ok, $(grep -c '^\[  SKIPPED' "$W/t_$t.txt") skipped)" | tee -a "$FT"
   done
   echo "cuda_b1 TESTS: $all ($(( SECONDS - P0 ))s)" | tee -a "$FT"
-  for t in choice backend graph kv8 quant; do
+  for t in choice backend graph kv8 kv8b quant; do
     echo "--- $t" >> "$FT"
     grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|differs|outside|^\[==========\]" "$W/t_$t.txt" | head -60 >> "$FT"
   done
