@@ -1622,9 +1622,9 @@ phase_cuda_b1() {
   local qobj="$BUILD/backends/cuda/CMakeFiles/strata_backend_cuda_impl.dir/__/__/kernels/cuda/quant_gemv_mma.cu.o"
   if [ -f "$qobj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
     local v
-    for v in 0 1; do
-      echo "--- SASS QuantGemvTiledKernel<values $v, chunk groups, round 3, staged, bf16>" >> "$FP"
-      /usr/local/cuda/bin/cuobjdump -sass "$qobj" 2>/dev/null | awk -v pat="QuantGemvTiledKernelILi${v}ELb1ELi3ELb1E13__nv_bfloat16" \
+    for v in 0:1 1:0; do  # INT8 with FP16 staging, INT4; no prologue
+      echo "--- SASS QuantGemvTiledKernel<values ${v%%:*}, chunk groups, round 3, staged, bf16, plain, half x ${v#*:}>" >> "$FP"
+      /usr/local/cuda/bin/cuobjdump -sass "$qobj" 2>/dev/null | awk -v pat="QuantGemvTiledKernelILi${v%%:*}ELb1ELi3ELb1E13__nv_bfloat16Li0ELb${v#*:}E" \
         '/Function :/ {on = index($0, pat) > 0} on' | grep -vE "^\s*/\* [0-9a-fx]+ \*/\s*$" | head -700 >> "$FP"
     done
   else
