@@ -45,7 +45,9 @@ constexpr int kBlockWarps = 8;
 // kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
 // fits 3 blocks per SM without spills; 2 leaves registers unused (STRATA_CUDA_QGEMV_ROUND=2
 // for A/Bs; 4, at 2 blocks per SM, was dropped: fewer warps per SM were slower in run 1).
-constexpr int MinBlocksFor(int round) { return round >= 4 ? 2 : 3; }
+// 4 with INT8 weights and x staged as FP16 (STRATA_CUDA_QGEMV_ROUND=4, A/Bs: 8 chunks in
+// flight per lane instead of 6) fits 3 blocks per SM too (80 registers, no spills).
+constexpr int MinBlocksFor(int round, bool half_x = false) { return round >= 4 && !half_x ? 2 : 3; }
 
 // One group's scales for rows group and group + 8 of a tile, and (INT4) the BF16 pairs
 // -(128 + z) that DequantInt4Step subtracts.
@@ -154,7 +156,7 @@ __device__ __forceinline__ void StageOneToken(const QuantGemvArgs& a, uint4* xs,
 // kPlain: x copied as it is. kHalfX (INT8, staged): the copy is stored as FP16, converted
 // once per block instead of once per step and lane (the same values).
 template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O, int P = kPlain, bool kHalfX = false>
-__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   static_assert(P == kPlain || kStaged, "a fused prologue is computed into the staged copy of x");
   static_assert(!kHalfX || (kStaged && kValues == kQuantInt8), "FP16 staging: INT8 weights, x staged");
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
@@ -359,7 +361,7 @@ bool QuantGemvTiledTakesPrologue(const QuantGemvArgs& a) {
   const QuantWeightView& w = a.w;
   if (a.n != 1 || a.x_dtype != STRATA_DTYPE_BF16 || a.out_dtype != STRATA_DTYPE_BF16 || w.layout != kQuantTiled ||
       (w.values != kQuantInt4 && w.values != kQuantInt8) || w.cols % 16 != 0 ||
-      (w.group_size != 0 && w.group_size % 16 != 0) || !Staged(a) || RoundChunks() != 3) {
+      (w.group_size != 0 && w.group_size % 16 != 0) || !Staged(a) || RoundChunks() == 2) {
     return false;
   }
   if (a.prologue == kRmsNorm) return a.norm_weight != nullptr && aligned(a.norm_weight);
@@ -437,7 +439,22 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   auto by_staged = [&](auto round_tag) {
     staged ? by_output(round_tag, std::true_type{}) : by_output(round_tag, std::false_type{});
   };
-  if (round == 2) {
+  if (round == 4 && half_x) {  // INT8, staged as FP16: the only form built with 4-chunk rounds
+    using R4 = std::integral_constant<int, 4>;
+    using S = std::true_type;
+    using H = std::true_type;
+    if (a.out_dtype == STRATA_DTYPE_F32) {
+      by_values(R4{}, S{}, float{}, Plain{}, H{});
+    } else if (a.out_dtype == STRATA_DTYPE_BF16) {
+      if (a.prologue == kRmsNorm) {
+        by_values(R4{}, S{}, __nv_bfloat16{}, std::integral_constant<int, kRmsNorm>{}, H{});
+      } else if (a.prologue == kSiluMul) {
+        by_values(R4{}, S{}, __nv_bfloat16{}, std::integral_constant<int, kSiluMul>{}, H{});
+      } else {
+        by_values(R4{}, S{}, __nv_bfloat16{}, Plain{}, H{});
+      }
+    }
+  } else if (round == 2) {
     by_staged(std::integral_constant<int, 2>{});
   } else {
     by_staged(std::integral_constant<int, 3>{});

@@ -1527,7 +1527,8 @@ phase_serve256() {
 # (pdl_small=on, the default; STRATA_CUDA_PDL_SMALL=off is the old launch). (2) The tensor-core
 # GEMV (STRATA_CUDA_QGEMV_KERNEL=mma; the default is the streaming GEMV) computes matmul_ex's
 # one-token prologue into its staged x (STRATA_CUDA_QGEMV_FUSE=0: the separate kernels), INT8
-# with x staged as FP16 (STRATA_CUDA_QGEMV_HALFX=0: converted per step). Everything in at most
+# with x staged as FP16 (STRATA_CUDA_QGEMV_HALFX=0: converted per step; STRATA_CUDA_QGEMV_ROUND=4:
+# 4-chunk rounds for that form, an A/B). Everything in at most
 # three files: $OUT/cuda-b1_tests.txt (tests), cuda-b1_bench.txt (batch-1 decode 128/128 -r 3
 # per configuration: W8A16 default vs mma, W4A16 default vs pdl_small=off vs mma, the old mma
 # form, bf16), cuda-b1_profile.txt (one-token W8A16 sweep, an eager W8A16 op profile, SASS of
@@ -1544,7 +1545,7 @@ phase_cuda_b1() {
   b1_fits() { (( SECONDS - P0 + $1 <= budget + 20 )); }
   echo "=== cuda_b1 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
   env | grep -E "^STRATA_CUDA_(PDL|DECODE|QGEMV)" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
-  # 1. Tests, five processes at once (each with its own timeout).
+  # 1. Tests, six processes at once (each with its own timeout).
   timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no > "$W/t_choice.txt" 2>&1; echo $? > "$W/t_choice.rc"
   ( timeout 75 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
       --gtest_filter='CudaPdlSmall.*:CudaMmaDecode.*:*/CudaOps.Attention*:*/CudaOps.RopeAttention*:*/CudaOps.RmsNorm*:*/CudaOps.SiluMul*:*/CudaOps.EmbeddingSiluMulAddGatherRows*:*/CudaOps.BadInputIsAnErrorNotACrash*-*legacy_paths*:*previous_paths*' \
@@ -1557,9 +1558,11 @@ phase_cuda_b1() {
       > "$W/t_kv8b.txt" 2>&1; echo $? > "$W/t_kv8b.rc" ) &
   ( timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.MatmulEx*:CudaQuant.Tiled*:CudaQuant.StreamGemvFusesMatmulExPrologues' \
       > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
+  ( STRATA_CUDA_QGEMV_ROUND=4 timeout 60 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*' \
+      > "$W/t_quant_r4.txt" 2>&1; echo $? > "$W/t_quant_r4.rc" ) &
   wait
   local t all=passed
-  for t in choice backend graph kv8 kv8b quant; do
+  for t in choice backend graph kv8 kv8b quant quant_r4; do
     local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
     [ "$rc" = 124 ] && st="TIMED OUT"
     [ "$rc" != 0 ] && [ "$rc" != 124 ] && st="FAILED (rc $rc)"
@@ -1568,7 +1571,7 @@ phase_cuda_b1() {
     echo "  $t: $st ($(grep -c '^\[       OK' "$W/t_$t.txt") ok, $(grep -c '^\[  SKIPPED' "$W/t_$t.txt") skipped)" | tee -a "$FT"
   done
   echo "cuda_b1 TESTS: $all ($(( SECONDS - P0 ))s)" | tee -a "$FT"
-  for t in choice backend graph kv8 kv8b quant; do
+  for t in choice backend graph kv8 kv8b quant quant_r4; do
     echo "--- $t" >> "$FT"
     grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|differs|outside|^\[==========\]" "$W/t_$t.txt" | head -60 >> "$FT"
   done
@@ -1588,6 +1591,7 @@ phase_cuda_b1() {
   # x staged as FP16; W4A16 default with and without pdl_small; then the old forms.
   b1_run int8_default int8
   b1_run int8_mma int8 STRATA_CUDA_QGEMV_KERNEL=mma
+  b1_run int8_mma_r4 int8 STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_ROUND=4
   b1_run int4_default int4-g128
   b1_run int4_pdl_small_off int4-g128 STRATA_CUDA_PDL_SMALL=off
   b1_run int4_mma int4-g128 STRATA_CUDA_QGEMV_KERNEL=mma
