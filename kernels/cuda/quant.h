@@ -130,6 +130,9 @@ struct QuantGemvArgs {
   const float* norm_weight = nullptr;  // rms_norm: F32 [cols], 16-byte aligned
   float eps = 0.0f;
   const void* up = nullptr;  // silu_mul: BF16 [1, cols], 16-byte aligned
+  // Set by LaunchQuantGemvTiled (STRATA_CUDA_QGEMV_PREFETCH): the tensor-core GEMV asks a
+  // grouped INT4 weight's scales and zeros into L2 ahead of their use.
+  bool prefetch_scales = false;
 };
 
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or

@@ -75,6 +75,8 @@ struct GroupParams {
 
 constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
 
+__device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // Eight BF16 values (a 16-byte vector) as eight FP16 values, each converted as LoadX converts
 // x per step for INT8 weights (BF16 -> F32 -> FP16, round to nearest).
 __device__ __forceinline__ uint4 HalfOf8(const uint4& v) {
@@ -201,6 +203,22 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)
   if (c_begin < c_end) {
     now = params.Load(grp);
     next = params.Load(grp + 1);
+    // Grouped weights: every later group's scales (and zeros) of this warp's range are asked
+    // into L2 now (STRATA_CUDA_QGEMV_PREFETCH=0: not). A group's are loaded only one group
+    // ahead (registers), i.e. ~8 steps before they are used for INT4 g128, which from HBM is
+    // less than the load's latency: the warp would wait at every group boundary.
+    if (kValues == kQuantInt4 && w.group_size > 0 && a.prefetch_scales) {
+      const int g_end = min(static_cast<int>(w.ngroups), (c_end * kSteps + gsteps - 1) / gsteps);
+      const int n_groups = g_end - (grp + 2);
+      if (n_groups > 0) {
+        const char* sb = reinterpret_cast<const char*>(w.scales + (tile * w.ngroups + grp + 2) * 16);
+        for (int off = lane * 128; off < n_groups * 64; off += 32 * 128) PrefetchL2(sb + off);
+        if (w.zeros != nullptr) {
+          const char* zb = reinterpret_cast<const char*>(w.zeros + (tile * w.ngroups + grp + 2) * 16);
+          for (int off = lane * 128; off < n_groups * 16; off += 32 * 128) PrefetchL2(zb + off);
+        }
+      }
+    }
   }
   AllowDependentLaunch();
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
@@ -396,8 +414,14 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   const bool staged = Staged(a);
   const bool half_x = staged && w.values == kQuantInt8 && HalfXAllowed();
   cudaError_t e = cudaErrorInvalidValue;
+  static const bool prefetch = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_PREFETCH");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  QuantGemvArgs ka = a;
+  ka.prefetch_scales = prefetch;
   auto go = [&](auto kernel, size_t smem) {
-    e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, a, kw);
+    e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, ka, kw);
   };
   // Instantiations: the format, whole-chunk groups, the round, staging, the output type, and for
   // a staged x the prologue (one token, BF16 out, round 3) and (INT8) FP16 staging.

@@ -1606,6 +1606,21 @@ phase_cuda_b1() {
   else
     echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
   fi
+  # W4A16 with zero points (what --synthetic-dtype int4-g128 makes): the mma GEMV with its group
+  # scales prefetched into L2 (default) and without (STRATA_CUDA_QGEMV_PREFETCH=0), beside the streaming one.
+  local pf
+  for pf in 1 0; do
+    if b1_fits 35; then
+      STRATA_CUDA_QGEMV_PREFETCH=$pf timeout 35 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1 \
+        > "$W/sweep_w4_pf$pf.jsonl" 2>&1
+      echo "sweep w4a16 zeros prefetch=$pf rc=$?" | tee -a "$FP"
+      grep -E '"variant":"(mma|mma_fused|default|read)"' "$W/sweep_w4_pf$pf.jsonl" | \
+        sed -e 's/"bench":"qgemv_sweep","format":"w4a16","zeros":1,"tokens":1,//' -e 's/,"copies":[0-9]*//' >> "$FP"
+      grep qgemv_sweep_best "$W/sweep_w4_pf$pf.jsonl" | sed "s/^/prefetch=$pf /" | tee -a "$FB"
+    else
+      echo "skipped sweep w4a16 prefetch=$pf: $(b1_left)s left" | tee -a "$FP"
+    fi
+  done
   b1_run int8_pdl_small_off int8 STRATA_CUDA_PDL_SMALL=off
   b1_run bf16_default bf16
   b1_run bf16_pdl_small_off bf16 STRATA_CUDA_PDL_SMALL=off
