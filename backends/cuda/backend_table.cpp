@@ -119,7 +119,7 @@ struct OpenOptions {
   int32_t gemm_candidate = -1;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
-  bool pdl_small = true;
+  bool pdl_small = false;  // opt-in: not yet measured on a GPU (cuda_objects.h)
   int quant_gemm = Device::kQuantGemmAuto;  // quant_gemm=auto|wgmma|cublas
   bool require_quant_wgmma = false;         // quant_gemm=wgmma: an error where it cannot run
   bool quant_fuse = true;
@@ -171,7 +171,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
-  o->pdl_small = !EnvIs("STRATA_CUDA_PDL_SMALL", "off");
+  o->pdl_small = EnvIs("STRATA_CUDA_PDL_SMALL", "on");
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "cublas")) o->quant_gemm = Device::kQuantGemmCublas;
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "wgmma")) o->quant_gemm = Device::kQuantGemmWgmma;
   o->quant_fuse = !EnvIs("STRATA_CUDA_QUANT_FUSE", "off");

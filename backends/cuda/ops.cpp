@@ -999,7 +999,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
     STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
     dev->attn_ws_floats = want;
   }
-  // The decode kernels (and their combine) start with PDL (Device::pdl_small).
+  // With pdl_small=on the decode kernels (and their combine) start with PDL (Device::pdl_small).
   AttentionArgs ad = a;
   ad.overlap_previous = dev->pdl_small;
   switch (path) {

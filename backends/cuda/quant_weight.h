@@ -76,7 +76,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
                        const QuantProductPrologue* prologue = nullptr);
 // matmul_ex's prologue (strata_matmul_prologue: rms_norm with norm_weight / eps, or silu_mul
 // with up) computed by the GEMV itself (one token, a kQuantTiledStream weight, or a kQuantTiled
-// one where QuantGemvTiledTakesPrologue, without act-order; STRATA_CUDA_QGEMV_FUSE=0 at
+// one where QuantGemvTiledTakesPrologue (opt-in), without act-order; STRATA_CUDA_QGEMV_FUSE=0 at
 // start-up turns it off): out (+)=
 // prologue(x) * W^T + bias in one kernel. *taken = false (and nothing run) when it does not
 // apply: the caller then runs the prologue and RunQuantProduct.

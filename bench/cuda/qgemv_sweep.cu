@@ -7,8 +7,9 @@
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   unfused      the same after a separate prologue kernel (what the decode step ran before);
 //   xsum         default with STRATA_CUDA_QGEMV_XSUM=1 (INT4 with a fused prologue: the x-sum form);
-//   mma_fused    mma computing the one-token prologue itself (QuantGemvTiledTakesPrologue), as
-//                matmul_ex runs it now; INT8: x staged as FP16 (STRATA_CUDA_QGEMV_HALFX);
+//   mma_fused    mma with the opt-in forms STRATA_CUDA_QGEMV_MMA_FUSE=1 (the one-token prologue
+//                computed in the GEMV), _HALFX=1 (INT8: x staged as FP16), _PREFETCH=1 (INT4:
+//                group scales prefetched into L2);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
@@ -305,9 +306,22 @@ int main(int argc, char** argv) {
             case 0: return strata::cuda::LaunchQuantGemvTiled(unfused(a), stream);
             case 1: return strata::cuda::LaunchQuantGemvStream(a, v.cfg, stream);
             case 2: return strata::cuda::LaunchQuantGemv(a, stream);
-            case 6:  // the tensor-core GEMV computing the prologue itself where it can (as matmul_ex runs it)
-              return strata::cuda::LaunchQuantGemvTiled(
+            case 6: {  // the opt-in forms: the prologue fused, INT8's x staged as FP16, INT4's scales prefetched
+              const char* names[3] = {"STRATA_CUDA_QGEMV_MMA_FUSE", "STRATA_CUDA_QGEMV_HALFX",
+                                      "STRATA_CUDA_QGEMV_PREFETCH"};
+              std::string old[3];
+              bool had[3];
+              for (int k = 0; k < 3; ++k) {
+                const char* v = std::getenv(names[k]);
+                had[k] = v != nullptr;
+                old[k] = had[k] ? v : "";
+                setenv(names[k], "1", 1);
+              }
+              const cudaError_t e = strata::cuda::LaunchQuantGemvTiled(
                   a.prologue == 0 || strata::cuda::QuantGemvTiledTakesPrologue(a) ? a : unfused(a), stream);
+              for (int k = 0; k < 3; ++k) had[k] ? setenv(names[k], old[k].c_str(), 1) : unsetenv(names[k]);
+              return e;
+            }
             case 4: return strata::cuda::LaunchQuantGemv(unfused(a), stream);
             case 5: {  // INT4's x-sum form (one fused-prologue token; otherwise the default)
               setenv("STRATA_CUDA_QGEMV_XSUM", "1", 1);

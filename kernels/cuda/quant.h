@@ -130,8 +130,8 @@ struct QuantGemvArgs {
   const float* norm_weight = nullptr;  // rms_norm: F32 [cols], 16-byte aligned
   float eps = 0.0f;
   const void* up = nullptr;  // silu_mul: BF16 [1, cols], 16-byte aligned
-  // Set by LaunchQuantGemvTiled (STRATA_CUDA_QGEMV_PREFETCH): the tensor-core GEMV asks a
-  // grouped INT4 weight's scales and zeros into L2 ahead of their use.
+  // Set by LaunchQuantGemvTiled (opt-in STRATA_CUDA_QGEMV_PREFETCH=1): the tensor-core GEMV
+  // asks a grouped INT4 weight's scales and zeros into L2 ahead of their use.
   bool prefetch_scales = false;
 };
 
@@ -146,8 +146,9 @@ cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
 // With a.prologue, only where QuantGemvTiledTakesPrologue (else cudaErrorInvalidValue).
 cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
 
-// Whether LaunchQuantGemvTiled computes a.prologue itself: one token, BF16 out, x staged in
-// shared memory (16-byte aligned, <= 20,480 columns; not with STRATA_CUDA_QGEMV_STAGE=0 or
+// Whether LaunchQuantGemvTiled computes a.prologue itself: opt-in (STRATA_CUDA_QGEMV_MMA_FUSE=1,
+// read at each call; not yet measured on a GPU), one token, BF16 x and out, x staged in shared
+// memory (16-byte aligned, <= 20,480 columns; not with STRATA_CUDA_QGEMV_STAGE=0 or
 // STRATA_CUDA_QGEMV_ROUND=2), a 16-byte aligned norm_weight / up.
 bool QuantGemvTiledTakesPrologue(const QuantGemvArgs& a);
 

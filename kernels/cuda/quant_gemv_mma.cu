@@ -29,6 +29,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
@@ -45,8 +46,9 @@ constexpr int kBlockWarps = 8;
 // kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
 // fits 3 blocks per SM without spills; 2 leaves registers unused (STRATA_CUDA_QGEMV_ROUND=2
 // for A/Bs; 4, at 2 blocks per SM, was dropped: fewer warps per SM were slower in run 1).
-// 4 with INT8 weights and x staged as FP16 (STRATA_CUDA_QGEMV_ROUND=4, A/Bs: 8 chunks in
-// flight per lane instead of 6) fits 3 blocks per SM too (80 registers, no spills).
+// 4 with INT8 weights and x staged as FP16 (STRATA_CUDA_QGEMV_ROUND=4 with
+// STRATA_CUDA_QGEMV_HALFX=1, A/Bs: 8 chunks in flight per lane instead of 6) fits 3 blocks per
+// SM too (80 registers, no spills).
 constexpr int MinBlocksFor(int round, bool half_x = false) { return round >= 4 && !half_x ? 2 : 3; }
 
 // One group's scales for rows group and group + 8 of a tile, and (INT4) the BF16 pairs
@@ -154,9 +156,10 @@ __device__ __forceinline__ void StageOneToken(const QuantGemvArgs& a, uint4* xs,
 // step's x loads then take shared memory's latency, not L2's. (Run 1 on the H200: with x
 // read from global memory per step, the kernel ran at ~475 cycles per 16-column step and
 // warp, INT4 and INT8 alike, i.e. bound by that latency, not by HBM.)
-// P (staged, one token): matmul_ex's prologue computed into the staged copy (StageOneToken),
-// kPlain: x copied as it is. kHalfX (INT8, staged): the copy is stored as FP16, converted
-// once per block instead of once per step and lane (the same values).
+// P (staged, one token; opt-in STRATA_CUDA_QGEMV_MMA_FUSE=1): matmul_ex's prologue computed
+// into the staged copy (StageOneToken), kPlain: x copied as it is. kHalfX (INT8, staged;
+// opt-in STRATA_CUDA_QGEMV_HALFX=1): the copy is stored as FP16, converted once per block
+// instead of once per step and lane (the same values).
 template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O, int P = kPlain, bool kHalfX = false>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
   static_assert(P == kPlain || kStaged, "a fused prologue is computed into the staged copy of x");
@@ -204,7 +207,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)
     now = params.Load(grp);
     next = params.Load(grp + 1);
     // Grouped weights: every later group's scales (and zeros) of this warp's range are asked
-    // into L2 now (STRATA_CUDA_QGEMV_PREFETCH=0: not). A group's are loaded only one group
+    // into L2 now (opt-in, STRATA_CUDA_QGEMV_PREFETCH=1). A group's are loaded only one group
     // ahead (registers), i.e. ~8 steps before they are used for INT4 g128, which from HBM is
     // less than the load's latency: the warp would wait at every group boundary.
     if (kValues == kQuantInt4 && w.group_size > 0 && a.prefetch_scales) {
@@ -353,15 +356,15 @@ int RoundChunks() {
   return round;
 }
 
-// INT8 with x staged: the copy stored as FP16 (kHalfX); STRATA_CUDA_QGEMV_HALFX=0 keeps the
-// BF16 copy converted per step (the form before; A/Bs).
-bool HalfXAllowed() {
-  static const bool allowed = [] {
-    const char* e = std::getenv("STRATA_CUDA_QGEMV_HALFX");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
-  return allowed;
+// The opt-in forms below (not yet measured on a GPU: scripts/gpu/run_gpu.sh cuda_b1), each
+// read at every launch so that tests can switch them: "1" turns it on.
+bool EnvOn(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, "1") == 0;
 }
+// INT8 with x staged: the copy stored as FP16 (kHalfX) with STRATA_CUDA_QGEMV_HALFX=1;
+// otherwise the BF16 copy converted per step and lane.
+bool HalfXAllowed() { return EnvOn("STRATA_CUDA_QGEMV_HALFX"); }
 
 // x staged in shared memory when it fits 40 KB (with the 4 KB of partial sums, under the 48 KB
 // a block gets without opting in: a batch-1 step's x at up to 20,480 columns, 4 tokens at
@@ -375,6 +378,7 @@ bool Staged(const QuantGemvArgs& a) {
 }  // namespace
 
 bool QuantGemvTiledTakesPrologue(const QuantGemvArgs& a) {
+  if (!EnvOn("STRATA_CUDA_QGEMV_MMA_FUSE")) return false;  // opt-in
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
   const QuantWeightView& w = a.w;
   if (a.n != 1 || a.x_dtype != STRATA_DTYPE_BF16 || a.out_dtype != STRATA_DTYPE_BF16 || w.layout != kQuantTiled ||
@@ -414,12 +418,8 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   const bool staged = Staged(a);
   const bool half_x = staged && w.values == kQuantInt8 && HalfXAllowed();
   cudaError_t e = cudaErrorInvalidValue;
-  static const bool prefetch = [] {
-    const char* e = std::getenv("STRATA_CUDA_QGEMV_PREFETCH");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
   QuantGemvArgs ka = a;
-  ka.prefetch_scales = prefetch;
+  ka.prefetch_scales = EnvOn("STRATA_CUDA_QGEMV_PREFETCH");
   auto go = [&](auto kernel, size_t smem) {
     e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, ka, kw);
   };

@@ -1522,19 +1522,21 @@ phase_serve256() {
   done
 }
 
-# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA. (1) The decode attention kernels,
-# their split combine, rms_norm and silu_mul start with programmatic dependent launch
-# (pdl_small=on, the default; STRATA_CUDA_PDL_SMALL=off is the old launch). (2) The tensor-core
-# GEMV (STRATA_CUDA_QGEMV_KERNEL=mma; the default is the streaming GEMV) computes matmul_ex's
-# one-token prologue into its staged x (STRATA_CUDA_QGEMV_FUSE=0: the separate kernels), INT8
-# with x staged as FP16 (STRATA_CUDA_QGEMV_HALFX=0: converted per step; STRATA_CUDA_QGEMV_ROUND=4:
-# 4-chunk rounds for that form, an A/B). Everything in at most
-# three files: $OUT/cuda-b1_tests.txt (tests), cuda-b1_bench.txt (batch-1 decode 128/128 -r 3
-# per configuration: W8A16 default vs mma, W4A16 default vs pdl_small=off vs mma, the old mma
-# form, bf16), cuda-b1_profile.txt (one-token W8A16 sweep, an eager W8A16 op profile, SASS of
-# the mma GEMV, an nsys kernel summary). CUDA_B1_BUDGET seconds (default 150; the session's
-# last call gives it 115: the tests, then the first three or four runs); each step has its own
-# timeout and is skipped (said so) when it could overrun.
+# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA, the opt-in forms of branch cuda-b1
+# (none has run on a GPU yet; main's defaults are unchanged):
+#   STRATA_CUDA_PDL_SMALL=on      the decode attention kernels, their split combine, rms_norm and
+#                                 silu_mul start with programmatic dependent launch (pdl_small=on)
+#   STRATA_CUDA_QGEMV_MMA_FUSE=1  the tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma; main's default
+#                                 is the streaming GEMV) computes matmul_ex's one-token prologue
+#   STRATA_CUDA_QGEMV_HALFX=1     ... with INT8's staged x stored as FP16 (not converted per step)
+#   STRATA_CUDA_QGEMV_PREFETCH=1  ... with grouped INT4 scales / zeros prefetched into L2
+#   STRATA_CUDA_QGEMV_ROUND=4     ... (with HALFX=1) INT8 in 4-chunk rounds at 3 blocks per SM
+# Tests (with those forms forced), then batch-1 decode 128/128 -r 3 per configuration, most
+# telling first (W8A16 default vs the new mma form vs pdl_small, W4A16 likewise), then sweeps,
+# an eager op profile, SASS of the mma GEMV and an nsys summary as the budget allows. At most
+# three files: $OUT/cuda-b1_tests.txt, cuda-b1_bench.txt, cuda-b1_profile.txt.
+# CUDA_B1_BUDGET seconds (default 150; 115 runs the tests and the first three or four runs, 300
+# most of it); each step has its own timeout and is skipped (said so) when it could overrun.
 # Targets: strata strata-backend-cuda cuda_backend_test cuda_graph_test cuda_kv8_test
 # cuda_decode_kernel_choice_test cuda_quant_test qgemv_sweep
 phase_cuda_b1() {
@@ -1545,19 +1547,20 @@ phase_cuda_b1() {
   b1_fits() { (( SECONDS - P0 + $1 <= budget + 5 )); }
   echo "=== cuda_b1 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
   env | grep -E "^STRATA_CUDA_(PDL|DECODE|QGEMV)" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
-  # 1. Tests, six processes at once, each at most 30 s: the new behaviour's tests (pdl_small's
-  # layer chain, the fused mma prologue) and the decode / GEMV tests it touches.
+  local NEW="STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_MMA_FUSE=1 STRATA_CUDA_QGEMV_HALFX=1 STRATA_CUDA_QGEMV_PREFETCH=1 STRATA_CUDA_PDL_SMALL=on"
+  # 1. Tests, six processes at once, each at most 30 s: the new forms' tests (pdl_small's layer
+  # chain, the fused mma prologue) and the decode / GEMV tests they touch, with the forms forced.
   ( timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no > "$W/t_choice.txt" 2>&1; echo $? > "$W/t_choice.rc" ) &
-  ( timeout 30 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+  ( STRATA_CUDA_PDL_SMALL=on timeout 30 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
       --gtest_filter='CudaPdlSmall.*:CudaMmaDecode.*:*/CudaOps.RopeAttentionEqualsRopeKvWriteThenAttention/bf16:*/CudaOps.BadInputIsAnErrorNotACrash/bf16' \
       > "$W/t_backend.txt" 2>&1; echo $? > "$W/t_backend.rc" ) &
-  ( timeout 30 "$BUILD/bin/cuda_graph_test" --gtest_color=no > "$W/t_graph.txt" 2>&1; echo $? > "$W/t_graph.rc" ) &
-  ( STRATA_KV8_TEST_CACHES=FP8 timeout 30 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+  ( STRATA_CUDA_PDL_SMALL=on timeout 30 "$BUILD/bin/cuda_graph_test" --gtest_color=no > "$W/t_graph.txt" 2>&1; echo $? > "$W/t_graph.rc" ) &
+  ( STRATA_CUDA_PDL_SMALL=on STRATA_KV8_TEST_CACHES=FP8 timeout 30 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
       --gtest_filter='CudaKv8Ops.DecodeMmaKernelFusedRopeAttention' > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
   ( timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
       --gtest_filter='CudaQuant.Tiled*:CudaQuant.MatmulExPrologueAndAccumulateOnQuantizedWeights' \
       > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
-  ( STRATA_CUDA_QGEMV_ROUND=4 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*' \
+  ( STRATA_CUDA_QGEMV_ROUND=4 STRATA_CUDA_QGEMV_HALFX=1 STRATA_CUDA_QGEMV_PREFETCH=1 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*' \
       > "$W/t_quant_r4.txt" 2>&1; echo $? > "$W/t_quant_r4.rc" ) &
   wait
   local t all=passed
@@ -1586,17 +1589,16 @@ phase_cuda_b1() {
     echo "$label ($d; ${*:-defaults}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_$label.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_$label.json" | head -1)" | tee -a "$FB"
     [ $rc = 0 ] || tail -5 "$W/b_$label.err" | tee -a "$FB"
   }
-  # W8A16: the default (streaming GEMV) against the tensor-core GEMV with its prologue fused and
-  # x staged as FP16, and the default without pdl_small; then W4A16 default and mma; the rest
-  # only with a larger budget.
+  # W8A16: main's default (streaming GEMV) against the new mma form ($NEW) and the default with
+  # pdl_small; then W4A16 likewise; the rest only with a larger budget.
   b1_run int8_default int8
-  b1_run int8_mma int8 STRATA_CUDA_QGEMV_KERNEL=mma
-  b1_run int8_pdl_small_off int8 STRATA_CUDA_PDL_SMALL=off
+  b1_run int8_new int8 $NEW
+  b1_run int8_pdl_small int8 STRATA_CUDA_PDL_SMALL=on
   b1_run int4_default int4-g128
-  b1_run int4_mma int4-g128 STRATA_CUDA_QGEMV_KERNEL=mma
-  b1_run int4_pdl_small_off int4-g128 STRATA_CUDA_PDL_SMALL=off
-  b1_run int8_mma_r4 int8 STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_ROUND=4
-  b1_run int8_mma_old int8 STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_FUSE=0 STRATA_CUDA_QGEMV_HALFX=0 STRATA_CUDA_PDL_SMALL=off
+  b1_run int4_pdl_small int4-g128 STRATA_CUDA_PDL_SMALL=on
+  b1_run int4_new int4-g128 $NEW
+  b1_run int8_new_r4 int8 $NEW STRATA_CUDA_QGEMV_ROUND=4
+  b1_run int8_mma_plain int8 STRATA_CUDA_QGEMV_KERNEL=mma
   # The one-token W8A16 sweep (quick: mma, mma_fused, default, read, every depth-8 configuration).
   if b1_fits 35; then
     timeout 35 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1 > "$W/sweep_w8.jsonl" 2>&1
@@ -1608,7 +1610,8 @@ phase_cuda_b1() {
     echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
   fi
   # W4A16 with zero points (what --synthetic-dtype int4-g128 makes): the mma GEMV with its group
-  # scales prefetched into L2 (default) and without (STRATA_CUDA_QGEMV_PREFETCH=0), beside the streaming one.
+  # scales prefetched into L2 and without (the sweep's mma_fused variant sets PREFETCH=1 itself;
+  # pf=1 also sets it for the plain mma variant), beside the streaming one.
   local pf
   for pf in 1 0; do
     if b1_fits 35; then
@@ -1623,7 +1626,7 @@ phase_cuda_b1() {
     fi
   done
   b1_run bf16_default bf16
-  b1_run bf16_pdl_small_off bf16 STRATA_CUDA_PDL_SMALL=off
+  b1_run bf16_pdl_small bf16 STRATA_CUDA_PDL_SMALL=on
   echo "--- full json" >> "$FB"
   for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
   # 3. Op profile of one eager int8 (W8A16, default GEMV) batch-1 run (32 generated tokens).

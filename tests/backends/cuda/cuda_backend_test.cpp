@@ -1139,7 +1139,7 @@ TEST(CudaMmaDecode, BadBlockTableIsAnError) {
   }
 }
 
-// pdl_small=on (the default): the decode attention kernels, their split combine, rms_norm and
+// pdl_small=on (opt-in): the decode attention kernels, their split combine, rms_norm and
 // silu_mul start with programmatic dependent launch and must still wait for the kernel before
 // them. A batch-1 decode layer as a captured step issues it (max_seq_len 8,192 without host
 // copies, so the tensor-core kernel runs 64 splits and the combine, or the GQA kernel), twice,
@@ -1166,7 +1166,7 @@ TEST(CudaPdlSmall, DecodeLayerChainEqualsPlainLaunches) {
   for (const char* attention : {"", ";decode_attention=gqa"}) {
     std::vector<uint8_t> got[2][3];  // [pdl_small on, off][h, attention out, cache]
     for (int run = 0; run < 2; ++run) {
-      const std::string opts = std::string("activations=bf16") + attention + (run == 0 ? "" : ";pdl_small=off");
+      const std::string opts = std::string("activations=bf16") + attention + (run == 0 ? ";pdl_small=on" : ";pdl_small=off");
       SCOPED_TRACE(opts);
       Dev Dv(CudaPlugin().info->backend, opts.c_str());
       ASSERT_TRUE(Dv.ok()) << Dv.err();

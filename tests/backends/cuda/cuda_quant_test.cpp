@@ -940,14 +940,21 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
   }
 }
 
-// The tensor-core GEMV (kQuantTiled, STRATA_CUDA_QGEMV_KERNEL=mma) computes the one-token
-// prologue into its staged x (QuantGemvTiledTakesPrologue), INT8 staged as FP16.
+// The tensor-core GEMV (kQuantTiled, STRATA_CUDA_QGEMV_KERNEL=mma) with the opt-in
+// STRATA_CUDA_QGEMV_MMA_FUSE=1 computes the one-token prologue into its staged x
+// (QuantGemvTiledTakesPrologue), with INT8's staged x as BF16 and as FP16
+// (STRATA_CUDA_QGEMV_HALFX=1), INT4's group scales prefetched into L2 (STRATA_CUDA_QGEMV_PREFETCH=1).
 TEST(CudaQuant, TiledGemvFusesMatmulExPrologues) {
   REQUIRE_GPU();
   Dev dev(api, "activations=bf16");
   ASSERT_TRUE(dev.ok()) << dev.err();
   std::mt19937 rng(41);
-  CheckGemvFusesMatmulExPrologues(dev, rng, "mma", "mma");
+  ScopedEnv fuse("STRATA_CUDA_QGEMV_MMA_FUSE", "1");
+  ScopedEnv prefetch("STRATA_CUDA_QGEMV_PREFETCH", "1");
+  for (const char* half_x : {"0", "1"}) {
+    ScopedEnv hx("STRATA_CUDA_QGEMV_HALFX", half_x);
+    CheckGemvFusesMatmulExPrologues(dev, rng, "mma", std::string("mma half_x ") + half_x);
+  }
 }
 
 // ---- The 8-bit products' GEMMs (kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel with its
