@@ -120,6 +120,7 @@ struct OpenOptions {
   int32_t gemm_candidate = -1;
   bool tune_gemm = false;  // measured slower in the forward pass (cuda_backend.h)
   bool use_pdl = true;
+  bool pdl_small = false;  // opt-in: not yet measured on a GPU (cuda_objects.h)
   int quant_gemm = Device::kQuantGemmAuto;  // quant_gemm=auto|wgmma|cublas
   bool require_quant_wgmma = false;         // quant_gemm=wgmma: an error where it cannot run
   bool quant_fuse = true;
@@ -179,6 +180,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     if (v >= 0 && v <= 16) o->gemm_splitk = v;
   }
   o->use_pdl = !EnvIs("STRATA_CUDA_PDL", "off");
+  o->pdl_small = EnvIs("STRATA_CUDA_PDL_SMALL", "on");
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "cublas")) o->quant_gemm = Device::kQuantGemmCublas;
   if (EnvIs("STRATA_CUDA_QUANT_GEMM", "wgmma")) o->quant_gemm = Device::kQuantGemmWgmma;
   o->quant_fuse = !EnvIs("STRATA_CUDA_QUANT_FUSE", "off");
@@ -318,16 +320,17 @@ Status ParseOptions(const char* options, OpenOptions* o) {
     } else if (key == "gemm_configs") {
       if (value.empty()) return InvalidArgument("device_open: option gemm_configs= needs builtin, none or a path");
       o->gemm_configs = value;
-    } else if (key == "gemm_tune" || key == "pdl" || key == "profile") {
+    } else if (key == "gemm_tune" || key == "pdl" || key == "pdl_small" || key == "profile") {
       if (value != "on" && value != "off") {
         return InvalidArgument("device_open: option ", key, "=", value, " (expected on or off)");
       }
-      (key == "pdl" ? o->use_pdl : key == "profile" ? o->profile : o->tune_gemm) = value == "on";
+      (key == "pdl" ? o->use_pdl : key == "pdl_small" ? o->pdl_small : key == "profile" ? o->profile : o->tune_gemm) =
+          value == "on";
     } else {
       return InvalidArgument("device_open: unknown option '", key,
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
-                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, profile=on|off, "
+                             "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, pdl_small=on|off, profile=on|off, "
                              "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, "
                              "prefill_wgmma_form=auto|0..6)");
     }
@@ -426,6 +429,7 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     cudaDeviceProp prop{};
     STRATA_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "device_open");
     dev->use_pdl = parsed.use_pdl && prop.major >= 9;  // programmatic dependent launch: sm_90+
+    dev->pdl_small = dev->use_pdl && parsed.pdl_small;
     dev->use_wgmma = parsed.use_wgmma && prop.major == 9 && prop.minor == 0;  // sm_90a code only
     if (parsed.require_wgmma && !dev->use_wgmma) {
       return Unsupported("device_open: gemm=wgmma needs an sm_90 GPU (H100/H200); this one is sm_", prop.major,

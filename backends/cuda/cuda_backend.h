@@ -25,6 +25,10 @@
 //                      scripts/gpu/ab_matmul_paths.sh), for reasons not yet understood
 //   pdl=on             (default, sm_90+) the GEMV starts with programmatic dependent launch
 //   pdl=off            every kernel waits for the previous one to finish before it starts
+//   pdl_small=on       (opt-in, with pdl=on) the decode attention kernels, their split
+//                      combine, rms_norm and silu_mul start with programmatic dependent
+//                      launch too (they wait for the previous kernel before their first
+//                      access to its data); pdl_small=off (default) launches them plainly
 //   prefill_attention=auto (default) batches with a query of >= 16 tokens, BF16
 //                      activations and head_dim 64 or 128 run, on an sm_90 GPU with a BF16
 //                      cache (whose block size divides 128) and head_dim 128 (the measured
@@ -112,9 +116,9 @@
 // pass no options (e.g. the CLI), and STRATA_CUDA_GEMV=rows|cublas, STRATA_CUDA_GEMV_TOKENS=N,
 // STRATA_CUDA_PREFILL_ATTENTION=wgmma|fa2|wmma|simple, STRATA_CUDA_PREFILL_WGMMA_FORM=auto|0..6, STRATA_CUDA_DECODE_ATTENTION=gqa|mma|simple,
 // STRATA_CUDA_ROPE_ATTENTION=separate, STRATA_CUDA_GEMM=wgmma, STRATA_CUDA_GEMM_SPLITK=N, STRATA_CUDA_GEMM_CANDIDATE=N, STRATA_CUDA_GEMM_TUNE=on,
-// STRATA_CUDA_GEMM_CONFIGS=builtin|none|PATH (empty: none), STRATA_CUDA_PDL=off and STRATA_CUDA_PROFILE=1 change the defaults of gemv=,
+// STRATA_CUDA_GEMM_CONFIGS=builtin|none|PATH (empty: none), STRATA_CUDA_PDL=off, STRATA_CUDA_PDL_SMALL=on and STRATA_CUDA_PROFILE=1 change the defaults of gemv=,
 // prefill_attention=, decode_attention=, rope_attention=, gemm=, gemm_splitk=, gemm_candidate=, gemm_tune=,
-// gemm_configs=, pdl= and profile= (an explicit option wins).
+// gemm_configs=, pdl=, pdl_small= and profile= (an explicit option wins).
 // device_info() reports the activation type of the last
 // device_open() of that index as preferred_activation_dtype.
 //

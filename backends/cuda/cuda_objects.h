@@ -84,6 +84,12 @@ struct Device {
   // pdl=on (sm_90+): the GEMV is launched with programmatic dependent launch, so it starts
   // streaming its weights while the kernel before it finishes.
   bool use_pdl = true;
+  // pdl_small=on (with use_pdl; opt-in, STRATA_CUDA_PDL_SMALL=on): the decode attention
+  // kernels, their split combine, and the rms_norm / silu_mul kernels are launched with
+  // programmatic dependent launch too, so that at batch 1 their launch latency overlaps the
+  // kernel before them (3-5 plain launches a layer otherwise). Off by default until it has
+  // been measured on a GPU (scripts/gpu/run_gpu.sh cuda_b1).
+  bool pdl_small = false;
   // The GEMV-or-cuBLASLt decision per (m, k, n, types, strides, bias): true = GEMV.
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int32_t, int64_t, int64_t, bool>, bool> gemv_faster;
   cudaStream_t stream = nullptr;

@@ -621,12 +621,13 @@ Status MatmulEx(Device* dev, const strata_tensor* x, Weight* w, const strata_mat
   if (p->prologue == STRATA_PROLOGUE_RMS_NORM) {
     STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchRmsNorm(xv.base, xv.stride, nullptr, 0,
                                                        reinterpret_cast<const float*>(nv.base), p->eps, ps.base,
-                                                       ps.stride, xv.rows, xv.cols, xv.dtype, dev->stream),
+                                                       ps.stride, xv.rows, xv.cols, xv.dtype, dev->stream,
+                                                       dev->pdl_small),
                                          "matmul_ex: rms_norm"));
     in = ps;
   } else if (p->prologue == STRATA_PROLOGUE_SILU_MUL) {
     STRATA_CUDA_RETURN_IF_ERROR(Launched(LaunchSiluMul(xv.base, xv.stride, uv.base, uv.stride, ps.base, ps.stride,
-                                                       xv.rows, xv.cols, xv.dtype, dev->stream),
+                                                       xv.rows, xv.cols, xv.dtype, dev->stream, dev->pdl_small),
                                          "matmul_ex: silu_mul"));
     in = ps;
   }
@@ -652,7 +653,7 @@ Status RmsNorm(Device* dev, const strata_tensor* x, const strata_tensor* residua
   }
   return Launched(LaunchRmsNorm(xv.base, xv.stride, residual ? rv.base : nullptr, rv.stride,
                                 reinterpret_cast<const float*>(wv.base), eps, ov.base, ov.stride, xv.rows, xv.cols,
-                                xv.dtype, dev->stream),
+                                xv.dtype, dev->stream, dev->pdl_small),
                   "rms_norm");
 }
 
@@ -692,7 +693,7 @@ Status SiluMul(Device* dev, const strata_tensor* gate, const strata_tensor* up, 
   View gv, uv, ov;
   STRATA_CUDA_RETURN_IF_ERROR(CheckElementwise2("silu_mul", gate, "gate", up, "up", out, &gv, &uv, &ov));
   return Launched(LaunchSiluMul(gv.base, gv.stride, uv.base, uv.stride, ov.base, ov.stride, gv.rows, gv.cols,
-                                gv.dtype, dev->stream),
+                                gv.dtype, dev->stream, dev->pdl_small),
                   "silu_mul");
 }
 
@@ -998,9 +999,12 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
     STRATA_CUDA_CALL(cudaMalloc(&dev->attn_ws, want * sizeof(float)), "attention: workspace");
     dev->attn_ws_floats = want;
   }
+  // With pdl_small=on the decode kernels (and their combine) start with PDL (Device::pdl_small).
+  AttentionArgs ad = a;
+  ad.overlap_previous = dev->pdl_small;
   switch (path) {
     case Path::kGqaDecode:
-      return Launched(LaunchDecodeAttentionGqa(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
+      return Launched(LaunchDecodeAttentionGqa(ad, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope), op);
     case Path::kMmaDecode:
       if (DecodeMmaFusedMerge(a, l, dev->num_sms) && dev->decode_arrivals == nullptr) {
         if (dev->recording) {
@@ -1011,7 +1015,7 @@ Status LaunchAttention(Device* dev, const AttentionArgs& a, const KvLayout& l, c
         STRATA_CUDA_CALL(cudaMemsetAsync(dev->decode_arrivals, 0, kDecodeMmaArrivals * sizeof(int32_t), dev->stream),
                          "attention: arrivals");
       }
-      return Launched(LaunchDecodeAttentionMma(a, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope,
+      return Launched(LaunchDecodeAttentionMma(ad, l, dev->attn_ws, dev->num_sms, dev->stream, fused_rope,
                                                dev->decode_arrivals),
                       op);
     case Path::kWgmma: return Launched(LaunchPrefillAttentionWgmma(a, l, dev->stream, dev->prefill_wgmma_form), op);

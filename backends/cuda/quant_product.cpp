@@ -82,7 +82,8 @@ Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const fl
     const char* e = std::getenv("STRATA_CUDA_QGEMV_FUSE");
     return e == nullptr || std::atoi(e) != 0;
   }();
-  if (!fuse || w->quant == nullptr || w->quant->perm != nullptr || w->quant->view.layout != kQuantTiledStream) {
+  if (!fuse || w->quant == nullptr || w->quant->perm != nullptr ||
+      (w->quant->view.layout != kQuantTiledStream && w->quant->view.layout != kQuantTiled)) {
     return Ok();
   }
   QuantGemvArgs a;
@@ -101,6 +102,11 @@ Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const fl
   a.norm_weight = norm_weight;
   a.eps = eps;
   a.up = up;
+  if (a.w.layout == kQuantTiled) {  // the tensor-core GEMV computes it into its staged x
+    if (!QuantGemvTiledTakesPrologue(a)) return Ok();
+    *taken = true;
+    return Launched(LaunchQuantGemvTiled(a, dev->stream), "matmul_ex: quantized gemv with its prologue");
+  }
   if (!QuantGemvStreamSupports(a) || !QuantGemvStreamTakesPrologue(a)) return Ok();
   *taken = true;
   return Launched(LaunchQuantGemvStream(a, DefaultQuantGemvStreamConfig(a.w, a.n), dev->stream),

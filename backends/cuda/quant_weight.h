@@ -75,8 +75,9 @@ bool QuantTakesPrologue(const Device* dev, const Weight* w, int64_t cols);
 Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov, bool accumulate,
                        const QuantProductPrologue* prologue = nullptr);
 // matmul_ex's prologue (strata_matmul_prologue: rms_norm with norm_weight / eps, or silu_mul
-// with up) computed by the streaming GEMV itself (one token, a kQuantTiledStream weight
-// without act-order; STRATA_CUDA_QGEMV_FUSE=0 at start-up turns it off): out (+)=
+// with up) computed by the GEMV itself (one token, a kQuantTiledStream weight, or a kQuantTiled
+// one where QuantGemvTiledTakesPrologue (opt-in), without act-order; STRATA_CUDA_QGEMV_FUSE=0 at
+// start-up turns it off): out (+)=
 // prologue(x) * W^T + bias in one kernel. *taken = false (and nothing run) when it does not
 // apply: the caller then runs the prologue and RunQuantProduct.
 Status RunQuantGemvWithPrologue(Device* dev, const View& xv, Weight* w, const float* bias, const View& ov,

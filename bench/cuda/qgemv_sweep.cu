@@ -7,6 +7,9 @@
 //   default      the configuration LaunchQuantGemv picks (DefaultQuantGemvStreamConfig);
 //   unfused      the same after a separate prologue kernel (what the decode step ran before);
 //   xsum         default with STRATA_CUDA_QGEMV_XSUM=1 (INT4 with a fused prologue: the x-sum form);
+//   mma_fused    mma with the opt-in forms STRATA_CUDA_QGEMV_MMA_FUSE=1 (the one-token prologue
+//                computed in the GEMV), _HALFX=1 (INT8: x staged as FP16), _PREFETCH=1 (INT4:
+//                group scales prefetched into L2);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
@@ -104,7 +107,7 @@ struct DeviceWeight {
 
 struct Variant {
   std::string name;
-  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused, 5 default with STRATA_CUDA_QGEMV_XSUM=1
+  int kind;  // 0 mma, 1 stream, 2 default, 3 read, 4 unfused, 5 default with STRATA_CUDA_QGEMV_XSUM=1, 6 mma fused
   QuantGemvStreamConfig cfg;
 };
 
@@ -152,7 +155,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
 
   std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}},
-                                   {"xsum", 5, {}}};
+                                   {"xsum", 5, {}}, {"mma_fused", 6, {}}};
   for (int depth : {4, 8}) {
     for (int bw : {4, 8, 16}) {
       for (int kw = 1; kw <= bw; kw *= 2) {
@@ -303,6 +306,22 @@ int main(int argc, char** argv) {
             case 0: return strata::cuda::LaunchQuantGemvTiled(unfused(a), stream);
             case 1: return strata::cuda::LaunchQuantGemvStream(a, v.cfg, stream);
             case 2: return strata::cuda::LaunchQuantGemv(a, stream);
+            case 6: {  // the opt-in forms: the prologue fused, INT8's x staged as FP16, INT4's scales prefetched
+              const char* names[3] = {"STRATA_CUDA_QGEMV_MMA_FUSE", "STRATA_CUDA_QGEMV_HALFX",
+                                      "STRATA_CUDA_QGEMV_PREFETCH"};
+              std::string old[3];
+              bool had[3];
+              for (int k = 0; k < 3; ++k) {
+                const char* v = std::getenv(names[k]);
+                had[k] = v != nullptr;
+                old[k] = had[k] ? v : "";
+                setenv(names[k], "1", 1);
+              }
+              const cudaError_t e = strata::cuda::LaunchQuantGemvTiled(
+                  a.prologue == 0 || strata::cuda::QuantGemvTiledTakesPrologue(a) ? a : unfused(a), stream);
+              for (int k = 0; k < 3; ++k) had[k] ? setenv(names[k], old[k].c_str(), 1) : unsetenv(names[k]);
+              return e;
+            }
             case 4: return strata::cuda::LaunchQuantGemv(unfused(a), stream);
             case 5: {  // INT4's x-sum form (one fused-prologue token; otherwise the default)
               setenv("STRATA_CUDA_QGEMV_XSUM", "1", 1);
@@ -420,11 +439,11 @@ int main(int argc, char** argv) {
       }
       std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"mma_step_ms\":%.4f,"
                   "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"xsum_step_ms\":%.4f,"
-                  "\"best_step_ms\":%.4f,"
+                  "\"best_step_ms\":%.4f,\"mma_fused_step_ms\":%.4f,"
                   "\"best\":{%s}}\n",
                   format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
                   layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3, layer_us[ti][4] * kLayers * 1e-3,
-                  best_layer * kLayers * 1e-3,
+                  best_layer * kLayers * 1e-3, layer_us[ti][5] * kLayers * 1e-3,
                   picks.c_str());
       std::fflush(stdout);
     }

@@ -61,6 +61,7 @@
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/kv_element_access.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -321,6 +322,10 @@ __global__ void __launch_bounds__(kThreads, (MinBlocksPerSm<GROUP, K, CPL>()))
   const int64_t kb64 = static_cast<int64_t>(start) + static_cast<int64_t>(split) * chunk;
   const int32_t kb = static_cast<int32_t>(kb64 < end ? kb64 : static_cast<int64_t>(end));
   const int32_t ke = min(end, kb + chunk);
+  // Launched with PDL (a.overlap_previous): q, k, v, the cache, the workspace and out are
+  // touched only after the previous kernel has finished (the lookups above read the step's
+  // arrays, uploaded before the step's first kernel).
+  WaitForPreviousKernel();
 
   const int64_t slot_base = (static_cast<int64_t>(i) * H + static_cast<int64_t>(kvh) * group) * splits + split;
   float* ws_ml = ws + static_cast<int64_t>(a.num_tokens) * H * splits * D;
@@ -683,6 +688,7 @@ template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     CombineKernel(AttentionArgs a, int32_t D, int32_t splits, const float* __restrict__ ws) {
   AllowDependentLaunch();  // the o projection may start loading its weights
+  WaitForPreviousKernel();  // the partials come from the attention kernel (PDL launch)
   const int32_t i = blockIdx.x, hq = blockIdx.y;
   const int32_t tid = threadIdx.x;
   const int64_t slot0 = (static_cast<int64_t>(i) * a.num_heads + hq) * splits;
@@ -874,7 +880,9 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, const GqaPla
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(plan.splits));
-  kernel<<<grid, kThreads, smem, stream>>>(a, kv, plan, ws, rope != nullptr ? *rope : DecodeRopeArgs{});
+  err = LaunchMaybeOverlapping(kernel, grid, dim3(kThreads), smem, a.overlap_previous, stream, a, kv, plan, ws,
+                               rope != nullptr ? *rope : DecodeRopeArgs{});
+  if (err != cudaSuccess) return err;
   if (plan.splits > 1) return LaunchDecodeSplitCombine(a, kv.head_dim, plan.splits, ws, stream);
   return cudaGetLastError();
 }
@@ -891,9 +899,13 @@ cudaError_t LaunchDecodeSplitCombine(const AttentionArgs& a, int32_t head_dim, i
   const int32_t threads = std::min(kCombineThreads, (vec * rows + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
   if (a.act_dtype == STRATA_DTYPE_BF16) {
-    CombineKernel<__nv_bfloat16><<<grid, static_cast<unsigned>(threads), 0, stream>>>(a, head_dim, splits, ws);
+    const cudaError_t e = LaunchMaybeOverlapping(CombineKernel<__nv_bfloat16>, grid, dim3(static_cast<unsigned>(threads)),
+                                                 0, a.overlap_previous, stream, a, head_dim, splits, ws);
+    if (e != cudaSuccess) return e;
   } else if (a.act_dtype == STRATA_DTYPE_F32) {
-    CombineKernel<float><<<grid, static_cast<unsigned>(threads), 0, stream>>>(a, head_dim, splits, ws);
+    const cudaError_t e = LaunchMaybeOverlapping(CombineKernel<float>, grid, dim3(static_cast<unsigned>(threads)), 0,
+                                                 a.overlap_previous, stream, a, head_dim, splits, ws);
+    if (e != cudaSuccess) return e;
   } else {
     return cudaErrorInvalidValue;
   }

@@ -59,6 +59,7 @@
 #include "kernels/cuda/decode_span.cuh"
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kv_element_access.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
 namespace strata::cuda {
@@ -215,6 +216,10 @@ __global__ void __launch_bounds__(kThreads, (FORM & kFormLean) ? 3 : 2)
     start = static_cast<int32_t>(kb < end ? kb : end);
     end = min(end, start + slice);
   }
+  // Launched with PDL (a.overlap_previous): the launch and the lookups above (the step's
+  // arrays, uploaded before the step's first kernel) overlap the qkv product; q, k, v, the
+  // cache, the workspace and out are touched only after it has finished.
+  WaitForPreviousKernel();
   const int32_t len = max(0, end - start);
   T* out = static_cast<T*>(a.out) + static_cast<int64_t>(i) * a.out_stride + static_cast<int64_t>(kvh) * group * D;
   // Split partials (decode_attention_gqa.h, LaunchDecodeSplitCombine): the unnormalised rows
@@ -933,8 +938,10 @@ cudaError_t LaunchTyped(const AttentionArgs& a, const KvLayout& kv, int32_t spli
   if (e != cudaSuccess) return e;
   const int64_t items = static_cast<int64_t>(a.num_tokens) * kv.num_kv_heads * splits;
   const unsigned blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
-  kernel<<<blocks, kThreads, smem, stream>>>(a, kv, a.num_heads / kv.num_kv_heads, splits, ws, arrivals,
-                                             rope != nullptr ? *rope : DecodeRopeArgs{}, DecodeMmaFlags());
+  e = LaunchMaybeOverlapping(kernel, dim3(blocks), dim3(kThreads), smem, a.overlap_previous, stream, a, kv,
+                             a.num_heads / kv.num_kv_heads, splits, ws, arrivals,
+                             rope != nullptr ? *rope : DecodeRopeArgs{}, DecodeMmaFlags());
+  if (e != cudaSuccess) return e;
   if (splits > 1 && arrivals == nullptr) return LaunchDecodeSplitCombine(a, D, splits, ws, stream);
   return cudaGetLastError();
 }

@@ -33,9 +33,12 @@ cudaError_t LaunchEmbedding(const void* table, int32_t table_dtype, int64_t voca
                             void* out, int32_t out_dtype, int64_t out_stride, int* err, cudaStream_t stream);
 
 // With residual: residual += x; out = rmsnorm(residual) * w. x, residual, out share `dtype`.
+// overlap_previous (here and in LaunchSiluMul): launched with programmatic dependent launch
+// (launch.cuh); the kernel waits for the previous one before its first access.
 cudaError_t LaunchRmsNorm(const void* x, int64_t x_stride, void* residual, int64_t res_stride,
                           const float* weight, float eps, void* out, int64_t out_stride,
-                          int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream);
+                          int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream,
+                          bool overlap_previous = false);
 
 // Per-head RMSNorm in place: x [rows, heads * head_dim] (row stride x_stride), head h of each
 // row times weight[h, :] (F32 [heads, head_dim]).
@@ -45,7 +48,7 @@ cudaError_t LaunchRmsNormHeads(void* x, int64_t x_stride, const float* weight, f
 // out = silu(gate) * up.
 cudaError_t LaunchSiluMul(const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
                           void* out, int64_t o_stride, int64_t rows, int64_t cols, int32_t dtype,
-                          cudaStream_t stream);
+                          cudaStream_t stream, bool overlap_previous = false);
 
 // out = a + b.
 cudaError_t LaunchAdd(const void* a, int64_t a_stride, const void* b, int64_t b_stride, void* out,
@@ -113,6 +116,11 @@ struct AttentionArgs {
   const int32_t* block_tables = nullptr;
   int32_t layer = 0;
   int* err = nullptr;
+  // Host side only: the decode kernels (decode_attention_gqa.h, decode_attention_mma.h) and
+  // their split combine are launched with programmatic dependent launch (launch.cuh), so
+  // their launch and their sequence / block-table lookups overlap the previous kernel (the
+  // qkv product); they wait for it before they read q, the cache or the workspace.
+  bool overlap_previous = false;
 };
 
 // Floats of workspace the attention launch needs (0 when it needs none).

@@ -123,7 +123,7 @@ struct QuantGemvArgs {
   int64_t n = 0;
   bool accumulate = false;  // out += product (+ bias)
   bool overlap_previous = false;  // programmatic dependent launch (launch.cuh)
-  // matmul_ex's prologue, one token, streaming GEMV only (QuantGemvStreamTakesPrologue): the
+  // matmul_ex's prologue, one token (QuantGemvStreamTakesPrologue, QuantGemvTiledTakesPrologue): the
   // product reads prologue(x) (strata_matmul_prologue: 1 rms_norm(x) * norm_weight, 2
   // silu(x) * up), which every block computes into shared memory, rounded to BF16 as the
   // separate rms_norm / silu_mul kernels round it, instead of a kernel before the product.
@@ -131,6 +131,9 @@ struct QuantGemvArgs {
   const float* norm_weight = nullptr;  // rms_norm: F32 [cols], 16-byte aligned
   float eps = 0.0f;
   const void* up = nullptr;  // silu_mul: BF16 [1, cols], 16-byte aligned
+  // Set by LaunchQuantGemvTiled (opt-in STRATA_CUDA_QGEMV_PREFETCH=1): the tensor-core GEMV
+  // asks a grouped INT4 weight's scales and zeros into L2 ahead of their use.
+  bool prefetch_scales = false;
 };
 
 // out[t, r] (+)= sum_c x[t, c] * W[r, c] (+ bias[r]) for n <= kQuantGemvMaxTokens, INT8 or
@@ -141,7 +144,14 @@ struct QuantGemvArgs {
 cudaError_t LaunchQuantGemv(const QuantGemvArgs& a, cudaStream_t stream);
 
 // The same for a kQuantTiled weight and BF16 x (4-byte aligned rows): the tensor-core GEMV.
+// With a.prologue, only where QuantGemvTiledTakesPrologue (else cudaErrorInvalidValue).
 cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream);
+
+// Whether LaunchQuantGemvTiled computes a.prologue itself: opt-in (STRATA_CUDA_QGEMV_MMA_FUSE=1,
+// read at each call; not yet measured on a GPU), one token, BF16 x and out, x staged in shared
+// memory (16-byte aligned, <= 20,480 columns; not with STRATA_CUDA_QGEMV_STAGE=0 or
+// STRATA_CUDA_QGEMV_ROUND=2), a 16-byte aligned norm_weight / up.
+bool QuantGemvTiledTakesPrologue(const QuantGemvArgs& a);
 
 // The streaming tensor-core GEMV (quant_gemv_stream.cu): the same product for a
 // kQuantTiledStream weight (group_size 0 or a multiple of the chunk's columns) and BF16 x

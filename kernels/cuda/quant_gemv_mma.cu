@@ -29,6 +29,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
@@ -45,7 +46,10 @@ constexpr int kBlockWarps = 8;
 // kRound: chunks (16-byte loads per lane) per round, two rounds in flight. 3 (the default)
 // fits 3 blocks per SM without spills; 2 leaves registers unused (STRATA_CUDA_QGEMV_ROUND=2
 // for A/Bs; 4, at 2 blocks per SM, was dropped: fewer warps per SM were slower in run 1).
-constexpr int MinBlocksFor(int round) { return round >= 4 ? 2 : 3; }
+// 4 with INT8 weights and x staged as FP16 (STRATA_CUDA_QGEMV_ROUND=4 with
+// STRATA_CUDA_QGEMV_HALFX=1, A/Bs: 8 chunks in flight per lane instead of 6) fits 3 blocks per
+// SM too (80 registers, no spills).
+constexpr int MinBlocksFor(int round, bool half_x = false) { return round >= 4 && !half_x ? 2 : 3; }
 
 // One group's scales for rows group and group + 8 of a tile, and (INT4) the BF16 pairs
 // -(128 + z) that DequantInt4Step subtracts.
@@ -71,13 +75,95 @@ struct GroupParams {
   }
 };
 
+constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
+
+__device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Eight BF16 values (a 16-byte vector) as eight FP16 values, each converted as LoadX converts
+// x per step for INT8 weights (BF16 -> F32 -> FP16, round to nearest).
+__device__ __forceinline__ uint4 HalfOf8(const uint4& v) {
+  auto half = [](uint32_t w) { return PackPair<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)); };
+  return make_uint4(half(v.x), half(v.y), half(v.z), half(v.w));
+}
+
+// The block's copy of prologue(x) for one token (x, up: BF16 [cols], 16-byte aligned; cols a
+// multiple of 16) in xs, rounded to BF16 as the separate rms_norm / silu_mul kernels round
+// their outputs (rms_norm.cu, silu_mul.cu: x * inv * w and silu(g) * u in F32), so the fused
+// product reads the values the unfused one reads, up to the order of the sum of squares (the
+// streaming GEMV's StagePrologue, quant_gemv_stream.cu); kHalfX: then as FP16.
+template <int P, bool kHalfX>
+__device__ __forceinline__ void StageOneToken(const QuantGemvArgs& a, uint4* xs, int nvec) {
+  const uint4* x4 = static_cast<const uint4*>(a.x);
+  auto unpack = [](const uint4& v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  };
+  auto pack = [](const float (&f)[8]) {
+    uint4 v;
+    v.x = PackPair<__nv_bfloat16>(f[0], f[1]);
+    v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
+    v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
+    v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
+    return kHalfX ? HalfOf8(v) : v;
+  };
+  if constexpr (P == kRmsNorm) {
+    __shared__ float ss_partial[kBlockWarps];
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      const uint4 v = __ldg(x4 + i);
+      xs[i] = v;
+      float f[8];
+      unpack(v, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss = fmaf(f[e], f[e], ss);
+    }
+    ss = WarpSum(ss);
+    if ((threadIdx.x & 31) == 0) ss_partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBlockWarps; ++i) total += ss_partial[i];
+    const float inv = rsqrtf(total / static_cast<float>(a.w.cols) + a.eps);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {  // the same i as above: own slots
+      float f[8];
+      unpack(xs[i], f);
+      const float4 g0 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i);
+      const float4 g1 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i + 1);
+      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
+      xs[i] = pack(f);
+    }
+  } else {
+    const uint4* u4 = static_cast<const uint4*>(a.up);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+      float g[8], u[8];
+      unpack(__ldg(x4 + i), g);
+      unpack(__ldg(u4 + i), u);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+      xs[i] = pack(g);
+    }
+  }
+}
+
 // kChunkGroups: group_size is 0 or a multiple of the chunk's columns.
 // kStaged: x ([n, cols], 16-byte rows) is first copied into shared memory by the block: a
 // step's x loads then take shared memory's latency, not L2's. (Run 1 on the H200: with x
 // read from global memory per step, the kernel ran at ~475 cycles per 16-column step and
 // warp, INT4 and INT8 alike, i.e. bound by that latency, not by HBM.)
-template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O>
-__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+// P (staged, one token; opt-in STRATA_CUDA_QGEMV_MMA_FUSE=1): matmul_ex's prologue computed
+// into the staged copy (StageOneToken), kPlain: x copied as it is. kHalfX (INT8, staged;
+// opt-in STRATA_CUDA_QGEMV_HALFX=1): the copy is stored as FP16, converted once per block
+// instead of once per step and lane (the same values).
+template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O, int P = kPlain, bool kHalfX = false>
+__global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)) QuantGemvTiledKernel(QuantGemvArgs a, int kw) {
+  static_assert(P == kPlain || kStaged, "a fused prologue is computed into the staged copy of x");
+  static_assert(!kHalfX || (kStaged && kValues == kQuantInt8), "FP16 staging: INT8 weights, x staged");
   using K = std::conditional_t<kValues == kQuantInt4, __nv_bfloat16, __half>;
   constexpr int kSteps = kQuantTiledChunkCols(kValues) / 16;  // 16-column steps per chunk
   __shared__ float partial[kBlockWarps][32][4];
@@ -120,6 +206,22 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
   if (c_begin < c_end) {
     now = params.Load(grp);
     next = params.Load(grp + 1);
+    // Grouped weights: every later group's scales (and zeros) of this warp's range are asked
+    // into L2 now (opt-in, STRATA_CUDA_QGEMV_PREFETCH=1). A group's are loaded only one group
+    // ahead (registers), i.e. ~8 steps before they are used for INT4 g128, which from HBM is
+    // less than the load's latency: the warp would wait at every group boundary.
+    if (kValues == kQuantInt4 && w.group_size > 0 && a.prefetch_scales) {
+      const int g_end = min(static_cast<int>(w.ngroups), (c_end * kSteps + gsteps - 1) / gsteps);
+      const int n_groups = g_end - (grp + 2);
+      if (n_groups > 0) {
+        const char* sb = reinterpret_cast<const char*>(w.scales + (tile * w.ngroups + grp + 2) * 16);
+        for (int off = lane * 128; off < n_groups * 64; off += 32 * 128) PrefetchL2(sb + off);
+        if (w.zeros != nullptr) {
+          const char* zb = reinterpret_cast<const char*>(w.zeros + (tile * w.ngroups + grp + 2) * 16);
+          for (int off = lane * 128; off < n_groups * 16; off += 32 * 128) PrefetchL2(zb + off);
+        }
+      }
+    }
   }
   AllowDependentLaunch();
   WaitForPreviousKernel();  // x (and out, when accumulating) come from earlier kernels
@@ -128,11 +230,16 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
   const __nv_bfloat16* xbase = static_cast<const __nv_bfloat16*>(a.x);
   int64_t xld = a.ldx;
   if constexpr (kStaged) {
-    extern __shared__ uint4 staged_x[];  // [n][cols] BF16
+    extern __shared__ uint4 staged_x[];  // [n][cols] BF16 (kHalfX: FP16)
     const int per_row = cols / 8;
-    for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
-      const int r = i / per_row, j = i - r * per_row;
-      staged_x[i] = __ldg(reinterpret_cast<const uint4*>(xbase + r * a.ldx) + j);
+    if constexpr (P == kPlain) {
+      for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
+        const int r = i / per_row, j = i - r * per_row;
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(xbase + r * a.ldx) + j);
+        staged_x[i] = kHalfX ? HalfOf8(v) : v;
+      }
+    } else {
+      StageOneToken<P, kHalfX>(a, staged_x, per_row);
     }
     __syncthreads();
     xbase = reinterpret_cast<const __nv_bfloat16*>(staged_x);
@@ -179,7 +286,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
           const int ks16 = (u * kSteps + s) * 16;
           if (kCheck && ks16 >= cols_left) break;  // the padding of the last chunk
           uint32_t b0, b1;
-          LoadX<kValues, kStaged>(xr + ks16, b0, b1);
+          LoadX<kValues, kStaged, kHalfX>(xr + ks16, b0, b1);
           uint32_t af[4];
           if constexpr (kValues == kQuantInt4) {
             DequantInt4Step(words[s], now.neg_z, af);
@@ -228,6 +335,62 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound)) QuantG
 
 }  // namespace
 
+namespace {
+
+// STRATA_CUDA_QGEMV_STAGE=0 turns staging off (A/Bs).
+bool StageAllowed() {
+  static const bool allowed = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_STAGE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  return allowed;
+}
+
+// kRound: STRATA_CUDA_QGEMV_ROUND=2|3 (A/Bs), 3 by default.
+int RoundChunks() {
+  static const int round = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_ROUND");
+    const int v = e != nullptr ? std::atoi(e) : 3;
+    return v >= 2 && v <= 4 ? v : 3;
+  }();
+  return round;
+}
+
+// The opt-in forms below (not yet measured on a GPU: scripts/gpu/run_gpu.sh cuda_b1), each
+// read at every launch so that tests can switch them: "1" turns it on.
+bool EnvOn(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, "1") == 0;
+}
+// INT8 with x staged: the copy stored as FP16 (kHalfX) with STRATA_CUDA_QGEMV_HALFX=1;
+// otherwise the BF16 copy converted per step and lane.
+bool HalfXAllowed() { return EnvOn("STRATA_CUDA_QGEMV_HALFX"); }
+
+// x staged in shared memory when it fits 40 KB (with the 4 KB of partial sums, under the 48 KB
+// a block gets without opting in: a batch-1 step's x at up to 20,480 columns, 4 tokens at
+// 4,096) and its rows are 16-byte aligned.
+bool Staged(const QuantGemvArgs& a) {
+  const size_t staged_bytes = static_cast<size_t>(a.n * a.w.cols) * 2;
+  return StageAllowed() && staged_bytes <= 40 * 1024 && (reinterpret_cast<uintptr_t>(a.x) & 15u) == 0 &&
+         a.ldx % 8 == 0;
+}
+
+}  // namespace
+
+bool QuantGemvTiledTakesPrologue(const QuantGemvArgs& a) {
+  if (!EnvOn("STRATA_CUDA_QGEMV_MMA_FUSE")) return false;  // opt-in
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  const QuantWeightView& w = a.w;
+  if (a.n != 1 || a.x_dtype != STRATA_DTYPE_BF16 || a.out_dtype != STRATA_DTYPE_BF16 || w.layout != kQuantTiled ||
+      (w.values != kQuantInt4 && w.values != kQuantInt8) || w.cols % 16 != 0 ||
+      (w.group_size != 0 && w.group_size % 16 != 0) || !Staged(a) || RoundChunks() == 2) {
+    return false;
+  }
+  if (a.prologue == kRmsNorm) return a.norm_weight != nullptr && aligned(a.norm_weight);
+  if (a.prologue == kSiluMul) return a.up != nullptr && aligned(a.up);
+  return false;
+}
+
 cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return cudaSuccess;
   const QuantWeightView& w = a.w;
@@ -236,6 +399,7 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
       (reinterpret_cast<uintptr_t>(a.x) & 3u) != 0 || a.ldx % 2 != 0) {
     return cudaErrorInvalidValue;
   }
+  if (a.prologue != kPlain && !QuantGemvTiledTakesPrologue(a)) return cudaErrorInvalidValue;
   // Warps per tile: enough chunks each that the loads stay in flight (8 warps = 8 chunks each
   // for a 4096-column INT4 row); a Llama-3-8B product then has >= 256 blocks.
   // STRATA_CUDA_QGEMV_KW=1|2|4|8 forces it (device A/Bs; warps past the last chunk idle).
@@ -246,56 +410,78 @@ cudaError_t LaunchQuantGemvTiled(const QuantGemvArgs& a, cudaStream_t stream) {
   }();
   int kw = w.chunks >= 32 ? 8 : w.chunks >= 8 ? 4 : w.chunks >= 2 ? 2 : 1;
   if (forced_kw > 0) kw = forced_kw;
-  static const int round = [] {
-    const char* e = std::getenv("STRATA_CUDA_QGEMV_ROUND");
-    const int v = e != nullptr ? std::atoi(e) : 3;
-    return v >= 2 && v <= 4 ? v : 3;
-  }();
+  const int round = RoundChunks();
   const int64_t tiles = (w.rows + 15) / 16;
   const int64_t blocks = (tiles + kBlockWarps / kw - 1) / (kBlockWarps / kw);
   const bool chunk_groups = w.group_size % kQuantTiledChunkCols(w.values) == 0;  // also group_size 0
-  // x staged in shared memory when it fits 40 KB (with the 4 KB of partial sums, under the
-  // 48 KB a block gets without opting in: a batch-1 step's x at up to 20,480 columns, 4
-  // tokens at 4,096) and its rows are 16-byte aligned;
-  // STRATA_CUDA_QGEMV_STAGE=0 turns staging off (A/Bs).
-  static const bool stage_allowed = [] {
-    const char* e = std::getenv("STRATA_CUDA_QGEMV_STAGE");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
   const size_t staged_bytes = static_cast<size_t>(a.n * w.cols) * 2;
-  const bool staged = stage_allowed && staged_bytes <= 40 * 1024 && (reinterpret_cast<uintptr_t>(a.x) & 15u) == 0 &&
-                      a.ldx % 8 == 0;
+  const bool staged = Staged(a);
+  const bool half_x = staged && w.values == kQuantInt8 && HalfXAllowed();
   cudaError_t e = cudaErrorInvalidValue;
-  auto launch = [&](auto o_tag) {
+  QuantGemvArgs ka = a;
+  ka.prefetch_scales = EnvOn("STRATA_CUDA_QGEMV_PREFETCH");
+  auto go = [&](auto kernel, size_t smem) {
+    e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, ka, kw);
+  };
+  // Instantiations: the format, whole-chunk groups, the round, staging, the output type, and for
+  // a staged x the prologue (one token, BF16 out, round 3) and (INT8) FP16 staging.
+  auto by_values = [&](auto round_tag, auto staged_tag, auto o_tag, auto p_tag, auto half_tag) {
+    constexpr int R = decltype(round_tag)::value;
+    constexpr bool S = decltype(staged_tag)::value;
     using O = decltype(o_tag);
-    auto go = [&](auto kernel, size_t smem) {
-      e = LaunchMaybeOverlapping(kernel, blocks, kBlockWarps * 32, smem, a.overlap_previous, stream, a, kw);
-    };
-    auto by_round = [&](auto round_tag, auto staged_tag) {
-      constexpr int R = decltype(round_tag)::value;
-      constexpr bool S = decltype(staged_tag)::value;
-      const size_t smem = S ? staged_bytes : 0;
-      if (w.values == kQuantInt4) {
-        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, S, O>, smem)
-                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, S, O>, smem);
-      } else {
-        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, S, O>, smem)
-                     : go(QuantGemvTiledKernel<kQuantInt8, false, R, S, O>, smem);
+    constexpr int P = decltype(p_tag)::value;
+    constexpr bool H = decltype(half_tag)::value;
+    const size_t smem = S ? staged_bytes : 0;
+    if (w.values == kQuantInt4) {
+      if constexpr (!H) {
+        chunk_groups ? go(QuantGemvTiledKernel<kQuantInt4, true, R, S, O, P>, smem)
+                     : go(QuantGemvTiledKernel<kQuantInt4, false, R, S, O, P>, smem);
       }
-    };
-    auto by_staged = [&](auto round_tag) {
-      staged ? by_round(round_tag, std::true_type{}) : by_round(round_tag, std::false_type{});
-    };
-    if (round == 2) {
-      by_staged(std::integral_constant<int, 2>{});
     } else {
-      by_staged(std::integral_constant<int, 3>{});
+      chunk_groups ? go(QuantGemvTiledKernel<kQuantInt8, true, R, S, O, P, H>, smem)
+                   : go(QuantGemvTiledKernel<kQuantInt8, false, R, S, O, P, H>, smem);
     }
   };
-  if (a.out_dtype == STRATA_DTYPE_F32) {
-    launch(float{});
-  } else if (a.out_dtype == STRATA_DTYPE_BF16) {
-    launch(__nv_bfloat16{});
+  using Plain = std::integral_constant<int, kPlain>;
+  auto by_half = [&](auto round_tag, auto staged_tag, auto o_tag, auto p_tag) {
+    if constexpr (decltype(staged_tag)::value) {
+      if (half_x) return by_values(round_tag, staged_tag, o_tag, p_tag, std::true_type{});
+    }
+    by_values(round_tag, staged_tag, o_tag, p_tag, std::false_type{});
+  };
+  auto by_output = [&](auto round_tag, auto staged_tag) {
+    if (a.out_dtype == STRATA_DTYPE_F32) {
+      by_half(round_tag, staged_tag, float{}, Plain{});
+    } else if (a.out_dtype == STRATA_DTYPE_BF16) {
+      if constexpr (decltype(staged_tag)::value && decltype(round_tag)::value == 3) {
+        if (a.prologue == kRmsNorm) return by_half(round_tag, staged_tag, __nv_bfloat16{}, std::integral_constant<int, kRmsNorm>{});
+        if (a.prologue == kSiluMul) return by_half(round_tag, staged_tag, __nv_bfloat16{}, std::integral_constant<int, kSiluMul>{});
+      }
+      by_half(round_tag, staged_tag, __nv_bfloat16{}, Plain{});
+    }
+  };
+  auto by_staged = [&](auto round_tag) {
+    staged ? by_output(round_tag, std::true_type{}) : by_output(round_tag, std::false_type{});
+  };
+  if (round == 4 && half_x) {  // INT8, staged as FP16: the only form built with 4-chunk rounds
+    using R4 = std::integral_constant<int, 4>;
+    using S = std::true_type;
+    using H = std::true_type;
+    if (a.out_dtype == STRATA_DTYPE_F32) {
+      by_values(R4{}, S{}, float{}, Plain{}, H{});
+    } else if (a.out_dtype == STRATA_DTYPE_BF16) {
+      if (a.prologue == kRmsNorm) {
+        by_values(R4{}, S{}, __nv_bfloat16{}, std::integral_constant<int, kRmsNorm>{}, H{});
+      } else if (a.prologue == kSiluMul) {
+        by_values(R4{}, S{}, __nv_bfloat16{}, std::integral_constant<int, kSiluMul>{}, H{});
+      } else {
+        by_values(R4{}, S{}, __nv_bfloat16{}, Plain{}, H{});
+      }
+    }
+  } else if (round == 2) {
+    by_staged(std::integral_constant<int, 2>{});
+  } else {
+    by_staged(std::integral_constant<int, 3>{});
   }
   return e;
 }

@@ -66,7 +66,9 @@ __device__ __forceinline__ void DequantInt8Step(uint32_t w0, uint32_t w1, uint32
 // lines, no extra traffic) and fill B columns whose products are never stored (an mma's
 // output columns are independent), so the loads need no condition. kStaged: xk points into
 // the block's shared-memory copy of x (plain loads; __ldg is for global memory only).
-template <int kValues, bool kStaged>
+// kHalfX (INT8, staged): the block stored its copy of x as FP16 already, so the words are the
+// B fragment as loaded.
+template <int kValues, bool kStaged, bool kHalfX = false>
 __device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, uint32_t& b0, uint32_t& b1) {
   uint32_t v0, v1;
   if constexpr (kStaged) {
@@ -76,7 +78,7 @@ __device__ __forceinline__ void LoadX(const __nv_bfloat16* xk, uint32_t& b0, uin
     v0 = __ldg(reinterpret_cast<const unsigned int*>(xk));
     v1 = __ldg(reinterpret_cast<const unsigned int*>(xk + 8));
   }
-  if constexpr (kValues == kQuantInt4) {
+  if constexpr (kValues == kQuantInt4 || kHalfX) {
     b0 = v0;
     b1 = v1;
   } else {

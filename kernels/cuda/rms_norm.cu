@@ -5,6 +5,7 @@
 // and stores instead of one element per access.
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -27,6 +28,7 @@ __global__ void RmsNormKernel(const T* __restrict__ x, int64_t x_stride, T* resi
                               int64_t res_stride, const float* __restrict__ w, float eps,
                               T* __restrict__ out, int64_t out_stride, int64_t dim) {
   AllowDependentLaunch();  // the next kernel (a matmul) may start loading its weights
+  WaitForPreviousKernel();  // x and the residual come from earlier kernels (PDL launch)
   const int64_t r = blockIdx.x;
   const T* xr = x + r * x_stride;
   T* rr = residual != nullptr ? residual + r * res_stride : nullptr;
@@ -53,6 +55,7 @@ __global__ void RmsNormVecKernel(const T* __restrict__ x, int64_t x_stride, T* r
                                  int64_t res_stride, const float* __restrict__ w, float eps,
                                  T* __restrict__ out, int64_t out_stride, int64_t dim) {
   AllowDependentLaunch();  // the next kernel (a matmul) may start loading its weights
+  WaitForPreviousKernel();  // x and the residual come from earlier kernels (PDL launch)
   constexpr int V = 16 / sizeof(T);
   const int64_t r = blockIdx.x, nvec = dim / V;
   const uint4* xr = reinterpret_cast<const uint4*>(x + r * x_stride);
@@ -94,23 +97,26 @@ __global__ void RmsNormVecKernel(const T* __restrict__ x, int64_t x_stride, T* r
 
 cudaError_t LaunchRmsNorm(const void* x, int64_t x_stride, void* residual, int64_t res_stride,
                           const float* weight, float eps, void* out, int64_t out_stride,
-                          int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream) {
+                          int64_t rows, int64_t dim, int32_t dtype, cudaStream_t stream,
+                          bool overlap_previous) {
   if (rows <= 0) return cudaSuccess;
+  cudaError_t e = cudaSuccess;
   const bool ok = DispatchAct(dtype, [&](auto t) {
     using T = decltype(t);
     constexpr int64_t V = 16 / sizeof(T);
     const bool res_ok = residual == nullptr || (Aligned16(residual) && res_stride % V == 0);
     if (Aligned16(x) && Aligned16(out) && res_ok && dim % V == 0 && x_stride % V == 0 && out_stride % V == 0) {
-      RmsNormVecKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), x_stride, static_cast<T*>(residual), res_stride, weight, eps,
-          static_cast<T*>(out), out_stride, dim);
+      e = LaunchMaybeOverlapping(RmsNormVecKernel<T>, rows, kThreads, 0, overlap_previous, stream,
+                                 static_cast<const T*>(x), x_stride, static_cast<T*>(residual), res_stride, weight,
+                                 eps, static_cast<T*>(out), out_stride, dim);
       return;
     }
-    RmsNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), x_stride, static_cast<T*>(residual), res_stride, weight, eps,
-        static_cast<T*>(out), out_stride, dim);
+    e = LaunchMaybeOverlapping(RmsNormKernel<T>, rows, kThreads, 0, overlap_previous, stream,
+                               static_cast<const T*>(x), x_stride, static_cast<T*>(residual), res_stride, weight, eps,
+                               static_cast<T*>(out), out_stride, dim);
   });
-  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+  if (!ok) return cudaErrorInvalidValue;
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // namespace strata::cuda

@@ -5,6 +5,7 @@
 // element loop.
 #include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -14,6 +15,7 @@ __global__ void SiluMulKernel(const T* __restrict__ g, int64_t gs, const T* __re
                               int64_t us, T* __restrict__ o, int64_t os, int64_t rows,
                               int64_t cols) {
   AllowDependentLaunch();  // the down projection may start loading its weights
+  WaitForPreviousKernel();  // gate and up come from the previous kernel (PDL launch)
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -31,6 +33,7 @@ __global__ void __launch_bounds__(kVecThreads)
     SiluMulVecKernel(const T* __restrict__ g, int64_t gs, const T* __restrict__ u, int64_t us,
                      T* __restrict__ o, int64_t os, int64_t cols) {
   AllowDependentLaunch();  // the down projection may start loading its weights
+  WaitForPreviousKernel();  // gate and up come from the previous kernel (PDL launch)
   constexpr int V = 16 / sizeof(T);
   const int64_t r = blockIdx.x;
   const int64_t c = (static_cast<int64_t>(blockIdx.y) * kVecThreads + threadIdx.x) * V;
@@ -53,24 +56,27 @@ __global__ void __launch_bounds__(kVecThreads)
 
 cudaError_t LaunchSiluMul(const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
                           void* out, int64_t o_stride, int64_t rows, int64_t cols, int32_t dtype,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool overlap_previous) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
+  cudaError_t e = cudaSuccess;
   const bool ok = DispatchAct(dtype, [&](auto t) {
     using T = decltype(t);
     constexpr int64_t V = 16 / sizeof(T);
     const int64_t col_blocks = (cols / V + kVecThreads - 1) / kVecThreads;
     if (Aligned16(gate) && Aligned16(up) && Aligned16(out) && cols % V == 0 && g_stride % V == 0 &&
         u_stride % V == 0 && o_stride % V == 0 && rows <= 0x7fffffffLL && col_blocks <= 65535) {
-      SiluMulVecKernel<T><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(col_blocks)), kVecThreads, 0,
-                            stream>>>(static_cast<const T*>(gate), g_stride, static_cast<const T*>(up), u_stride,
-                                      static_cast<T*>(out), o_stride, cols);
+      e = LaunchMaybeOverlapping(SiluMulVecKernel<T>,
+                                 dim3(static_cast<unsigned>(rows), static_cast<unsigned>(col_blocks)),
+                                 dim3(kVecThreads), 0, overlap_previous, stream, static_cast<const T*>(gate), g_stride,
+                                 static_cast<const T*>(up), u_stride, static_cast<T*>(out), o_stride, cols);
       return;
     }
-    SiluMulKernel<T><<<GridFor(rows * cols, 256), 256, 0, stream>>>(
-        static_cast<const T*>(gate), g_stride, static_cast<const T*>(up), u_stride,
-        static_cast<T*>(out), o_stride, rows, cols);
+    e = LaunchMaybeOverlapping(SiluMulKernel<T>, dim3(GridFor(rows * cols, 256)), dim3(256), 0, overlap_previous,
+                               stream, static_cast<const T*>(gate), g_stride, static_cast<const T*>(up), u_stride,
+                               static_cast<T*>(out), o_stride, rows, cols);
   });
-  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+  if (!ok) return cudaErrorInvalidValue;
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // namespace strata::cuda

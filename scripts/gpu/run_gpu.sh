@@ -1625,6 +1625,151 @@ phase_serve256() {
   done
 }
 
+# cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA, the opt-in forms of branch cuda-b1
+# (none has run on a GPU yet; main's defaults are unchanged):
+#   STRATA_CUDA_PDL_SMALL=on      the decode attention kernels, their split combine, rms_norm and
+#                                 silu_mul start with programmatic dependent launch (pdl_small=on)
+#   STRATA_CUDA_QGEMV_MMA_FUSE=1  the tensor-core GEMV (STRATA_CUDA_QGEMV_KERNEL=mma; main's default
+#                                 is the streaming GEMV) computes matmul_ex's one-token prologue
+#   STRATA_CUDA_QGEMV_HALFX=1     ... with INT8's staged x stored as FP16 (not converted per step)
+#   STRATA_CUDA_QGEMV_PREFETCH=1  ... with grouped INT4 scales / zeros prefetched into L2
+#   STRATA_CUDA_QGEMV_ROUND=4     ... (with HALFX=1) INT8 in 4-chunk rounds at 3 blocks per SM
+# Tests (with those forms forced), then batch-1 decode 128/128 -r 3 per configuration, most
+# telling first (W8A16 default vs the new mma form vs pdl_small, W4A16 likewise), then sweeps,
+# an eager op profile, SASS of the mma GEMV and an nsys summary as the budget allows. At most
+# three files: $OUT/cuda-b1_tests.txt, cuda-b1_bench.txt, cuda-b1_profile.txt.
+# CUDA_B1_BUDGET seconds (default 150; 115 runs the tests and the first three or four runs, 300
+# most of it); each step has its own timeout and is skipped (said so) when it could overrun.
+# Targets: strata strata-backend-cuda cuda_backend_test cuda_graph_test cuda_kv8_test
+# cuda_decode_kernel_choice_test cuda_quant_test qgemv_sweep
+phase_cuda_b1() {
+  local P0=$SECONDS budget=${CUDA_B1_BUDGET:-150} W=/tmp/strata-cuda-b1
+  local FT="$OUT/cuda-b1_tests.txt" FB="$OUT/cuda-b1_bench.txt" FP="$OUT/cuda-b1_profile.txt"
+  rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FB"; : > "$FP"
+  b1_left() { echo $(( budget - (SECONDS - P0) )); }
+  b1_fits() { (( SECONDS - P0 + $1 <= budget + 5 )); }
+  echo "=== cuda_b1 ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
+  env | grep -E "^STRATA_CUDA_(PDL|DECODE|QGEMV)" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
+  local NEW="STRATA_CUDA_QGEMV_KERNEL=mma STRATA_CUDA_QGEMV_MMA_FUSE=1 STRATA_CUDA_QGEMV_HALFX=1 STRATA_CUDA_QGEMV_PREFETCH=1 STRATA_CUDA_PDL_SMALL=on"
+  # 1. Tests, six processes at once, each at most 30 s: the new forms' tests (pdl_small's layer
+  # chain, the fused mma prologue) and the decode / GEMV tests they touch, with the forms forced.
+  ( timeout 10 "$BUILD/bin/cuda_decode_kernel_choice_test" --gtest_color=no > "$W/t_choice.txt" 2>&1; echo $? > "$W/t_choice.rc" ) &
+  ( STRATA_CUDA_PDL_SMALL=on timeout 30 "$BUILD/bin/cuda_backend_test" --gtest_color=no \
+      --gtest_filter='CudaPdlSmall.*:CudaMmaDecode.*:*/CudaOps.RopeAttentionEqualsRopeKvWriteThenAttention/bf16:*/CudaOps.BadInputIsAnErrorNotACrash/bf16' \
+      > "$W/t_backend.txt" 2>&1; echo $? > "$W/t_backend.rc" ) &
+  ( STRATA_CUDA_PDL_SMALL=on timeout 30 "$BUILD/bin/cuda_graph_test" --gtest_color=no > "$W/t_graph.txt" 2>&1; echo $? > "$W/t_graph.rc" ) &
+  ( STRATA_CUDA_PDL_SMALL=on STRATA_KV8_TEST_CACHES=FP8 timeout 30 "$BUILD/bin/cuda_kv8_test" --gtest_color=no \
+      --gtest_filter='CudaKv8Ops.DecodeMmaKernelFusedRopeAttention' > "$W/t_kv8.txt" 2>&1; echo $? > "$W/t_kv8.rc" ) &
+  ( timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+      --gtest_filter='CudaQuant.Tiled*:CudaQuant.MatmulExPrologueAndAccumulateOnQuantizedWeights' \
+      > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
+  ( STRATA_CUDA_QGEMV_ROUND=4 STRATA_CUDA_QGEMV_HALFX=1 STRATA_CUDA_QGEMV_PREFETCH=1 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*' \
+      > "$W/t_quant_r4.txt" 2>&1; echo $? > "$W/t_quant_r4.rc" ) &
+  wait
+  local t all=passed
+  for t in choice backend graph kv8 quant quant_r4; do
+    local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
+    [ "$rc" = 124 ] && st="TIMED OUT"
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/t_$t.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/t_$t.txt") ok, $(grep -c '^\[  SKIPPED' "$W/t_$t.txt") skipped)" | tee -a "$FT"
+  done
+  echo "cuda_b1 TESTS: $all ($(( SECONDS - P0 ))s)" | tee -a "$FT"
+  for t in choice backend graph kv8 quant quant_r4; do
+    echo "--- $t" >> "$FT"
+    grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|differs|outside|^\[==========\]" "$W/t_$t.txt" | head -60 >> "$FT"
+  done
+  # 2. Batch-1 decode 128/128, -r 3, one process per configuration, most telling first.
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128"
+  b1_run() {  # label format [ENV=value ...]
+    local label=$1 d=$2
+    shift 2
+    if ! b1_fits 24; then echo "skipped $label: $(b1_left)s of ${budget}s left" | tee -a "$FB"; return; fi
+    local t0=$SECONDS
+    env "$@" timeout 35 $S --synthetic-dtype $d -r 3 > "$W/b_$label.json" 2> "$W/b_$label.err"
+    local rc=$?
+    echo "$label ($d; ${*:-defaults}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_$label.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_$label.json" | head -1)" | tee -a "$FB"
+    [ $rc = 0 ] || tail -5 "$W/b_$label.err" | tee -a "$FB"
+  }
+  # W8A16: main's default (streaming GEMV) against the new mma form ($NEW) and the default with
+  # pdl_small; then W4A16 likewise; the rest only with a larger budget.
+  b1_run int8_default int8
+  b1_run int8_new int8 $NEW
+  b1_run int8_pdl_small int8 STRATA_CUDA_PDL_SMALL=on
+  b1_run int4_default int4-g128
+  b1_run int4_pdl_small int4-g128 STRATA_CUDA_PDL_SMALL=on
+  b1_run int4_new int4-g128 $NEW
+  b1_run int8_new_r4 int8 $NEW STRATA_CUDA_QGEMV_ROUND=4
+  b1_run int8_mma_plain int8 STRATA_CUDA_QGEMV_KERNEL=mma
+  # The one-token W8A16 sweep (quick: mma, mma_fused, default, read, every depth-8 configuration).
+  if b1_fits 35; then
+    timeout 35 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w8a16 --quick 1 > "$W/sweep_w8.jsonl" 2>&1
+    echo "sweep w8a16 rc=$?" | tee -a "$FP"
+    sed -e 's/"bench":"qgemv_sweep","format":"w8a16","zeros":0,"tokens":1,//' -e 's/,"copies":[0-9]*//' \
+      "$W/sweep_w8.jsonl" | head -150 >> "$FP"
+    grep qgemv_sweep_best "$W/sweep_w8.jsonl" | tee -a "$FB"
+  else
+    echo "skipped sweep: $(b1_left)s left" | tee -a "$FP"
+  fi
+  # W4A16 with zero points (what --synthetic-dtype int4-g128 makes): the mma GEMV with its group
+  # scales prefetched into L2 and without (the sweep's mma_fused variant sets PREFETCH=1 itself;
+  # pf=1 also sets it for the plain mma variant), beside the streaming one.
+  local pf
+  for pf in 1 0; do
+    if b1_fits 35; then
+      STRATA_CUDA_QGEMV_PREFETCH=$pf timeout 35 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1 \
+        > "$W/sweep_w4_pf$pf.jsonl" 2>&1
+      echo "sweep w4a16 zeros prefetch=$pf rc=$?" | tee -a "$FP"
+      grep -E '"variant":"(mma|mma_fused|default|read)"' "$W/sweep_w4_pf$pf.jsonl" | \
+        sed -e 's/"bench":"qgemv_sweep","format":"w4a16","zeros":1,"tokens":1,//' -e 's/,"copies":[0-9]*//' >> "$FP"
+      grep qgemv_sweep_best "$W/sweep_w4_pf$pf.jsonl" | sed "s/^/prefetch=$pf /" | tee -a "$FB"
+    else
+      echo "skipped sweep w4a16 prefetch=$pf: $(b1_left)s left" | tee -a "$FP"
+    fi
+  done
+  b1_run bf16_default bf16
+  b1_run bf16_pdl_small bf16 STRATA_CUDA_PDL_SMALL=on
+  echo "--- full json" >> "$FB"
+  for f in "$W"/b_*.json; do echo "$(basename "$f"): $(head -c 1500 "$f")" >> "$FB"; done
+  # 3. Op profile of one eager int8 (W8A16, default GEMV) batch-1 run (32 generated tokens).
+  if b1_fits 40; then
+    STRATA_CUDA_PROFILE=1 timeout 45 $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int8 \
+      -r 1 --prompt-tokens 128 --gen-tokens 32 --enforce-eager > "$W/p.txt" 2>&1
+    echo "profile rc=$?" | tee -a "$FP"
+    sed -n '/strata cuda op profile/,$p' "$W/p.txt" | head -60 >> "$FP"
+    grep -ho '"decode_tokens_per_s"[^,}]*' "$W/p.txt" | head -1 >> "$FP"
+  else
+    echo "skipped profile: $(b1_left)s left" | tee -a "$FP"
+  fi
+  # SASS of the tensor-core GEMV's batch-1 kernels (INT8 and INT4 with whole-chunk groups, 3-chunk
+  # rounds, x staged, BF16 out): the per-step instruction chain, for the W8A16 bound.
+  local qobj="$BUILD/backends/cuda/CMakeFiles/strata_backend_cuda_impl.dir/__/__/kernels/cuda/quant_gemv_mma.cu.o"
+  if [ -f "$qobj" ] && [ -x /usr/local/cuda/bin/cuobjdump ]; then
+    local v
+    for v in 0:1 1:0; do  # INT8 with FP16 staging, INT4; no prologue
+      echo "--- SASS QuantGemvTiledKernel<values ${v%%:*}, chunk groups, round 3, staged, bf16, plain, half x ${v#*:}>" >> "$FP"
+      /usr/local/cuda/bin/cuobjdump -sass "$qobj" 2>/dev/null | awk -v pat="QuantGemvTiledKernelILi${v%%:*}ELb1ELi3ELb1E13__nv_bfloat16Li0ELb${v#*:}E" \
+        '/Function :/ {on = index($0, pat) > 0} on' | grep -vE "^\s*/\* [0-9a-fx]+ \*/\s*$" | head -700 >> "$FP"
+    done
+  else
+    echo "no SASS (cuobjdump or $qobj missing)" >> "$FP"
+  fi
+  # 4. Last, if the budget allows: an Nsight Systems trace of graph-replayed int8 decode
+  # (kernel durations inside the replayed graphs, and the gaps between them).
+  local NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$NSYS" ] && b1_fits 60; then
+    timeout 60 "$NSYS" profile --cuda-graph-trace=node -t cuda -o "$W/trace" --force-overwrite true \
+      $BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int8 -r 1 \
+      --prompt-tokens 128 --gen-tokens 64 > "$W/nsys.txt" 2>&1
+    echo "nsys rc=$?" | tee -a "$FP"
+    timeout 30 "$NSYS" stats --report cuda_gpu_kern_sum --format csv "$W/trace.nsys-rep" 2>&1 | head -40 >> "$FP"
+  else
+    echo "no nsys step (nsys: ${NSYS:-none}; $(b1_left)s left)" | tee -a "$FP"
+  fi
+  echo "=== cuda_b1 done ($(( SECONDS - P0 ))s of ${budget}s)" | tee -a "$FT"
+}
+
 for phase in $PHASES; do
   case "$phase" in
     build) ;;

@@ -1214,6 +1214,94 @@ TEST(CudaMmaDecode, BadBlockTableIsAnError) {
   }
 }
 
+// pdl_small=on (opt-in): the decode attention kernels, their split combine, rms_norm and
+// silu_mul start with programmatic dependent launch and must still wait for the kernel before
+// them. A batch-1 decode layer as a captured step issues it (max_seq_len 8,192 without host
+// copies, so the tensor-core kernel runs 64 splits and the combine, or the GQA kernel), twice,
+// with no synchronisation between the ops, each op reading what the one before it wrote into
+// buffers that start poisoned (NaN): the outputs and the cache must be bit for bit those of the
+// same ops launched plainly (pdl_small=off), and finite.
+TEST(CudaPdlSmall, DecodeLayerChainEqualsPlainLaunches) {
+  SKIP_WITHOUT_GPU();
+  const int32_t H = 32, KVH = 8, D = 128, bs = 16, nb = 40, layers = 2, seq_len = 300, cap = 8192;
+  const int64_t hid = 1024, qd = int64_t{H} * D, kd = int64_t{KVH} * D, qkvd = qd + 2 * kd;
+  std::mt19937 rng(77);
+  const std::vector<float> h0 = Rounded(Random(rng, hid, 1.0f), BF16);
+  const std::vector<float> norm_w = Random(rng, hid, 1.0f);
+  const std::vector<float> wqkv = Random(rng, qkvd * hid, 0.05f), wo = Random(rng, hid * qd, 0.02f);
+  const std::vector<uint8_t> cache0 = Encode(Random(rng, size_t(layers) * 2 * nb * bs * KVH * D, 1.0f), BF16);
+  std::vector<float> inv(D / 2);
+  for (int32_t i = 0; i < D / 2; ++i) inv[i] = std::pow(500000.0f, -2.0f * i / D);
+  Ragged r = MakeRagged(rng, {1}, {seq_len}, bs, nb);
+  // The block table of a captured step: one row of max_context / block_size entries.
+  std::vector<int32_t> table(cap / bs, -1);
+  for (int32_t b = 0; b < r.max_blocks; ++b) table[b] = r.tables[b];
+  std::vector<strata_block_pair> pairs(nb);
+  for (int32_t b = 0; b < nb; ++b) pairs[b] = {b, b};
+  for (const char* attention : {"", ";decode_attention=gqa"}) {
+    std::vector<uint8_t> got[2][3];  // [pdl_small on, off][h, attention out, cache]
+    for (int run = 0; run < 2; ++run) {
+      const std::string opts = std::string("activations=bf16") + attention + (run == 0 ? ";pdl_small=on" : ";pdl_small=off");
+      SCOPED_TRACE(opts);
+      Dev Dv(CudaPlugin().info->backend, opts.c_str());
+      ASSERT_TRUE(Dv.ok()) << Dv.err();
+      strata_kv_cache kv = Dv.Kv(layers, nb, bs, KVH, D, BF16);
+      ASSERT_EQ(Dv.api()->swap_blocks(Dv.dev(), kv, const_cast<uint8_t*>(cache0.data()), cache0.size(), pairs.data(),
+                                      nb, 0),
+                STRATA_OK)
+          << Dv.err();
+      strata_weight Wqkv = Dv.Weight(wqkv, BF16, qkvd, hid), Wo = Dv.Weight(wo, BF16, hid, qd);
+      strata_buffer hb = Dv.Floats(h0, BF16), nwb = Dv.Floats(norm_w, F32), fb = Dv.Floats(inv, F32);
+      strata_buffer nb_ = Dv.Poisoned(hid * 2), qkvb = Dv.Poisoned(qkvd * 2), ob = Dv.Poisoned(qd * 2),
+                    db = Dv.Poisoned(hid * 2), sb = Dv.Poisoned(hid * 2);
+      strata_tensor pos = T(Dv.Ints(r.positions), I32, {1}), slots = T(Dv.Ints(r.slots), I32, {1}),
+                    qsl = T(Dv.Ints(r.qsl), I32, {2}), lens = T(Dv.Ints(r.seq_lens), I32, {1}),
+                    tables = T(Dv.Ints(table), I32, {1, cap / bs});
+      strata_batch_desc batch{};
+      batch.struct_size = sizeof(batch);
+      batch.num_tokens = 1;
+      batch.num_seqs = 1;
+      batch.max_query_len = 1;
+      batch.max_seq_len = cap;  // graph form: no host copies, the model's context
+      batch.max_blocks_per_seq = cap / bs;
+      batch.positions = &pos;
+      batch.slot_mapping = &slots;
+      batch.query_start_loc = &qsl;
+      batch.seq_lens = &lens;
+      batch.block_tables = &tables;
+      strata_tensor h = T(hb, BF16, {1, hid}), nw = T(nwb, F32, {hid}), normed = T(nb_, BF16, {1, hid}),
+                    qkv = T(qkvb, BF16, {1, qkvd}), q = T(qkvb, BF16, {1, qd}, 0, qkvd),
+                    k = T(qkvb, BF16, {1, kd}, qd * 2, qkvd), v = T(qkvb, BF16, {1, kd}, (qd + kd) * 2, qkvd),
+                    out = T(ob, BF16, {1, qd}), delta = T(db, BF16, {1, hid}), s = T(sb, BF16, {1, hid}),
+                    ft = T(fb, F32, {D / 2});
+      const strata_rope_params rp = RopeParams(STRATA_ROPE_NEOX, D, &ft);
+      const strata_attention_params ap = AttnParams(H, KVH, D, 1.0f / std::sqrt(static_cast<float>(D)));
+      const strata_backend_v1* api = Dv.api();
+      for (int32_t layer = 0; layer < layers; ++layer) {
+        ASSERT_EQ(api->rms_norm(Dv.dev(), &h, nullptr, &nw, 1e-5f, &normed), STRATA_OK) << Dv.err();
+        ASSERT_EQ(api->matmul(Dv.dev(), &normed, Wqkv, nullptr, &qkv), STRATA_OK) << Dv.err();
+        ASSERT_EQ(api->rope_attention(Dv.dev(), &rp, &ap, &batch, &q, &k, &v, kv, layer, &out), STRATA_OK)
+            << Dv.err();
+        ASSERT_EQ(api->matmul(Dv.dev(), &out, Wo, nullptr, &delta), STRATA_OK) << Dv.err();
+        ASSERT_EQ(api->silu_mul(Dv.dev(), &delta, &h, &s), STRATA_OK) << Dv.err();
+        ASSERT_EQ(api->rms_norm(Dv.dev(), &s, &h, &nw, 1e-5f, &normed), STRATA_OK) << Dv.err();  // h += s
+      }
+      got[run][0] = Dv.Read(hb, hid * 2);
+      got[run][1] = Dv.Read(ob, qd * 2);
+      got[run][2].assign(cache0.size(), 0);
+      ASSERT_EQ(api->swap_blocks(Dv.dev(), kv, got[run][2].data(), got[run][2].size(), pairs.data(), nb, 1), STRATA_OK)
+          << Dv.err();
+      for (int j = 0; j < 2; ++j) {
+        for (float x : Decode(got[run][j], BF16)) ASSERT_TRUE(std::isfinite(x)) << (j == 0 ? "h" : "attention out");
+      }
+    }
+    EXPECT_TRUE(got[0][0] == got[1][0]) << "h differs with pdl_small=on" << attention;
+    EXPECT_TRUE(got[0][1] == got[1][1]) << "attention output differs with pdl_small=on" << attention;
+    EXPECT_TRUE(got[0][2] == got[1][2]) << "cache differs with pdl_small=on" << attention;
+    EXPECT_TRUE(got[0][2] != cache0) << "rope_attention wrote no key" << attention;
+  }
+}
+
 // sample()'s parameters pointing at per-row arrays.
 strata_sample_params SampleParamsOver(const std::vector<float>& temp, const std::vector<int32_t>& top_k,
                                       const std::vector<float>& top_p, const std::vector<float>& min_p,
@@ -2044,6 +2132,9 @@ TEST_P(CudaOps, BadInputIsAnErrorNotACrash) {
   EXPECT_NE(std::string(D.err()).find("gemm_tune=maybe"), std::string::npos) << D.err();
   o.options = "pdl=1";
   EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  o.options = "pdl_small=yes";
+  EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(D.err()).find("pdl_small=yes"), std::string::npos) << D.err();
   o.options = "gemv_tokens=9";
   EXPECT_EQ(D.api()->device_open(0, &o, &bad), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(D.err()).find("gemv_tokens=9"), std::string::npos) << D.err();

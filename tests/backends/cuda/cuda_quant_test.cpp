@@ -836,24 +836,17 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
   }
 }
 
-// matmul_ex's rms_norm and silu_mul prologues on weight-only INT4 / INT8 weights of a BF16
-// device: at one token the streaming GEMV computes the prologue itself (prologue_scratch,
-// poisoned, stays untouched), at 3 tokens the prologue kernel runs first; both against the
-// float64 product of the prologue's output rounded to BF16 as the device's rms_norm /
-// silu_mul round it, with and without the residual add, at the default configuration, a
-// small-depth whole-row one (the ring wraps) and a 16-warp one.
-TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
-  REQUIRE_GPU();
-  Dev dev(api, "activations=bf16");
-  ASSERT_TRUE(dev.ok()) << dev.err();
-  std::mt19937 rng(37);
+// matmul_ex's rms_norm and silu_mul prologues on weight-only INT4 (with zero points) / INT8
+// weights of a BF16 device: at one token the GEMV computes the prologue itself
+// (prologue_scratch, poisoned, stays untouched), at 3 tokens the prologue kernel runs first;
+// both against the float64 product of the prologue's output rounded to BF16 as the device's
+// rms_norm / silu_mul round it, with and without the residual add. `kernel`:
+// STRATA_CUDA_QGEMV_KERNEL at weight creation (stream: kQuantTiledStream, mma: the tensor-core
+// GEMV's kQuantTiled), `tag` names the configuration in messages.
+void CheckGemvFusesMatmulExPrologues(Dev& dev, std::mt19937& rng, const char* kernel, const std::string& tag) {
   const int64_t rows = 200, cols = 1536;
-  ScopedEnv kernel("STRATA_CUDA_QGEMV_KERNEL", "stream");
-  // xsum: INT4's x-sum form (STRATA_CUDA_QGEMV_XSUM=1; depth-8 configurations take it).
-  for (const char* xsum : {"0", "1"})
-  for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,16,2"}) {
-    ScopedEnv xs("STRATA_CUDA_QGEMV_XSUM", xsum);
-    ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+  ScopedEnv kernel_env("STRATA_CUDA_QGEMV_KERNEL", kernel);
+  {
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
       QWeight w = RandomWeight(rng, format, rows, cols, format == STRATA_WEIGHT_INT4_GROUP ? 128 : 0);
       if (format == STRATA_WEIGHT_INT4_GROUP) {
@@ -862,7 +855,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
         for (auto& v : w.zeros) v = static_cast<uint8_t>(z(rng));
       }
       strata_weight W = nullptr;
-      ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << dev.err();
+      ASSERT_EQ(dev.Create(w.Desc(), &W), STRATA_OK) << tag << ": " << dev.err();
       std::vector<float> gamma(cols);
       std::uniform_real_distribution<float> gd(0.5f, 1.5f);
       for (float& g : gamma) g = gd(rng);
@@ -906,7 +899,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
             p.accumulate = accumulate ? 1 : 0;
             p.prologue_scratch = &pt;
             p.product_scratch = &qt;
-            ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << dev.err();
+            ASSERT_EQ(dev.api()->matmul_ex(dev.dev(), &xt, W, &p, &ot), STRATA_OK) << tag << ": " << dev.err();
             const std::vector<float> out = DecodeAct(dev.Read(ob, n * rows * 2), BF16);
             double ss = 0;
             for (double v : ref) ss += v * v;
@@ -920,8 +913,7 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
             }
             const std::string what = std::string(format == STRATA_WEIGHT_INT4_GROUP ? "int4" : "int8") +
                                      (prologue == STRATA_PROLOGUE_RMS_NORM ? " rms_norm" : " silu_mul") +
-                                     " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " cfg " +
-                                     (cfg != nullptr ? cfg : "default") + " xsum " + xsum;
+                                     " n=" + std::to_string(n) + (accumulate ? " +=" : "") + " " + tag;
             EXPECT_EQ(bad, 0) << what;
             std::printf("%-40s worst error / tolerance %.3f\n", what.c_str(), worst);
             if (n == 1) {
@@ -931,6 +923,41 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
         }
       }
     }
+  }
+}
+
+// The streaming GEMV at the default configuration, a small-depth whole-row one (the ring
+// wraps) and a 16-warp one.
+TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(37);
+  // xsum: INT4's x-sum form (STRATA_CUDA_QGEMV_XSUM=1; depth-8 configurations take it).
+  for (const char* xsum : {"0", "1"}) {
+    for (const char* cfg : {static_cast<const char*>(nullptr), "4,8,1", "8,16,2"}) {
+      ScopedEnv xs("STRATA_CUDA_QGEMV_XSUM", xsum);
+      ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+      CheckGemvFusesMatmulExPrologues(dev, rng, "stream",
+                                      std::string("stream cfg ") + (cfg != nullptr ? cfg : "default") + " xsum " + xsum);
+    }
+  }
+}
+
+// The tensor-core GEMV (kQuantTiled, STRATA_CUDA_QGEMV_KERNEL=mma) with the opt-in
+// STRATA_CUDA_QGEMV_MMA_FUSE=1 computes the one-token prologue into its staged x
+// (QuantGemvTiledTakesPrologue), with INT8's staged x as BF16 and as FP16
+// (STRATA_CUDA_QGEMV_HALFX=1), INT4's group scales prefetched into L2 (STRATA_CUDA_QGEMV_PREFETCH=1).
+TEST(CudaQuant, TiledGemvFusesMatmulExPrologues) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(41);
+  ScopedEnv fuse("STRATA_CUDA_QGEMV_MMA_FUSE", "1");
+  ScopedEnv prefetch("STRATA_CUDA_QGEMV_PREFETCH", "1");
+  for (const char* half_x : {"0", "1"}) {
+    ScopedEnv hx("STRATA_CUDA_QGEMV_HALFX", half_x);
+    CheckGemvFusesMatmulExPrologues(dev, rng, "mma", std::string("mma half_x ") + half_x);
   }
 }
 
