@@ -1617,6 +1617,22 @@ if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0
   echo "=== cuda_pfa done ($(left) s left of ${B}s)" | tee -a "$FE"
 }
 
+# Why FP8 serving at ~256 concurrent sequences was slower than BF16 (forward 7.64 vs 6.24 ms a
+# step, docs/benchmarks.md "strata serve with 256 concurrent clients"): a step's products at 256
+# tokens per format and 8-bit GEMM choice (FP8/W8A8 take the wgmma GEMM up to 256 tokens and
+# cuBLASLt beyond), so the default can follow the faster one. ~40 s. Targets: quant_matmul_bench.
+phase_serve256_diag() {
+  local F="$OUT/serve256_diag.txt" o
+  : > "$F"
+  for o in "" "quant_gemm=cublas" "wgmma_token_tile=128" "quant_gemm=wgmma"; do
+    echo "=== products at 256 tokens, device options '${o:-default}'" >> "$F"
+    timeout 25 "$BUILD/bin/quant_matmul_bench" --ops layer --formats bf16,fp8,w8a8 --tokens 256 --reps 5 \
+      ${o:+--device-options "$o"} 2>&1 | grep -E "^\{|rror" >> "$F"
+    echo "rc=$?" >> "$F"
+  done
+  cat "$F"
+}
+
 phase_serve256() {
   for flags in "bf16:" "fp8:--synthetic-dtype fp8 --kv-dtype fp8"; do
     stamp "strata serve, 256 concurrent clients, ${flags%%:*}"
