@@ -10,6 +10,8 @@
 //   mma_fused    mma with the opt-in forms STRATA_CUDA_QGEMV_MMA_FUSE=1 (the one-token prologue
 //                computed in the GEMV), _HALFX=1 (INT8: x staged as FP16), _PREFETCH=1 (INT4:
 //                group scales prefetched into L2);
+//   lean         default with STRATA_CUDA_QGEMV_LEAN=1 (INT4 g128 with a fused prologue: the
+//                x-sum form's lean loop, kernels/cuda/quant_gemv_stream.cu LeanChunk);
 //   read         a plain streaming read of the same bytes (the ceiling for that size, with
 //                the same launch overheads);
 // each as a CUDA graph of back-to-back products over enough weight copies that nothing is
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
 
   std::vector<Variant> variants = {{"mma", 0, {}}, {"default", 2, {}}, {"read", 3, {}}, {"unfused", 4, {}},
-                                   {"xsum", 5, {}}, {"mma_fused", 6, {}}};
+                                   {"xsum", 5, {}}, {"mma_fused", 6, {}}, {"lean", 7, {}}};
   for (int depth : {4, 8}) {
     for (int bw : {4, 8, 16}) {
       for (int kw = 1; kw <= bw; kw *= 2) {
@@ -329,6 +331,12 @@ int main(int argc, char** argv) {
               unsetenv("STRATA_CUDA_QGEMV_XSUM");
               return e;
             }
+            case 7: {  // INT4 g128's lean x-sum loop (one fused-prologue token; otherwise the default)
+              setenv("STRATA_CUDA_QGEMV_LEAN", "1", 1);
+              const cudaError_t e = strata::cuda::LaunchQuantGemv(a, stream);
+              unsetenv("STRATA_CUDA_QGEMV_LEAN");
+              return e;
+            }
             default: {
               const int64_t n16 = static_cast<int64_t>(a.w.chunks) * ((a.w.rows + 15) / 16) * 32;
               ReadKernel<<<prop.multiProcessorCount * 4, 512, 0, stream>>>(
@@ -439,11 +447,11 @@ int main(int argc, char** argv) {
       }
       std::printf("{\"bench\":\"qgemv_sweep_best\",\"format\":\"%s\",\"zeros\":%d,\"tokens\":%lld,\"mma_step_ms\":%.4f,"
                   "\"default_step_ms\":%.4f,\"read_step_ms\":%.4f,\"unfused_step_ms\":%.4f,\"xsum_step_ms\":%.4f,"
-                  "\"best_step_ms\":%.4f,\"mma_fused_step_ms\":%.4f,"
+                  "\"best_step_ms\":%.4f,\"mma_fused_step_ms\":%.4f,\"lean_step_ms\":%.4f,"
                   "\"best\":{%s}}\n",
                   format.c_str(), zeros && int4 ? 1 : 0, static_cast<long long>(tokens[ti]), layer_us[ti][0] * kLayers * 1e-3,
                   layer_us[ti][1] * kLayers * 1e-3, layer_us[ti][2] * kLayers * 1e-3, layer_us[ti][3] * kLayers * 1e-3, layer_us[ti][4] * kLayers * 1e-3,
-                  best_layer * kLayers * 1e-3, layer_us[ti][5] * kLayers * 1e-3,
+                  best_layer * kLayers * 1e-3, layer_us[ti][5] * kLayers * 1e-3, layer_us[ti][6] * kLayers * 1e-3,
                   picks.c_str());
       std::fflush(stdout);
     }

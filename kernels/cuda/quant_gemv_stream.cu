@@ -221,6 +221,41 @@ __device__ __forceinline__ void ConsumeChunk(const uint4 v, float lo, float hi, 
   }
 }
 
+// (a & mask) | magic in one LOP3 (immLut 0xEA = (a & b) | c). Written out because the compiler
+// emitted `((w >> 4j) & 0x000f000f) | 0x43004300` as two LOP3s (an AND and an OR, one
+// immediate each): 8 instructions per step of the 15 the dequantization took.
+__device__ __forceinline__ uint32_t AndOr(uint32_t a, uint32_t mask, uint32_t magic) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));
+  return d;
+}
+
+// One chunk of the lean form (STRATA_CUDA_QGEMV_LEAN=1: INT4 g128, one staged token, depth 8):
+// the x-sum arithmetic of ConsumeChunk<kInt4, P, true> (A = 128 + q, the offset taken out
+// once with the chunk's sum of x), with the A fragments made by 3 shifts + 4 LOP3 per step
+// (ConsumeChunk's SASS: 3 SHF + 8 LOP3 + 4 HADD2 per step in the default form), and x read at
+// constant offsets from the round's base (xr: this lane's run of the chunk, shared memory).
+__device__ __forceinline__ void LeanChunk(const uint4 v, float lo, float hi, const uint4* xr, float (&acc)[4],
+                                          float zf_lo, float zf_hi, float xsum) {
+  const uint4 q0 = xr[0], q1 = xr[1];
+  const uint32_t xw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  constexpr uint32_t kMask = 0x000f000fu, kMagic = 0x43004300u;  // nibble pair -> BF16 (128 + q)
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint32_t w = words[s];
+    uint32_t af[4];
+    af[0] = AndOr(w, kMask, kMagic);
+    af[1] = AndOr(w >> 4, kMask, kMagic);
+    af[2] = AndOr(w >> 8, kMask, kMagic);
+    af[3] = AndOr(w >> 12, kMask, kMagic);
+    Mma<__nv_bfloat16>(d, af, xw[2 * s], xw[2 * s + 1]);
+  }
+  acc[0] = fmaf(fmaf(-zf_lo, xsum, d[0]), lo, acc[0]);  // one token: d[1], d[3] never stored
+  acc[2] = fmaf(fmaf(-zf_hi, xsum, d[2]), hi, acc[2]);
+}
+
 // The tile's kw warps (warp - ks .. warp - ks + kw - 1) add their partial sums in shared
 // memory; its first warp (ks == 0) adds bias, rounds and writes (or adds into) out.
 template <int kBlockWarps, typename O>
@@ -252,10 +287,15 @@ __device__ __forceinline__ void ReduceAndWrite(const QuantGemvArgs& a, float (&p
 // kGroups: group scales (else one per row); kZeros: INT4 zero points; P: the prologue staged
 // in shared memory (one token), or kPlain (x read through L1). `per`: chunks per split-K range,
 // a multiple of the chunks per group (so that every range starts a group).
-template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O, bool kXSum = false>
+// kLean (with kXSum; INT4, groups of 2 chunks, depth 8): whole rounds of kDepth chunks whose
+// refills all stay inside the range run a loop without per-chunk tests (LeanChunk; group starts
+// at even positions, known at compile time); the rest of the range takes the loop below.
+template <int kValues, bool kGroups, bool kZeros, int kDepth, int kBlockWarps, int P, typename O, bool kXSum = false,
+          bool kLean = false>
 __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarps))
     QuantGemvStreamKernel(QuantGemvArgs a, int kw, int per) {
   static_assert(!kXSum || (kValues == kQuantInt4 && P != kPlain), "the x-sum form is for one staged INT4 token");
+  static_assert(!kLean || (kXSum && kGroups && kDepth == 8), "the lean form is the x-sum form's g128 loop");
   constexpr int kChunkCols = kQuantTiledChunkCols(kValues);
   constexpr int kSlotBytes = QuantStreamSlotBytes(kGroups);
   __shared__ float partial[kBlockWarps][4][32];
@@ -381,7 +421,48 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows group, group + 8 x tokens 2t, 2t + 1
   int use_left = 0;  // chunks of the current group still to consume after this one
-  for (int c0 = c_begin; c0 < c_end; c0 += kDepth) {
+  int c_next = c_begin;  // the first chunk the loop below consumes
+  if constexpr (kLean) {
+    // Groups of 2 chunks (the launch checks cpg == 2): a range starts a group, rounds are 8
+    // chunks, so position u starts a group when u is even, and the refill of slot u (chunk
+    // c + 8) carries a group record when u is even too. use_left and load_left stay 0 across
+    // these rounds (the 8 initial issues above left load_left at 0), as the loop below expects.
+    const uint4* xr = xrow + c_begin * (kChunkCols / 8);
+    const float2* sums2 = reinterpret_cast<const float2*>(xsums + c_begin);  // c_begin is even
+    const char* meta = next_meta;
+    for (; c_next + 2 * kDepth <= c_end; c_next += kDepth) {
+      float2 s2;  // the sums of x of chunks c_next + u, + u + 1 (loaded at even u)
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u) {
+        CpAsyncWait<kDepth - 1>();  // chunk c_next + u has landed
+        if (u % 2 == 0) {
+          s2 = sums2[u / 2];
+          __syncwarp();
+          const uint4 m = *reinterpret_cast<const uint4*>(ring + u * kSlotBytes + 512 + 16 * group);
+          lo = __uint_as_float(m.x);
+          hi = __uint_as_float(m.y);
+          if constexpr (kZeros) {  // 128 + z exactly: (2^23 + z) - (2^23 - 128)
+            zf_lo = __uint_as_float(((m.z >> zshift) & 0xffu) | 0x4b000000u) - 8388480.0f;
+            zf_hi = __uint_as_float(((m.w >> zshift) & 0xffu) | 0x4b000000u) - 8388480.0f;
+          }
+          __syncwarp();  // every lane has read the record before any refills the slot
+        }
+        LeanChunk(*slot_data(u), lo, hi, xr + u * (kChunkCols / 8), acc, zf_lo, zf_hi,
+                  u % 2 == 0 ? s2.x : s2.y);
+        CpAsync16(slot_data(u), next_data + u * 32, true);  // chunk c_next + u + 8: inside the range
+        if (u % 2 == 0) {
+          CpAsync4(reinterpret_cast<uint32_t*>(ring + u * kSlotBytes + 512) + lane, meta);
+          meta += meta_step;
+        }
+        CpAsyncCommit();
+      }
+      next_data += kDepth * 32;
+      xr += kDepth * (kChunkCols / 8);
+      sums2 += kDepth / 2;
+    }
+    next_meta = meta;
+  }
+  for (int c0 = c_next; c0 < c_end; c0 += kDepth) {
 #pragma unroll
     for (int u = 0; u < kDepth; ++u) {
       const int c = c0 + u;
@@ -427,6 +508,14 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocks(kDepth, kBlockWarp
 // x-sum form (ConsumeChunk's kXSum) at depth 8; read at every launch (A/B runs, tests).
 bool XSumForm() {
   const char* e = std::getenv("STRATA_CUDA_QGEMV_XSUM");
+  return e != nullptr && std::atoi(e) != 0;
+}
+
+// STRATA_CUDA_QGEMV_LEAN=1: INT4 g128 products of one staged token take the x-sum form with
+// the lean loop (kLean) at depth 8; read at every launch (A/B runs, tests). Opt-in, not yet
+// measured on a GPU.
+bool LeanForm() {
+  const char* e = std::getenv("STRATA_CUDA_QGEMV_LEAN");
   return e != nullptr && std::atoi(e) != 0;
 }
 
@@ -623,6 +712,11 @@ cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamC
     using O = decltype(o_tag);
     if (w.values == kQuantInt4) {
       if constexpr (P != kPlain && D == 8) {
+        if (LeanForm() && w.group_size == 2 * kQuantTiledChunkCols(kQuantInt4)) {
+          zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O, true, true>, B)
+                : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O, true, true>, B);
+          return;
+        }
         if (XSumForm()) {
           zeros ? go(QuantGemvStreamKernel<kQuantInt4, true, true, D, B, P, O, true>, B)
                 : go(QuantGemvStreamKernel<kQuantInt4, true, false, D, B, P, O, true>, B);

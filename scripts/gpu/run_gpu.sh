@@ -42,6 +42,9 @@
 #              batch-1 decode, one eager W4A16 step's op profile
 #   gemv3_final  the same, call 2: tests, W4A16 / W8A16 decode -r 3 with the streaming GEMV as the
 #              default, one eager step's op profile, sweeps as the budget allows
+#   cuda_gemv_sass  the W4A16 streaming GEMV's opt-in lean loop (STRATA_CUDA_QGEMV_LEAN=1; about
+#              90 s, CUDA_GEMV_SASS_BUDGET, $OUT/cuda-gemv-sass_*.txt): Stream* tests with it
+#              forced, the one-token W4A16 sweep (default vs lean), int4-g128 decode lean vs default
 #   qgemv      the streaming W4A16 / W8A16 GEMV: its tests, the launch-configuration sweep
 #              (bench/cuda/qgemv_sweep.cu), batch-1 decode bf16 / W4A16 / W8A16 (about 4
 #              minutes); qgemv_ab: W4A16 / W8A16 decode with the previous GEMV and unfused
@@ -1784,6 +1787,72 @@ phase_cuda_b1() {
     echo "no nsys step (nsys: ${NSYS:-none}; $(b1_left)s left)" | tee -a "$FP"
   fi
   echo "=== cuda_b1 done ($(( SECONDS - P0 ))s of ${budget}s)" | tee -a "$FT"
+}
+
+# cuda_gemv_sass (issue 28, helper cuda-gemv-sass): the W4A16 streaming GEMV's lean loop, opt-in
+# STRATA_CUDA_QGEMV_LEAN=1 (INT4 g128, one token with its fused rms_norm / silu_mul prologue, depth
+# 8: the x-sum arithmetic with 54.5 SASS instructions per 512-byte chunk instead of 121.5, counted
+# from the sm_90a SASS; docs/benchmarks.md). Not yet run on a GPU. Steps, each with its own timeout
+# and skipped (said so) when it could overrun CUDA_GEMV_SASS_BUDGET (default 90 s):
+#   1. cuda_quant_test CudaQuant.Stream* (float64 reference; StreamGemvLeanFormFusesMatmulExPrologues
+#      forces the lean form), and the same tests with STRATA_CUDA_QGEMV_LEAN=1 set for the process;
+#   2. qgemv_sweep one token, W4A16 with zero points, quick: per product and 32-layer sums of
+#      default (old) vs lean (new) vs xsum vs read;
+#   3. strata bench --synthetic llama3-8b --synthetic-dtype int4-g128 128/128 -r 3, LEAN=1 then default.
+# Two files: $OUT/cuda-gemv-sass_tests.txt, $OUT/cuda-gemv-sass_bench.txt.
+# Targets: strata strata-backend-cuda cuda_quant_test qgemv_sweep
+phase_cuda_gemv_sass() {
+  local P0=$SECONDS budget=${CUDA_GEMV_SASS_BUDGET:-90} W=/tmp/strata-cuda-gemv-sass
+  local FT="$OUT/cuda-gemv-sass_tests.txt" FB="$OUT/cuda-gemv-sass_bench.txt"
+  rm -rf "$W"; mkdir -p "$W"; : > "$FT"; : > "$FB"
+  gs_left() { echo $(( budget - (SECONDS - P0) )); }
+  gs_fits() { (( SECONDS - P0 + $1 <= budget + 5 )); }
+  echo "=== cuda_gemv_sass ($(date -u +%H:%M:%S) UTC, commit $(git rev-parse --short HEAD 2>/dev/null), budget ${budget}s)" | tee -a "$FT" "$FB"
+  env | grep -E "^STRATA_CUDA_QGEMV" | sed 's/^/WARNING: set in the environment: /' | tee -a "$FT"
+  # 1. Tests: two processes at once (the lean test alone forces the form; the second run sets it
+  # for every Stream* test of the process).
+  ( timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*' \
+      > "$W/t_stream.txt" 2>&1; echo $? > "$W/t_stream.rc" ) &
+  ( STRATA_CUDA_QGEMV_LEAN=1 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*' \
+      > "$W/t_lean_env.txt" 2>&1; echo $? > "$W/t_lean_env.rc" ) &
+  wait
+  local t all=passed
+  for t in stream lean_env; do
+    local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
+    [ "$rc" = 124 ] && st="TIMED OUT"
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] && st="FAILED (rc $rc)"
+    grep -qE "^\[  FAILED  \]" "$W/t_$t.txt" && st=FAILED
+    [ "$st" = passed ] || all="NOT ALL PASSED"
+    echo "  $t: $st ($(grep -c '^\[       OK' "$W/t_$t.txt") ok, $(grep -c '^\[  SKIPPED' "$W/t_$t.txt") skipped)" | tee -a "$FT"
+  done
+  echo "cuda_gemv_sass TESTS: $all ($(( SECONDS - P0 ))s)" | tee -a "$FT"
+  for t in stream lean_env; do
+    echo "--- $t" >> "$FT"
+    grep -E "^\[       OK|^\[  FAILED|^\[  SKIPPED|Failure|Expected|Which is|worst error|^\[==========\]" "$W/t_$t.txt" | head -120 >> "$FT"
+  done
+  # 2. The one-token W4A16 sweep with zero points: default (old), lean (new), xsum, read per product.
+  if gs_fits 30; then
+    timeout 30 "$BUILD/bin/qgemv_sweep" --reps 10 --tokens 1 --formats w4a16 --zeros 1 --quick 1 > "$W/sweep.jsonl" 2>&1
+    echo "sweep w4a16 zeros=1 rc=$? ($(( SECONDS - P0 ))s)" | tee -a "$FB"
+    grep -E '"variant":"(default|lean|xsum|read|mma|unfused)"' "$W/sweep.jsonl" | \
+      sed -e 's/"bench":"qgemv_sweep","format":"w4a16",//' -e 's/,"copies":[0-9]*//' | tee -a "$FB"
+    grep -E 'error|qgemv_sweep_best' "$W/sweep.jsonl" | tee -a "$FB"
+  else
+    echo "skipped sweep: $(gs_left)s left" | tee -a "$FB"
+  fi
+  # 3. Batch-1 decode 128/128 -r 3: lean (new) first, then main's default (old).
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --synthetic-dtype int4-g128 --prompt-tokens 128 --gen-tokens 128 -r 3"
+  local label
+  for label in lean default; do
+    if ! gs_fits 24; then echo "skipped bench $label: $(gs_left)s left" | tee -a "$FB"; continue; fi
+    local t0=$SECONDS envs=""
+    [ "$label" = lean ] && envs="STRATA_CUDA_QGEMV_LEAN=1"
+    env $envs timeout 35 $S > "$W/b_$label.json" 2> "$W/b_$label.err"
+    local rc=$?
+    echo "bench int4-g128 $label (${envs:-defaults}) rc=$rc $(( SECONDS - t0 ))s: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b_$label.json" | head -1) $(grep -ho '"decode_graph_replays"[^,}]*' "$W/b_$label.json" | head -1)" | tee -a "$FB"
+    [ $rc = 0 ] || tail -5 "$W/b_$label.err" | tee -a "$FB"
+  done
+  echo "=== cuda_gemv_sass done ($(( SECONDS - P0 ))s of ${budget}s)" | tee -a "$FT" "$FB"
 }
 
 for phase in $PHASES; do

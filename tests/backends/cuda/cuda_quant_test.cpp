@@ -843,8 +843,11 @@ TEST(CudaQuant, MatmulExPrologueAndAccumulateOnQuantizedWeights) {
 // rms_norm / silu_mul round it, with and without the residual add. `kernel`:
 // STRATA_CUDA_QGEMV_KERNEL at weight creation (stream: kQuantTiledStream, mma: the tensor-core
 // GEMV's kQuantTiled), `tag` names the configuration in messages.
-void CheckGemvFusesMatmulExPrologues(Dev& dev, std::mt19937& rng, const char* kernel, const std::string& tag) {
-  const int64_t rows = 200, cols = 1536;
+// `cols`: the row length (1536 by default; the lean-form test also takes 4,160 = 65 INT4
+// chunks, whose last g128 group holds one chunk).
+void CheckGemvFusesMatmulExPrologues(Dev& dev, std::mt19937& rng, const char* kernel, const std::string& tag,
+                                     int64_t cols = 1536) {
+  const int64_t rows = 200;
   ScopedEnv kernel_env("STRATA_CUDA_QGEMV_KERNEL", kernel);
   {
     for (int32_t format : {STRATA_WEIGHT_INT4_GROUP, STRATA_WEIGHT_INT8_PER_CHANNEL}) {
@@ -940,6 +943,31 @@ TEST(CudaQuant, StreamGemvFusesMatmulExPrologues) {
       ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
       CheckGemvFusesMatmulExPrologues(dev, rng, "stream",
                                       std::string("stream cfg ") + (cfg != nullptr ? cfg : "default") + " xsum " + xsum);
+    }
+  }
+}
+
+// INT4 g128's lean x-sum loop (STRATA_CUDA_QGEMV_LEAN=1: one staged token at depth 8; its
+// rounds run while a warp's range has 16 chunks left, the rest takes the common loop). The
+// configurations give it: whole 24- and 65-chunk rows per warp (kw 1: 1 and 7 lean rounds, then
+// 8 and 9 chunks of the common loop), two ranges a row (8,16,2: 34 + 31 chunks at 4,160
+// columns, the second starting at chunk 34), four short ranges (8,4,4: none at 1,536 columns,
+// one per 18-chunk range at 4,160), the default, and depth 4 (neither the lean nor the x-sum form
+// is taken there).
+// INT8 weights and 3 tokens in the same calls take their usual paths with the switch set.
+TEST(CudaQuant, StreamGemvLeanFormFusesMatmulExPrologues) {
+  REQUIRE_GPU();
+  Dev dev(api, "activations=bf16");
+  ASSERT_TRUE(dev.ok()) << dev.err();
+  std::mt19937 rng(41);
+  ScopedEnv lean("STRATA_CUDA_QGEMV_LEAN", "1");
+  for (int64_t cols : {1536, 4160}) {
+    for (const char* cfg : {static_cast<const char*>(nullptr), "8,8,1", "8,16,2", "8,4,4", "4,8,1"}) {
+      ScopedEnv env("STRATA_CUDA_QGEMV_STREAM", cfg);
+      CheckGemvFusesMatmulExPrologues(dev, rng, "stream",
+                                      std::string("lean cfg ") + (cfg != nullptr ? cfg : "default") + " cols " +
+                                          std::to_string(cols),
+                                      cols);
     }
   }
 }
