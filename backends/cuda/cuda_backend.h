@@ -95,6 +95,11 @@
 //                      weight tiles, one block an SM: auto at 97..128 tokens (where it was
 //                      measured faster in the decode step), on wherever it applies, off never
 //                      (the previous default, for A/Bs) (env STRATA_CUDA_WGMMA_WIDE=auto|on|off)
+//   fp8_promote=on|128|256|off  (default off) the FP8 wgmma GEMM (<= 256 tokens) adds the
+//                      tensor cores' partial sums into separate f32 accumulators every 128 (on)
+//                      or 256 of K (Hopper's FP8 wgmma accumulates at reduced precision); token
+//                      tiles of at most 128, no wide / persistent form; INT8 unaffected. Not yet
+//                      run on a GPU (env STRATA_CUDA_FP8_PROMOTE=on|128|256|off)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

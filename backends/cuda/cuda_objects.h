@@ -144,6 +144,9 @@ struct Device {
   // wgmma_wide=auto|on|off: the 8-bit wgmma GEMM of 33..256 tokens on 256-row weight tiles
   // (WgmmaGemmArgs::wide: kWideAuto, kWideOn, kWideOff).
   int32_t wgmma_wide = 0;
+  // fp8_promote=on|128|256: the FP8 wgmma GEMM adds its tensor-core partial sums into separate
+  // f32 accumulators every 128 (on) or 256 of K (WgmmaGemmArgs::promote); 0 = off.
+  int32_t fp8_promote = 0;
   // prefill_wgmma_form=auto|0..6: the form of the Hopper prefill attention kernel
   // (kernels/cuda/prefill_attention_wgmma.h; -1 = auto, its default form).
   int32_t prefill_wgmma_form = -1;

@@ -170,6 +170,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.token_tile = dev->wgmma_token_tile;
   wa.persistent = dev->wgmma_persistent;
   wa.wide = dev->wgmma_wide;
+  wa.promote = dev->fp8_promote;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

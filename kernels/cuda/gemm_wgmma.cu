@@ -74,8 +74,8 @@ struct In<kInE4m3> {
   using Acc = float;
   static constexpr int kBK = BkOf(kInE4m3);
   template <int BN>
-  static __device__ __forceinline__ void Mma(Acc* acc, uint64_t a, uint64_t b) {
-    WgmmaE4m3<BN>(acc, a, b);
+  static __device__ __forceinline__ void Mma(Acc* acc, uint64_t a, uint64_t b, int scale_d = 1) {
+    WgmmaE4m3<BN>(acc, a, b, scale_d);
   }
 };
 #endif  // STRATA_SM90A
@@ -89,13 +89,16 @@ constexpr int kMaxSplits = 8;         // the portable cluster size
 // activation bytes per weight byte (the narrow products at 128 tokens load as many activation
 // bytes as weight bytes through L2 and shared memory) and the whole block's K slice of a
 // narrow product fits in its pipeline at once; one block an SM (BN accumulators a thread).
-template <int BN, int kMT = 1>
+// kProm (FP8 E4M3 with WgmmaGemmArgs::promote): the promoted accumulation (see
+// WgmmaGemmKernel) holds two sets of accumulators, BN per thread, so two blocks share an SM
+// only up to 64 tokens (the register cap of two 288-thread blocks is 112 a thread).
+template <int BN, int kMT = 1, bool kProm = false>
 struct Tile {
   static constexpr int kRows = kBM * kMT;  // weight rows per block
   // Up to 128 tokens two blocks share an SM (96 KB of pipeline each); wider token tiles
   // need their registers (BN / 2 accumulators per thread) and get the SM to themselves,
   // with a deeper pipeline.
-  static constexpr int kMinBlocks = kMT == 1 && BN <= 128 ? 2 : 1;
+  static constexpr int kMinBlocks = kMT == 1 && BN <= (kProm ? 64 : 128) ? 2 : 1;
   static constexpr uint32_t kStageBudget = kMinBlocks == 2 ? 96 * 1024 : 200 * 1024;
   static constexpr uint32_t kWBytes = kRows * kRowBytes;
   static constexpr uint32_t kXBytes = BN * kRowBytes;
@@ -215,12 +218,24 @@ struct Raster {
 // y = token tile; or, with raster.group_n > 0 (splits = 1), x = the grouped order above (with
 // raster.multicast, over pairs of weight tiles: x = 2 * pair unit + rank in the cluster).
 // `num_kb` = ceil(k / kBK) K blocks, divided evenly among the splits.
-template <int BN, int kIn, int kMT = 1>
-__global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
+//
+// kProm > 0 (FP8 E4M3 only, WgmmaGemmArgs::promote; kMT = 1, BN <= 128): promoted
+// accumulation every kProm stages (128 of K each). Hopper's FP8 wgmma keeps its f32
+// accumulator at reduced precision (DeepSeek-V3's report: about 14 significant bits), so a long
+// K range summed in it loses the small terms. Here the instructions of kProm stages (4 each)
+// start from zero in separate registers (scale-d = 0 for the first), and once they complete
+// those are added to the f32 accumulators with ordinary FADDs, as CUTLASS's FP8 kernels
+// (mma_promotion_interval 4: kProm = 1) and DeepSeek-V3 (128 of K) do. Within a period the
+// stages' instructions queue back to back as in the plain loop; at its end the consumers wait
+// for all of them (wait_group 0 instead of 1), so the tensor cores idle once a period for the
+// wait, the FADDs and the next issue.
+template <int BN, int kIn, int kMT = 1, int kProm = 0>
+__global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBlocks)
     WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_x,
                     int32_t num_kb, Epilogue ep, Raster raster) {
 #if defined(STRATA_SM90A)
-  using T = Tile<BN, kMT>;
+  static_assert(kProm == 0 || (kIn == kInE4m3 && kMT == 1), "promotion: FP8 E4M3, 128-row tiles");
+  using T = Tile<BN, kMT, (kProm > 0)>;
   using I = In<kIn>;
   using Acc = typename I::Acc;
   constexpr int kBK = I::kBK;
@@ -316,32 +331,76 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT>::kMinBlocks)
     const int wg = warp / 4;
 #pragma unroll
     for (int r = 0; r < kMT * (BN / 2); ++r) acc[r] = Acc(0);
-    for (int i = 0; i < iters; ++i) {
-      const int s = i % T::kStages;
-      sm90::MbarWait(&full[s], (i / T::kStages) & 1);
-      const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * kMT * 64 * 128;
-      const uint32_t b0 = sm90::SmemAddr(x_tile(s));
-#pragma unroll
-      for (int r = 0; r < kMT * (BN / 2); ++r) sm90::FenceOperand(acc[r]);
-      sm90::WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          I::template Mma<BN>(acc + mt * (BN / 2), sm90::Sw128KMajorDesc(a0 + mt * 64 * 128 + kk * 32),
-                              sm90::Sw128KMajorDesc(b0 + kk * 32));
-        }
-      }
-      sm90::WgmmaCommit();
-      // Keep this stage's MMAs in flight while the previous stage's are retired and its
-      // slot handed back to the producer: the tensor cores always have queued work.
-      sm90::WgmmaWait<1>();
-      if (i > 0 && lane == 0) {
+    if constexpr (kProm > 0) {
+      const auto release = [&](int i) {  // stage i's slot back to the producer
+        if (lane != 0) return;
         if (mc) {
-          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 0);
-          sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 1);
+          sm90::MbarArriveCluster(&empty[i % T::kStages], 0);
+          sm90::MbarArriveCluster(&empty[i % T::kStages], 1);
         } else {
-          sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+          sm90::MbarArrive(&empty[i % T::kStages]);
+        }
+      };
+      float part_acc[BN / 2];  // this period's sums (the wgmma accumulators)
+      for (int i = 0; i < iters; ++i) {
+        const int s = i % T::kStages;
+        const bool first = i % kProm == 0, last = i % kProm == kProm - 1 || i == iters - 1;
+        sm90::MbarWait(&full[s], (i / T::kStages) & 1);
+        const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * 64 * 128;
+        const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) sm90::FenceOperand(part_acc[r]);
+        sm90::WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          I::template Mma<BN>(part_acc, sm90::Sw128KMajorDesc(a0 + kk * 32), sm90::Sw128KMajorDesc(b0 + kk * 32),
+                              first && kk == 0 ? 0 : 1);
+        }
+        sm90::WgmmaCommit();
+        if (!last) {  // keep this stage in flight; the previous one of the period is done
+          if (!first) {
+            sm90::WgmmaWait<1>();
+            release(i - 1);
+          }
+          continue;
+        }
+        sm90::WgmmaWait<0>();
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) {
+          sm90::FenceOperand(part_acc[r]);
+          acc[r] += part_acc[r];
+        }
+        if (!first) release(i - 1);
+        release(i);
+      }
+    } else {
+      for (int i = 0; i < iters; ++i) {
+        const int s = i % T::kStages;
+        sm90::MbarWait(&full[s], (i / T::kStages) & 1);
+        const uint32_t a0 = sm90::SmemAddr(w_tile(s)) + wg * kMT * 64 * 128;
+        const uint32_t b0 = sm90::SmemAddr(x_tile(s));
+#pragma unroll
+        for (int r = 0; r < kMT * (BN / 2); ++r) sm90::FenceOperand(acc[r]);
+        sm90::WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            I::template Mma<BN>(acc + mt * (BN / 2), sm90::Sw128KMajorDesc(a0 + mt * 64 * 128 + kk * 32),
+                                sm90::Sw128KMajorDesc(b0 + kk * 32));
+          }
+        }
+        sm90::WgmmaCommit();
+        // Keep this stage's MMAs in flight while the previous stage's are retired and its
+        // slot handed back to the producer: the tensor cores always have queued work.
+        sm90::WgmmaWait<1>();
+        if (i > 0 && lane == 0) {
+          if (mc) {
+            sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 0);
+            sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 1);
+          } else {
+            sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
+          }
         }
       }
     }
@@ -653,8 +712,24 @@ cudaError_t WithWideKernelOf(int bn, F&& f) {
   return f(&WgmmaGemmKernel<128, kIn, 2>, Tile<128, 2>::kSmemBytes);
 }
 
+// The promoted form (FP8 E4M3, WgmmaGemmArgs::promote) for token tiles of 16..128, promoting
+// every kProm stages.
+template <int kProm, typename F>
+cudaError_t WithPromotedKernelOf(int bn, F&& f) {
+  switch (bn) {
+    case 16: return f(&WgmmaGemmKernel<16, kInE4m3, 1, kProm>, Tile<16, 1, true>::kSmemBytes);
+    case 32: return f(&WgmmaGemmKernel<32, kInE4m3, 1, kProm>, Tile<32, 1, true>::kSmemBytes);
+    case 64: return f(&WgmmaGemmKernel<64, kInE4m3, 1, kProm>, Tile<64, 1, true>::kSmemBytes);
+    case 96: return f(&WgmmaGemmKernel<96, kInE4m3, 1, kProm>, Tile<96, 1, true>::kSmemBytes);
+    default: return f(&WgmmaGemmKernel<128, kInE4m3, 1, kProm>, Tile<128, 1, true>::kSmemBytes);
+  }
+}
+
+// prom: 0, or the stages per promotion (1 or 2).
 template <typename F>
-cudaError_t WithKernel(int in, int bn, bool persistent, F&& f, bool wide = false) {
+cudaError_t WithKernel(int in, int bn, bool persistent, F&& f, bool wide = false, int prom = 0) {
+  if (prom == 1) return WithPromotedKernelOf<1>(bn, f);
+  if (prom >= 2) return WithPromotedKernelOf<2>(bn, f);
   if (wide) {
     if (in == kInE4m3) return WithWideKernelOf<kInE4m3>(bn, f);
     return WithWideKernelOf<kInS8>(bn, f);
@@ -699,9 +774,10 @@ struct ClusterLaunch {
 // How many blocks of a cluster size can be resident at once (cudaOccupancyMaxActiveClusters
 // x the size), per token tile and cluster size, measured once per process on the current
 // device. Also raises the kernel's shared-memory limit the first time.
-int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wide = false) {
-  static std::atomic<int> cache[3][kInKinds][kTileKinds][kMaxSplits + 1] = {};
-  std::atomic<int>& slot = cache[wide ? 2 : persistent ? 1 : 0][in][TileIndex(bn)][splits];
+int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wide = false, int prom = 0) {
+  static std::atomic<int> cache[5][kInKinds][kTileKinds][kMaxSplits + 1] = {};
+  std::atomic<int>& slot =
+      cache[prom >= 2 ? 4 : prom == 1 ? 3 : wide ? 2 : persistent ? 1 : 0][in][TileIndex(bn)][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v != 0) return v;
   WithKernel(in, bn, persistent, [&](auto kernel, uint32_t smem) {
@@ -714,7 +790,7 @@ int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wid
     }
     v = clusters * splits;
     return cudaSuccess;
-  }, wide);
+  }, wide, prom);
   if (v <= 0) v = -1;  // this cluster size cannot run
   slot.store(v, std::memory_order_relaxed);
   return v;
@@ -725,7 +801,7 @@ int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wid
 // blocks per split (the device option wgmma_splits=N forces N instead, for measurements).
 constexpr int kFixedCostKb = 4;
 
-int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = false) {
+int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = false, int prom = 0) {
   const int64_t num_kb = (k + BkOf(in) - 1) / BkOf(in);
   const int64_t rows = wide ? 2 * kBM : kBM;
   const int64_t tiles = ((m + rows - 1) / rows) * ((n + bn - 1) / bn);
@@ -733,7 +809,7 @@ int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = fa
   int64_t best_cost = -1;
   for (int s = 1; s <= kMaxSplits; ++s) {
     if (s > 1 && num_kb < 2 * s) break;
-    const int resident = ResidentBlocks(in, bn, s, false, wide);
+    const int resident = ResidentBlocks(in, bn, s, false, wide, prom);
     if (resident <= 0) continue;
     const int64_t units = tiles * s;
     const int64_t waves = (units + resident - 1) / resident;
@@ -794,15 +870,23 @@ namespace {
 // stages of weights then, and the wide form's block holds 128 KB of them (4 stages x 32 KB)
 // against the 128-row form's 96 KB an SM. At 256 tokens (two 128-token tiles) it was slower in
 // the step too (6.304 -> 6.521 ms W8A8); below 97 tokens it was not measured.
+// The stages (128 of K each) per promotion of an FP8 product (WgmmaGemmArgs::promote: 1 for
+// 128, 2 for 256), or 0: no promotion. The promoted form has neither the wide form nor the
+// persistent one, and token tiles of at most 128.
+int Promotes(const WgmmaGemmArgs& a, int in) {
+  if (in != kInE4m3 || a.promote <= 0) return 0;
+  return a.promote >= 256 ? 2 : 1;
+}
+
 bool TakesWide(const WgmmaGemmArgs& a, int in) {
-  if (a.wide == kWideOff || in == kInBf16 || a.n <= 32 || a.n > kWgmmaMaxTokens) return false;
+  if (a.wide == kWideOff || in == kInBf16 || Promotes(a, in) > 0 || a.n <= 32 || a.n > kWgmmaMaxTokens) return false;
   if (a.wide == kWideOn) return true;
   return a.n > 96 && a.n <= 128;
 }
 
-// The token tile: TokenTile's, at most 128 for the wide form.
+// The token tile: TokenTile's, at most 128 for the wide and the promoted forms.
 int TokenTileOf(const WgmmaGemmArgs& a, int in) {
-  return TokenTile(a.n, TakesWide(a, in) ? 128 : a.token_tile);
+  return TokenTile(a.n, TakesWide(a, in) || Promotes(a, in) > 0 ? 128 : a.token_tile);
 }
 
 }  // namespace
@@ -815,13 +899,14 @@ int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int bn = TokenTileOf(a, in);
   const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
   if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
-  return ChooseSplits(in, a.m, a.n, a.k, bn, wide);
+  return ChooseSplits(in, a.m, a.n, a.k, bn, wide, Promotes(a, in));
 }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
   const int in = InKindOf(a);
   const bool wide = TakesWide(a, in);
+  const int prom = Promotes(a, in);
   const int bn = TokenTileOf(a, in);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
   const int splits = WgmmaGemmSplits(a);
@@ -829,8 +914,8 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int64_t tiles_m = (a.m + rows - 1) / rows, tiles_n = (a.n + bn - 1) / bn;
   // (The wide form's token tiles run as Raster::n_inner, never the grouped prefill order.)
   const bool grouped = !wide && tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
-  const bool persistent = grouped && a.persistent && in != kInBf16 && (bn == 128 || bn == 256);
-  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent) > 0;
+  const bool persistent = grouped && a.persistent && in != kInBf16 && prom == 0 && (bn == 128 || bn == 256);
+  const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent, false, prom) > 0;
   CUtensorMap tw, tx;
   if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, static_cast<uint32_t>(rows)) ||
       !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
@@ -851,7 +936,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
-  if (ResidentBlocks(in, bn, splits, false, wide) <= 0) return cudaErrorInvalidConfiguration;
+  if (ResidentBlocks(in, bn, splits, false, wide, prom) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
   if (wide && tiles_n > 1) {
@@ -881,7 +966,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
         const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
         return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
       },
-      wide);
+      wide, prom);
 }
 
 }  // namespace strata::cuda

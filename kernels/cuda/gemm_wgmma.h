@@ -82,6 +82,16 @@ struct WgmmaGemmArgs {
   // kWideOn: wherever it applies; kWideOff: never (the previous default, for A/Bs);
   // kWideAuto: the default, 97..128 tokens (gemm_wgmma.cu's TakesWide says why).
   int32_t wide = 0;
+  // FP8 E4M3 inputs: promoted accumulation, every `promote` of K (128: one stage, 4 wgmma
+  // instructions; 256: two; 0 = off). The tensor cores' partial sums are added to separate f32
+  // accumulators with FADDs and the wgmma accumulators restart, as CUTLASS's FP8 kernels and
+  // DeepSeek-V3 do: Hopper's FP8 wgmma keeps its accumulator at reduced precision (~14
+  // significant bits, DeepSeek-V3's report), so sums over long K (the down product's 14,336)
+  // lose the small terms. Token tiles of at most 128 (two accumulator sets, BN per thread),
+  // the 128-row form only (no wide, no persistent form), two blocks an SM up to 64 tokens, one
+  // beyond. INT8 and BF16 ignore it (their sums are exact / not FP8). Off by default: not yet
+  // run on a GPU.
+  int32_t promote = 0;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

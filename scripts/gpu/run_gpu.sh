@@ -100,6 +100,10 @@
 #              gemm8_final (GEMM8_FINAL_BUDGET, default 100): the GEMM tests, 128 sequences W8A8
 #              new / old default and FP8 new, products at 64 / 256 tokens per option
 #   serve256   256 concurrent clients through `strata serve`, bf16 vs FP8 weights + FP8 KV
+#   cuda_fp8acc  the FP8 wgmma GEMM's promoted accumulation (fp8_promote=on; helper cuda-fp8acc,
+#              never run on a GPU yet; CUDA_FP8ACC_BUDGET s, default 60, $OUT/cuda-fp8acc.txt):
+#              K = 14,336 precision test off / on / 256, fp8 products' cost per setting, existing FP8
+#              tests with it on
 #   cuda_pfa   the Hopper prefill attention's forms (helper cuda-pfa, issue 28; never run on a GPU yet;
 #              CUDA_PFA_BUDGET s, default 120: tests + op bench + ~1 e2e run; 220 for every step;
 #              targets strata strata-backend-cuda cuda_backend_test cuda_op_bench;
@@ -1642,6 +1646,48 @@ phase_serve256() {
     STRATA_HTTP_LEVELS=256 STRATA_HTTP_MAX_NUM_SEQS=auto STRATA_HTTP_REQUESTS=768 STRATA_HTTP_TAG="${flags%%:*}" \
       STRATA_HTTP_MODEL_FLAGS="${flags#*:}" BUILD="$BUILD" OUT="$OUT" timeout 280 bash bench/gpu/serving.sh http
   done
+}
+
+# cuda_fp8acc (issue 28 item 5, helper cuda-fp8acc; never run on a GPU yet): the FP8 wgmma
+# GEMM's promoted accumulation (device option fp8_promote=on|256, env STRATA_CUDA_FP8_PROMOTE,
+# default off: every 128 (on) or 256 of K the tensor cores' partial sums go into separate f32
+# registers).
+# In order, each step skipped (said so) when its minimum does not fit in what is left of
+# CUDA_FP8ACC_BUDGET seconds (default 60; 130 runs every step), all into $OUT/cuda-fp8acc.txt:
+#   1. cuda_quant_test Fp8LongKPromotedAccumulation (~15 s): FP8 384 x 14,336 (the down
+#      product's K), 1..256 tokens, split-K auto / 1 / 8, promotion off, on and 256, against
+#      float64: its "worst |err| / max|ref|" lines are the finding (promotion asserted within 2e-3);
+#   2. the cost: quant_matmul_bench --ops layer --formats fp8 --tokens 128,256 --reps 5, default,
+#      fp8_promote=on, fp8_promote=256 (~12 s each; step_ms medians);
+#   3. the existing FP8 / 8-bit GEMM tests with promotion forced on (STRATA_CUDA_FP8_PROMOTE=on:
+#      K of 1,000 and 4,096, bias, BF16 out, 300 / 4,096 tokens, the prefill options; ~40 s).
+# Targets: strata-backend-cuda cuda_quant_test quant_matmul_bench.
+phase_cuda_fp8acc() {
+  local t_start=$SECONDS budget=${CUDA_FP8ACC_BUDGET:-60} F="$OUT/cuda-fp8acc.txt" o
+  : > "$F"
+  fa() {  # fa NAME LIMIT MIN CMD...: CMD's output appended to $F under a header if MIN s are left
+    local name=$1 limit=$2 min=$3 left rc
+    shift 3
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
+    (( limit > left )) && limit=$left
+    stamp "cuda_fp8acc $name (limit ${limit}s)"
+    echo "=== $name (limit ${limit}s): $*" >> "$F"
+    timeout "$limit" "$@" >> "$F" 2>&1
+    rc=$?
+    echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
+    return $rc
+  }
+  unset STRATA_CUDA_FP8_PROMOTE
+  fa longk_test 35 10 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Fp8LongKPromotedAccumulation'
+  for o in "" "fp8_promote=on" "fp8_promote=256"; do
+    fa "bench_${o:-default}" 25 10 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
+      ${o:+--device-options "$o"}
+  done
+  STRATA_CUDA_FP8_PROMOTE=on fa existing_tests_promote_on 90 15 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.Fp8*:CudaQuant.EightBitGemm*:-CudaQuant.Fp8LongKPromotedAccumulation'
+  echo "=== cuda_fp8acc done ($(( SECONDS - t_start ))s of ${budget}s)" >> "$F"
+  grep -E "worst \|err\||Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{|^=== " "$F" | head -120
 }
 
 # cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA, the opt-in forms of branch cuda-b1
