@@ -75,81 +75,10 @@ struct GroupParams {
   }
 };
 
-constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
 
 __device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// Eight BF16 values (a 16-byte vector) as eight FP16 values, each converted as LoadX converts
-// x per step for INT8 weights (BF16 -> F32 -> FP16, round to nearest).
-__device__ __forceinline__ uint4 HalfOf8(const uint4& v) {
-  auto half = [](uint32_t w) { return PackPair<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)); };
-  return make_uint4(half(v.x), half(v.y), half(v.z), half(v.w));
-}
 
-// The block's copy of prologue(x) for one token (x, up: BF16 [cols], 16-byte aligned; cols a
-// multiple of 16) in xs, rounded to BF16 as the separate rms_norm / silu_mul kernels round
-// their outputs (rms_norm.cu, silu_mul.cu: x * inv * w and silu(g) * u in F32), so the fused
-// product reads the values the unfused one reads, up to the order of the sum of squares (the
-// streaming GEMV's StagePrologue, quant_gemv_stream.cu); kHalfX: then as FP16.
-template <int P, bool kHalfX>
-__device__ __forceinline__ void StageOneToken(const QuantGemvArgs& a, uint4* xs, int nvec) {
-  const uint4* x4 = static_cast<const uint4*>(a.x);
-  auto unpack = [](const uint4& v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  };
-  auto pack = [](const float (&f)[8]) {
-    uint4 v;
-    v.x = PackPair<__nv_bfloat16>(f[0], f[1]);
-    v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
-    v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
-    v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
-    return kHalfX ? HalfOf8(v) : v;
-  };
-  if constexpr (P == kRmsNorm) {
-    __shared__ float ss_partial[kBlockWarps];
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const uint4 v = __ldg(x4 + i);
-      xs[i] = v;
-      float f[8];
-      unpack(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss = fmaf(f[e], f[e], ss);
-    }
-    ss = WarpSum(ss);
-    if ((threadIdx.x & 31) == 0) ss_partial[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kBlockWarps; ++i) total += ss_partial[i];
-    const float inv = rsqrtf(total / static_cast<float>(a.w.cols) + a.eps);
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {  // the same i as above: own slots
-      float f[8];
-      unpack(xs[i], f);
-      const float4 g0 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i);
-      const float4 g1 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i + 1);
-      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
-      xs[i] = pack(f);
-    }
-  } else {
-    const uint4* u4 = static_cast<const uint4*>(a.up);
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-      float g[8], u[8];
-      unpack(__ldg(x4 + i), g);
-      unpack(__ldg(u4 + i), u);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
-      xs[i] = pack(g);
-    }
-  }
-}
 
 // kChunkGroups: group_size is 0 or a multiple of the chunk's columns.
 // kStaged: x ([n, cols], 16-byte rows) is first copied into shared memory by the block: a
@@ -157,7 +86,7 @@ __device__ __forceinline__ void StageOneToken(const QuantGemvArgs& a, uint4* xs,
 // read from global memory per step, the kernel ran at ~475 cycles per 16-column step and
 // warp, INT4 and INT8 alike, i.e. bound by that latency, not by HBM.)
 // P (staged, one token; opt-in STRATA_CUDA_QGEMV_MMA_FUSE=1): matmul_ex's prologue computed
-// into the staged copy (StageOneToken), kPlain: x copied as it is. kHalfX (INT8, staged;
+// into the staged copy (StagePrologue), kPlain: x copied as it is. kHalfX (INT8, staged;
 // opt-in STRATA_CUDA_QGEMV_HALFX=1): the copy is stored as FP16, converted once per block
 // instead of once per step and lane (the same values).
 template <int kValues, bool kChunkGroups, int kRound, bool kStaged, typename O, int P = kPlain, bool kHalfX = false>
@@ -238,10 +167,10 @@ __global__ void __launch_bounds__(kBlockWarps * 32, MinBlocksFor(kRound, kHalfX)
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(xbase + r * a.ldx) + j);
         staged_x[i] = kHalfX ? HalfOf8(v) : v;
       }
+      __syncthreads();
     } else {
-      StageOneToken<P, kHalfX>(a, staged_x, per_row);
+      StagePrologue<P, kBlockWarps, kHalfX>(a, staged_x, per_row);  // one token, no padding
     }
-    __syncthreads();
     xbase = reinterpret_cast<const __nv_bfloat16*>(staged_x);
     xld = cols;
   }

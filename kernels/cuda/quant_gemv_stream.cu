@@ -71,88 +71,8 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src) : "memory");
 }
 
-constexpr int kPlain = 0, kRmsNorm = 1, kSiluMul = 2;  // QuantGemvArgs::prologue
 constexpr int64_t kMaxStagedCols = 24576;                 // 48 KB of BF16: no opt-in needed
 
-// The block's copy of prologue(x) for one token (x, up: BF16 [cols], 16-byte aligned) in xs,
-// rounded to BF16 as the rms_norm / silu_mul kernels round their outputs (rms_norm.cu,
-// silu_mul.cu: x * inv * w, silu(g) * u in F32), so fused and unfused products read the same
-// values up to the order of the sum of squares.
-// Past cols, up to the whole last chunk (padded_vec 16-byte vectors), xs holds zeros: the
-// padding weights dequantize to exactly 0, and 0 * 0 keeps the last chunk's sum exact without
-// a per-chunk bounds test.
-// kHalf (INT8 weights, whose mma takes FP16 B): the staged values are stored as FP16,
-// converted from their BF16 rounding as ConsumeChunk converted them per chunk before (the
-// same values), once per block instead of once per chunk and lane.
-template <int P, int kBlockWarps, bool kHalf>
-__device__ __forceinline__ void StagePrologue(const QuantGemvArgs& a, uint4* xs, int padded_vec) {
-  const int nvec = static_cast<int>(a.w.cols / 8);
-  for (int i = nvec + threadIdx.x; i < padded_vec; i += blockDim.x) xs[i] = make_uint4(0u, 0u, 0u, 0u);
-  const uint4* x4 = static_cast<const uint4*>(a.x);
-  auto unpack = [](const uint4& v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  };
-  auto pack = [](const float (&f)[8]) {
-    uint4 v;
-    v.x = PackPair<__nv_bfloat16>(f[0], f[1]);
-    v.y = PackPair<__nv_bfloat16>(f[2], f[3]);
-    v.z = PackPair<__nv_bfloat16>(f[4], f[5]);
-    v.w = PackPair<__nv_bfloat16>(f[6], f[7]);
-    if constexpr (kHalf) {
-      auto half = [](uint32_t w) {
-        return PackPair<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-      };
-      v = make_uint4(half(v.x), half(v.y), half(v.z), half(v.w));
-    }
-    return v;
-  };
-
-  if constexpr (P == kRmsNorm) {
-    __shared__ float partial[kBlockWarps];
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const uint4 v = __ldg(x4 + i);
-      xs[i] = v;
-      float f[8];
-      unpack(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss = fmaf(f[e], f[e], ss);
-    }
-    ss = WarpSum(ss);
-    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kBlockWarps; ++i) total += partial[i];
-    const float inv = rsqrtf(total / static_cast<float>(a.w.cols) + a.eps);
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {  // the same i as above: own slots
-      float f[8];
-      unpack(xs[i], f);
-      const float4 g0 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i);
-      const float4 g1 = __ldg(reinterpret_cast<const float4*>(a.norm_weight) + 2 * i + 1);
-      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
-      xs[i] = pack(f);
-    }
-  } else {
-    const uint4* u4 = static_cast<const uint4*>(a.up);
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-      float g[8], u[8];
-      unpack(__ldg(x4 + i), g);
-      unpack(__ldg(u4 + i), u);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
-      xs[i] = pack(g);
-    }
-  }
-  __syncthreads();
-}
 
 // One chunk of a lane: kSteps mma into d, then d scaled by the chunk's group scales (rows
 // group: lo, group + 8: hi) into acc. xrow: the lane's x run of chunk 0 (shared memory when P
