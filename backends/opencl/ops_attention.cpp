@@ -291,6 +291,21 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
         .Mem(dev->err_word).I64(n)
         .Run(1, &global, &local);
   }
+  // What the two GPU paged-attention kernels take first, in their order: q, the layer's cache
+  // (dtype, extents, int8 scales), the shape, the batch's arrays, the attention's parameters,
+  // the output and the error word.
+  const auto paged_args = [&](Launch&& l) -> Launch& {
+    return l.Mem(qv.mem).U64(qv.off).I64(qv.stride)
+        .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
+        .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
+        .I32(bs).I32(KVH).I32(D).I32(H)
+        .Mem(qslv.mem).U64(qslv.off)
+        .Mem(lensv.mem).U64(lensv.off)
+        .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
+        .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
+        .Mem(ov.mem).U64(ov.off).I64(ov.stride)
+        .Mem(dev->err_word);
+  };
   // GPUs, head_dim a multiple of 4 up to 512: the decode-shaped kernel
   // (paged_attention_decode in kernels/opencl/attention.cl), one work-group of 128 per
   // (token, group of hg query heads of one KV head). hg: the whole GQA group (up to 8) when
@@ -339,17 +354,7 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
       const size_t global[3] = {static_cast<size_t>(H / hg) * kWg, static_cast<size_t>(n),
                                 static_cast<size_t>(nsplit)};
       const size_t local[3] = {static_cast<size_t>(kWg), 1, 1};
-      STRATA_RETURN_IF_ERROR(Launch(dev, "paged_attention_decode")
-          .Mem(qv.mem).U64(qv.off).I64(qv.stride)
-          .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
-          .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
-          .I32(bs).I32(KVH).I32(D).I32(H)
-          .Mem(qslv.mem).U64(qslv.off)
-          .Mem(lensv.mem).U64(lensv.off)
-          .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
-          .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
-          .Mem(ov.mem).U64(ov.off).I64(ov.stride)
-          .Mem(dev->err_word).I32(hg)
+      STRATA_RETURN_IF_ERROR(paged_args(Launch(dev, "paged_attention_decode")).I32(hg)
           .I32(split_keys).Mem(nsplit > 1 ? dev->att_split_buf : ov.mem)
           .Local(static_cast<size_t>(hg) * D * sizeof(float))
           .Local(static_cast<size_t>(subsets) * hg * D * sizeof(float))
@@ -371,17 +376,7 @@ Status Attention(strata_device_s* dev, const strata_attention_params* attn, cons
   }
   const size_t global[2] = {static_cast<size_t>(H) * ls, static_cast<size_t>(n)};
   const size_t local[2] = {ls, 1};
-  return Launch(dev, "paged_attention")
-      .Mem(qv.mem).U64(qv.off).I64(qv.stride)
-      .Mem(kv->layers[layer]).I32(kv->desc.dtype).U64(kv->desc.num_blocks * kv->block_elems).U64(kv->block_elems)
-      .Mem(i8 ? kv->scales[layer] : kv->layers[layer]).U64(static_cast<uint64_t>(kv->desc.num_blocks) * KVH)
-      .I32(bs).I32(KVH).I32(D).I32(H)
-      .Mem(qslv.mem).U64(qslv.off)
-      .Mem(lensv.mem).U64(lensv.off)
-      .Mem(btv.mem).U64(btv.off).I32(mb).I32(S).I32(kv->desc.num_blocks)
-      .F32(attn->scale).I32(attn->sliding_window).F32(attn->logit_softcap)
-      .Mem(ov.mem).U64(ov.off).I64(ov.stride)
-      .Mem(dev->err_word)
+  return paged_args(Launch(dev, "paged_attention"))
       .Local(D * sizeof(float)).Local(ls * sizeof(float)).Local(ls * sizeof(float))
       .Run(2, global, local);
 }
