@@ -11,6 +11,18 @@
 #define DT_I32 3
 #define DT_I8 4
 
+// One activation quantized to int8 with the row's scale: rint(v / scale), 0 for a non-finite v
+// or a zero scale, clamped to [-127, 127] (a clamped value counts into *saturated). The W8A8
+// quantizers of matmul_w8a8.cl, fused_quant.cl and fused_quant_cpu.cl all round this way.
+inline char quantize_i8(float v, float scale, uint* saturated) {
+  float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
+  if (r > 127.0f || r < -127.0f) {
+    ++*saturated;
+    r = clamp(r, -127.0f, 127.0f);
+  }
+  return (char)r;
+}
+
 // Bits of the device's error word: a kernel that meets an out-of-range index read from
 // device memory skips the element and sets its bit; the host reports it at the next
 // synchronize / download (the host cannot check indices it never sees).

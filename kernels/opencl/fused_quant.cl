@@ -37,22 +37,12 @@ inline void fused_quant_row(__global const float* orow, long cols, float amax, u
     const long c = lid + (long)k * ls;
     if (c < cols) {
       const float v = vr[k];
-      float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-      if (r > 127.0f || r < -127.0f) {
-        ++saturated;
-        r = clamp(r, -127.0f, 127.0f);
-      }
-      qr[c] = (char)r;
+      qr[c] = quantize_i8(v, scale, &saturated);
     }
   }
   for (long c = lid + (long)FQ_REG * ls; c < cols; c += ls) {
     const float v = orow[c];
-    float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-    if (r > 127.0f || r < -127.0f) {
-      ++saturated;
-      r = clamp(r, -127.0f, 127.0f);
-    }
-    qr[c] = (char)r;
+    qr[c] = quantize_i8(v, scale, &saturated);
   }
   if (saturated > 0) atomic_add(rc + 1, saturated);
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -47,12 +47,7 @@ inline void quantize_row_cpu(__global const float* xr, long cols, __global const
   }
   for (long c = c16; c < cols; ++c) {
     const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
-    float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-    if (r > 127.0f || r < -127.0f) {
-      ++saturated;
-      r = clamp(r, -127.0f, 127.0f);
-    }
-    qr[c] = (char)r;
+    qr[c] = quantize_i8(v, scale, &saturated);
   }
   *scale_out = scale;
   *saturated_out = saturated + (uint)gemv_cpu_hsum_i(sat16);

@@ -53,22 +53,12 @@ __kernel void quantize_act(__global const float* x, ulong x_off, long x_stride, 
     const long c = lid + (long)k * ls;
     if (c < cols) {
       const float v = vr[k];
-      float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-      if (r > 127.0f || r < -127.0f) {
-        ++saturated;
-        r = clamp(r, -127.0f, 127.0f);
-      }
-      qr[c] = (char)r;
+      qr[c] = quantize_i8(v, scale, &saturated);
     }
   }
   for (long c = lid + (long)QA_REG * ls; c < cols; c += ls) {
     const float v = has_smooth ? xr[c] / smooth[c] : xr[c];
-    float r = (scale > 0.0f && isfinite(v)) ? rint(v / scale) : 0.0f;
-    if (r > 127.0f || r < -127.0f) {
-      ++saturated;
-      r = clamp(r, -127.0f, 127.0f);
-    }
-    qr[c] = (char)r;
+    qr[c] = quantize_i8(v, scale, &saturated);
   }
   if (saturated > 0) atomic_add(cnt + 1, saturated);
   barrier(CLK_LOCAL_MEM_FENCE);
