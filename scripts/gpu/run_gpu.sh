@@ -130,6 +130,9 @@ exec > >(tee -a "$LOG") 2>&1
 PHASES="${*:-tests models bench ops batching http}"
 T0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+# A bare `wait` also waits for the process substitution of the `exec > >(tee ...)` above (bash 5.1+),
+# which never ends: it hung two device calls (600 s, 2 x 130 s). Wait on the background jobs only.
+wait_children() { local p; for p in $(jobs -p); do wait "$p"; done; }
 
 stamp "machine (phases: $PHASES)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -1554,7 +1557,7 @@ phase_cuda_pfa() {
           > "$W/tests_$n.txt" 2>&1; echo $? > "$W/tests_$n.rc" ) &
     fi
   done
-  wait
+  wait_children
   local all=passed
   n=0
   for t in $parts; do
@@ -1730,7 +1733,7 @@ phase_cuda_b1() {
       > "$W/t_quant.txt" 2>&1; echo $? > "$W/t_quant.rc" ) &
   ( STRATA_CUDA_QGEMV_ROUND=4 STRATA_CUDA_QGEMV_HALFX=1 STRATA_CUDA_QGEMV_PREFETCH=1 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Tiled*' \
       > "$W/t_quant_r4.txt" 2>&1; echo $? > "$W/t_quant_r4.rc" ) &
-  wait
+  wait_children
   local t all=passed
   for t in choice backend graph kv8 quant quant_r4; do
     local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
@@ -1861,7 +1864,7 @@ phase_cuda_gemv_sass() {
       > "$W/t_stream.txt" 2>&1; echo $? > "$W/t_stream.rc" ) &
   ( STRATA_CUDA_QGEMV_LEAN=1 timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Stream*' \
       > "$W/t_lean_env.txt" 2>&1; echo $? > "$W/t_lean_env.rc" ) &
-  wait
+  wait_children
   local t all=passed
   for t in stream lean_env; do
     local rc=$(cat "$W/t_$t.rc" 2>/dev/null || echo 99) st=passed
