@@ -71,9 +71,9 @@
 //                      candidate that accepts K split N ways (the narrow projections fill
 //                      few SMs at decode batch sizes); for measurements
 //   quant_gemm=auto    (default) W8A8 / FP8 weights times the 8-bit activations: on sm_90,
-//                      W8A8 at every size and FP8 up to 256 tokens through
+//                      W8A8 at every size and FP8 up to 128 tokens through
 //                      kernels/cuda/gemm_wgmma.cu's s8 / e4m3 kernel (per-row x per-token
-//                      scales, bias and residual add in its epilogue), FP8 beyond 256 tokens
+//                      scales, bias and residual add in its epilogue), FP8 beyond 128 tokens
 //                      through cuBLASLt (outer-vector scales); elsewhere always cuBLASLt
 //                      (IMMA -> I32 + the epilogue kernel for W8A8)
 //   quant_gemm=wgmma   the wgmma kernel for every token count (device_open fails without sm_90)

@@ -124,7 +124,7 @@ struct Device {
   std::unique_ptr<QuantLtGemm> quant_gemm;
   // Which GEMM multiplies W8A8 / FP8 weights by the 8-bit activations (device option
   // quant_gemm=, cuda_backend.h): kernels/cuda/gemm_wgmma.cu (scales, bias and residual add
-  // in its epilogue; sm_90a only) for W8A8 at every size and FP8 up to kWgmmaMaxTokens tokens
+  // in its epilogue; sm_90a only) for W8A8 at every size and FP8 up to 128 tokens
   // (auto; quant_product.cpp's WgmmaIsAutoChoice) or for every size (wgmma), else cuBLASLt
   // (+ the epilogue kernel for W8A8; cublas, and any device but sm_90).
   enum QuantGemm { kQuantGemmCublas = 0, kQuantGemmAuto = 1, kQuantGemmWgmma = 2 };

@@ -7,7 +7,7 @@
 //     counts saturation, non-finite values and run-time outliers; for W8A8 / FP8 behind
 //     matmul_ex's RMSNorm / SiLU*mul prologue, that prologue's own kernel:
 //     kernels/cuda/quant_prologue.cu), then multiplied on the 8-bit tensor cores:
-//     - W8A8 / FP8 on sm_90 (quant_gemm=auto: W8A8 always, FP8 up to kWgmmaMaxTokens tokens,
+//     - W8A8 / FP8 on sm_90 (quant_gemm=auto: W8A8 always, FP8 up to 128 tokens,
 //       WgmmaIsAutoChoice below): the wgmma GEMM
 //       of kernels/cuda/gemm_wgmma.cu, which applies the weight-row x token scales, bias and
 //       residual add in its epilogue, so the product is one kernel after the quantizer;
@@ -68,9 +68,21 @@ bool PlainAct8(const QuantWeight& q) {
 // for gate_up), so a step's products at 4,096 tokens took 77.2 ms with it against 63.5 with
 // wgmma (2026-12-03, `quant_matmul_bench --ops layer`, quantization included). FP8: cuBLASLt
 // applies both scales itself and writes out directly, and at 4,096 tokens it was the faster
-// (57.9 ms) of the two; the wgmma GEMM up to kWgmmaMaxTokens, where it streams the weights
-// better (docs/benchmarks.md, issue 28).
-bool WgmmaIsAutoChoice(int32_t values, int64_t n) { return values == kQuantInt8 || n <= kWgmmaMaxTokens; }
+// (57.9 ms) of the two; also at 256 tokens: a step's products took 4.86 ms with cuBLASLt against
+// 6.00 with wgmma (2026-12-03, `quant_matmul_bench --ops layer --formats fp8 --tokens 256`,
+// run_gpu.sh serve256_diag), so the wgmma GEMM runs FP8 only up to kFp8WgmmaAutoMaxTokens
+// (128), where it streams the weights better (docs/benchmarks.md, issue 28).
+// STRATA_CUDA_FP8_WGMMA_MAX_TOKENS=N moves that bound (1..kWgmmaMaxTokens; read once).
+constexpr int64_t kFp8WgmmaAutoMaxTokens = 128;
+int64_t Fp8WgmmaAutoMaxTokens() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("STRATA_CUDA_FP8_WGMMA_MAX_TOKENS");
+    const long long x = e != nullptr ? std::atoll(e) : 0;
+    return x >= 1 ? std::min<int64_t>(x, kWgmmaMaxTokens) : kFp8WgmmaAutoMaxTokens;
+  }();
+  return v;
+}
+bool WgmmaIsAutoChoice(int32_t values, int64_t n) { return values == kQuantInt8 || n <= Fp8WgmmaAutoMaxTokens(); }
 
 }  // namespace
 

@@ -170,6 +170,11 @@ bool QuantGemvStreamTakesPrologue(const QuantGemvArgs& a);
 // The configuration LaunchQuantGemv uses for this weight and token count
 // (STRATA_CUDA_QGEMV_STREAM="depth,block_warps,kw" overrides any of them; 0 keeps one).
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n);
+// The one-token default (STRATA_CUDA_QGEMV_ONE_WAVE=0 returns to the cost model): blocks of 16
+// warps, and the most warps per 16-row tile (kw: 16, 8, ... 1) whose blocks still fit in one
+// wave, `blocks_per_sm` 16-warp blocks on each of `sms` SMs. Host-side and pure, so that the
+// choice is tested without a GPU.
+int OneWaveStreamKw(int64_t tiles, int sms, int blocks_per_sm);
 cudaError_t LaunchQuantGemvStream(const QuantGemvArgs& a, const QuantGemvStreamConfig& c, cudaStream_t stream);
 
 // Whether a weight-only weight of this shape is stored kQuantTiledStream (the streaming

@@ -524,6 +524,14 @@ SmInfo CurrentSmInfo() {
 
 }  // namespace
 
+int OneWaveStreamKw(int64_t tiles, int sms, int blocks_per_sm) {
+  const int64_t wave = static_cast<int64_t>(std::max(1, sms)) * std::max(1, blocks_per_sm);
+  int kw = 16;
+  // blocks = tiles * kw / 16 (16 / kw tiles a block); halve kw until they fit in one wave.
+  while (kw > 1 && (tiles * kw + 15) / 16 > wave) kw /= 2;
+  return kw;
+}
+
 QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int64_t n) {
   // A cost model of the launch, in chunk-loads of the busiest SM (a chunk = 512 bytes), over
   // every (block_warps, kw) at depth 8:
@@ -564,6 +572,26 @@ QuantGemvStreamConfig DefaultQuantGemvStreamConfig(const QuantWeightView& w, int
         c.block_warps = bw;
         c.kw = kw;
       }
+    }
+  }
+  // One token: one wave of 16-warp blocks instead of the model's pick. The model above picked
+  // 4- and 8-warp blocks for the four products of a Llama-3-8B layer (W4A16 g128: qkv 4/4,
+  // o 8/8, gate_up 4/2, down 8/8), while the one-token sweep on the H200 (qgemv_sweep --tokens 1
+  // --formats w4a16 --zeros 1, 2026-12-03) found 16-warp blocks fastest for all four (16/8, 16/16,
+  // 16/2, 16/8: 1.79 ms of GEMVs a step against the model's 2.21), and each of them is the
+  // largest kw whose blocks fit in one wave. What the model misses: with the fused prologue every
+  // block stages and normalizes the whole input row, so more, smaller blocks repeat that work,
+  // and a second round of blocks pays the ring's fill latency again.
+  static const bool one_wave = [] {
+    const char* e = std::getenv("STRATA_CUDA_QGEMV_ONE_WAVE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  if (n == 1 && one_wave) {
+    const size_t block_smem = StreamSmemBytes(w, true, kDepth, 16) + 16 * 512 + 1024;
+    const int bps = static_cast<int>(std::min<int64_t>(2, static_cast<int64_t>(sm.smem_per_sm / block_smem)));
+    if (bps > 0) {
+      c.block_warps = 16;
+      c.kw = OneWaveStreamKw(tiles, sm.sms, bps);
     }
   }
   const QuantGemvStreamConfig forced = ForcedConfig();

@@ -1631,6 +1631,37 @@ if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0
 # step, docs/benchmarks.md "strata serve with 256 concurrent clients"): a step's products at 256
 # tokens per format and 8-bit GEMM choice (FP8/W8A8 take the wgmma GEMM up to 256 tokens and
 # cuBLASLt beyond), so the default can follow the faster one. ~40 s. Targets: quant_matmul_bench.
+# lead_defaults (2026-12-03 session 2): the two defaults changed from the session's measurements,
+# checked against the old ones in one run (~100 s), into $OUT/lead_defaults.txt:
+#   1. the tests their paths touch (the one-wave stream GEMV config; FP8 beyond 128 tokens on
+#      cuBLASLt): cuda_quant_test Stream* / Tiled* / EightBitGemm* / Fp8*;
+#   2. W4A16 batch-1 decode, the one-wave default vs STRATA_CUDA_QGEMV_ONE_WAVE=0 (the cost model);
+#   3. FP8 products at 160 / 256 tokens, default (cuBLASLt above 128) vs
+#      STRATA_CUDA_FP8_WGMMA_MAX_TOKENS=256 (the old bound).
+phase_lead_defaults() {
+  local F="$OUT/lead_defaults.txt" W=/tmp/strata-lead-defaults
+  rm -rf "$W"; mkdir -p "$W"; : > "$F"
+  echo "=== lead_defaults ($(date -u +%H:%M:%S) UTC)" >> "$F"
+  timeout 40 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.Stream*:CudaQuant.Tiled*:CudaQuant.EightBitGemm*:CudaQuant.Fp8*:-CudaQuant.Fp8LongKPromotedAccumulation' \
+    > "$W/tests.txt" 2>&1
+  echo "tests rc=$? $(grep -c '^\[       OK' "$W/tests.txt") ok; $(grep -E '^\[  (PASSED|FAILED)' "$W/tests.txt" | tr '\n' ' ')" >> "$F"
+  grep -E "^\[  FAILED|Failure|Expected|Which is" "$W/tests.txt" | head -20 >> "$F"
+  local S="$BUILD/bin/strata bench --synthetic llama3-8b --device cuda --json --prompt-tokens 128 --gen-tokens 128 --synthetic-dtype int4-g128 -r 3"
+  local lab e
+  for lab in one_wave cost_model one_wave; do
+    e=""; [ $lab = cost_model ] && e="STRATA_CUDA_QGEMV_ONE_WAVE=0"
+    env $e timeout 35 $S > "$W/b.json" 2> "$W/b.err"
+    echo "w4a16 b1 $lab rc=$?: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b.json" | head -1)" >> "$F"
+  done
+  for lab in default old_bound; do
+    e=""; [ $lab = old_bound ] && e="STRATA_CUDA_FP8_WGMMA_MAX_TOKENS=256"
+    env $e timeout 30 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 160,256 --reps 5 2>&1 | \
+      grep -E '^\{|rror' | sed "s/^/$lab /" >> "$F"
+  done
+  cat "$F"
+}
+
 phase_serve256_diag() {
   local F="$OUT/serve256_diag.txt" o
   : > "$F"

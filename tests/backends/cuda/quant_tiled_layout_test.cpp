@@ -182,5 +182,22 @@ TEST(CudaQuantTiledLayout, WhichWeightsAreTiled) {
   EXPECT_FALSE(UseTiledQuantLayout(STRATA_WEIGHT_W8A8, STRATA_DTYPE_BF16, 4096, 0, false));  // tensor-core GEMM
 }
 
+
+// The one-token streaming GEMV's default blocks (OneWaveStreamKw): the configurations the H200's
+// one-token sweep found fastest for the four products of a Llama-3-8B layer (qgemv_sweep
+// --tokens 1 --formats w4a16 --zeros 1, 2026-12-03: qkv 16 warps / kw 8, o 16 / 16, gate_up
+// 16 / 2, down 16 / 8), from their 16-row tiles and the 16-warp blocks an SM holds (2; 1 for
+// down, whose staged 14,336-column row and ring take over half the shared memory) on 132 SMs.
+TEST(CudaQuantTiledLayout, OneTokenStreamBlocksFillOneWave) {
+  EXPECT_EQ(OneWaveStreamKw(6144 / 16, 132, 2), 8);    // qkv: 192 blocks
+  EXPECT_EQ(OneWaveStreamKw(4096 / 16, 132, 2), 16);   // o: 256 blocks
+  EXPECT_EQ(OneWaveStreamKw(28672 / 16, 132, 2), 2);   // gate_up: 224 blocks
+  EXPECT_EQ(OneWaveStreamKw(4096 / 16, 132, 1), 8);    // down: 128 blocks
+  // Too many tiles for one wave even at one warp a tile: kw 1, never 0.
+  EXPECT_EQ(OneWaveStreamKw(128256 / 16, 132, 2), 1);
+  // A small model (dim 768): every warp of a block on the one tile.
+  EXPECT_EQ(OneWaveStreamKw(768 / 16, 132, 2), 16);
+}
+
 }  // namespace
 }  // namespace strata::cuda
