@@ -28,8 +28,12 @@ bool WgmmaPrefillSupports(const AttentionArgs& a, const KvLayout& kv);
 //   cached 64.5 vs 107; Llama-3.2-1B-shape 4,096-token prefill +3.0%).
 bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 // Forms of the kernel (device option prefill_wgmma_form=, env STRATA_CUDA_PREFILL_WGMMA_FORM),
-// kept selectable for A/Bs on the device (forms >= 1 have not run on a GPU yet: the default
-// stays 0 until scripts/gpu/run_gpu.sh cuda_pfa has tested and timed them):
+// kept selectable for A/Bs on the device. All seven passed WgmmaFormsMatchCpuOnConsecutiveBlocks
+// on the H200 (scripts/gpu/run_gpu.sh cuda_pfa, 2026-12-03); the default is 5, the fastest at
+// every measured shape but 64 prompts of 128 at head_dim 64 (6: 81.9 vs 83.5 us): a 4,096-token
+// prompt 272.5 us (form 0: 385.0; 1: 300.6; 6: 291.9), 8 prompts of 1,024 218.1 (0: 290.2),
+// 64 prompts of 128 109.1 (0: 155.9), all at head_dim 128; W8A8 prefill of 4,096 tokens end to
+// end 56.3k tok/s against 53.7k with form 0 (docs/benchmarks.md):
 //   0  the kernel of run 107 (docs/benchmarks.md): every key tile loaded as one TMA box per
 //      (cache block, 64 head dims) of K and of V (32 boxes of 2 KB a tile with 16-slot blocks)
 //   1  as 0, but a tile whose cache blocks are consecutive (as a fresh cache hands them out)
@@ -45,7 +49,7 @@ bool WgmmaPrefillPreferred(const AttentionArgs& a, const KvLayout& kv);
 //   6  as 5, with 4's ping-pong
 // A form out of range (e.g. -1) is kWgmmaPrefillDefaultForm.
 inline constexpr int kWgmmaPrefillForms = 7;
-inline constexpr int kWgmmaPrefillDefaultForm = 0;
+inline constexpr int kWgmmaPrefillDefaultForm = 5;
 cudaError_t LaunchPrefillAttentionWgmma(const AttentionArgs& a, const KvLayout& kv, cudaStream_t stream,
                                         int form = kWgmmaPrefillDefaultForm);
 
