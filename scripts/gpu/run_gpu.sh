@@ -1636,6 +1636,7 @@ if big: print("fastest at 1x4096x4096: form %s" % min(big, key=lambda x: x[1])[0
 #   1. the tests their paths touch (the one-wave stream GEMV config; FP8 beyond 128 tokens on
 #      cuBLASLt): cuda_quant_test Stream* / Tiled* / EightBitGemm* / Fp8*;
 #   2. W4A16 batch-1 decode, the one-wave default vs STRATA_CUDA_QGEMV_ONE_WAVE=0 (the cost model);
+#      W8A16 batch-1, the mma GEMV (default) vs the streaming one with the one-wave config;
 #   3. FP8 products at 160 / 256 tokens, default (cuBLASLt above 128) vs
 #      STRATA_CUDA_FP8_WGMMA_MAX_TOKENS=256 (the old bound).
 phase_lead_defaults() {
@@ -1653,6 +1654,13 @@ phase_lead_defaults() {
     e=""; [ $lab = cost_model ] && e="STRATA_CUDA_QGEMV_ONE_WAVE=0"
     env $e timeout 35 $S > "$W/b.json" 2> "$W/b.err"
     echo "w4a16 b1 $lab rc=$?: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b.json" | head -1)" >> "$F"
+  done
+  # W8A16: the default (tensor-core mma GEMV) against the streaming GEMV, which now takes the
+  # one-wave configuration too (it measured 282.9 tok/s with the cost model's, mma 318.9).
+  for lab in mma stream_one_wave; do
+    e=""; [ $lab = stream_one_wave ] && e="STRATA_CUDA_QGEMV_KERNEL=stream"
+    env $e timeout 35 ${S/int4-g128/int8} > "$W/b.json" 2> "$W/b.err"
+    echo "w8a16 b1 $lab rc=$?: $(grep -ho '"decode_tokens_per_s"[^,}]*' "$W/b.json" | head -1)" >> "$F"
   done
   for lab in default old_bound; do
     e=""; [ $lab = old_bound ] && e="STRATA_CUDA_FP8_WGMMA_MAX_TOKENS=256"
