@@ -1670,6 +1670,20 @@ phase_lead_defaults() {
   cat "$F"
 }
 
+# lead_e2e: issue 28's 128-sequence figures end to end with main's defaults (~60 s):
+# strata bench, 128 requests 128/128, --max-num-seqs 128, W8A8 then FP8, into $OUT/lead_e2e.txt.
+phase_lead_e2e() {
+  local F="$OUT/lead_e2e.txt" d
+  : > "$F"
+  local R="--num-requests 128 --prompt-len-min 128 --prompt-len-max 128 --output-len-min 128 --output-len-max 128"
+  for d in w8a8 fp8; do
+    timeout 30 "$BUILD/bin/strata" bench --synthetic llama3-8b --device cuda --json --synthetic-dtype $d $R \
+      --max-num-seqs 128 --max-batched-tokens 8192 > /tmp/strata-lead-e2e.json 2>&1
+    echo "$d 128 seqs rc=$?: $(grep -oE '"(output_tokens_per_s|forward_ms_per_step|tpot_ms_p50|steps)": *[0-9.]+|[Ee]rror.*' /tmp/strata-lead-e2e.json | tr '\n' ' ')" >> "$F"
+  done
+  cat "$F"
+}
+
 phase_serve256_diag() {
   local F="$OUT/serve256_diag.txt" o
   : > "$F"
