@@ -5,7 +5,8 @@
 # round to round (this VM's bandwidth moves from minute to minute). Same work on both sides:
 # one prefill of P prompt tokens, then N greedy single-token decodes, T threads, medians.
 # Prints one JSON object per measurement, then a markdown table of medians (decode as a
-# fraction of the bandwidth floor: weight bytes x tok/s / measured read GB/s). strata runs with
+# fraction of the bandwidth floor: the bytes a decode step reads x tok/s / measured read GB/s;
+# the embedding table of an untied model is not among them). strata runs with
 # --device cpu, so the GPU backends' plugins (and their runtimes' memory) are not loaded.
 # Usage: bench/cpu_vs_llamacpp.sh [BUILD_DIR] [ROUNDS] [MODEL.gguf ...]
 #   no models: the 110M shape in f32 and f16 and the TinyLlama-1.1B shape in f16, made with
@@ -35,7 +36,7 @@ LOG="$TMP/cpu_vs_llamacpp.jsonl"
 : > "$LOG"
 run_strata() {
   "$BUILD/bin/strata" bench --device cpu -m "$1" --prompt-tokens "$P" --gen-tokens "$N" -r "$REPS" --threads "$THREADS" --json |
-    python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({"engine":"strata","model":sys.argv[1],"prefill_tok_s":d["prefill_tokens_per_s"],"decode_tok_s":d["decode_tokens_per_s"],"weight_bytes":d["weight_bytes"],"peak_rss_bytes":d["peak_rss_bytes"]}))' "$1"
+    python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({"engine":"strata","model":sys.argv[1],"prefill_tok_s":d["prefill_tokens_per_s"],"decode_tok_s":d["decode_tokens_per_s"],"weight_bytes":d["weight_bytes"],"decode_read_bytes":d.get("decode_read_bytes",d["weight_bytes"]),"peak_rss_bytes":d["peak_rss_bytes"]}))' "$1"
 }
 run_llamacpp() {
   local out rss
@@ -62,6 +63,7 @@ for d in rows:
     e = per.setdefault(m, {}).setdefault(d["engine"], {"pre": [], "dec": [], "rss": [], "wb": []})
     e["pre"].append(d["prefill_tok_s"]); e["dec"].append(d["decode_tok_s"]); e["rss"].append(d["peak_rss_bytes"])
     if "weight_bytes" in d: e["wb"].append(d["weight_bytes"])
+    if "decode_read_bytes" in d: e.setdefault("rb", []).append(d["decode_read_bytes"])
 med = statistics.median
 print("| model | read GB/s | llama.cpp decode | strata decode | strata/llama.cpp | strata share of floor | llama.cpp prefill | strata prefill | strata/llama.cpp | strata peak RSS / weights |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -70,7 +72,10 @@ for m, e in per.items():
     s, l = e.get("strata"), e.get("llama.cpp")
     if not s or not l: continue
     g = med(bw[m]); wb = med(s["wb"])
-    floor = g * 1e9 / wb
+    # The floor: the bytes a decode step reads (not the embedding table when the head is a
+    # separate weight) at the measured read bandwidth.
+    rb = med(s["rb"]) if s.get("rb") else wb
+    floor = g * 1e9 / rb
     row = dict(read_gb_s=round(g, 1), llamacpp_decode=round(med(l["dec"]), 2), strata_decode=round(med(s["dec"]), 2),
                decode_ratio=round(med(s["dec"]) / med(l["dec"]), 3), strata_floor_share=round(med(s["dec"]) / floor, 3),
                llamacpp_prefill=round(med(l["pre"]), 1), strata_prefill=round(med(s["pre"]), 1),

@@ -292,6 +292,7 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
   // A pipeline stage holds the embedding only if it is the first, the head only if the last.
   const ParallelPlan& plan = options_.parallel.plan;
   if (plan.first_stage()) {
+    const uint64_t before_embedding = weight_bytes_;
     // The embedding table is read by rows (embedding op): always dense.
     if (auto q = file.quantized.find("tok_embeddings"); q != file.quantized.end()) {
       const std::vector<float> f = Dequantize(q->second);
@@ -305,6 +306,7 @@ absl::Status LlamaModel::UploadWeights(const ModelFile& file) {
       STRATA_ASSIGN_OR_RETURN(const TensorView* emb, Require(file, "tok_embeddings"));
       STRATA_ASSIGN_OR_RETURN(embedding_, make_dense({emb}, "tok_embeddings"));
     }
+    embedding_bytes_ = weight_bytes_ - before_embedding;
   }
   if (plan.last_stage()) {
     if (!config_.tie_word_embeddings && (file.Find("output") != nullptr || file.quantized.count("output"))) {

@@ -189,6 +189,14 @@ class LlamaModel {
   int32_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
   int64_t max_context() const { return options_.max_context; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // The weight bytes one decode step reads: all of weight_bytes() but the embedding table
+  // when the head is a separate weight (an untied "output", or a tied table's quantized copy),
+  // since the embedding op reads one row of it per token. The bandwidth floor of decode is
+  // this over the memory's read bandwidth, not weight_bytes() (for an untied 110M f32 model
+  // 439 of 537 MB; Llama-3-8B bf16 14.0 of 16.1 GB).
+  uint64_t decode_read_bytes() const {
+    return output_.handle() != nullptr ? weight_bytes_ - embedding_bytes_ : weight_bytes_;
+  }
   // Fused weights that were meant to stay quantized but went to the device as dense F32,
   // each "name (reason)"; empty when every quantized tensor stayed quantized.
   const std::vector<std::string>& dense_fallbacks() const { return dense_fallbacks_; }
@@ -273,6 +281,7 @@ class LlamaModel {
   RopeTable rope_;
   int32_t max_blocks_per_seq_ = 0;
   uint64_t weight_bytes_ = 0;
+  uint64_t embedding_bytes_ = 0;  // of weight_bytes_: the embedding table (first stage only)
   std::vector<std::string> dense_fallbacks_;
   bool has_quantized_weights_ = false;
   uint64_t kv_cache_bytes_ = 0;

@@ -242,5 +242,30 @@ TEST(QuantizedModelMixed, W8A8AndLlmInt8CloseToDequantizedModel) {
   }
 }
 
+// The bytes a decode step reads (the bandwidth floor's numerator, `strata bench`'s
+// decode_read_bytes): every weight but an untied model's embedding table, whose one row per
+// token the embedding op reads; a tied table is the head, so all of it counts.
+TEST(ModelDecodeReadBytes, LeaveOutAnUntiedEmbeddingTableOnly) {
+  const std::string untied = SharedPath(kModelDir);
+  const std::string tied = SharedPath("models/hf-tiny/qwen2-bias");
+  STRATA_REQUIRE_SHARED(untied + "/model.safetensors");
+  STRATA_REQUIRE_SHARED(tied + "/model.safetensors");
+  auto u = LoadModelFile(untied);
+  auto t = LoadModelFile(tied);
+  ASSERT_TRUE(u.ok() && t.ok());
+  ASSERT_FALSE((*u)->config.tie_word_embeddings);
+  ASSERT_NE((*u)->Find("output"), nullptr);
+  ASSERT_TRUE((*t)->config.tie_word_embeddings);
+  const TensorView* emb = (*u)->Find("tok_embeddings");
+  ASSERT_NE(emb, nullptr);
+  ModelRun ru = Open(**u), rt = Open(**t);
+  ASSERT_TRUE(ru.model && rt.model);
+  // hf-tiny's tables are F32 in the file and on the device: vocab x hidden x 4 bytes.
+  const uint64_t table = static_cast<uint64_t>((*u)->config.vocab_size * (*u)->config.hidden_size) * 4;
+  ASSERT_EQ(emb->bytes, table);
+  EXPECT_EQ(ru.model->decode_read_bytes(), ru.model->weight_bytes() - table);
+  EXPECT_EQ(rt.model->decode_read_bytes(), rt.model->weight_bytes());
+}
+
 }  // namespace
 }  // namespace strata
