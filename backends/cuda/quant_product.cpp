@@ -171,6 +171,8 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.persistent = dev->wgmma_persistent;
   wa.wide = dev->wgmma_wide;
   wa.promote = dev->fp8_promote;
+  wa.mgroup = dev->wgmma_mgroup;
+  wa.hold = dev->wgmma_hold;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

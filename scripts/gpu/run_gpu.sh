@@ -1693,6 +1693,55 @@ phase_cuda_fp8acc() {
   grep -E "worst \|err\||Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{|^=== " "$F" | head -120
 }
 
+# cuda_g8mid (issue 28, helper cuda-g8mid): the 8-bit wgmma GEMM at 128-256 tokens, two opt-in
+# forms of branch cuda-g8mid (neither has run on a GPU; main's defaults are unchanged):
+#   wgmma_mgroup=2|4  the blocks of 2 / 4 neighbouring weight tiles (one K split) form a cluster
+#                     with the split-K blocks and load each activation tile once for all of them
+#                     (TMA multicast): at 128 tokens on 128-row tiles a product moves as many
+#                     activation bytes from L2 into the SMs as weight bytes, at 256 tokens twice
+#   wgmma_hold=1      the consumers free each stage as soon as its MMAs are done (one more stage
+#                     of the ring loading; two blocks an SM with 3 stages have one loading now)
+# 1) the forced-form tests, 2) the decode step's products at 128 / 256 tokens (quant_matmul_bench
+# --ops layer) default vs the forms vs cuBLASLt, most telling first, 3) per-product times
+# (wgmma_sweep --mgroup 1) if the budget allows. All in $OUT/cuda-g8mid.txt as they come.
+# CUDA_G8MID_BUDGET seconds (default 90); each step has its own timeout and is skipped (said so)
+# when fewer than its minimum seconds are left.
+# Targets: strata-backend-cuda cuda_quant_test quant_matmul_bench cuda_wgmma_gemm_choice_test wgmma_sweep
+phase_cuda_g8mid() {
+  local t_start=$SECONDS budget=${CUDA_G8MID_BUDGET:-90} F="$OUT/cuda-g8mid.txt" o
+  : > "$F"
+  g8() {  # g8 NAME LIMIT MIN CMD...: CMD's output appended to $F under a header if MIN s are left
+    local name=$1 limit=$2 min=$3 left rc
+    shift 3
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
+    (( limit > left )) && limit=$left
+    stamp "cuda_g8mid $name (limit ${limit}s)"
+    echo "=== $name (limit ${limit}s): $*" >> "$F"
+    timeout "$limit" "$@" >> "$F" 2>&1
+    rc=$?
+    echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
+    return $rc
+  }
+  unset STRATA_CUDA_WGMMA_MGROUP STRATA_CUDA_WGMMA_HOLD
+  [ -x "$BUILD/bin/cuda_wgmma_gemm_choice_test" ] &&
+    g8 choice_test 5 3 "$BUILD/bin/cuda_wgmma_gemm_choice_test" --gtest_color=no --gtest_brief=1
+  g8 forms_test 30 15 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmMulticastGroupsMatchReference'
+  g8 bench_default 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5
+  g8 bench_mgroup4 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5 \
+    --device-options "wgmma_mgroup=4"
+  for o in "wgmma_mgroup=2" "wgmma_hold=1" "quant_gemm=cublas" "wgmma_mgroup=4;wgmma_token_tile=128" \
+           "wgmma_mgroup=4;wgmma_hold=1"; do
+    g8 "bench_$o" 12 9 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
+      --device-options "$o"
+  done
+  [ -x "$BUILD/bin/wgmma_sweep" ] &&
+    g8 sweep 60 20 "$BUILD/bin/wgmma_sweep" --mgroup 1 --formats fp8 --tokens 128,256 --reps 5
+  echo "=== cuda_g8mid done ($(( SECONDS - t_start ))s of ${budget}s)" >> "$F"
+  grep -E "Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{\"bench\":\"quant|wgmma_sweep_(best|layer)|^=== " "$F" | head -120
+}
+
 # cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA, the opt-in forms of branch cuda-b1
 # (none has run on a GPU yet; main's defaults are unchanged):
 #   STRATA_CUDA_PDL_SMALL=on      the decode attention kernels, their split combine, rms_norm and
