@@ -1701,9 +1701,11 @@ phase_cuda_fp8acc() {
 #                     activation bytes from L2 into the SMs as weight bytes, at 256 tokens twice
 #   wgmma_hold=1      the consumers free each stage as soon as its MMAs are done (one more stage
 #                     of the ring loading; two blocks an SM with 3 stages have one loading now)
-# 1) the forced-form tests, 2) the decode step's products at 128 / 256 tokens (quant_matmul_bench
-# --ops layer) default vs the forms vs cuBLASLt, most telling first, 3) per-product times
-# (wgmma_sweep --mgroup 1) if the budget allows. All in $OUT/cuda-g8mid.txt as they come.
+# 1) the forced-form tests (two side by side, <= 30 s), 2) the decode step's products at 128 / 256
+# tokens (quant_matmul_bench --ops layer) default vs wgmma_mgroup=4 (FP8 and W8A8), 3) per-product
+# times of every form (wgmma_sweep --mgroup 1, FP8, ~6 s), 4) FP8 step products with
+# wgmma_mgroup=2, wgmma_hold=1, quant_gemm=cublas, ... as the budget allows. All in
+# $OUT/cuda-g8mid.txt as they come (the tests also in cuda-g8mid_test_{a,b}.txt).
 # CUDA_G8MID_BUDGET seconds (default 90); each step has its own timeout and is skipped (said so)
 # when fewer than its minimum seconds are left.
 # Targets: strata-backend-cuda cuda_quant_test quant_matmul_bench cuda_wgmma_gemm_choice_test wgmma_sweep
@@ -1726,18 +1728,28 @@ phase_cuda_g8mid() {
   unset STRATA_CUDA_WGMMA_MGROUP STRATA_CUDA_WGMMA_HOLD
   [ -x "$BUILD/bin/cuda_wgmma_gemm_choice_test" ] &&
     g8 choice_test 5 3 "$BUILD/bin/cuda_wgmma_gemm_choice_test" --gtest_color=no --gtest_brief=1
-  g8 forms_test 30 15 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
-    --gtest_filter='CudaQuant.EightBitGemmMulticastGroupsMatchReference'
+  # The two forced-form tests side by side (five forms each, CPU float64 references), 30 s.
+  local pa pb
+  stamp "cuda_g8mid forms tests (limit 30s)"
+  timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmMulticastGroupsMatchReference' > "$OUT/cuda-g8mid_test_a.txt" 2>&1 &
+  pa=$!
+  timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmMulticastWideAndHoldMatchReference' > "$OUT/cuda-g8mid_test_b.txt" 2>&1 &
+  pb=$!
+  wait "$pa"; echo "=== forms test a rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-g8mid_test_a.txt"
+  wait "$pb"; echo "=== forms test b rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-g8mid_test_b.txt"
+  cat "$OUT/cuda-g8mid_test_a.txt" "$OUT/cuda-g8mid_test_b.txt" >> "$F"
   g8 bench_default 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5
   g8 bench_mgroup4 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5 \
     --device-options "wgmma_mgroup=4"
+  [ -x "$BUILD/bin/wgmma_sweep" ] &&
+    g8 sweep 20 8 "$BUILD/bin/wgmma_sweep" --mgroup 1 --formats fp8 --tokens 128,256 --reps 5
   for o in "wgmma_mgroup=2" "wgmma_hold=1" "quant_gemm=cublas" "wgmma_mgroup=4;wgmma_token_tile=128" \
            "wgmma_mgroup=4;wgmma_hold=1"; do
     g8 "bench_$o" 12 9 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
       --device-options "$o"
   done
-  [ -x "$BUILD/bin/wgmma_sweep" ] &&
-    g8 sweep 60 20 "$BUILD/bin/wgmma_sweep" --mgroup 1 --formats fp8 --tokens 128,256 --reps 5
   echo "=== cuda_g8mid done ($(( SECONDS - t_start ))s of ${budget}s)" >> "$F"
   grep -E "Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{\"bench\":\"quant|wgmma_sweep_(best|layer)|^=== " "$F" | head -120
 }

@@ -1297,8 +1297,8 @@ TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
 // wide: the plain grid's y / n_inner), 256; with the chooser's split, 1, 2 (a cluster of 8
 // with 4) and 3 (uneven, 6 blocks with 2); with the wide form; with bias; then (BF16
 // activations) the RMSNorm prologue with the residual add over 1,024 x 4,096, as qkv runs it.
-TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
-  REQUIRE_GPU();
+// (Two tests, five forms each, so that the GPU phase runs them side by side.)
+void ExpectMulticastFormsMatch(const strata_backend_v1* api, const std::vector<const char*>& forms) {
   struct Case {
     int32_t format;
     int64_t rows, cols;
@@ -1309,11 +1309,7 @@ TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
                         {STRATA_WEIGHT_W8A8, 800, 1000, true},
                         {STRATA_WEIGHT_FP8, 800, 4096, false}};
   const std::vector<int64_t> tokens = {8, 40, 96, 128, 200, 256};
-  for (const char* o : {"wgmma_mgroup=2", "wgmma_mgroup=4", "wgmma_mgroup=4;wgmma_splits=1",
-                        "wgmma_mgroup=4;wgmma_splits=2", "wgmma_mgroup=2;wgmma_splits=3",
-                        "wgmma_mgroup=2;wgmma_wide=on", "wgmma_mgroup=4;wgmma_wide=on",
-                        "wgmma_mgroup=4;wgmma_token_tile=128", "wgmma_hold=1",
-                        "wgmma_hold=1;wgmma_mgroup=4;wgmma_wide=on"}) {
+  for (const char* o : forms) {
     const std::string options = std::string("activations=bf16;quant_gemm=wgmma;") + o;
     OPEN_OR_SKIP(dev, options.c_str());
     std::mt19937 rng(59);
@@ -1331,6 +1327,19 @@ TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
                                   std::string(fp8 ? "fp8" : "w8a8") + " rms_norm+= 1024x4096 " + o, {128, 256});
     }
   }
+}
+
+TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2", "wgmma_mgroup=4", "wgmma_mgroup=4;wgmma_splits=1",
+                                  "wgmma_mgroup=4;wgmma_splits=2", "wgmma_mgroup=2;wgmma_splits=3"});
+}
+
+TEST(CudaQuant, EightBitGemmMulticastWideAndHoldMatchReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2;wgmma_wide=on", "wgmma_mgroup=4;wgmma_wide=on",
+                                  "wgmma_mgroup=4;wgmma_token_tile=128", "wgmma_hold=1",
+                                  "wgmma_hold=1;wgmma_mgroup=4;wgmma_wide=on"});
 }
 
 // FP8 over a long K with and without promoted accumulation (fp8_promote: the wgmma GEMM adds
