@@ -109,6 +109,12 @@
 //                      1 waits for each stage's MMAs and frees it at once (one more stage
 //                      loading, a gap in the tensor cores' queue). Not yet run on a GPU
 //                      (env STRATA_CUDA_WGMMA_HOLD=1)
+//   wgmma_trigger=on|off  (default off) the 8-bit wgmma GEMM lets the next kernel launch as
+//                      soon as its own blocks are resident, and the fused activation quantizer
+//                      of an 8-bit product is launched with programmatic dependent launch (it
+//                      waits for the previous kernel first): the launch between a product and
+//                      the next one's quantizer leaves the critical path. Not yet run on a GPU
+//                      (env STRATA_CUDA_WGMMA_TRIGGER=on)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -153,6 +153,10 @@ struct Device {
   // wgmma_hold=1: the 8-bit wgmma GEMM's consumers hand each stage back as soon as its MMAs
   // are done (WgmmaGemmArgs::hold); 0 = the default (two stages held).
   int32_t wgmma_hold = 0;
+  // wgmma_trigger=on: the 8-bit wgmma GEMM lets the next kernel launch once its blocks are
+  // resident (WgmmaGemmArgs::trigger), and the fused activation quantizer is launched with
+  // programmatic dependent launch (QuantActArgs::overlap_previous).
+  bool wgmma_trigger = false;
   // prefill_wgmma_form=auto|0..6: the form of the Hopper prefill attention kernel
   // (kernels/cuda/prefill_attention_wgmma.h; -1 = auto, its default form).
   int32_t prefill_wgmma_form = -1;

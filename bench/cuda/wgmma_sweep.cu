@@ -28,7 +28,9 @@
 //                    [--mgroup 1]  (instead: auto, old, wide and tt128 (> 128 tokens) each with
 //                                   mgroup 2 and 4 (WgmmaGemmArgs::mgroup: activation tiles
 //                                   multicast to the blocks of 2 / 4 weight tiles), auto and old
-//                                   with hold=1, :k1 of auto / old / auto,mg4 / old,mg4, read)
+//                                   with hold=1, auto / old / auto,mg4 with trigger (the next
+//                                   GEMM launched once this one's blocks are resident), :k1 of
+//                                   auto / old / auto,mg4 / old,mg4 / auto,trig, read)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -120,6 +122,7 @@ struct Config {
   bool k1 = false;  // K cut to one 128-byte K block per split: the fixed costs alone
   int mgroup = 0;   // WgmmaGemmArgs::mgroup
   int hold = 0;     // WgmmaGemmArgs::hold
+  bool trigger = false;  // WgmmaGemmArgs::trigger
 };
 
 std::vector<std::string> Split(const char* s) {
@@ -218,6 +221,9 @@ int main(int argc, char** argv) {
           cfgs.push_back({"auto,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 0, 1});
           cfgs.push_back({"old,hold1", 0, 0, strata::cuda::kWideOff, false, false, 0, 1});
           cfgs.push_back({"auto,mg4,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 4, 1});
+          cfgs.push_back({"auto,trig", 0, 0, strata::cuda::kWideAuto, false, false, 0, 0, true});
+          cfgs.push_back({"old,trig", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, true});
+          cfgs.push_back({"auto,mg4,trig", 0, 0, strata::cuda::kWideAuto, false, false, 4, 0, true});
         }
         if (!quick && !mgroup_sweep) {
           for (int sp = 1; sp <= 8; ++sp) {
@@ -238,7 +244,7 @@ int main(int argc, char** argv) {
           std::vector<Config> k1;
           for (const Config& c : cfgs) {
             if (c.name == "auto" || c.name == "old" || c.name == "wide" || c.name == "auto,mg4" ||
-                c.name == "old,mg4") {
+                c.name == "old,mg4" || c.name == "auto,trig") {
               Config v = c;
               v.name += ":k1";
               v.k1 = true;
@@ -279,6 +285,7 @@ int main(int argc, char** argv) {
             a.wide = c.wide;
             a.mgroup = c.mgroup;
             a.hold = c.hold;
+            a.trigger = c.trigger;
             if (c.k1) {  // the split the full K gets, one K block each
               a.splits = strata::cuda::WgmmaGemmSplits(a);
               a.k = 128 * a.splits;

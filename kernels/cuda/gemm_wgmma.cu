@@ -223,6 +223,8 @@ struct Raster {
   // next stage's (wait_group 1): one more stage of the ring is loading at any time, at the
   // cost of a gap in the tensor cores' queue per stage. Not with promotion.
   int32_t hold1 = 0;
+  // 1 (WgmmaGemmArgs::trigger): griddepcontrol.launch_dependents once the block is set up.
+  int32_t trigger = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
@@ -314,6 +316,7 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
   } else {
     __syncthreads();
   }
+  if (raster.trigger != 0) AllowDependentLaunch();  // (WgmmaGemmArgs::trigger)
   // The token tile's rows this block loads: all of them, or (multicast) its share, for all
   // the group's blocks (ranks split + splits j).
   const int x_rows = BN / mg;
@@ -992,6 +995,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   Raster raster;
   raster.mgroup = mg;
   raster.hold1 = a.hold == 1 ? 1 : 0;
+  raster.trigger = a.trigger ? 1 : 0;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
   if (wide && tiles_n > 1) {
     raster.n_inner = 1;

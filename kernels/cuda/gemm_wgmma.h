@@ -106,6 +106,14 @@ struct WgmmaGemmArgs {
   // (wait_group 1), so the consumers hold two stages of the ring and two blocks an SM with 3
   // stages each have one stage loading at a time. Not with promote. Opt-in: not yet run on a GPU.
   int32_t hold = 0;
+  // Programmatic dependent launch of the next kernel as soon as every block of this one is
+  // resident (griddepcontrol.launch_dependents right after the barriers' set-up), instead of at
+  // the end: a next kernel launched with PDL (the next product's activation quantizer with
+  // QuantActArgs::overlap_previous, or the next GEMM) is launched and its blocks placed while
+  // this one still runs; each waits for this one's completion before touching its data (the
+  // PDL contract, kernels/cuda/launch.cuh), so only the launch latency and (next GEMM) its
+  // first weight stages move off the critical path. Opt-in (wgmma_trigger=on): not yet run on a GPU.
+  bool trigger = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

@@ -1701,10 +1701,14 @@ phase_cuda_fp8acc() {
 #                     activation bytes from L2 into the SMs as weight bytes, at 256 tokens twice
 #   wgmma_hold=1      the consumers free each stage as soon as its MMAs are done (one more stage
 #                     of the ring loading; two blocks an SM with 3 stages have one loading now)
+#   wgmma_trigger=on  the GEMM lets the next kernel launch once its blocks are resident, and the
+#                     fused activation quantizer is launched with PDL (waits first): the launch
+#                     gap after each product leaves the critical path
 # 1) the forced-form tests (two side by side, <= 30 s), 2) the decode step's products at 128 / 256
-# tokens (quant_matmul_bench --ops layer) default vs wgmma_mgroup=4 (FP8 and W8A8), 3) per-product
-# times of every form (wgmma_sweep --mgroup 1, FP8, ~6 s), 4) FP8 step products with
-# wgmma_mgroup=2, wgmma_hold=1, quant_gemm=cublas, ... as the budget allows. All in
+# tokens (quant_matmul_bench --ops layer) default vs wgmma_mgroup=4 (FP8 and W8A8), vs
+# wgmma_trigger=on (FP8), 3) per-product times of every form (wgmma_sweep --mgroup 1, FP8, ~6 s),
+# 4) FP8 step products with mgroup=4 + trigger, mgroup=2, hold=1, quant_gemm=cublas, ... as the
+# budget allows. All in
 # $OUT/cuda-g8mid.txt as they come (the tests also in cuda-g8mid_test_{a,b}.txt).
 # CUDA_G8MID_BUDGET seconds (default 90); each step has its own timeout and is skipped (said so)
 # when fewer than its minimum seconds are left.
@@ -1743,10 +1747,12 @@ phase_cuda_g8mid() {
   g8 bench_default 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5
   g8 bench_mgroup4 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5 \
     --device-options "wgmma_mgroup=4"
+  g8 bench_trigger 12 9 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
+    --device-options "wgmma_trigger=on"
   [ -x "$BUILD/bin/wgmma_sweep" ] &&
     g8 sweep 20 8 "$BUILD/bin/wgmma_sweep" --mgroup 1 --formats fp8 --tokens 128,256 --reps 5
-  for o in "wgmma_mgroup=2" "wgmma_hold=1" "quant_gemm=cublas" "wgmma_mgroup=4;wgmma_token_tile=128" \
-           "wgmma_mgroup=4;wgmma_hold=1"; do
+  for o in "wgmma_mgroup=4;wgmma_trigger=on" "wgmma_mgroup=2" "wgmma_hold=1" "quant_gemm=cublas" \
+           "wgmma_mgroup=4;wgmma_token_tile=128" "wgmma_mgroup=4;wgmma_hold=1"; do
     g8 "bench_$o" 12 9 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
       --device-options "$o"
   done

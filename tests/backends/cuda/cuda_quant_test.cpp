@@ -1297,6 +1297,9 @@ TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
 // wide: the plain grid's y / n_inner), 256; with the chooser's split, 1, 2 (a cluster of 8
 // with 4) and 3 (uneven, 6 blocks with 2); with the wide form; with bias; then (BF16
 // activations) the RMSNorm prologue with the residual add over 1,024 x 4,096, as qkv runs it.
+// Also wgmma_trigger=on (the GEMM lets the next kernel launch early; the fused quantizer is
+// launched with programmatic dependent launch and waits for the previous kernel first): the
+// prologue products then run quantizer -> GEMM -> quantizer ... with the early launches.
 // (Two tests, five forms each, so that the GPU phase runs them side by side.)
 void ExpectMulticastFormsMatch(const strata_backend_v1* api, const std::vector<const char*>& forms) {
   struct Case {
@@ -1339,7 +1342,7 @@ TEST(CudaQuant, EightBitGemmMulticastWideAndHoldMatchReference) {
   REQUIRE_GPU();
   ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2;wgmma_wide=on", "wgmma_mgroup=4;wgmma_wide=on",
                                   "wgmma_mgroup=4;wgmma_token_tile=128", "wgmma_hold=1",
-                                  "wgmma_hold=1;wgmma_mgroup=4;wgmma_wide=on"});
+                                  "wgmma_hold=1;wgmma_mgroup=4;wgmma_wide=on", "wgmma_trigger=on;wgmma_mgroup=4"});
 }
 
 // FP8 over a long K with and without promoted accumulation (fp8_promote: the wgmma GEMM adds
