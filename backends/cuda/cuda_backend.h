@@ -115,6 +115,10 @@
 //                      waits for the previous kernel first): the launch between a product and
 //                      the next one's quantizer leaves the critical path. Not yet run on a GPU
 //                      (env STRATA_CUDA_WGMMA_TRIGGER=on)
+//   wgmma_epilogue=preload|default  (default: default) the 8-bit wgmma GEMM's epilogue issues a
+//                      batch's scale, bias and residual loads before its stores (the default
+//                      waits for two or three loads per 4 outputs after the previous store). Not
+//                      yet run on a GPU (env STRATA_CUDA_WGMMA_EPILOGUE=preload)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -157,6 +157,9 @@ struct Device {
   // resident (WgmmaGemmArgs::trigger), and the fused activation quantizer is launched with
   // programmatic dependent launch (QuantActArgs::overlap_previous).
   bool wgmma_trigger = false;
+  // wgmma_epilogue=preload: the 8-bit wgmma GEMM's epilogue issues a batch's loads before its
+  // stores (WgmmaGemmArgs::epilogue_preload).
+  bool wgmma_epilogue_preload = false;
   // prefill_wgmma_form=auto|0..6: the form of the Hopper prefill attention kernel
   // (kernels/cuda/prefill_attention_wgmma.h; -1 = auto, its default form).
   int32_t prefill_wgmma_form = -1;

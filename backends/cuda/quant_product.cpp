@@ -174,6 +174,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.mgroup = dev->wgmma_mgroup;
   wa.hold = dev->wgmma_hold;
   wa.trigger = dev->wgmma_trigger;
+  wa.epilogue_preload = dev->wgmma_epilogue_preload;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&

@@ -30,7 +30,8 @@
 //                                   multicast to the blocks of 2 / 4 weight tiles), auto and old
 //                                   with hold=1, auto / old / auto,mg4 with trigger (the next
 //                                   GEMM launched once this one's blocks are resident), :k1 of
-//                                   auto / old / auto,mg4 / old,mg4 / auto,trig, read)
+//                                   auto / old / auto,mg4 / old,mg4 / auto,trig, read; auto / old
+//                                   with epilogue_preload (epre), old,epre,trig; :k1 of the epre)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -123,6 +124,7 @@ struct Config {
   int mgroup = 0;   // WgmmaGemmArgs::mgroup
   int hold = 0;     // WgmmaGemmArgs::hold
   bool trigger = false;  // WgmmaGemmArgs::trigger
+  bool epre = false;     // WgmmaGemmArgs::epilogue_preload
 };
 
 std::vector<std::string> Split(const char* s) {
@@ -221,6 +223,9 @@ int main(int argc, char** argv) {
           cfgs.push_back({"auto,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 0, 1});
           cfgs.push_back({"old,hold1", 0, 0, strata::cuda::kWideOff, false, false, 0, 1});
           cfgs.push_back({"auto,mg4,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 4, 1});
+          cfgs.push_back({"auto,epre", 0, 0, strata::cuda::kWideAuto, false, false, 0, 0, false, true});
+          cfgs.push_back({"old,epre", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, false, true});
+          cfgs.push_back({"old,epre,trig", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, true, true});
           cfgs.push_back({"auto,trig", 0, 0, strata::cuda::kWideAuto, false, false, 0, 0, true});
           cfgs.push_back({"old,trig", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, true});
           cfgs.push_back({"auto,mg4,trig", 0, 0, strata::cuda::kWideAuto, false, false, 4, 0, true});
@@ -244,7 +249,7 @@ int main(int argc, char** argv) {
           std::vector<Config> k1;
           for (const Config& c : cfgs) {
             if (c.name == "auto" || c.name == "old" || c.name == "wide" || c.name == "auto,mg4" ||
-                c.name == "old,mg4" || c.name == "auto,trig") {
+                c.name == "old,mg4" || c.name == "auto,trig" || c.name == "auto,epre" || c.name == "old,epre") {
               Config v = c;
               v.name += ":k1";
               v.k1 = true;
@@ -286,6 +291,7 @@ int main(int argc, char** argv) {
             a.mgroup = c.mgroup;
             a.hold = c.hold;
             a.trigger = c.trigger;
+            a.epilogue_preload = c.epre;
             if (c.k1) {  // the split the full K gets, one K block each
               a.splits = strata::cuda::WgmmaGemmSplits(a);
               a.k = 128 * a.splits;

@@ -158,6 +158,32 @@ __device__ __forceinline__ void LoadOld(const Epilogue& ep, int32_t t, int32_t r
   }
 }
 
+// Writes r[0..3] to out[t, row .. row + 3] (the part of StoreOut after the arithmetic).
+__device__ __forceinline__ void WriteOut(const Epilogue& ep, int32_t t, int32_t row, const float* r) {
+  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
+  if (ep.vec4 && row + 3 < ep.m) {
+    if (ep.out_bf16) {
+      uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
+      const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
+      const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
+      uint2 nv;
+      nv.x = *reinterpret_cast<const uint32_t*>(&n0);
+      nv.y = *reinterpret_cast<const uint32_t*>(&n1);
+      *p = nv;
+    } else {
+      *reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base) = make_float4(r[0], r[1], r[2], r[3]);
+    }
+    return;
+  }
+  for (int e = 0; e < 4 && row + e < ep.m; ++e) {
+    if (ep.out_bf16) {
+      static_cast<__nv_bfloat16*>(ep.out)[base + e] = __float2bfloat16_rn(r[e]);
+    } else {
+      static_cast<float*>(ep.out)[base + e] = r[e];
+    }
+  }
+}
+
 // out[t, row .. row + 3] = v (scaled, + bias) + old (accumulate: LoadOld's values; else null).
 __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v, const float* old) {
   const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
@@ -225,6 +251,9 @@ struct Raster {
   int32_t hold1 = 0;
   // 1 (WgmmaGemmArgs::trigger): griddepcontrol.launch_dependents once the block is set up.
   int32_t trigger = 0;
+  // 1 (WgmmaGemmArgs::epilogue_preload): the epilogue loads each batch's scales, bias and
+  // residual before its first store (see WgmmaGemmKernel).
+  int32_t ep_preload = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
@@ -467,6 +496,68 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
   constexpr int kGroups = BN * kGroupsPerTok;
   constexpr int kBatch = BN * kMT >= 192 ? 8 : BN >= 96 ? 4 : 2;
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
+  if (raster.ep_preload != 0) {
+    // (Raster::ep_preload) The same sums and arithmetic, but every global load of a batch (the
+    // token's a_scale, the rows' w_scale and bias, the residual) is issued in the first loop,
+    // before the batch's first store, in registers: StoreOut loads its scales and bias after
+    // the previous group's store (the compiler cannot move them above it: out may alias them)
+    // and waits for each, two or three memory round trips per group, ~28 groups a thread for a
+    // 128 x 256 tile with 9 warps an SM to hide them. Batches of kBatch / 2 (the arrays are 16
+    // registers a group; one group a batch where two blocks share an SM: their 112-register cap
+    // spills with two, and the other block's warps hide the latency).
+    constexpr int kB2 = T::kMinBlocks == 2 ? 1 : kBatch / 2;
+    for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kB2) {
+      float r[kB2][4], mul[kB2][4], add[kB2][4], old[kB2][4];
+#pragma unroll
+      for (int b = 0; b < kB2; ++b) {
+        const int g = gb + b * kThreads;
+        const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+        const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          r[b][e] = 0.0f;
+          mul[b][e] = 1.0f;
+          add[b][e] = 0.0f;
+          old[b][e] = 0.0f;
+        }
+        if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+        const int off = tok * T::kPartStride + row4;
+        for (int p = 0; p < splits; ++p) {
+          const float* src = splits == 1 ? part : cluster.map_shared_rank(part, mrank * splits + p);
+          const float4 q = *reinterpret_cast<const float4*>(src + off);
+          r[b][0] += q.x;
+          r[b][1] += q.y;
+          r[b][2] += q.z;
+          r[b][3] += q.w;
+        }
+        if (ep.w_scale != nullptr) {
+          const float as = ep.a_scale[t];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) mul[b][e] = (row + e < ep.m ? ep.w_scale[row + e] : 0.0f) * as;
+        }
+        if (ep.bias != nullptr) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) add[b][e] = row + e < ep.m ? ep.bias[row + e] : 0.0f;
+        }
+        if (ep.accumulate) LoadOld(ep, t, row, old[b]);
+      }
+#pragma unroll
+      for (int b = 0; b < kB2; ++b) {
+        const int g = gb + b * kThreads;
+        const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+        const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
+        if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+        // StoreOut's arithmetic and rounding: ((v * (w_scale a_scale)) + bias) + old, each step
+        // rounded (no FMA contraction; + 0 where there is no bias or residual).
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[e] = __fadd_rn(__fadd_rn(__fmul_rn(r[b][e], mul[b][e]), add[b][e]), old[b][e]);
+        WriteOut(ep, t, row, o);
+      }
+    }
+    cluster.sync();  // no block leaves while a peer may still read its shared memory
+    return;
+  }
   for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kBatch) {
     float4 v[kBatch];
     float old[kBatch][4];
@@ -996,6 +1087,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   raster.mgroup = mg;
   raster.hold1 = a.hold == 1 ? 1 : 0;
   raster.trigger = a.trigger ? 1 : 0;
+  raster.ep_preload = a.epilogue_preload ? 1 : 0;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
   if (wide && tiles_n > 1) {
     raster.n_inner = 1;

@@ -114,6 +114,13 @@ struct WgmmaGemmArgs {
   // PDL contract, kernels/cuda/launch.cuh), so only the launch latency and (next GEMM) its
   // first weight stages move off the critical path. Opt-in (wgmma_trigger=on): not yet run on a GPU.
   bool trigger = false;
+  // The epilogue (after the split-K sum) issues each batch's global loads (a_scale, w_scale,
+  // bias, the residual) before the batch's first store, holding them in registers, instead of
+  // StoreOut's loads after the previous group's store, each waited for (two or three memory
+  // round trips per 4 outputs; the :k1 grids of wgmma_sweep put the fixed cost at 10-16 us a
+  // product, H200 2026-12-03). Same arithmetic and rounding. Non-persistent kernel only.
+  // Opt-in (wgmma_epilogue=preload): not yet run on a GPU.
+  bool epilogue_preload = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,

@@ -1338,6 +1338,20 @@ TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
                                   "wgmma_mgroup=4;wgmma_splits=2", "wgmma_mgroup=2;wgmma_splits=3"});
 }
 
+// The preloaded epilogue (wgmma_epilogue=preload: a batch's scale, bias and residual loads
+// issued before its stores, the same arithmetic and rounding), forced on every form it runs in:
+// the wide and 128-row tiles with the chooser's splits, one split, three (uneven K blocks) with
+// token tiles of 128, with bias and the residual add as above; then the GEMM-choice cases of
+// EightBitGemmsMatchReference (F32 and BF16 activations, so F32 and BF16 outputs, 1..4,096
+// tokens: the grouped prefill grid uses the same epilogue).
+TEST(CudaQuant, EightBitGemmPreloadedEpilogueMatchesReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_epilogue=preload", "wgmma_epilogue=preload;wgmma_wide=on",
+                                  "wgmma_epilogue=preload;wgmma_wide=off;wgmma_splits=1",
+                                  "wgmma_epilogue=preload;wgmma_token_tile=128;wgmma_splits=3"});
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_epilogue=preload"});
+}
+
 TEST(CudaQuant, EightBitGemmMulticastWideAndHoldMatchReference) {
   REQUIRE_GPU();
   ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2;wgmma_wide=on", "wgmma_mgroup=4;wgmma_wide=on",
