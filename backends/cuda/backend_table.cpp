@@ -129,6 +129,10 @@ struct OpenOptions {
   bool wgmma_persistent = false;  // wgmma_persistent=on|off (WgmmaGemmArgs::persistent)
   int32_t wgmma_wide = kWideAuto;  // wgmma_wide=auto|on|off (WgmmaGemmArgs::wide)
   int32_t fp8_promote = 0;  // fp8_promote=on|128|256|off: K per promotion (WgmmaGemmArgs::promote)
+  int32_t wgmma_mgroup = 0;  // wgmma_mgroup=1|2|4 (WgmmaGemmArgs::mgroup)
+  int32_t wgmma_hold = 0;    // wgmma_hold=1|2 (WgmmaGemmArgs::hold)
+  bool wgmma_trigger = false;  // wgmma_trigger=on|off (WgmmaGemmArgs::trigger, QuantActArgs::overlap_previous)
+  bool wgmma_epilogue_preload = false;  // wgmma_epilogue=preload|default (WgmmaGemmArgs::epilogue_preload)
   int32_t prefill_wgmma_form = -1;  // prefill_wgmma_form=auto|0..6 (-1: auto, the kernel's default form)
   bool profile = false;  // GPU time per op, reported when the device closes (op_profiler.h)
   // cuBLASLt configuration table (gemm_config_table.h): "builtin" (this GPU's built-in table,
@@ -194,6 +198,11 @@ Status ParseOptions(const char* options, OpenOptions* o) {
   if (EnvIs("STRATA_CUDA_FP8_PROMOTE", "on") || EnvIs("STRATA_CUDA_FP8_PROMOTE", "128")) o->fp8_promote = 128;
   if (EnvIs("STRATA_CUDA_FP8_PROMOTE", "256")) o->fp8_promote = 256;
   if (EnvIs("STRATA_CUDA_FP8_PROMOTE", "off")) o->fp8_promote = 0;
+  if (EnvIs("STRATA_CUDA_WGMMA_MGROUP", "2")) o->wgmma_mgroup = 2;
+  if (EnvIs("STRATA_CUDA_WGMMA_MGROUP", "4")) o->wgmma_mgroup = 4;
+  if (EnvIs("STRATA_CUDA_WGMMA_HOLD", "1")) o->wgmma_hold = 1;
+  if (EnvIs("STRATA_CUDA_WGMMA_TRIGGER", "on")) o->wgmma_trigger = true;
+  if (EnvIs("STRATA_CUDA_WGMMA_EPILOGUE", "preload")) o->wgmma_epilogue_preload = true;
   if (const char* env = std::getenv("STRATA_CUDA_PREFILL_WGMMA_FORM"); env != nullptr) {
     o->prefill_wgmma_form = PrefillWgmmaForm(env) >= -1 ? PrefillWgmmaForm(env) : -1;
   }
@@ -319,6 +328,26 @@ Status ParseOptions(const char* options, OpenOptions* o) {
         return InvalidArgument("device_open: option fp8_promote=", value, " (expected on, 128, 256 or off)");
       }
       o->fp8_promote = value == "off" ? 0 : value == "256" ? 256 : 128;
+    } else if (key == "wgmma_mgroup") {
+      if (value != "1" && value != "2" && value != "4") {
+        return InvalidArgument("device_open: option wgmma_mgroup=", value, " (expected 1, 2 or 4)");
+      }
+      o->wgmma_mgroup = value == "4" ? 4 : value == "2" ? 2 : 0;
+    } else if (key == "wgmma_trigger") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument("device_open: option wgmma_trigger=", value, " (expected on or off)");
+      }
+      o->wgmma_trigger = value == "on";
+    } else if (key == "wgmma_epilogue") {
+      if (value != "preload" && value != "default") {
+        return InvalidArgument("device_open: option wgmma_epilogue=", value, " (expected preload or default)");
+      }
+      o->wgmma_epilogue_preload = value == "preload";
+    } else if (key == "wgmma_hold") {
+      if (value != "1" && value != "2") {
+        return InvalidArgument("device_open: option wgmma_hold=", value, " (expected 1 or 2)");
+      }
+      o->wgmma_hold = value == "1" ? 1 : 0;
     } else if (key == "prefill_wgmma_form") {
       const int32_t form = PrefillWgmmaForm(value);
       if (form < -1) {
@@ -340,7 +369,7 @@ Status ParseOptions(const char* options, OpenOptions* o) {
                              "' (known: activations=f32|bf16, gemv=auto|fused|rows|cublas, gemv_tokens=0..8, prefill_attention=auto|wgmma|fa2|wmma|simple, "
                              "decode_attention=auto|gqa|mma|simple, rope_attention=fused|separate, gemm=auto|wgmma|cublas, wgmma_splits=0..8, gemm_candidate=-1..7, "
                              "gemm_splitk=0..16, gemm_tune=on|off, gemm_configs=builtin|none|PATH, pdl=on|off, pdl_small=on|off, profile=on|off, "
-                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, fp8_promote=on|128|256|off, "
+                             "quant_gemm=auto|wgmma|cublas, quant_fuse=on|off, wgmma_multicast=on|off, wgmma_token_tile=128|256, wgmma_persistent=on|off, wgmma_wide=auto|on|off, fp8_promote=on|128|256|off, wgmma_mgroup=1|2|4, wgmma_hold=1|2, wgmma_trigger=on|off, wgmma_epilogue=preload|default, "
                              "prefill_wgmma_form=auto|0..6)");
     }
   }
@@ -476,6 +505,10 @@ strata_status DeviceOpen(int32_t index, const strata_device_options* options, st
     dev->wgmma_persistent = parsed.wgmma_persistent;
     dev->wgmma_wide = parsed.wgmma_wide;
     dev->fp8_promote = parsed.fp8_promote;
+    dev->wgmma_mgroup = parsed.wgmma_mgroup;
+    dev->wgmma_hold = parsed.wgmma_hold;
+    dev->wgmma_trigger = parsed.wgmma_trigger;
+    dev->wgmma_epilogue_preload = parsed.wgmma_epilogue_preload;
     dev->prefill_wgmma_form = parsed.prefill_wgmma_form;
     STRATA_CUDA_CALL(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking), "device_open: stream");
     STRATA_CUDA_CALL(cudaMalloc(&dev->err_word, sizeof(int)), "device_open: error word");

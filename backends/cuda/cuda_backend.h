@@ -100,6 +100,25 @@
 //                      or 256 of K (Hopper's FP8 wgmma accumulates at reduced precision); token
 //                      tiles of at most 128, no wide / persistent form; INT8 unaffected. Not yet
 //                      run on a GPU (env STRATA_CUDA_FP8_PROMOTE=on|128|256|off)
+//   wgmma_mgroup=1|2|4  (default 1: off) the 8-bit wgmma GEMM of <= 256 tokens runs the blocks
+//                      of 2 / 4 neighbouring weight tiles (and one K split) in a cluster that
+//                      loads each activation tile once for all of them (TMA multicast); the
+//                      split-K factor is then at most 8 / N. Not yet run on a GPU
+//                      (env STRATA_CUDA_WGMMA_MGROUP=2|4)
+//   wgmma_hold=1|2     (default 2) stages of the 8-bit wgmma GEMM's ring its consumers hold:
+//                      1 waits for each stage's MMAs and frees it at once (one more stage
+//                      loading, a gap in the tensor cores' queue). Not yet run on a GPU
+//                      (env STRATA_CUDA_WGMMA_HOLD=1)
+//   wgmma_trigger=on|off  (default off) the 8-bit wgmma GEMM lets the next kernel launch as
+//                      soon as its own blocks are resident, and the fused activation quantizer
+//                      of an 8-bit product is launched with programmatic dependent launch (it
+//                      waits for the previous kernel first): the launch between a product and
+//                      the next one's quantizer leaves the critical path. Not yet run on a GPU
+//                      (env STRATA_CUDA_WGMMA_TRIGGER=on)
+//   wgmma_epilogue=preload|default  (default: default) the 8-bit wgmma GEMM's epilogue issues a
+//                      batch's scale, bias and residual loads before its stores (the default
+//                      waits for two or three loads per 4 outputs after the previous store). Not
+//                      yet run on a GPU (env STRATA_CUDA_WGMMA_EPILOGUE=preload)
 //   gemm_candidate=N   cuBLASLt products of <= 256 tokens take the heuristic's N-th candidate
 //                      (0..7; -1 = off, default: its first choice, or the tuned one): for
 //                      measurements (STRATA_CUDA_GEMM_LOG=1 prints each one's tile)

@@ -147,6 +147,19 @@ struct Device {
   // fp8_promote=on|128|256: the FP8 wgmma GEMM adds its tensor-core partial sums into separate
   // f32 accumulators every 128 (on) or 256 of K (WgmmaGemmArgs::promote); 0 = off.
   int32_t fp8_promote = 0;
+  // wgmma_mgroup=2|4: the 8-bit wgmma GEMM's blocks of 2 / 4 neighbouring weight tiles share
+  // each activation tile through TMA multicast (WgmmaGemmArgs::mgroup); 0 = off.
+  int32_t wgmma_mgroup = 0;
+  // wgmma_hold=1: the 8-bit wgmma GEMM's consumers hand each stage back as soon as its MMAs
+  // are done (WgmmaGemmArgs::hold); 0 = the default (two stages held).
+  int32_t wgmma_hold = 0;
+  // wgmma_trigger=on: the 8-bit wgmma GEMM lets the next kernel launch once its blocks are
+  // resident (WgmmaGemmArgs::trigger), and the fused activation quantizer is launched with
+  // programmatic dependent launch (QuantActArgs::overlap_previous).
+  bool wgmma_trigger = false;
+  // wgmma_epilogue=preload: the 8-bit wgmma GEMM's epilogue issues a batch's loads before its
+  // stores (WgmmaGemmArgs::epilogue_preload).
+  bool wgmma_epilogue_preload = false;
   // prefill_wgmma_form=auto|0..6: the form of the Hopper prefill attention kernel
   // (kernels/cuda/prefill_attention_wgmma.h; -1 = auto, its default form).
   int32_t prefill_wgmma_form = -1;

@@ -183,6 +183,10 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   wa.persistent = dev->wgmma_persistent;
   wa.wide = dev->wgmma_wide;
   wa.promote = dev->fp8_promote;
+  wa.mgroup = dev->wgmma_mgroup;
+  wa.hold = dev->wgmma_hold;
+  wa.trigger = dev->wgmma_trigger;
+  wa.epilogue_preload = dev->wgmma_epilogue_preload;
   const bool wgmma = PlainAct8(q) && wv.scales != nullptr &&
                      (dev->quant_gemm_mode == Device::kQuantGemmWgmma ||
                       (dev->quant_gemm_mode == Device::kQuantGemmAuto && WgmmaIsAutoChoice(wv.values, n))) &&
@@ -268,6 +272,7 @@ Status RunQuantProduct(Device* dev, const View& xv, Weight* w, const float* bias
   qa.scale = reinterpret_cast<float*>(part + off_scale);
   qa.counters = dev->quant_counters;
   qa.slot = q.counter_slot;
+  qa.overlap_previous = dev->use_pdl && dev->wgmma_trigger;  // (wgmma_trigger=on; LaunchQuantPrologue only)
   if (prologue != nullptr) {
     qa.prologue = prologue->kind;
     qa.norm_weight = prologue->norm_weight;

@@ -25,6 +25,13 @@
 //
 // Usage: wgmma_sweep [--reps 20] [--tokens 128,256] [--formats w8a8,fp8] [--shapes qkv,o,gate_up,down]
 //                    [--quick 1]  (auto, old, wide and read only)
+//                    [--mgroup 1]  (instead: auto, old, wide and tt128 (> 128 tokens) each with
+//                                   mgroup 2 and 4 (WgmmaGemmArgs::mgroup: activation tiles
+//                                   multicast to the blocks of 2 / 4 weight tiles), auto and old
+//                                   with hold=1, auto / old / auto,mg4 with trigger (the next
+//                                   GEMM launched once this one's blocks are resident), :k1 of
+//                                   auto / old / auto,mg4 / old,mg4 / auto,trig, read; auto / old
+//                                   with epilogue_preload (epre), old,epre,trig; :k1 of the epre)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -114,6 +121,10 @@ struct Config {
   int wide = strata::cuda::kWideOff;  // WgmmaGemmArgs::wide
   bool read = false;
   bool k1 = false;  // K cut to one 128-byte K block per split: the fixed costs alone
+  int mgroup = 0;   // WgmmaGemmArgs::mgroup
+  int hold = 0;     // WgmmaGemmArgs::hold
+  bool trigger = false;  // WgmmaGemmArgs::trigger
+  bool epre = false;     // WgmmaGemmArgs::epilogue_preload
 };
 
 std::vector<std::string> Split(const char* s) {
@@ -138,7 +149,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> formats = {"w8a8", "fp8"};
   std::vector<std::string> shapes;
   int reps = 20;
-  bool quick = false;
+  bool quick = false, mgroup_sweep = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") {
@@ -152,6 +163,8 @@ int main(int argc, char** argv) {
       reps = std::max(5, std::atoi(argv[i + 1]));
     } else if (a == "--quick") {
       quick = std::atoi(argv[i + 1]) != 0;
+    } else if (a == "--mgroup") {
+      mgroup_sweep = std::atoi(argv[i + 1]) != 0;
     } else {
       std::fprintf(stderr, "wgmma_sweep: unknown argument %s\n", a.c_str());
       return 1;
@@ -199,7 +212,25 @@ int main(int argc, char** argv) {
         std::vector<Config> cfgs;
         cfgs.push_back({"auto", 0, 0, strata::cuda::kWideAuto});
         cfgs.push_back({"old", 0, 0, strata::cuda::kWideOff});  // the default before the wide form
-        if (!quick) {
+        if (mgroup_sweep) {
+          for (int mg : {2, 4}) {
+            const std::string g = ",mg" + std::to_string(mg);
+            cfgs.push_back({"auto" + g, 0, 0, strata::cuda::kWideAuto, false, false, mg});
+            cfgs.push_back({"old" + g, 0, 0, strata::cuda::kWideOff, false, false, mg});
+            cfgs.push_back({"wide" + g, 0, 0, strata::cuda::kWideOn, false, false, mg});
+            if (n > 128) cfgs.push_back({"tt128" + g, 0, 128, strata::cuda::kWideOff, false, false, mg});
+          }
+          cfgs.push_back({"auto,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 0, 1});
+          cfgs.push_back({"old,hold1", 0, 0, strata::cuda::kWideOff, false, false, 0, 1});
+          cfgs.push_back({"auto,mg4,hold1", 0, 0, strata::cuda::kWideAuto, false, false, 4, 1});
+          cfgs.push_back({"auto,epre", 0, 0, strata::cuda::kWideAuto, false, false, 0, 0, false, true});
+          cfgs.push_back({"old,epre", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, false, true});
+          cfgs.push_back({"old,epre,trig", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, true, true});
+          cfgs.push_back({"auto,trig", 0, 0, strata::cuda::kWideAuto, false, false, 0, 0, true});
+          cfgs.push_back({"old,trig", 0, 0, strata::cuda::kWideOff, false, false, 0, 0, true});
+          cfgs.push_back({"auto,mg4,trig", 0, 0, strata::cuda::kWideAuto, false, false, 4, 0, true});
+        }
+        if (!quick && !mgroup_sweep) {
           for (int sp = 1; sp <= 8; ++sp) {
             if (sp > num_kb) break;
             cfgs.push_back({"s=" + std::to_string(sp), sp, 0, strata::cuda::kWideOff});
@@ -210,14 +241,15 @@ int main(int argc, char** argv) {
           }
         }
         cfgs.push_back({"wide", 0, 0, strata::cuda::kWideOn});
-        for (int sp = 1; sp <= 8 && !quick; ++sp) {
+        for (int sp = 1; sp <= 8 && !quick && !mgroup_sweep; ++sp) {
           if (sp > num_kb) break;
           cfgs.push_back({"wide,s=" + std::to_string(sp), sp, 0, strata::cuda::kWideOn});
         }
         {  // the fixed costs: the same grids with one K block per split
           std::vector<Config> k1;
           for (const Config& c : cfgs) {
-            if (c.name == "auto" || c.name == "old" || c.name == "wide") {
+            if (c.name == "auto" || c.name == "old" || c.name == "wide" || c.name == "auto,mg4" ||
+                c.name == "old,mg4" || c.name == "auto,trig" || c.name == "auto,epre" || c.name == "old,epre") {
               Config v = c;
               v.name += ":k1";
               v.k1 = true;
@@ -256,6 +288,10 @@ int main(int argc, char** argv) {
             a.splits = c.splits;
             a.token_tile = c.token_tile;
             a.wide = c.wide;
+            a.mgroup = c.mgroup;
+            a.hold = c.hold;
+            a.trigger = c.trigger;
+            a.epilogue_preload = c.epre;
             if (c.k1) {  // the split the full K gets, one K block each
               a.splits = strata::cuda::WgmmaGemmSplits(a);
               a.k = 128 * a.splits;
@@ -334,9 +370,9 @@ int main(int argc, char** argv) {
           std::sort(us.begin(), us.end());
           const double med = us[us.size() / 2];
           std::printf("{\"bench\":\"wgmma_sweep\",\"format\":\"%s\",\"tokens\":%lld,\"shape\":\"%s\",\"cfg\":\"%s\","
-                      "\"splits\":%d,\"us\":%.2f,\"min_us\":%.2f,\"gbps\":%.0f,\"rel_diff\":%.2e}\n",
-                      format.c_str(), static_cast<long long>(n), s.name, c.name.c_str(), used_splits, med, us.front(),
-                      bytes / med * 1e-3, rel);
+                      "\"splits\":%d,\"mgroup\":%d,\"us\":%.2f,\"min_us\":%.2f,\"gbps\":%.0f,\"rel_diff\":%.2e}\n",
+                      format.c_str(), static_cast<long long>(n), s.name, c.name.c_str(), used_splits,
+                      c.read ? 0 : strata::cuda::WgmmaGemmMGroup(args(0, false)), med, us.front(), bytes / med * 1e-3, rel);
           std::fflush(stdout);
           if (c.read || c.k1) continue;
           if (rel > 2e-2) continue;  // a configuration that disagrees is not a candidate

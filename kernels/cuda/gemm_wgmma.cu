@@ -158,6 +158,32 @@ __device__ __forceinline__ void LoadOld(const Epilogue& ep, int32_t t, int32_t r
   }
 }
 
+// Writes r[0..3] to out[t, row .. row + 3] (the part of StoreOut after the arithmetic).
+__device__ __forceinline__ void WriteOut(const Epilogue& ep, int32_t t, int32_t row, const float* r) {
+  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
+  if (ep.vec4 && row + 3 < ep.m) {
+    if (ep.out_bf16) {
+      uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
+      const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
+      const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
+      uint2 nv;
+      nv.x = *reinterpret_cast<const uint32_t*>(&n0);
+      nv.y = *reinterpret_cast<const uint32_t*>(&n1);
+      *p = nv;
+    } else {
+      *reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base) = make_float4(r[0], r[1], r[2], r[3]);
+    }
+    return;
+  }
+  for (int e = 0; e < 4 && row + e < ep.m; ++e) {
+    if (ep.out_bf16) {
+      static_cast<__nv_bfloat16*>(ep.out)[base + e] = __float2bfloat16_rn(r[e]);
+    } else {
+      static_cast<float*>(ep.out)[base + e] = r[e];
+    }
+  }
+}
+
 // out[t, row .. row + 3] = v (scaled, + bias) + old (accumulate: LoadOld's values; else null).
 __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v, const float* old) {
   const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
@@ -212,6 +238,22 @@ struct Raster {
   // tile) * splits + split, y = 0, so the blocks that read one weight tile run together and
   // the second token tile's blocks find it in L2.
   int32_t n_inner = 0;
+  // > 1 (plain or n_inner grid, decode: WgmmaGemmArgs::mgroup): clusters of splits x mgroup
+  // blocks along x, rank = mrank * splits + split; the mgroup blocks of one split (weight tiles
+  // mgroup * c + mrank of one token tile, the same K range) each load BN / mgroup rows of the
+  // token tile into all of them (TMA multicast), so an activation tile crosses L2 once per
+  // mgroup weight tiles instead of once per weight tile.
+  int32_t mgroup = 0;
+  // 1 (WgmmaGemmArgs::hold = 1): the consumers wait for each stage's MMAs to complete
+  // (wait_group 0) and hand its slot back at once, instead of keeping it queued behind the
+  // next stage's (wait_group 1): one more stage of the ring is loading at any time, at the
+  // cost of a gap in the tensor cores' queue per stage. Not with promotion.
+  int32_t hold1 = 0;
+  // 1 (WgmmaGemmArgs::trigger): griddepcontrol.launch_dependents once the block is set up.
+  int32_t trigger = 0;
+  // 1 (WgmmaGemmArgs::epilogue_preload): the epilogue loads each batch's scales, bias and
+  // residual before its first store (see WgmmaGemmKernel).
+  int32_t ep_preload = 0;
 };
 
 // Grid: x = (weight-row tile) * splits + split (clusters of `splits` blocks along x),
@@ -252,11 +294,24 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
   cg::cluster_group cluster = cg::this_cluster();
   const bool mc = raster.multicast != 0;  // the cluster is a multicast pair, not split-K
   const int rank = static_cast<int>(cluster.block_rank());
-  const int splits = mc ? 1 : static_cast<int>(cluster.num_blocks());
-  const int split = mc ? 0 : rank;
+  // The multicast group: blocks of one split on neighbouring weight tiles that share each
+  // activation tile (the grouped order's pairs, or Raster::mgroup), rank = mrank * splits + split.
+  const int mg = mc ? 2 : raster.mgroup > 1 ? raster.mgroup : 1;
+  const int splits = mc ? 1 : static_cast<int>(cluster.num_blocks()) / mg;
+  const int split = mc ? 0 : rank % splits;
+  const int mrank = mc ? rank : rank / splits;
   int tile_m = blockIdx.x / splits;
   int tile_n = blockIdx.y;
-  if (raster.n_inner != 0) {
+  if (mg > 1 && !mc) {
+    // Cluster c (blockIdx.x / (splits mg)) holds weight tiles mg c .. mg c + mg - 1 (plain
+    // grid), or with n_inner token tile c % tiles_n of weight tiles mg (c / tiles_n) on.
+    const int c = static_cast<int>(blockIdx.x) / (splits * mg);
+    tile_m = c * mg + mrank;
+    if (raster.n_inner != 0) {
+      tile_n = c % raster.tiles_n;
+      tile_m = (c / raster.tiles_n) * mg + mrank;
+    }
+  } else if (raster.n_inner != 0) {
     tile_n = tile_m % raster.tiles_n;
     tile_m = tile_m / raster.tiles_n;
   }
@@ -279,25 +334,39 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       sm90::MbarInit(&full[s], 1);
-      // Multicast: a stage is free once the consumers of both blocks are done with it (the
-      // peer's producer writes half of this block's token tile).
-      sm90::MbarInit(&empty[s], mc ? 2 * kConsumerWarps : kConsumerWarps);
+      // Multicast: a stage is free once the consumers of every block of the group are done
+      // with it (the peers' producers write the rest of this block's token tile).
+      sm90::MbarInit(&empty[s], mg * kConsumerWarps);
     }
     sm90::FenceBarrierInit();
   }
-  if (mc) {
-    cluster.sync();  // the peer's barriers exist before this block's multicasts signal them
+  if (mg > 1) {
+    cluster.sync();  // the peers' barriers exist before this block's multicasts signal them
   } else {
     __syncthreads();
   }
-  // The token tile's rows this block loads: all of them, or (multicast) its half, for both.
-  const int x_rows = mc ? BN / 2 : BN;
-  const uint32_t x_off = mc ? static_cast<uint32_t>(rank * x_rows * kRowBytes) : 0u;
+  if (raster.trigger != 0) AllowDependentLaunch();  // (WgmmaGemmArgs::trigger)
+  // The token tile's rows this block loads: all of them, or (multicast) its share, for all
+  // the group's blocks (ranks split + splits j).
+  const int x_rows = BN / mg;
+  const uint32_t x_off = static_cast<uint32_t>(mrank * x_rows * kRowBytes);
+  uint16_t group_mask = 0;
+  for (int j = 0; j < mg; ++j) group_mask |= static_cast<uint16_t>(1u << (split + splits * j));
   const auto load_x = [&](int s, int kb) {
-    if (mc) {
-      sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile_n * BN + rank * x_rows, 0x3);
+    if (mg > 1) {
+      sm90::TmaLoad2dMulticast(x_tile(s) + x_off, &tmap_x, &full[s], kb * kBK, tile_n * BN + mrank * x_rows,
+                               group_mask);
     } else {
       sm90::TmaLoad2d(x_tile(s), &tmap_x, &full[s], kb * kBK, tile_n * BN);
+    }
+  };
+  // Stage i's slot back to the producers (every block of the multicast group).
+  const auto release = [&](int i) {
+    if (lane != 0) return;
+    if (mg > 1) {
+      for (int j = 0; j < mg; ++j) sm90::MbarArriveCluster(&empty[i % T::kStages], split + splits * j);
+    } else {
+      sm90::MbarArrive(&empty[i % T::kStages]);
     }
   };
 
@@ -332,15 +401,6 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
 #pragma unroll
     for (int r = 0; r < kMT * (BN / 2); ++r) acc[r] = Acc(0);
     if constexpr (kProm > 0) {
-      const auto release = [&](int i) {  // stage i's slot back to the producer
-        if (lane != 0) return;
-        if (mc) {
-          sm90::MbarArriveCluster(&empty[i % T::kStages], 0);
-          sm90::MbarArriveCluster(&empty[i % T::kStages], 1);
-        } else {
-          sm90::MbarArrive(&empty[i % T::kStages]);
-        }
-      };
       float part_acc[BN / 2];  // this period's sums (the wgmma accumulators)
       for (int i = 0; i < iters; ++i) {
         const int s = i % T::kStages;
@@ -391,17 +451,15 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
           }
         }
         sm90::WgmmaCommit();
+        if (raster.hold1 != 0) {  // (Raster::hold1) this stage done and handed back at once
+          sm90::WgmmaWait<0>();
+          release(i);
+          continue;
+        }
         // Keep this stage's MMAs in flight while the previous stage's are retired and its
         // slot handed back to the producer: the tensor cores always have queued work.
         sm90::WgmmaWait<1>();
-        if (i > 0 && lane == 0) {
-          if (mc) {
-            sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 0);
-            sm90::MbarArriveCluster(&empty[(i - 1) % T::kStages], 1);
-          } else {
-            sm90::MbarArrive(&empty[(i - 1) % T::kStages]);
-          }
-        }
+        if (i > 0) release(i - 1);
       }
     }
     sm90::WgmmaWait<0>();
@@ -438,6 +496,68 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
   constexpr int kGroups = BN * kGroupsPerTok;
   constexpr int kBatch = BN * kMT >= 192 ? 8 : BN >= 96 ? 4 : 2;
   const int g0 = split * kGroups / splits, g1 = (split + 1) * kGroups / splits;
+  if (raster.ep_preload != 0) {
+    // (Raster::ep_preload) The same sums and arithmetic, but every global load of a batch (the
+    // token's a_scale, the rows' w_scale and bias, the residual) is issued in the first loop,
+    // before the batch's first store, in registers: StoreOut loads its scales and bias after
+    // the previous group's store (the compiler cannot move them above it: out may alias them)
+    // and waits for each, two or three memory round trips per group, ~28 groups a thread for a
+    // 128 x 256 tile with 9 warps an SM to hide them. Batches of kBatch / 2 (the arrays are 16
+    // registers a group; one group a batch where two blocks share an SM: their 112-register cap
+    // spills with two, and the other block's warps hide the latency).
+    constexpr int kB2 = T::kMinBlocks == 2 ? 1 : kBatch / 2;
+    for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kB2) {
+      float r[kB2][4], mul[kB2][4], add[kB2][4], old[kB2][4];
+#pragma unroll
+      for (int b = 0; b < kB2; ++b) {
+        const int g = gb + b * kThreads;
+        const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+        const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          r[b][e] = 0.0f;
+          mul[b][e] = 1.0f;
+          add[b][e] = 0.0f;
+          old[b][e] = 0.0f;
+        }
+        if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+        const int off = tok * T::kPartStride + row4;
+        for (int p = 0; p < splits; ++p) {
+          const float* src = splits == 1 ? part : cluster.map_shared_rank(part, mrank * splits + p);
+          const float4 q = *reinterpret_cast<const float4*>(src + off);
+          r[b][0] += q.x;
+          r[b][1] += q.y;
+          r[b][2] += q.z;
+          r[b][3] += q.w;
+        }
+        if (ep.w_scale != nullptr) {
+          const float as = ep.a_scale[t];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) mul[b][e] = (row + e < ep.m ? ep.w_scale[row + e] : 0.0f) * as;
+        }
+        if (ep.bias != nullptr) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) add[b][e] = row + e < ep.m ? ep.bias[row + e] : 0.0f;
+        }
+        if (ep.accumulate) LoadOld(ep, t, row, old[b]);
+      }
+#pragma unroll
+      for (int b = 0; b < kB2; ++b) {
+        const int g = gb + b * kThreads;
+        const int tok = g / kGroupsPerTok, row4 = (g % kGroupsPerTok) * 4;
+        const int t = tile_n * BN + tok, row = tile_m * T::kRows + row4;
+        if (g >= g1 || t >= ep.n || row >= ep.m) continue;
+        // StoreOut's arithmetic and rounding: ((v * (w_scale a_scale)) + bias) + old, each step
+        // rounded (no FMA contraction; + 0 where there is no bias or residual).
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[e] = __fadd_rn(__fadd_rn(__fmul_rn(r[b][e], mul[b][e]), add[b][e]), old[b][e]);
+        WriteOut(ep, t, row, o);
+      }
+    }
+    cluster.sync();  // no block leaves while a peer may still read its shared memory
+    return;
+  }
   for (int gb = g0 + static_cast<int>(threadIdx.x); gb < g1; gb += kThreads * kBatch) {
     float4 v[kBatch];
     float old[kBatch][4];
@@ -450,7 +570,8 @@ __global__ void __launch_bounds__(kThreads, Tile<BN, kMT, (kProm > 0)>::kMinBloc
       if (g >= g1 || t >= ep.n || row >= ep.m) continue;
       const int off = tok * T::kPartStride + row4;
       for (int p = 0; p < splits; ++p) {
-        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, p);  // (multicast: its own)
+        // The same weight tile's other splits: ranks mrank * splits + p (multicast: its own).
+        const float* src = splits == 1 ? part : cluster.map_shared_rank(part, mrank * splits + p);
         const float4 q = *reinterpret_cast<const float4*>(src + off);
         v[b].x += q.x;
         v[b].y += q.y;
@@ -801,15 +922,17 @@ int ResidentBlocks(int in, int bn, int splits, bool persistent = false, bool wid
 // blocks per split (the device option wgmma_splits=N forces N instead, for measurements).
 constexpr int kFixedCostKb = 4;
 
-int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = false, int prom = 0) {
+// mg > 1 (WgmmaGemmArgs::mgroup): clusters of s x mg blocks (s <= kMaxSplits / mg), the
+// weight tiles rounded up to a multiple of mg.
+int ChooseSplits(int in, int64_t m, int64_t n, int64_t k, int bn, bool wide = false, int prom = 0, int mg = 1) {
   const int64_t num_kb = (k + BkOf(in) - 1) / BkOf(in);
   const int64_t rows = wide ? 2 * kBM : kBM;
-  const int64_t tiles = ((m + rows - 1) / rows) * ((n + bn - 1) / bn);
+  const int64_t tiles = ((m + rows * mg - 1) / (rows * mg)) * mg * ((n + bn - 1) / bn);
   int best = 1;
   int64_t best_cost = -1;
-  for (int s = 1; s <= kMaxSplits; ++s) {
+  for (int s = 1; s * mg <= kMaxSplits; ++s) {
     if (s > 1 && num_kb < 2 * s) break;
-    const int resident = ResidentBlocks(in, bn, s, false, wide, prom);
+    const int resident = ResidentBlocks(in, bn, s * mg, false, wide, prom);
     if (resident <= 0) continue;
     const int64_t units = tiles * s;
     const int64_t waves = (units + resident - 1) / resident;
@@ -889,6 +1012,22 @@ int TokenTileOf(const WgmmaGemmArgs& a, int in) {
   return TokenTile(a.n, TakesWide(a, in) || Promotes(a, in) > 0 ? 128 : a.token_tile);
 }
 
+// The multicast group of a product (WgmmaGemmArgs::mgroup), or 1: 8-bit inputs, 2 or 4 asked
+// for, decode sizes (one or two token tiles, <= 256 tokens: the plain or the wide form's grid;
+// prefill's many token tiles keep the grouped order and its own pairs), token tiles of at
+// least 8 rows a block (BN / mg a multiple of 8: each block's share then starts on the 128-byte
+// swizzle's 1,024-byte period), and at least mg weight tiles. (With it the launcher never takes
+// the grouped order.)
+int MGroupOf(const WgmmaGemmArgs& a, int in) {
+  if (in == kInBf16 || (a.mgroup != 2 && a.mgroup != 4)) return 1;
+  const int bn = TokenTileOf(a, in);
+  if (bn / a.mgroup < 8 || (bn / a.mgroup) % 8 != 0) return 1;
+  const int64_t rows = TakesWide(a, in) ? 2 * kBM : kBM;
+  const int64_t tiles_m = (a.m + rows - 1) / rows, tiles_n = (a.n + bn - 1) / bn;
+  if (tiles_m < a.mgroup || tiles_n > 2) return 1;
+  return a.mgroup;
+}
+
 }  // namespace
 
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a) { return TakesWide(a, std::max(InKindOf(a), 0)); }
@@ -897,10 +1036,15 @@ int WgmmaGemmSplits(const WgmmaGemmArgs& a) {
   const int in = std::max(InKindOf(a), 0);
   const bool wide = TakesWide(a, in);
   const int bn = TokenTileOf(a, in);
+  const int mg = MGroupOf(a, in);
   const int64_t num_kb = (a.k + BkOf(in) - 1) / BkOf(in);
-  if (a.splits >= 1 && a.splits <= kMaxSplits) return static_cast<int>(std::min<int64_t>(a.splits, num_kb));
-  return ChooseSplits(in, a.m, a.n, a.k, bn, wide, Promotes(a, in));
+  if (a.splits >= 1 && a.splits <= kMaxSplits) {
+    return static_cast<int>(std::min<int64_t>(std::min(a.splits, kMaxSplits / mg), num_kb));
+  }
+  return ChooseSplits(in, a.m, a.n, a.k, bn, wide, Promotes(a, in), mg);
 }
+
+int WgmmaGemmMGroup(const WgmmaGemmArgs& a) { return MGroupOf(a, std::max(InKindOf(a), 0)); }
 
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   if (!WgmmaGemmSupports(a)) return cudaErrorInvalidValue;
@@ -910,15 +1054,17 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const int bn = TokenTileOf(a, in);
   const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
   const int splits = WgmmaGemmSplits(a);
+  const int mg = MGroupOf(a, in);
   const int64_t rows = wide ? 2 * kBM : kBM;
-  const int64_t tiles_m = (a.m + rows - 1) / rows, tiles_n = (a.n + bn - 1) / bn;
+  // (With a multicast group, rounded up to a multiple of it: the extra tiles read zeros.)
+  const int64_t tiles_m = (a.m + rows * mg - 1) / (rows * mg) * mg, tiles_n = (a.n + bn - 1) / bn;
   // (The wide form's token tiles run as Raster::n_inner, never the grouped prefill order.)
-  const bool grouped = !wide && tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
+  const bool grouped = mg == 1 && !wide && tiles_n > 1 && splits == 1 && tiles_m * tiles_n <= 0x7fffffffLL;
   const bool persistent = grouped && a.persistent && in != kInBf16 && prom == 0 && (bn == 128 || bn == 256);
   const bool multicast = grouped && a.multicast && tiles_m > 1 && ResidentBlocks(in, bn, 2, persistent, false, prom) > 0;
   CUtensorMap tw, tx;
   if (!EncodeMap(&tw, in, a.w, a.m, a.k, ldw, static_cast<uint32_t>(rows)) ||
-      !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn)) {
+      !EncodeMap(&tx, in, a.x, a.n, a.k, a.ldx, multicast ? bn / 2 : bn / mg)) {
     return cudaErrorInvalidValue;
   }
   Epilogue ep{};
@@ -936,8 +1082,12 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   const uintptr_t align = ep.out_bf16 ? 8 : 16;
   ep.vec4 = (a.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(a.out) % align == 0) ? 1 : 0;
   const int32_t num_kb = static_cast<int32_t>((a.k + BkOf(in) - 1) / BkOf(in));
-  if (ResidentBlocks(in, bn, splits, false, wide, prom) <= 0) return cudaErrorInvalidConfiguration;
+  if (ResidentBlocks(in, bn, splits * mg, false, wide, prom) <= 0) return cudaErrorInvalidConfiguration;
   Raster raster;
+  raster.mgroup = mg;
+  raster.hold1 = a.hold == 1 ? 1 : 0;
+  raster.trigger = a.trigger ? 1 : 0;
+  raster.ep_preload = a.epilogue_preload ? 1 : 0;
   dim3 grid(static_cast<unsigned>(tiles_m * splits), static_cast<unsigned>(tiles_n), 1);
   if (wide && tiles_n > 1) {
     raster.n_inner = 1;
@@ -963,7 +1113,7 @@ cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
   return WithKernel(
       in, bn, persistent,
       [&](auto kernel, uint32_t smem) {
-        const ClusterLaunch l(grid, smem, multicast ? 2 : splits, a.overlap_previous, stream);
+        const ClusterLaunch l(grid, smem, multicast ? 2 : splits * mg, a.overlap_previous, stream);
         return cudaLaunchKernelEx(&l.cfg, kernel, tw, tx, num_kb, ep, raster);
       },
       wide, prom);

@@ -92,6 +92,35 @@ struct WgmmaGemmArgs {
   // beyond. INT8 and BF16 ignore it (their sums are exact / not FP8). Off by default: not yet
   // run on a GPU.
   int32_t promote = 0;
+  // 8-bit inputs, one K-split grid (the plain or the wide form, not the grouped prefill order):
+  // 2 or 4 (0/1 = off, the default): the blocks of one split on `mgroup` neighbouring weight tiles
+  // form a cluster with the split-K blocks (splits x mgroup <= 8 blocks) and share each
+  // activation tile, each loading BN / mgroup of its rows into all of them with TMA multicast.
+  // At 128 tokens on 128-row tiles a product otherwise moves as many activation bytes from L2
+  // into the SMs as weight bytes, at 256 tokens twice as many; with a group of mgroup that
+  // part is divided by mgroup. Needs BN / mgroup a multiple of 8 and >= mgroup weight tiles
+  // (else off). Opt-in: not yet run on a GPU.
+  int32_t mgroup = 0;
+  // 1: the consumers finish each stage's MMAs (wgmma wait_group 0) and hand its slot back at
+  // once; 2 / 0 (the default): a stage stays queued until the next one's MMAs are issued
+  // (wait_group 1), so the consumers hold two stages of the ring and two blocks an SM with 3
+  // stages each have one stage loading at a time. Not with promote. Opt-in: not yet run on a GPU.
+  int32_t hold = 0;
+  // Programmatic dependent launch of the next kernel as soon as every block of this one is
+  // resident (griddepcontrol.launch_dependents right after the barriers' set-up), instead of at
+  // the end: a next kernel launched with PDL (the next product's activation quantizer with
+  // QuantActArgs::overlap_previous, or the next GEMM) is launched and its blocks placed while
+  // this one still runs; each waits for this one's completion before touching its data (the
+  // PDL contract, kernels/cuda/launch.cuh), so only the launch latency and (next GEMM) its
+  // first weight stages move off the critical path. Opt-in (wgmma_trigger=on): not yet run on a GPU.
+  bool trigger = false;
+  // The epilogue (after the split-K sum) issues each batch's global loads (a_scale, w_scale,
+  // bias, the residual) before the batch's first store, holding them in registers, instead of
+  // StoreOut's loads after the previous group's store, each waited for (two or three memory
+  // round trips per 4 outputs; the :k1 grids of wgmma_sweep put the fixed cost at 10-16 us a
+  // product, H200 2026-12-03). Same arithmetic and rounding. Non-persistent kernel only.
+  // Opt-in (wgmma_epilogue=preload): not yet run on a GPU.
+  bool epilogue_preload = false;
 };
 
 // True when LaunchWgmmaGemm takes the product: BF16 x BF16 -> BF16/F32, 1 <= n <= 256,
@@ -101,6 +130,8 @@ struct WgmmaGemmArgs {
 bool WgmmaGemmSupports(const WgmmaGemmArgs& a);
 // The split-K factor the launcher uses for this shape when a.splits == 0.
 int WgmmaGemmSplits(const WgmmaGemmArgs& a);
+// The multicast group the launcher uses (WgmmaGemmArgs::mgroup; 1 = none).
+int WgmmaGemmMGroup(const WgmmaGemmArgs& a);
 // Whether the launcher runs this product on 256-row weight tiles (WgmmaGemmArgs::wide).
 bool WgmmaGemmTakesWide(const WgmmaGemmArgs& a);
 cudaError_t LaunchWgmmaGemm(const WgmmaGemmArgs& a, cudaStream_t stream);

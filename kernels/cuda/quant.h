@@ -228,6 +228,11 @@ struct QuantActArgs {
   float eps = 0.0f;
   const void* up = nullptr;  // [n, cols], row stride ldup, x_dtype
   int64_t ldup = 0;
+  // LaunchQuantPrologue only: launched with programmatic dependent launch (kernels/cuda/
+  // launch.cuh); the kernel waits for the previous kernel before anything else. With a
+  // previous 8-bit GEMM that lets it start early (WgmmaGemmArgs::trigger), its launch is off
+  // the critical path. Off by default (device option wgmma_trigger=on).
+  bool overlap_previous = false;
 };
 cudaError_t LaunchQuantActivations(const QuantActArgs& a, cudaStream_t stream);
 

@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant.h"
 #include "strata/device.h"
 
@@ -98,6 +99,7 @@ __device__ __forceinline__ uint8_t QuantByte(float r, bool int8) {
 template <typename X, bool kVec>
 __global__ void __launch_bounds__(kThreads) QuantPrologueKernel(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  WaitForPreviousKernel();  // (QuantActArgs::overlap_previous; a no-op without it)
   constexpr int V = kVec ? 16 / static_cast<int>(sizeof(X)) : 1;
   extern __shared__ float s_row[];
   __shared__ float s_red[kThreads / 32];
@@ -272,6 +274,7 @@ __device__ __forceinline__ float BlockReduceOnce(float v, bool max_not_sum, floa
 template <typename X, int kPro, int kMaxT, int kVpt, int kMinBlocks>
 __global__ void __launch_bounds__(kMaxT, kMinBlocks) QuantPrologueRegKernel(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  WaitForPreviousKernel();  // (QuantActArgs::overlap_previous; a no-op without it)
   constexpr int V = 16 / static_cast<int>(sizeof(X));
   constexpr bool kBf16 = std::is_same_v<X, __nv_bfloat16>;
   // RMSNorm: the weights' loads issued with the row's (before the reduction) where they fit.
@@ -566,6 +569,7 @@ bool WithRegKernel(int32_t prologue, int64_t n, int64_t nv, F&& f) {
 template <typename X, int kPro, int kMaxT, int kVpt>
 __global__ void __launch_bounds__(kMaxT, kMaxT == 256 && kVpt == 8 ? 2 : 1) QuantPrologueRegKernelV1(QuantActArgs a) {
   AllowDependentLaunch();  // the 8-bit GEMM may start streaming its weights
+  WaitForPreviousKernel();  // (QuantActArgs::overlap_previous; a no-op without it)
   constexpr int V = 16 / static_cast<int>(sizeof(X));
   using XV = Vec<V, X>;
   __shared__ float s_red[kMaxT / 32];
@@ -742,7 +746,8 @@ cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
           using X = decltype(tag);
           const int64_t nv = a.cols / (16 / static_cast<int64_t>(sizeof(X)));
           const auto launch = [&](auto kernel, int threads) {
-            kernel<<<static_cast<unsigned>(a.n), threads, 0, stream>>>(a);
+            err = LaunchMaybeOverlapping(kernel, dim3(static_cast<unsigned>(a.n)), dim3(static_cast<unsigned>(threads)),
+                                         0, a.overlap_previous, stream, a);
             return true;
           };
           launched = UseRegKernelV1() ? WithRegKernelV1<X>(a.prologue, nv, launch)
@@ -750,7 +755,7 @@ cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
         })) {
       return cudaErrorInvalidValue;
     }
-    if (launched) return cudaGetLastError();
+    if (launched) return err != cudaSuccess ? err : cudaGetLastError();
   }
   if (!DispatchAct(a.x_dtype, [&](auto tag) {
         using X = decltype(tag);
@@ -766,7 +771,10 @@ cudaError_t LaunchQuantPrologue(const QuantActArgs& a, cudaStream_t stream) {
           err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxRowBytes));
           if (err == cudaSuccess && device < 64) raised.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
         }
-        if (err == cudaSuccess) kernel<<<static_cast<unsigned>(a.n), kThreads, smem, stream>>>(a);
+        if (err == cudaSuccess) {
+          err = LaunchMaybeOverlapping(kernel, dim3(static_cast<unsigned>(a.n)), dim3(kThreads),
+                                       static_cast<size_t>(smem), a.overlap_previous, stream, a);
+        }
       })) {
     return cudaErrorInvalidValue;
   }

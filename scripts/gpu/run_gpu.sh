@@ -1746,6 +1746,76 @@ phase_cuda_fp8acc() {
   grep -E "worst \|err\||Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{|^=== " "$F" | head -120
 }
 
+# cuda_g8mid (issue 28, helper cuda-g8mid): the 8-bit wgmma GEMM at 128-256 tokens, opt-in forms
+# of branch cuda-g8mid (main's defaults unchanged). Run once (H200, 2026-12-03 ~19:50 UTC,
+# docs/benchmarks.md "The 8-bit wgmma GEMM at 64-256 tokens: fixed costs"): wgmma_mgroup=2|4
+# (activation tiles multicast across neighbouring weight tiles) 1.4-4x slower, wgmma_trigger=on and
+# wgmma_hold=1 neutral in the step. Not yet run:
+#   wgmma_epilogue=preload  the epilogue issues a batch's scale / bias / residual loads before its
+#                           stores (the default waits for 2-3 loads per 4 outputs after each store;
+#                           the sweep's :k1 grids put the fixed cost at 10-16 us a product)
+# 1) the forced-form tests (three side by side, <= 30 s), 2) the decode step's products at 128 / 256
+# tokens (quant_matmul_bench --ops layer) default vs wgmma_epilogue=preload (FP8 and W8A8; FP8 above
+# 128 tokens goes to cuBLASLt on main, so 3) FP8 at 256 with quant_gemm=wgmma with and without it),
+# 4) per-product times (wgmma_sweep --mgroup 1, FP8, ~5 s), 5) FP8 step products with preload +
+# trigger, preload + 128-row tiles, ... as the budget allows. All in $OUT/cuda-g8mid.txt as they come
+# (the tests also in cuda-g8mid_test_{a,b,c}.txt).
+# CUDA_G8MID_BUDGET seconds (default 90); each step has its own timeout and is skipped (said so)
+# when fewer than its minimum seconds are left.
+# Targets: strata-backend-cuda cuda_quant_test quant_matmul_bench cuda_wgmma_gemm_choice_test wgmma_sweep
+phase_cuda_g8mid() {
+  local t_start=$SECONDS budget=${CUDA_G8MID_BUDGET:-90} F="$OUT/cuda-g8mid.txt" o
+  : > "$F"
+  g8() {  # g8 NAME LIMIT MIN CMD...: CMD's output appended to $F under a header if MIN s are left
+    local name=$1 limit=$2 min=$3 left rc
+    shift 3
+    left=$(( budget - (SECONDS - t_start) ))
+    if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
+    (( limit > left )) && limit=$left
+    stamp "cuda_g8mid $name (limit ${limit}s)"
+    echo "=== $name (limit ${limit}s): $*" >> "$F"
+    timeout "$limit" "$@" >> "$F" 2>&1
+    rc=$?
+    echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
+    return $rc
+  }
+  unset STRATA_CUDA_WGMMA_MGROUP STRATA_CUDA_WGMMA_HOLD STRATA_CUDA_WGMMA_TRIGGER STRATA_CUDA_WGMMA_EPILOGUE
+  [ -x "$BUILD/bin/cuda_wgmma_gemm_choice_test" ] &&
+    g8 choice_test 5 3 "$BUILD/bin/cuda_wgmma_gemm_choice_test" --gtest_color=no --gtest_brief=1
+  # The three forced-form tests side by side (CPU float64 references), 30 s.
+  local pa pb pc
+  stamp "cuda_g8mid forms tests (limit 30s)"
+  timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmPreloadedEpilogueMatchesReference' > "$OUT/cuda-g8mid_test_c.txt" 2>&1 &
+  pc=$!
+  timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmMulticastGroupsMatchReference' > "$OUT/cuda-g8mid_test_a.txt" 2>&1 &
+  pa=$!
+  timeout 30 "$BUILD/bin/cuda_quant_test" --gtest_color=no \
+    --gtest_filter='CudaQuant.EightBitGemmMulticastWideAndHoldMatchReference' > "$OUT/cuda-g8mid_test_b.txt" 2>&1 &
+  pb=$!
+  wait "$pc"; echo "=== forms test c rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-g8mid_test_c.txt"
+  wait "$pa"; echo "=== forms test a rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-g8mid_test_a.txt"
+  wait "$pb"; echo "=== forms test b rc=$? at $(( SECONDS - t_start ))s" >> "$OUT/cuda-g8mid_test_b.txt"
+  cat "$OUT/cuda-g8mid_test_c.txt" "$OUT/cuda-g8mid_test_a.txt" "$OUT/cuda-g8mid_test_b.txt" >> "$F"
+  g8 bench_default 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5
+  g8 bench_preload 24 15 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8,w8a8 --tokens 128,256 --reps 5 \
+    --device-options "wgmma_epilogue=preload"
+  for o in "quant_gemm=wgmma" "quant_gemm=wgmma;wgmma_epilogue=preload"; do
+    g8 "bench_fp8_256_$o" 8 6 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 256 --reps 5 \
+      --device-options "$o"
+  done
+  [ -x "$BUILD/bin/wgmma_sweep" ] &&
+    g8 sweep 20 8 "$BUILD/bin/wgmma_sweep" --mgroup 1 --formats fp8 --tokens 128,256 --reps 5
+  for o in "wgmma_epilogue=preload;wgmma_trigger=on" "wgmma_epilogue=preload;wgmma_wide=off" "quant_gemm=cublas" \
+           "wgmma_mgroup=4" "wgmma_trigger=on"; do
+    g8 "bench_$o" 12 9 "$BUILD/bin/quant_matmul_bench" --ops layer --formats fp8 --tokens 128,256 --reps 5 \
+      --device-options "$o"
+  done
+  echo "=== cuda_g8mid done ($(( SECONDS - t_start ))s of ${budget}s)" >> "$F"
+  grep -E "Failure|^\[  (FAILED|PASSED|SKIPPED)|^\{\"bench\":\"quant|wgmma_sweep_(best|layer)|^=== " "$F" | head -120
+}
+
 # cuda_b1 (issue 28, helper cuda-b1): batch-1 decode on CUDA, the opt-in forms of branch cuda-b1
 # (none has run on a GPU yet; main's defaults are unchanged):
 #   STRATA_CUDA_PDL_SMALL=on      the decode attention kernels, their split combine, rms_norm and

@@ -1284,6 +1284,81 @@ TEST(CudaQuant, EightBitGemmWideTilesMatchReference) {
   }
 }
 
+// The decode forms of the wgmma GEMM that share activation tiles between the blocks of
+// neighbouring weight tiles (wgmma_mgroup=2|4: a cluster of splits x mgroup blocks, each block
+// loading BN / mgroup rows of the token tile into all the group's blocks with TMA multicast,
+// the split-K partial tiles added within each weight tile's blocks), and the consumers that
+// free each stage at once (wgmma_hold=1), against the float64 reference. Rows chosen so that
+// the groups have tiles past m (520 rows: five 128-row tiles, the last 8 rows, rounded up to
+// 6 / 8 tiles; 800: four 256-row wide tiles, the last 32 rows), K of 1,000 (TMA zeros past the
+// columns; 8 K blocks: 3 splits uneven) and 4,096; tokens 8 (a 16-token tile: 8 rows a block
+// for mgroup=2, too few for 4, which is then off), 40 (a 64-token tile: 16 rows a block with
+// 4), 96 (24 rows a block), 128, 200 (a 256-token tile, or two of 128 with token_tile=128 or
+// wide: the plain grid's y / n_inner), 256; with the chooser's split, 1, 2 (a cluster of 8
+// with 4) and 3 (uneven, 6 blocks with 2); with the wide form; with bias; then (BF16
+// activations) the RMSNorm prologue with the residual add over 1,024 x 4,096, as qkv runs it.
+// Also wgmma_trigger=on (the GEMM lets the next kernel launch early; the fused quantizer is
+// launched with programmatic dependent launch and waits for the previous kernel first): the
+// prologue products then run quantizer -> GEMM -> quantizer ... with the early launches.
+// (Two tests, five forms each, so that the GPU phase runs them side by side.)
+void ExpectMulticastFormsMatch(const strata_backend_v1* api, const std::vector<const char*>& forms) {
+  struct Case {
+    int32_t format;
+    int64_t rows, cols;
+    bool bias;
+  };
+  const Case cases[] = {{STRATA_WEIGHT_W8A8, 520, 4096, false},
+                        {STRATA_WEIGHT_FP8, 520, 1000, true},
+                        {STRATA_WEIGHT_W8A8, 800, 1000, true},
+                        {STRATA_WEIGHT_FP8, 800, 4096, false}};
+  const std::vector<int64_t> tokens = {8, 40, 96, 128, 200, 256};
+  for (const char* o : forms) {
+    const std::string options = std::string("activations=bf16;quant_gemm=wgmma;") + o;
+    OPEN_OR_SKIP(dev, options.c_str());
+    std::mt19937 rng(59);
+    for (const Case& c : cases) {
+      QWeight w = RandomWeight(rng, c.format, c.rows, c.cols, 0);
+      const bool fp8 = c.format == STRATA_WEIGHT_FP8;
+      const std::string what = std::string(fp8 ? "fp8 " : "w8a8 ") + std::to_string(c.rows) + "x" +
+                               std::to_string(c.cols) + (c.bias ? " bias " : " ") + o;
+      ExpectProductsMatch(dev, BF16, w, rng, fp8 ? 3e-2 : 2e-2, what.c_str(), c.bias, tokens);
+    }
+    for (int32_t format : {STRATA_WEIGHT_W8A8, STRATA_WEIGHT_FP8}) {
+      const bool fp8 = format == STRATA_WEIGHT_FP8;
+      QWeight w = RandomWeight(rng, format, 1024, 4096, 0);
+      ExpectPrologueProductsMatch(dev, BF16, w, STRATA_PROLOGUE_RMS_NORM, true, rng, fp8 ? 3e-2 : 2e-2,
+                                  std::string(fp8 ? "fp8" : "w8a8") + " rms_norm+= 1024x4096 " + o, {128, 256});
+    }
+  }
+}
+
+TEST(CudaQuant, EightBitGemmMulticastGroupsMatchReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2", "wgmma_mgroup=4", "wgmma_mgroup=4;wgmma_splits=1",
+                                  "wgmma_mgroup=4;wgmma_splits=2", "wgmma_mgroup=2;wgmma_splits=3"});
+}
+
+// The preloaded epilogue (wgmma_epilogue=preload: a batch's scale, bias and residual loads
+// issued before its stores, the same arithmetic and rounding), forced on every form it runs in:
+// the wide and 128-row tiles with the chooser's splits, one split, three (uneven K blocks) with
+// token tiles of 128, with bias and the residual add as above; then the GEMM-choice cases of
+// EightBitGemmsMatchReference (F32 and BF16 activations, so F32 and BF16 outputs, 1..4,096
+// tokens: the grouped prefill grid uses the same epilogue).
+TEST(CudaQuant, EightBitGemmPreloadedEpilogueMatchesReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_epilogue=preload", "wgmma_epilogue=preload;wgmma_wide=on",
+                                  "wgmma_epilogue=preload;wgmma_wide=off;wgmma_splits=1",
+                                  "wgmma_epilogue=preload;wgmma_token_tile=128;wgmma_splits=3"});
+  ExpectEightBitGemmsMatch(api, {"quant_gemm=wgmma;wgmma_epilogue=preload"});
+}
+
+TEST(CudaQuant, EightBitGemmMulticastWideAndHoldMatchReference) {
+  REQUIRE_GPU();
+  ExpectMulticastFormsMatch(api, {"wgmma_mgroup=2;wgmma_wide=on", "wgmma_mgroup=4;wgmma_wide=on",
+                                  "wgmma_mgroup=4;wgmma_token_tile=128", "wgmma_hold=1",
+                                  "wgmma_hold=1;wgmma_mgroup=4;wgmma_wide=on", "wgmma_trigger=on;wgmma_mgroup=4"});
+}
+
 // FP8 over a long K with and without promoted accumulation (fp8_promote: the wgmma GEMM adds
 // its tensor-core partial sums into separate f32 registers every 128 (on) or 256 of K). Hopper's FP8
 // wgmma keeps its accumulator at reduced precision (DeepSeek-V3's report: ~14 significant
