@@ -237,9 +237,33 @@ void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride,
   }
 }
 
+// acc += sum_t w[t] * rows[t]: up to four vectors of acc stay in registers across all the rows
+// (one load and one store of acc per block, not per row: per row, the store and the next row's
+// load of the same acc made a store-to-load chain that the attention's value loop waited on).
 template <typename T>
 void MulAccRowsT(float* acc, const float* w, const T* rows, int64_t stride, int32_t count, int64_t n) {
-  for (int32_t t = 0; t < count; ++t) MulAccT(acc, w[t], rows + t * stride, n);
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    VF a0 = hn::LoadU(df, acc + i), a1 = hn::LoadU(df, acc + i + L);
+    VF a2 = hn::LoadU(df, acc + i + 2 * L), a3 = hn::LoadU(df, acc + i + 3 * L);
+    for (int32_t t = 0; t < count; ++t) {
+      const T* r = rows + t * stride + i;
+      const VF vw = hn::Set(df, w[t]);
+      a0 = hn::MulAdd(vw, LoadAsF32(df, r), a0);
+      a1 = hn::MulAdd(vw, LoadAsF32(df, r + L), a1);
+      a2 = hn::MulAdd(vw, LoadAsF32(df, r + 2 * L), a2);
+      a3 = hn::MulAdd(vw, LoadAsF32(df, r + 3 * L), a3);
+    }
+    hn::StoreU(a0, df, acc + i);
+    hn::StoreU(a1, df, acc + i + L);
+    hn::StoreU(a2, df, acc + i + 2 * L);
+    hn::StoreU(a3, df, acc + i + 3 * L);
+  }
+  if (i < n) {
+    for (int32_t t = 0; t < count; ++t) MulAccT(acc + i, w[t], rows + t * stride + i, n - i);
+  }
 }
 
 void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
