@@ -186,7 +186,6 @@ __device__ __forceinline__ void WriteOut(const Epilogue& ep, int32_t t, int32_t 
 
 // out[t, row .. row + 3] = v (scaled, + bias) + old (accumulate: LoadOld's values; else null).
 __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t row, float4 v, const float* old) {
-  const int64_t base = static_cast<int64_t>(t) * ep.ldo + row;
   float r[4] = {v.x, v.y, v.z, v.w};
   if (ep.w_scale != nullptr) {
     const float as = ep.a_scale[t];
@@ -198,27 +197,7 @@ __device__ __forceinline__ void StoreOut(const Epilogue& ep, int32_t t, int32_t 
   if (old != nullptr) {
     for (int e = 0; e < 4; ++e) r[e] += old[e];
   }
-  if (ep.vec4 && row + 3 < ep.m) {
-    if (ep.out_bf16) {
-      uint2* p = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(ep.out) + base);
-      const __nv_bfloat162 n0 = __floats2bfloat162_rn(r[0], r[1]);
-      const __nv_bfloat162 n1 = __floats2bfloat162_rn(r[2], r[3]);
-      uint2 nv;
-      nv.x = *reinterpret_cast<const uint32_t*>(&n0);
-      nv.y = *reinterpret_cast<const uint32_t*>(&n1);
-      *p = nv;
-    } else {
-      *reinterpret_cast<float4*>(static_cast<float*>(ep.out) + base) = make_float4(r[0], r[1], r[2], r[3]);
-    }
-    return;
-  }
-  for (int e = 0; e < 4 && row + e < ep.m; ++e) {
-    if (ep.out_bf16) {
-      static_cast<__nv_bfloat16*>(ep.out)[base + e] = __float2bfloat16_rn(r[e]);
-    } else {
-      static_cast<float*>(ep.out)[base + e] = r[e];
-    }
-  }
+  WriteOut(ep, t, row, r);
 }
 #endif
 
