@@ -8,26 +8,14 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "backends/cpu/half_convert.h"
 #include "strata/device.h"
 
 namespace strata::cpu {
 namespace {
-
-uint16_t Bf16Bits(float f) {  // truncation is enough: the reference reads the same bits back
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(u >> 16);
-}
-float FromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 TEST(CpuSimdRows, MulAccAndDotRowsMatchFloat64AcrossBlockEdges) {
   std::mt19937 rng(7);
@@ -40,8 +28,8 @@ TEST(CpuSimdRows, MulAccAndDotRowsMatchFloat64AcrossBlockEdges) {
         for (float& v : rows_f) v = u(rng);
         std::vector<uint16_t> rows_b(rows_f.size());
         for (size_t i = 0; i < rows_f.size(); ++i) {
-          rows_b[i] = Bf16Bits(rows_f[i]);
-          if (dtype == STRATA_DTYPE_BF16) rows_f[i] = FromBf16(rows_b[i]);
+          rows_b[i] = F32ToBf16(rows_f[i]);
+          if (dtype == STRATA_DTYPE_BF16) rows_f[i] = Bf16ToF32(rows_b[i]);  // the values the kernel reads
         }
         const void* rows = dtype == STRATA_DTYPE_F32 ? static_cast<const void*>(rows_f.data()) : rows_b.data();
         std::vector<float> a(static_cast<size_t>(n)), w(static_cast<size_t>(std::max(count, 1)));
