@@ -133,6 +133,22 @@ stamp() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 # A bare `wait` also waits for the process substitution of the `exec > >(tee ...)` above (bash 5.1+),
 # which never ends: it hung two device calls (600 s, 2 x 130 s). Wait on the background jobs only.
 wait_children() { local p; for p in $(jobs -p); do wait "$p"; done; }
+# budget_step PHASE NAME LIMIT MIN CMD...: within a phase that has set $F (its results file),
+# $t_start and $budget, runs CMD under `timeout LIMIT` (cut to what is left) with its output
+# appended to $F under a header, or says it is skipped when fewer than MIN s are left.
+budget_step() {
+  local phase=$1 name=$2 limit=$3 min=$4 left rc
+  shift 4
+  left=$(( budget - (SECONDS - t_start) ))
+  if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
+  (( limit > left )) && limit=$left
+  stamp "$phase $name (limit ${limit}s)"
+  echo "=== $name (limit ${limit}s): $*" >> "$F"
+  timeout "$limit" "$@" >> "$F" 2>&1
+  rc=$?
+  echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
+  return $rc
+}
 
 stamp "machine (phases: $PHASES)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -1719,19 +1735,7 @@ phase_serve256() {
 phase_cuda_fp8acc() {
   local t_start=$SECONDS budget=${CUDA_FP8ACC_BUDGET:-60} F="$OUT/cuda-fp8acc.txt" o
   : > "$F"
-  fa() {  # fa NAME LIMIT MIN CMD...: CMD's output appended to $F under a header if MIN s are left
-    local name=$1 limit=$2 min=$3 left rc
-    shift 3
-    left=$(( budget - (SECONDS - t_start) ))
-    if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
-    (( limit > left )) && limit=$left
-    stamp "cuda_fp8acc $name (limit ${limit}s)"
-    echo "=== $name (limit ${limit}s): $*" >> "$F"
-    timeout "$limit" "$@" >> "$F" 2>&1
-    rc=$?
-    echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
-    return $rc
-  }
+  fa() { budget_step cuda_fp8acc "$@"; }  # NAME LIMIT MIN CMD...
   unset STRATA_CUDA_FP8_PROMOTE
   fa longk_test 35 10 "$BUILD/bin/cuda_quant_test" --gtest_color=no --gtest_filter='CudaQuant.Fp8LongKPromotedAccumulation'
   for o in "" "fp8_promote=on" "fp8_promote=256"; do
@@ -1764,19 +1768,7 @@ phase_cuda_fp8acc() {
 phase_cuda_g8mid() {
   local t_start=$SECONDS budget=${CUDA_G8MID_BUDGET:-90} F="$OUT/cuda-g8mid.txt" o
   : > "$F"
-  g8() {  # g8 NAME LIMIT MIN CMD...: CMD's output appended to $F under a header if MIN s are left
-    local name=$1 limit=$2 min=$3 left rc
-    shift 3
-    left=$(( budget - (SECONDS - t_start) ))
-    if (( left < min )); then echo "=== skipped $name: ${left}s of the phase's ${budget}s left" | tee -a "$F"; return 1; fi
-    (( limit > left )) && limit=$left
-    stamp "cuda_g8mid $name (limit ${limit}s)"
-    echo "=== $name (limit ${limit}s): $*" >> "$F"
-    timeout "$limit" "$@" >> "$F" 2>&1
-    rc=$?
-    echo "=== $name rc=$rc at $(( SECONDS - t_start ))s" >> "$F"
-    return $rc
-  }
+  g8() { budget_step cuda_g8mid "$@"; }  # NAME LIMIT MIN CMD...
   unset STRATA_CUDA_WGMMA_MGROUP STRATA_CUDA_WGMMA_HOLD STRATA_CUDA_WGMMA_TRIGGER STRATA_CUDA_WGMMA_EPILOGUE
   [ -x "$BUILD/bin/cuda_wgmma_gemm_choice_test" ] &&
     g8 choice_test 5 3 "$BUILD/bin/cuda_wgmma_gemm_choice_test" --gtest_color=no --gtest_brief=1
