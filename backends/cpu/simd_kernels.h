@@ -27,6 +27,16 @@ void DotRowsF32(const float* a, const void* rows, int32_t dtype, int64_t stride,
 void MulAccRowsF32(float* acc, const float* w, const void* rows, int32_t dtype, int64_t stride,
                    int32_t count, int64_t n);
 void ScaleF32(float* x, float s, int64_t n);
+// Asks for `count` rows of `row_bytes` each, `stride_bytes` apart, to be brought into the
+// cache (a hint: no fault on any address, no effect on results). For strided rows the
+// hardware prefetcher does not follow: one attention head's keys or values in a paged block,
+// whose rows are all kv heads of a token apart.
+inline void PrefetchRows(const void* base, int64_t stride_bytes, int32_t count, int64_t row_bytes) {
+  const char* p = static_cast<const char*>(base);
+  for (int32_t t = 0; t < count; ++t, p += stride_bytes) {
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
+  }
+}
 void ConvertToF32(const void* src, int32_t src_dtype, float* dst, int64_t n);
 // hi[i] = bf16(v), lo[i] = bf16(v - hi[i]) of each element v (F32, F16 or BF16), both rounded to
 // nearest even: hi + lo is v exactly for F16/BF16, within 2^-16 |v| for F32 (ops_dense.cpp, AMX).
